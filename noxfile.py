@@ -122,6 +122,20 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: reproduce the papers' experiments into build/report/."""
+    if "examples" not in PRESENT:
+        session.error(
+            "packages/examples is not in the repository yet, so there is no report to build; "
+            "run `nox` for the test suites instead."
+        )
+    _install_local(session, "examples", extra="plot")
+    out = ROOT / "build" / "report"
+    session.run("chetaev-examples", "report", "--out", str(out), *session.posargs)
+    session.log(f"Report written to {out / 'index.html'} (also report.md and results.json)")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Timed benchmarks (not part of the test suite)."""
     _install_local(session, *PRESENT)

@@ -7,9 +7,9 @@ documentation shows what the code computes, never a stored claim.
 
 from __future__ import annotations
 
+from docutils import nodes
 from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
-from docutils import nodes
 
 
 class TableauxProperties(Directive):
@@ -25,6 +25,6 @@ class TableauxProperties(Directive):
         return container.children
 
 
-def setup(app):  # noqa: ANN001, ANN201 - Sphinx API
+def setup(app):
     app.add_directive("chetaev-tableaux-properties", TableauxProperties)
     return {"parallel_read_safe": True, "version": "0.1"}

@@ -1,0 +1,72 @@
+"""chetaev.rktableaux: Runge–Kutta tableaux for any number of stages, analysed from the
+coefficients (order conditions, simplifying assumptions, stability, symplecticity)."""
+
+from ._errors import OrderLimitWarning, TableauError
+from ._explicit import (
+    backward_euler,
+    dopri5,
+    explicit_midpoint,
+    forward_euler,
+    heun,
+    implicit_midpoint,
+    kutta3,
+    ralston,
+    rk4,
+    rk38,
+    ssprk3,
+    trapezoidal,
+)
+from ._families import (
+    gauss,
+    lobatto_iiia,
+    lobatto_iiib,
+    lobatto_iiic,
+    lobatto_iiic_star,
+    radau_ia,
+    radau_iia,
+)
+from ._partitioned import (
+    ConstrainedHypotheses,
+    MixedOrders,
+    PartitionedTableau,
+    lobatto_iiia_iiib,
+    symplectic_conjugate,
+    symplectic_pair,
+)
+from ._tableau import SimplifyingOrders, Tableau
+from ._trees import TreeSet, bicoloured_trees, rooted_trees
+
+__all__ = [
+    "ConstrainedHypotheses",
+    "MixedOrders",
+    "OrderLimitWarning",
+    "PartitionedTableau",
+    "SimplifyingOrders",
+    "Tableau",
+    "TableauError",
+    "TreeSet",
+    "backward_euler",
+    "bicoloured_trees",
+    "dopri5",
+    "explicit_midpoint",
+    "forward_euler",
+    "gauss",
+    "heun",
+    "implicit_midpoint",
+    "kutta3",
+    "lobatto_iiia",
+    "lobatto_iiia_iiib",
+    "lobatto_iiib",
+    "lobatto_iiic",
+    "lobatto_iiic_star",
+    "radau_ia",
+    "radau_iia",
+    "ralston",
+    "rk4",
+    "rk38",
+    "rooted_trees",
+    "ssprk3",
+    "symplectic_conjugate",
+    "symplectic_pair",
+    "trapezoidal",
+]

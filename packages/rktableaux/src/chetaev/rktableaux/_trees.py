@@ -1,0 +1,164 @@
+"""Rooted trees (one or two colours) and their elementary weights, vectorized.
+
+Every tree of order ``n >= 2`` is stored through its canonical Butcher product
+``t = l ∘ r`` (``r`` grafted as a new child of the root of ``l``), where ``r`` is the child
+of ``t`` with the largest index.  Enumerating the pairs ``(l, r)`` with ``maxchild(l) <= r``
+yields every (coloured) rooted tree exactly once.  With this representation the stage
+vectors of all trees of one order come out of one numpy expression:
+
+    u(•) = 1,    u(l ∘ r) = u(l) * (A_{colour(r)} u(r)),    Φ(t) = b_{colour(t)} · u(t),
+    γ(•) = 1,    γ(l ∘ r) = |t| · γ(l)/|l| · γ(r),
+
+and the order conditions read Φ(t) = 1/γ(t) (paper App. B, eq. 51; Hairer–Nørsett–Wanner I,
+Thm II.2.13; for partitioned methods HNW I §II.15).  Trees of order ≤ 10: 1, 1, 2, 4, 9, 20,
+48, 115, 286, 719; bi-coloured: 2, 4, 14, 52, 214, 916, 4116, 18996.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["TreeSet", "bicoloured_trees", "elementary_weights", "rooted_trees"]
+
+
+class TreeSet:
+    """All rooted trees with ``colours`` vertex colours up to order ``max_order``.
+
+    Attributes (all numpy arrays of length ``len(self)``)
+    ----------
+    order : int64, the number of vertices |t|.
+    gamma : float64, the density γ(t).
+    colour : int64, colour of the root (always 0 for one colour).
+    left, right : int64, canonical Butcher factors (−1 for the single vertices).
+    level_slices : list of slices, ``level_slices[n]`` selects the trees of order ``n``.
+    """
+
+    def __init__(self, max_order: int, colours: int) -> None:
+        self.max_order = max_order
+        self.colours = colours
+        order: list[int] = []
+        gamma: list[int] = []
+        colour: list[int] = []
+        left: list[int] = []
+        right: list[int] = []
+        maxchild: list[int] = []
+        self.level_slices: list[slice] = [slice(0, 0)]
+        # order 1: one single vertex per colour
+        for col in range(colours):
+            order.append(1)
+            gamma.append(1)
+            colour.append(col)
+            left.append(-1)
+            right.append(-1)
+            maxchild.append(-1)
+        self.level_slices.append(slice(0, colours))
+        for n in range(2, max_order + 1):
+            start = len(order)
+            for k in range(1, n):  # order of r
+                m = n - k  # order of l
+                lsl = self.level_slices[m]
+                lmax = np.asarray(maxchild[lsl.start : lsl.stop])
+                rsl = self.level_slices[k]
+                for r in range(rsl.start, rsl.stop):
+                    # trees of order m are generated with non-decreasing maxchild
+                    cnt = int(np.searchsorted(lmax, r, side="right"))
+                    for li in range(lsl.start, lsl.start + cnt):
+                        order.append(n)
+                        gamma.append(n * (gamma[li] // m) * gamma[r])
+                        colour.append(colour[li])
+                        left.append(li)
+                        right.append(r)
+                        maxchild.append(r)
+            # keep the level sorted by maxchild (needed by searchsorted above)
+            idx = np.argsort(np.asarray(maxchild[start:]), kind="stable")
+            if not np.all(idx == np.arange(len(idx))):  # pragma: no cover - sorted by design
+                raise AssertionError("tree enumeration is not sorted")
+            self.level_slices.append(slice(start, len(order)))
+        self.order = np.asarray(order, dtype=np.int64)
+        self.gamma = np.asarray(gamma, dtype=np.float64)
+        self.colour = np.asarray(colour, dtype=np.int64)
+        self.left = np.asarray(left, dtype=np.int64)
+        self.right = np.asarray(right, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.order.shape[0])
+
+    def count(self, n: int) -> int:
+        """Number of trees of order exactly ``n``."""
+        sl = self.level_slices[n]
+        return sl.stop - sl.start
+
+    def upto(self, n: int) -> int:
+        """Number of trees of order ≤ ``n`` (they are the first ones stored)."""
+        return self.level_slices[n].stop
+
+    def bracket(self, i: int) -> str:
+        """Bracket notation of tree ``i``: ``τ`` (white vertex ``σ``), ``[τ, [τ]]``, ..."""
+        return _bracket(self, i)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(str(self.count(n)) for n in range(1, self.max_order + 1))
+        return f"TreeSet(max_order={self.max_order}, colours={self.colours}; counts {counts})"
+
+
+def _children(trees: TreeSet, i: int) -> list[int]:
+    out = []
+    while trees.left[i] >= 0:
+        out.append(int(trees.right[i]))
+        i = int(trees.left[i])
+    return out[::-1]
+
+
+def _bracket(trees: TreeSet, i: int) -> str:
+    leaf = "τ" if trees.colour[i] == 0 else "σ"
+    kids = _children(trees, i)
+    if not kids:
+        return leaf
+    inner = ", ".join(_bracket(trees, k) for k in kids)
+    return f"[{inner}]" if trees.colours == 1 else f"{leaf}[{inner}]"
+
+
+@lru_cache(maxsize=8)
+def rooted_trees(max_order: int) -> TreeSet:
+    """All (one-colour) rooted trees of order ≤ ``max_order`` (cached)."""
+    return TreeSet(int(max_order), 1)
+
+
+@lru_cache(maxsize=8)
+def bicoloured_trees(max_order: int) -> TreeSet:
+    """All bi-coloured rooted trees (P-trees) of order ≤ ``max_order`` (cached)."""
+    return TreeSet(int(max_order), 2)
+
+
+def elementary_weights(
+    trees: TreeSet, n: int, mats: list[np.ndarray], weights: list[np.ndarray]
+) -> np.ndarray:
+    """Elementary weights Φ(t) of the trees of order ≤ ``n``.
+
+    Parameters
+    ----------
+    trees : the tree set (``trees.max_order >= n``).
+    mats : one (s, s) matrix per colour (``[a]`` or ``[a, â]``).
+    weights : one (s,) weight vector per colour (``[b]`` or ``[b, b̂]``).
+
+    Returns
+    -------
+    (trees.upto(n),) array of Φ(t) = b_{colour(root)} · u(t).
+    """
+    s = mats[0].shape[0]
+    N = trees.upto(n)
+    U = np.empty((N, s))
+    U[: trees.level_slices[1].stop] = 1.0
+    for m in range(2, n + 1):
+        sl = trees.level_slices[m]
+        r = trees.right[sl]
+        lft = trees.left[sl]
+        if len(mats) == 1:
+            Ar = U[r] @ mats[0].T
+        else:
+            Ar = np.einsum("kij,kj->ki", np.stack(mats)[trees.colour[r]], U[r])
+        U[sl] = U[lft] * Ar
+    W = np.stack(weights)[trees.colour[:N]]
+    return np.einsum("ki,ki->k", W, U)

@@ -1,0 +1,494 @@
+"""Holonomic and velocity constraints, and the constrained system (spec §1.2–1.3).
+
+Sign convention for every method in the project::
+
+    d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀ λ            (holonomic: (∂Φ/∂q)ᵀ λ)
+
+On a group the same classes take ``(g, η)`` with ``g`` a group element ``(..., k, k)`` and
+η the trivialized velocity; every derivative "in q" is then the left-trivialized one,
+``[.., j] = d/dε f(g·exp(ε e_j))|₀``. A constraint learns the group from the
+:class:`ConstrainedSystem` it is put into (or from ``group=``).
+
+Velocity-level view (what the multiplier formula and the nonholonomic methods use):
+
+============================  =================  ========================  ====================
+constraint                    ``residual(q, v)`` ``dphi_dv(q, v)`` (m, n) ``dphi_dq(q, v)`` (m, n)
+============================  =================  ========================  ====================
+HolonomicConstraint           Φ(q)               ∂Φ/∂q                     ∂(∂Φ/∂q · v)/∂q
+LinearVelocityConstraint      A(q)v + a(q)       A(q)                      dA[v] + da
+VelocityConstraint            Φ(q, v)            ∂Φ/∂v                     ∂Φ/∂q
+============================  =================  ========================  ====================
+
+For a holonomic constraint ``velocity_residual(q, v) = ∂Φ/∂q · v`` is the hidden
+(tangency) constraint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._errors import ConstraintViolationError, InputError, SingularMatrixError
+from ._fd import fd_jacobian, group_perturb, vector_perturb
+from ._systems import _wrap
+
+__all__ = [
+    "ConstrainedSystem",
+    "HolonomicConstraint",
+    "LinearVelocityConstraint",
+    "VelocityConstraint",
+]
+
+
+def _qbatch(q: np.ndarray, group: Any) -> tuple[int, ...]:
+    q = np.asarray(q)
+    return q.shape[:-2] if group is not None else q.shape[:-1]
+
+
+def _perturb(group: Any):
+    return vector_perturb if group is None else group_perturb(group)
+
+
+def _ndim_q(group: Any) -> int:
+    return 1 if group is None else 2
+
+
+def _as_callable(x: Any, name: str, vectorized: bool, core: tuple[int, ...]):
+    if x is None:
+        return None
+    if callable(x):
+        return _wrap(x, vectorized, core)
+    arr = np.array(x, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"`{name}` must be finite.")
+    arr.setflags(write=False)
+    return arr
+
+
+@attrs.frozen(eq=False)
+class HolonomicConstraint:
+    """Holonomic constraint Φ(q) = 0, Φ : Q → Rᵐ.
+
+    Parameters
+    ----------
+    phi : callable
+        ``Φ(q)`` → ``(..., m)``.
+    jacobian : callable
+        ``∂Φ/∂q`` → ``(..., m, n)`` (on a group: left-trivialized).
+    hessian : callable, optional
+        ``[a, i, j] = ∂(∂Φ_a/∂q_i)/∂q_j`` → ``(..., m, n, n)`` (on a group: the
+        left-trivialized derivative of the Jacobian in direction ``e_j``). Central finite
+        differences of ``jacobian`` when omitted.
+    group : optional
+        Set automatically by :class:`ConstrainedSystem` for group systems.
+    m : int, optional
+        Number of constraints (inferred from ``phi`` when first needed).
+    """
+
+    _phi: Callable = attrs.field()
+    _jacobian: Callable = attrs.field()
+    _hessian: Callable | None = attrs.field(default=None)
+    group: Any = attrs.field(default=None, kw_only=True)
+    m: int | None = attrs.field(default=None, kw_only=True)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    is_holonomic = True
+
+    def __attrs_post_init__(self) -> None:
+        c = _ndim_q(self.group)
+        for name in ("_phi", "_jacobian", "_hessian"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise InputError(f"`{name[1:]}` must be callable q -> array, got {f!r}.")
+            object.__setattr__(self, name, _wrap(f, self.vectorized, (c,)))
+
+    @property
+    def fd_hessian(self) -> bool:
+        """True when the Hessian is formed by finite differences."""
+        return self._hessian is None
+
+    def phi(self, q):
+        """Φ(q), shape (..., m)."""
+        return np.asarray(self._phi(q), dtype=float)
+
+    def jacobian(self, q):
+        """∂Φ/∂q, shape (..., m, n)."""
+        return np.asarray(self._jacobian(q), dtype=float)
+
+    def hessian(self, q):
+        """[a, i, j] = ∂J_ai/∂q_j, shape (..., m, n, n)."""
+        if self._hessian is not None:
+            return np.asarray(self._hessian(q), dtype=float)
+        q = np.asarray(q, dtype=float)
+        J = self.jacobian(q)
+        return fd_jacobian(self.jacobian, q, J.shape[-1], perturb=_perturb(self.group),
+                           batch_shape=_qbatch(q, self.group), out_ndim=2,
+                           scale=None if self.group is not None else q)
+
+    def residual(self, q, v=None):
+        """Position-level residual Φ(q)."""
+        return self.phi(q)
+
+    def velocity_residual(self, q, v):
+        """Hidden (tangency) constraint ∂Φ/∂q · v."""
+        return np.einsum("...ai,...i->...a", self.jacobian(q), v)
+
+    def dphi_dv(self, q, v):
+        """∂(∂Φ/∂q · v)/∂v = ∂Φ/∂q, shape (..., m, n)."""
+        J = self.jacobian(q)
+        shape = np.broadcast_shapes(J.shape[:-2], np.shape(v)[:-1])
+        return np.broadcast_to(J, shape + J.shape[-2:])
+
+    def dphi_dq(self, q, v):
+        """∂(∂Φ/∂q · v)/∂q: [a, j] = Σ_i H[a, i, j] v_i, shape (..., m, n)."""
+        return np.einsum("...aij,...i->...aj", self.hessian(q), v)
+
+    def d2phi_dvdq(self, q, v):
+        """[a, i, j] = ∂²(Jv)_a/∂v_i∂q_j = H[a, i, j]."""
+        H = self.hessian(q)
+        shape = np.broadcast_shapes(H.shape[:-3], np.shape(v)[:-1])
+        return np.broadcast_to(H, shape + H.shape[-3:])
+
+    def d2phi_dv2(self, q, v):
+        """Zero (the velocity form is linear in v), shape (..., m, n, n)."""
+        J = self.jacobian(q)
+        shape = np.broadcast_shapes(J.shape[:-2], np.shape(v)[:-1])
+        return np.zeros(shape + J.shape[-2:] + J.shape[-1:])
+
+
+@attrs.frozen(eq=False)
+class LinearVelocityConstraint:
+    """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (spec §1.2).
+
+    Parameters
+    ----------
+    A : callable or array_like (m, n)
+        ``q`` ↦ ``(..., m, n)``, or a constant matrix.
+    a : callable or array_like (m,), optional
+        Affine term ``q`` ↦ ``(..., m)``; the constraint is linear when omitted.
+    dA : callable, optional
+        ``q`` ↦ ``(..., m, n, n)`` with ``[a, i, j] = ∂A_ai/∂q_j`` (on a group the
+        left-trivialized ``d/dε A_ai(g·exp(ε e_j))``); finite differences when omitted.
+    da : callable, optional
+        ``q`` ↦ ``(..., m, n)`` with ``[a, j] = ∂a_a/∂q_j``; finite differences when omitted.
+    """
+
+    A: Any = attrs.field()
+    a: Any = attrs.field(default=None)
+    dA: Callable | None = attrs.field(default=None)
+    da: Callable | None = attrs.field(default=None)
+    group: Any = attrs.field(default=None, kw_only=True)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    is_holonomic = False
+
+    def __attrs_post_init__(self) -> None:
+        c = _ndim_q(self.group)
+        object.__setattr__(self, "A", _as_callable(self.A, "A", self.vectorized, (c,)))
+        object.__setattr__(self, "a", _as_callable(self.a, "a", self.vectorized, (c,)))
+        object.__setattr__(self, "dA", _as_callable(self.dA, "dA", self.vectorized, (c,)))
+        object.__setattr__(self, "da", _as_callable(self.da, "da", self.vectorized, (c,)))
+        if not callable(self.A) and np.ndim(self.A) != 2:
+            raise InputError(
+                f"A constant `A` must be an (m, n) matrix, got shape {np.shape(self.A)}."
+            )
+
+    @property
+    def is_affine(self) -> bool:
+        """True when an affine term a(q) is present."""
+        return self.a is not None
+
+    @property
+    def m(self) -> int | None:
+        """Number of constraints (None until known for a callable A)."""
+        return None if callable(self.A) else int(self.A.shape[0])
+
+    def matrix(self, q):
+        """A(q), shape (..., m, n)."""
+        if callable(self.A):
+            return np.asarray(self.A(q), dtype=float)
+        return np.broadcast_to(self.A, _qbatch(q, self.group) + self.A.shape)
+
+    def affine(self, q):
+        """a(q), shape (..., m) (zeros for a linear constraint)."""
+        if self.a is None:
+            A = self.matrix(q)
+            return np.zeros(A.shape[:-1])
+        if callable(self.a):
+            return np.asarray(self.a(q), dtype=float)
+        return np.broadcast_to(self.a, _qbatch(q, self.group) + self.a.shape)
+
+    def matrix_grad(self, q):
+        """[a, i, j] = ∂A_ai/∂q_j, shape (..., m, n, n)."""
+        q = np.asarray(q, dtype=float)
+        if self.dA is not None:
+            return np.asarray(self.dA(q), dtype=float) if callable(self.dA) else np.broadcast_to(
+                self.dA, _qbatch(q, self.group) + self.dA.shape)
+        A = self.matrix(q)
+        if not callable(self.A):
+            return np.zeros(A.shape + A.shape[-1:])
+        return fd_jacobian(self.matrix, q, A.shape[-1], perturb=_perturb(self.group),
+                           batch_shape=_qbatch(q, self.group), out_ndim=2,
+                           scale=None if self.group is not None else q)
+
+    def affine_grad(self, q):
+        """[a, j] = ∂a_a/∂q_j, shape (..., m, n)."""
+        q = np.asarray(q, dtype=float)
+        A = self.matrix(q)
+        if self.a is None or not callable(self.a):
+            return np.zeros(A.shape)
+        if self.da is not None:
+            return np.asarray(self.da(q), dtype=float) if callable(self.da) else np.broadcast_to(
+                self.da, A.shape)
+        return fd_jacobian(self.affine, q, A.shape[-1], perturb=_perturb(self.group),
+                           batch_shape=_qbatch(q, self.group), out_ndim=1,
+                           scale=None if self.group is not None else q)
+
+    def residual(self, q, v):
+        """Φ(q, v) = A(q)v + a(q), shape (..., m)."""
+        return np.einsum("...ai,...i->...a", self.matrix(q), v) + self.affine(q)
+
+    velocity_residual = residual
+
+    def dphi_dv(self, q, v):
+        """A(q) broadcast against v, shape (..., m, n)."""
+        A = self.matrix(q)
+        shape = np.broadcast_shapes(A.shape[:-2], np.shape(v)[:-1])
+        return np.broadcast_to(A, shape + A.shape[-2:])
+
+    def dphi_dq(self, q, v):
+        """[a, j] = Σ_i ∂A_ai/∂q_j v_i + ∂a_a/∂q_j, shape (..., m, n)."""
+        return np.einsum("...aij,...i->...aj", self.matrix_grad(q), v) + self.affine_grad(q)
+
+    def d2phi_dvdq(self, q, v):
+        """[a, i, j] = ∂A_ai/∂q_j."""
+        H = self.matrix_grad(q)
+        shape = np.broadcast_shapes(H.shape[:-3], np.shape(v)[:-1])
+        return np.broadcast_to(H, shape + H.shape[-3:])
+
+    def d2phi_dv2(self, q, v):
+        """Zero, shape (..., m, n, n)."""
+        A = self.matrix(q)
+        shape = np.broadcast_shapes(A.shape[:-2], np.shape(v)[:-1])
+        return np.zeros(shape + A.shape[-2:] + A.shape[-1:])
+
+
+@attrs.frozen(eq=False)
+class VelocityConstraint:
+    """General velocity constraint Φ(q, v) = 0 (spec §1.2, Chetaev).
+
+    Parameters
+    ----------
+    phi : callable
+        ``(q, v)`` ↦ ``(..., m)``.
+    dphi_dq, dphi_dv : callable
+        ``(q, v)`` ↦ ``(..., m, n)`` (on a group ``dphi_dq`` is left-trivialized).
+    d2phi_dvdq, d2phi_dv2 : callable, optional
+        ``(..., m, n, n)`` blocks ``[a, i, j] = ∂(∂Φ_a/∂v_i)/∂q_j`` and ``∂²Φ_a/∂v_i∂v_j``;
+        finite differences when omitted.
+    """
+
+    _phi: Callable = attrs.field()
+    _dphi_dq: Callable = attrs.field()
+    _dphi_dv: Callable = attrs.field()
+    _d2phi_dvdq: Callable | None = attrs.field(default=None)
+    _d2phi_dv2: Callable | None = attrs.field(default=None)
+    group: Any = attrs.field(default=None, kw_only=True)
+    m: int | None = attrs.field(default=None, kw_only=True)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    is_holonomic = False
+
+    def __attrs_post_init__(self) -> None:
+        c = _ndim_q(self.group)
+        for name in ("_phi", "_dphi_dq", "_dphi_dv", "_d2phi_dvdq", "_d2phi_dv2"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise InputError(f"`{name[1:]}` must be callable (q, v) -> array, got {f!r}.")
+            object.__setattr__(self, name, _wrap(f, self.vectorized, (c, 1)))
+
+    def residual(self, q, v):
+        """Φ(q, v), shape (..., m)."""
+        return np.asarray(self._phi(q, v), dtype=float)
+
+    velocity_residual = residual
+
+    def dphi_dq(self, q, v):
+        """∂Φ/∂q, shape (..., m, n)."""
+        return np.asarray(self._dphi_dq(q, v), dtype=float)
+
+    def dphi_dv(self, q, v):
+        """∂Φ/∂v, shape (..., m, n)."""
+        return np.asarray(self._dphi_dv(q, v), dtype=float)
+
+    def _bs(self, q, v):
+        return np.broadcast_shapes(_qbatch(q, self.group), np.shape(v)[:-1])
+
+    def d2phi_dvdq(self, q, v):
+        """[a, i, j] = ∂(∂Φ_a/∂v_i)/∂q_j, shape (..., m, n, n)."""
+        if self._d2phi_dvdq is not None:
+            return np.asarray(self._d2phi_dvdq(q, v), dtype=float)
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        return fd_jacobian(lambda qq: self.dphi_dv(qq, v), q, v.shape[-1],
+                           perturb=_perturb(self.group), batch_shape=self._bs(q, v),
+                           out_ndim=2, scale=None if self.group is not None else q)
+
+    def d2phi_dv2(self, q, v):
+        """[a, i, j] = ∂²Φ_a/∂v_i∂v_j, shape (..., m, n, n)."""
+        if self._d2phi_dv2 is not None:
+            return np.asarray(self._d2phi_dv2(q, v), dtype=float)
+        v = np.asarray(v, dtype=float)
+        return fd_jacobian(lambda vv: self.dphi_dv(q, vv), v, v.shape[-1],
+                           batch_shape=self._bs(q, v), out_ndim=2, scale=v)
+
+
+@attrs.frozen(eq=False)
+class ConstrainedSystem:
+    """A Lagrangian system with a holonomic or velocity constraint (spec §1.2–1.3).
+
+    Parameters
+    ----------
+    system : LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem, ...
+    constraint : HolonomicConstraint, LinearVelocityConstraint or VelocityConstraint
+
+    The equations of motion are  d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, Φ = 0 (holonomic:
+    (∂Φ/∂q)ᵀλ, with the hidden constraint ∂Φ/∂q·v = 0). The system methods (``D1L``,
+    ``energy``, ``legendre_inv``, ...) are forwarded to ``system``.
+    """
+
+    system: Any = attrs.field()
+    constraint: Any = attrs.field()
+
+    def __attrs_post_init__(self) -> None:
+        for attr in ("D1L", "D2L", "D22L", "n"):
+            if not hasattr(self.system, attr):
+                raise InputError(
+                    f"`system` must be a Lagrangian system (LagrangianSystem, MechanicalSystem, "
+                    f"...); got {type(self.system).__name__} without `{attr}`."
+                )
+        if not hasattr(self.constraint, "dphi_dv"):
+            raise InputError(
+                "`constraint` must be a HolonomicConstraint, LinearVelocityConstraint or "
+                f"VelocityConstraint, got {type(self.constraint).__name__}."
+            )
+        group = getattr(self.system, "group", None)
+        if getattr(self.constraint, "group", None) is not group:
+            object.__setattr__(self, "constraint", attrs.evolve(self.constraint, group=group))
+
+    # --- forwarded system interface -------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Dimension (vector space) or algebra dimension (group)."""
+        return self.system.n
+
+    @property
+    def group(self) -> Any:
+        """The configuration group (None on a vector space)."""
+        return getattr(self.system, "group", None)
+
+    @property
+    def is_holonomic(self) -> bool:
+        """True for a holonomic constraint."""
+        return bool(self.constraint.is_holonomic)
+
+    @property
+    def is_mechanical(self) -> bool:
+        """Forwarded from the system."""
+        return bool(self.system.is_mechanical)
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """Forwarded from the system."""
+        return bool(getattr(self.system, "fd_second_derivatives", False))
+
+    def __getattr__(self, name: str) -> Any:
+        # forward D1L, D2L, D11L, D12L, D21L, D22L, lagrangian, energy, legendre, ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.system, name)
+
+    # --- multiplier ---------------------------------------------------------------------
+    def multiplier(self, q, v):
+        """Consistent continuous multiplier λ(q, v) (spec §1.2 and §1.3).
+
+        λ = −C⁻¹ [ (∂Φ/∂q) v + (∂Φ/∂v) a₀ ],   C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ,
+
+        where a₀ = g_L⁻¹ f(q, v) is the unconstrained acceleration (f = D1L − D21L v, plus
+        ad*_η D2L on a group). For a holonomic constraint Φ is its velocity form ∂Φ/∂q·v.
+        Raises :class:`SingularMatrixError` if C is singular.
+        """
+        lam, _ = self._multiplier_and_acc(q, v)
+        return lam
+
+    def acceleration(self, q, v):
+        """Constrained acceleration v̇ (or η̇) = a₀ + g_L⁻¹ (∂Φ/∂v)ᵀ λ(q, v)."""
+        return self._multiplier_and_acc(q, v)[1]
+
+    def _multiplier_and_acc(self, q, v):
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        sysm = self.system
+        G = sysm.D22L(q, v)
+        f = sysm.force_free_rhs(q, v)
+        B = self.constraint.dphi_dv(q, v)  # (..., m, n)
+        Bq = self.constraint.dphi_dq(q, v)  # (..., m, n)
+        a0 = np.linalg.solve(G, f[..., None])[..., 0]
+        GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
+        C = B @ GinvBt
+        rhs = np.einsum("...aj,...j->...a", Bq, v) + np.einsum("...ai,...i->...a", B, a0)
+        try:
+            cond = np.linalg.cond(C)
+        except np.linalg.LinAlgError:
+            cond = np.inf
+        if not np.all(np.isfinite(cond)) or np.any(cond > 1e13):
+            raise SingularMatrixError(
+                "The constraint matrix C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ is singular (condition "
+                f"number {np.max(cond):.2e}): the constraints are not independent at this "
+                "point. Remove redundant constraints or move the initial point."
+            )
+        lam = -np.linalg.solve(C, rhs[..., None])[..., 0]
+        acc = a0 + np.einsum("...ia,...a->...i", GinvBt, lam)
+        return lam, acc
+
+    # --- residuals and checks ------------------------------------------------------------
+    def residual(self, q, v):
+        """Constraint residual: Φ(q) (holonomic) or Φ(q, v) (velocity constraint)."""
+        return self.constraint.residual(q, v)
+
+    def velocity_residual(self, q, v):
+        """Velocity-level residual: ∂Φ/∂q·v (holonomic) or Φ(q, v)."""
+        return self.constraint.velocity_residual(q, v)
+
+    def check_initial(self, q0, v0, tol: float = 1e-10) -> float:
+        """Check that (q0, v0) lies on the constraint set; return the max violation.
+
+        Holonomic: |Φ(q0)| and |∂Φ/∂q(q0)·v0| must be ≤ tol·max(1, |v0|);
+        velocity constraint: |Φ(q0, v0)| ≤ tol·max(1, |v0|).
+        Raises :class:`ConstraintViolationError` otherwise.
+        """
+        q0 = np.asarray(q0, dtype=float)
+        v0 = np.asarray(v0, dtype=float)
+        vscale = max(1.0, float(np.max(np.abs(v0)))) if v0.size else 1.0
+        r = np.max(np.abs(self.constraint.residual(q0, v0)))
+        if r > tol * vscale:
+            what = "Φ(q0)" if self.is_holonomic else "Φ(q0, v0)"
+            how = (
+                "Project q0 onto the constraint set Φ(q) = 0"
+                if self.is_holonomic
+                else "Choose v0 with Φ(q0, v0) = 0 (e.g. project v0 onto the kernel of ∂Φ/∂v)"
+            )
+            raise ConstraintViolationError(
+                f"Initial data violate the constraint: max |{what}| = {r:.2e} > tol = "
+                f"{tol * vscale:.1e}. {how}, or pass a larger tolerance."
+            )
+        rv = 0.0
+        if self.is_holonomic:
+            rv = float(np.max(np.abs(self.constraint.velocity_residual(q0, v0))))
+            if rv > tol * vscale:
+                raise ConstraintViolationError(
+                    "Initial velocity is not tangent to the constraint set: max |∂Φ/∂q(q0)·v0| "
+                    f"= {rv:.2e} > tol = {tol * vscale:.1e}. Project v0 onto the kernel of "
+                    "∂Φ/∂q(q0)."
+                )
+        return float(max(r, rv))

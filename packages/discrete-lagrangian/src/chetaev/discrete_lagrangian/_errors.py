@@ -1,0 +1,70 @@
+"""Error types of ``chetaev.discrete_lagrangian`` (one module, flat hierarchy).
+
+Every bad input raises a :class:`ValueError` subclass whose message says what was
+wrong and how to fix it; a step that cannot be completed raises
+:class:`ConvergenceError` (a :class:`RuntimeError`) naming the step, the time, the
+residual and what to try (DESIGN.md "Conventions", STYLE.md §6).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConstraintViolationError",
+    "ConvergenceError",
+    "HypothesisError",
+    "InputError",
+    "SingularMatrixError",
+]
+
+
+class InputError(ValueError):
+    """Bad input: wrong shape, non-finite value, inconsistent arguments."""
+
+
+class ConstraintViolationError(InputError):
+    """Initial data that do not lie on the constraint set (the message gives the violation)."""
+
+
+class HypothesisError(InputError):
+    """A tableau that violates the hypotheses a method needs (e.g. H1–H3 of spec §2.0)."""
+
+
+class SingularMatrixError(InputError):
+    """A singular (or not positive definite) mass matrix or constraint matrix."""
+
+
+class ConvergenceError(RuntimeError):
+    """Newton's method did not converge within one step.
+
+    The message has one fixed shape::
+
+        Newton did not converge at step 412 (t = 4.12): residual 3.1e-06 > 1.0e-12
+        after 20 iterations. Try: halve h, or increase NewtonOptions(max_iter=...).
+    """
+
+    def __init__(
+        self,
+        step: int,
+        t: float,
+        residual: float,
+        tol: float,
+        iterations: int,
+        hint: str = "halve h, or increase NewtonOptions(max_iter=...)",
+    ) -> None:
+        self.step = int(step)
+        self.t = float(t)
+        self.residual = float(residual)
+        self.tol = float(tol)
+        self.iterations = int(iterations)
+        self.hint = hint
+        super().__init__(
+            f"Newton did not converge at step {self.step} (t = {self.t:.6g}): residual "
+            f"{self.residual:.1e} > {self.tol:.1e} after {self.iterations} iterations. "
+            f"Try: {hint.rstrip('.')}."
+        )
+
+    def __reduce__(self):  # keep the error picklable with its fields
+        return (
+            type(self),
+            (self.step, self.t, self.residual, self.tol, self.iterations, self.hint),
+        )

@@ -1,0 +1,158 @@
+"""Independent reference solutions: the continuous equations with scipy DOP853.
+
+Every convergence test and benchmark in the project compares against this module
+(CORE_API.md, issue 4). The continuous equations are written as a first-order ODE:
+
+* unconstrained: ``q̇ = v``, ``g_L v̇ = D1L − D21L v``;
+* holonomic, index-1 form: ``g_L v̇ = D1L − D21L v + (∂Φ/∂q)ᵀλ`` with λ(q, v) from the
+  twice-differentiated constraint (spec §1.2 formula with the velocity form ∂Φ/∂q·v);
+* nonholonomic, Lagrange–d'Alembert with λ eliminated (spec §1.2):
+  ``g_L v̇ = D1L − D21L v + (∂Φ/∂v)ᵀλ(q, v)``;
+* Lie group, Euler–Poincaré with reconstruction (spec §1.3): ``ġ = g·hat(η)`` as a matrix
+  ODE, ``g_L η̇ = ad*_η D2ℓ + D1ℓ − D21ℓ η (+ (∂Φ/∂η)ᵀλ)``. The group element of a plain
+  matrix ODE drifts off the group only at the level of rtol (1e-13), which is fine for a
+  reference.
+
+Constraint drift of the index-1 form is likewise O(rtol) over the short horizons used in
+convergence tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from ._errors import InputError
+from ._validation import as_vector
+
+__all__ = ["ReferenceSolution", "reference_solution"]
+
+
+@attrs.frozen(eq=False)
+class ReferenceSolution:
+    """Reference trajectory at the requested times (time axis first, then batch axes).
+
+    Attributes
+    ----------
+    t : ndarray (T,)
+    q : ndarray (T, ..., n) or (T, ..., k, k) for a group element
+    v : ndarray (T, ..., n) — velocity (trivialized velocity on a group)
+    p : ndarray (T, ..., n) — momentum ∂L/∂v
+    lam : ndarray (T, ..., m) or None — the continuous multiplier λ(q, v)
+    nfev : int — right-hand-side evaluations
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    p: np.ndarray
+    lam: np.ndarray | None
+    nfev: int
+
+
+def _rhs_factory(system: Any):
+    group = getattr(system, "group", None)
+    n = system.n
+    constrained = hasattr(system, "multiplier")
+
+    def acc(q, v):
+        return system.acceleration(q, v)
+
+    if group is None:
+
+        def rhs(_t, y):
+            q, v = y[:n], y[n:]
+            return np.concatenate([v, acc(q, v)])
+
+        return rhs, constrained
+
+    k = group.shape[-1]
+
+    def rhs_g(_t, y):
+        g = y[: k * k].reshape(k, k)
+        eta = y[k * k:]
+        gdot = g @ group.hat(eta)
+        return np.concatenate([gdot.ravel(), acc(g, eta)])
+
+    return rhs_g, constrained
+
+
+def reference_solution(
+    system: Any,
+    q0: Any,
+    v0: Any,
+    t: Any,
+    rtol: float = 1e-13,
+    atol: float = 1e-13,
+) -> ReferenceSolution:
+    """Solve the continuous equations of ``system`` with scipy DOP853.
+
+    Parameters
+    ----------
+    system : LagrangianSystem, MechanicalSystem, Trivialized*System or ConstrainedSystem
+    q0 : array_like (..., n) or group element (..., k, k)
+        Initial configuration (leading batch axes are solved one after another).
+    v0 : array_like (..., n)
+        Initial (trivialized) velocity; must satisfy the constraint.
+    t : array_like (T,)
+        Increasing output times; ``t[0]`` is the initial time.
+    rtol, atol : float
+        DOP853 tolerances (default 1e-13).
+
+    Returns
+    -------
+    ReferenceSolution
+    """
+    t = np.asarray(t, dtype=float).reshape(-1)
+    if t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise InputError("`t` must be a non-empty, finite, strictly increasing array of times.")
+    group = getattr(system, "group", None)
+    n = system.n
+    v0 = as_vector(v0, "v0", n)
+    q0 = np.asarray(q0, dtype=float)
+    if group is None:
+        q0 = as_vector(q0, "q0", n)
+        batch = np.broadcast_shapes(q0.shape[:-1], v0.shape[:-1])
+        q0 = np.broadcast_to(q0, (*batch, n))
+        k = None
+    else:
+        k = group.shape[-1]
+        if q0.shape[-2:] != (k, k):
+            raise InputError(
+                f"`q0` must be a group element of shape (..., {k}, {k}), got {q0.shape}."
+            )
+        batch = np.broadcast_shapes(q0.shape[:-2], v0.shape[:-1])
+        q0 = np.broadcast_to(q0, (*batch, k, k))
+    v0 = np.broadcast_to(v0, (*batch, n))
+    if hasattr(system, "check_initial"):
+        system.check_initial(q0, v0, tol=1e-8)
+    rhs, constrained = _rhs_factory(system)
+    qs, vs, nfev = [], [], 0
+    for idx in np.ndindex(*batch):
+        y0 = np.concatenate([q0[idx].ravel(), v0[idx]])
+        if t.size == 1:
+            Y = y0[:, None]
+        else:
+            sol = solve_ivp(rhs, (t[0], t[-1]), y0, method="DOP853", t_eval=t,
+                            rtol=rtol, atol=atol)
+            if not sol.success:
+                raise RuntimeError(f"reference_solution: DOP853 failed: {sol.message}")
+            Y = sol.y
+            nfev += int(sol.nfev)
+        if group is None:
+            qs.append(Y[:n].T)
+            vs.append(Y[n:].T)
+        else:
+            qs.append(Y[: k * k].T.reshape(-1, k, k))
+            vs.append(Y[k * k:].T)
+    T = t.size
+    q = np.stack(qs, axis=1) if qs else np.empty((T, 0))
+    v = np.stack(vs, axis=1)
+    q = q.reshape((T, *batch, *q.shape[2:]))
+    v = v.reshape((T, *batch, n))
+    p = np.asarray(system.legendre(q, v))
+    lam = np.asarray(system.multiplier(q, v)) if constrained else None
+    return ReferenceSolution(t=t, q=q, v=v, p=p, lam=lam, nfev=nfev)

@@ -1,0 +1,263 @@
+"""The one Newton solver used by every implicit method of chetaev.
+
+``newton_solve(fun, x0, jac=None, options=NewtonOptions(), scale=None)`` solves the
+batched square system ``fun(x) = 0`` with ``x`` of shape ``(..., N)``: each leading index
+is an independent problem (all solved with one ``np.linalg.solve`` call per iteration);
+an entry stops moving once it has converged, so a batched solve gives the same iterates
+as the single solves.
+
+* Jacobian: analytic ``jac(x)`` → ``(..., N, N)``, or central finite differences in ONE
+  call of ``fun`` with the 2N perturbations stacked on a new leading axis (``fun`` must
+  therefore accept extra leading axes, which every broadcasting residual does).
+* Convergence: ``max|fun(x)| ≤ max(tol, 64·eps) · scale`` (and ≥ ``atol``), where ``scale``
+  is the magnitude of the terms that make up the residual (the caller knows it; e.g.
+  ``|p| + h|W|``). The factor ``64·eps`` keeps the target above the round-off floor.
+* Stall / divergence: the contraction rate ``r_{k+1}/r_k`` is monitored; an entry whose
+  residual fails to decrease ``max_stall`` times in a row (or becomes non-finite) stops
+  as not converged (scipy ``radau.solve_collocation_system`` does the same).
+* Simplified Newton (``simplified=True``): the inverse Jacobian is kept while the rate
+  stays below ``refresh_rate`` (and may be passed in from the previous step via
+  ``jac_inv0``); it is recomputed otherwise.
+
+Callers raise :class:`~chetaev.discrete_lagrangian.ConvergenceError` when the result is not
+converged: they know the step and the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import numpy as np
+
+__all__ = ["NewtonOptions", "NewtonResult", "fd_jacobian_of", "newton_solve"]
+
+_EPS = float(np.finfo(np.float64).eps)
+_ROUNDOFF_FACTOR = 64.0
+
+
+@attrs.frozen
+class NewtonOptions:
+    """Options of :func:`newton_solve`.
+
+    Parameters
+    ----------
+    tol : float
+        Residual tolerance relative to the problem scale (default 1e-12). It is raised to
+        64·eps if smaller, so it always sits above the round-off floor.
+    atol : float
+        Absolute floor of the residual tolerance (default 1e-300: effectively none).
+    max_iter : int
+        Maximum number of Newton iterations per solve (default 50).
+    simplified : bool
+        Reuse the inverse Jacobian across iterations (and steps) while convergence is fast.
+    refresh_rate : float
+        Simplified Newton recomputes the Jacobian when the contraction rate exceeds this.
+    max_stall : int
+        Stop an entry after this many consecutive iterations without residual decrease.
+    finite_differences : bool
+        Ignore an analytic Jacobian and use finite differences (testing aid).
+    """
+
+    tol: float = attrs.field(default=1e-12, converter=float)
+    atol: float = attrs.field(default=1e-300, converter=float)
+    max_iter: int = attrs.field(default=50, converter=int)
+    simplified: bool = False
+    refresh_rate: float = 0.2
+    max_stall: int = 3
+    finite_differences: bool = False
+
+    @tol.validator
+    def _check_tol(self, attribute, value):
+        if not (value > 0 and np.isfinite(value)):
+            from ._errors import InputError
+
+            raise InputError(f"NewtonOptions(tol=...) must be positive and finite, got {value}.")
+
+    @max_iter.validator
+    def _check_iter(self, attribute, value):
+        if value < 1:
+            from ._errors import InputError
+
+            raise InputError(f"NewtonOptions(max_iter=...) must be >= 1, got {value}.")
+
+
+@attrs.frozen(eq=False)
+class NewtonResult:
+    """Result of :func:`newton_solve`.
+
+    Attributes
+    ----------
+    x : ndarray (..., N)
+        The last iterate.
+    converged : ndarray of bool (...)
+        Per-problem convergence flag.
+    iterations : int
+        Largest number of iterations any problem used.
+    residual : ndarray (...)
+        Final max-norm of ``fun(x)`` per problem.
+    rate : float
+        Largest last contraction rate (NaN if no iteration was needed).
+    tol : ndarray (...)
+        The absolute threshold each residual was compared with.
+    jac_inv : ndarray or None
+        Last inverse Jacobian (simplified Newton only), to pass to the next solve.
+    n_jac : int
+        Number of Jacobian evaluations.
+    """
+
+    x: np.ndarray
+    converged: np.ndarray
+    iterations: int
+    residual: np.ndarray
+    rate: float
+    tol: np.ndarray
+    jac_inv: np.ndarray | None = None
+    n_jac: int = 0
+
+    @property
+    def all_converged(self) -> bool:
+        """True when every problem converged."""
+        return bool(np.all(self.converged))
+
+
+def fd_jacobian_of(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Central-difference Jacobian ``(..., N, N)`` of ``fun`` at ``x`` in one call."""
+    N = x.shape[-1]
+    step = _EPS ** (1.0 / 3.0) * np.maximum(1.0, np.abs(x))  # (..., N)
+    step_k = np.moveaxis(step, -1, 0)  # (N, ...)
+    eye = np.eye(N).reshape((N,) + (1,) * (x.ndim - 1) + (N,))
+    dx = step_k[..., None] * eye
+    F = np.asarray(fun(x + np.concatenate([dx, -dx], axis=0)))
+    D = (F[:N] - F[N:]) / (2.0 * step_k[..., None])  # (N, ..., N): [k, ..., i]
+    return np.moveaxis(D, 0, -1)
+
+
+def _solve(J: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve J dx = -F per batch entry; return (dx, ok) with ok False where singular."""
+    try:
+        return -np.linalg.solve(J, F[..., None])[..., 0], np.ones(F.shape[:-1], dtype=bool)
+    except np.linalg.LinAlgError:
+        pass
+    batch = F.shape[:-1]
+    Jf = np.broadcast_to(J, batch + J.shape[-2:]).reshape((-1, *J.shape[-2:]))
+    Ff = F.reshape((-1, F.shape[-1]))
+    dx = np.zeros_like(Ff)
+    ok = np.ones(Ff.shape[0], dtype=bool)
+    for i in range(Ff.shape[0]):
+        try:
+            dx[i] = -np.linalg.solve(Jf[i], Ff[i])
+        except np.linalg.LinAlgError:
+            ok[i] = False
+    return dx.reshape(F.shape), ok.reshape(batch)
+
+
+def _inv(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        return np.linalg.inv(J), np.ones(J.shape[:-2], dtype=bool)
+    except np.linalg.LinAlgError:
+        Jf = J.reshape((-1, *J.shape[-2:]))
+        out = np.zeros_like(Jf)
+        ok = np.ones(Jf.shape[0], dtype=bool)
+        for i in range(Jf.shape[0]):
+            try:
+                out[i] = np.linalg.inv(Jf[i])
+            except np.linalg.LinAlgError:
+                ok[i] = False
+        return out.reshape(J.shape), ok.reshape(J.shape[:-2])
+
+
+def newton_solve(
+    fun: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    jac: Callable[[np.ndarray], np.ndarray] | None = None,
+    options: NewtonOptions | None = None,
+    scale: np.ndarray | float | None = None,
+    jac_inv0: np.ndarray | None = None,
+) -> NewtonResult:
+    """Solve the batched square system ``fun(x) = 0`` by Newton's method.
+
+    Parameters
+    ----------
+    fun : callable
+        ``(..., N)`` → ``(..., N)``; must broadcast over extra leading axes.
+    x0 : ndarray, shape (..., N)
+        Initial guess (warm start).
+    jac : callable, optional
+        ``(..., N)`` → ``(..., N, N)``; finite differences (one call of ``fun``) if None.
+    options : NewtonOptions, optional
+    scale : float or ndarray (...), optional
+        Magnitude of the terms in the residual; the tolerance is ``tol * scale``.
+        Default 1.
+    jac_inv0 : ndarray (..., N, N), optional
+        Inverse Jacobian from a previous solve (simplified Newton only).
+
+    Returns
+    -------
+    NewtonResult
+    """
+    opts = options if options is not None else NewtonOptions()
+    x = np.array(x0, dtype=np.float64)
+    batch = x.shape[:-1]
+    scale_arr = np.ones(batch) if scale is None else np.broadcast_to(
+        np.asarray(scale, dtype=float), batch)
+    thr = np.maximum(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * scale_arr, opts.atol)
+    F = np.asarray(fun(x), dtype=float)
+    r = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
+    r = np.where(np.isfinite(r), r, np.inf)
+    active = r > thr
+    failed = ~np.isfinite(r)
+    active &= ~failed
+    stall = np.zeros(batch, dtype=int)
+    iters = np.zeros(batch, dtype=int)
+    rate = np.full(batch, np.nan)
+    use_fd = jac is None or opts.finite_differences
+    Jinv = jac_inv0 if opts.simplified else None
+    n_jac = 0
+    it = 0
+    while np.any(active) and it < opts.max_iter:
+        it += 1
+        if opts.simplified:
+            if Jinv is None:
+                J = fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x))
+                n_jac += 1
+                Jinv, ok = _inv(J)
+                failed |= ~ok & active
+                active &= ok
+            dx = -np.einsum("...ij,...j->...i", Jinv, F)
+        else:
+            J = fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x))
+            n_jac += 1
+            dx, ok = _solve(J, F)
+            failed |= ~ok & active
+            active &= ok
+        x_new = np.where(active[..., None], x + dx, x)
+        F_new = np.asarray(fun(x_new), dtype=float)
+        r_new = np.max(np.abs(F_new), axis=-1) if F_new.shape[-1] else np.zeros(batch)
+        bad = active & ~np.isfinite(r_new)
+        failed |= bad
+        active &= ~bad
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rk = np.where(r > 0, r_new / r, 0.0)
+        upd = active
+        x = np.where(upd[..., None], x_new, x)
+        F = np.where(upd[..., None], F_new, F)
+        r = np.where(upd, r_new, r)
+        rate = np.where(upd, rk, rate)
+        iters = iters + upd
+        stall = np.where(upd & (rk >= 1.0), stall + 1, np.where(upd, 0, stall))
+        active = upd & (r > thr) & (stall < opts.max_stall) & ~failed
+        if opts.simplified and np.any(upd & (rk > opts.refresh_rate) & (r > thr)):
+            Jinv = None
+    converged = (r <= thr) & ~failed
+    finite_rates = rate[np.isfinite(rate)]
+    return NewtonResult(
+        x=x,
+        converged=converged,
+        iterations=int(np.max(iters)) if iters.size else 0,
+        residual=r,
+        rate=float(np.max(finite_rates)) if finite_rates.size else float("nan"),
+        tol=thr,
+        jac_inv=Jinv if opts.simplified else None,
+        n_jac=n_jac,
+    )

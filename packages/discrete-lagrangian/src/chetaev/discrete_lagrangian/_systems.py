@@ -1,0 +1,583 @@
+"""Continuous Lagrangian systems on vector spaces and (left-trivialized) on Lie groups.
+
+Spec high-order-nonholonomic §1.1 and §1.3. Every callable a user supplies must
+broadcast over leading batch axes (``q`` of shape ``(..., n)``, a group element of shape
+``(..., k, k)``), DESIGN.md "Performance design"; a system built from callables that do
+not broadcast can be marked ``vectorized=False`` and is then evaluated in a Python loop.
+
+Derivative conventions (vector space, ``L(q, v)``)::
+
+    D1L(q, v)[i]     = ∂L/∂q_i              D2L(q, v)[i]     = ∂L/∂v_i
+    D11L(q, v)[i, j] = ∂²L/∂q_i∂q_j         D22L(q, v)[i, j] = ∂²L/∂v_i∂v_j
+    D21L(q, v)[i, j] = ∂²L/∂v_i∂q_j         D12L = D21Lᵀ
+
+On a group (``ℓ(g, η)``, left trivialization ġ = g·hat(η)), "∂/∂g" is the left-trivialized
+derivative ``d/dε f(g·exp(ε e_j))|₀``: ``D1L`` is L*_g D_1ℓ, ``D11L[i, j]`` the derivative of
+``D1L_i`` in direction ``e_j``, ``D21L[i, j]`` that of ``D2L_i``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._errors import InputError
+from ._fd import fd_jacobian, group_perturb, vector_perturb
+from ._validation import as_matrix, check_spd
+
+__all__ = [
+    "LagrangianSystem",
+    "MechanicalSystem",
+    "TrivializedLagrangianSystem",
+    "TrivializedMechanicalSystem",
+    "coadjoint",
+]
+
+
+def _looped(f: Callable, core_ndims: tuple[int, ...]) -> Callable:
+    """Wrap a non-broadcasting callable so that it loops over leading batch axes."""
+
+    def wrapped(*args):
+        args = [np.asarray(a, dtype=float) for a in args]
+        batch = np.broadcast_shapes(*[a.shape[: a.ndim - c] for a, c in zip(args, core_ndims)])
+        if batch == ():
+            return np.asarray(f(*args), dtype=float)
+        flat = [
+            np.broadcast_to(a, batch + a.shape[a.ndim - c:]).reshape((-1, *a.shape[a.ndim - c:]))
+            for a, c in zip(args, core_ndims)
+        ]
+        outs = [np.asarray(f(*row), dtype=float) for row in zip(*flat)]
+        out = np.stack(outs)
+        return out.reshape(batch + out.shape[1:])
+
+    return wrapped
+
+
+def _wrap(f: Callable | None, vectorized: bool, core: tuple[int, ...]) -> Callable | None:
+    if f is None or vectorized:
+        return f
+    return _looped(f, core)
+
+
+def coadjoint(group: Any, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """ad*_η μ = ad(η)ᵀ μ in algebra coordinates (spec §1.3)."""
+    return np.einsum("...ji,...j->...i", group.ad(eta), mu)
+
+
+def _bshape(*arrays_and_cores) -> tuple[int, ...]:
+    shapes = [a.shape[: a.ndim - c] for a, c in arrays_and_cores]
+    return np.broadcast_shapes(*shapes)
+
+
+class _SystemMixin:
+    """Shared methods: energy, Legendre map, acceleration."""
+
+    group: Any = None
+
+    @property
+    def _qcore(self) -> int:
+        return 1 if self.group is None else 2
+
+    def energy(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Energy E = vᵀ ∂L/∂v − L (spec §1.1)."""
+        return np.einsum("...i,...i->...", v, self.D2L(q, v)) - self.lagrangian(q, v)
+
+    def legendre(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Legendre map p = ∂L/∂v(q, v)."""
+        return self.D2L(q, v)
+
+    def legendre_inv(self, q: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Inverse Legendre map: the v with ∂L/∂v(q, v) = p (Newton's method)."""
+        from ._solver import NewtonOptions, newton_solve
+
+        p = np.asarray(p, dtype=float)
+        v0 = np.linalg.solve(self.D22L(q, np.zeros_like(p)), p[..., None])[..., 0]
+        res = newton_solve(
+            lambda v: self.D2L(q, v) - p,
+            v0,
+            jac=lambda v: self.D22L(q, v),
+            options=NewtonOptions(tol=1e-14, max_iter=50),
+            scale=1.0 + np.max(np.abs(p), axis=-1),
+        )
+        if not np.all(res.converged):
+            raise InputError(
+                "Could not invert the Legendre map ∂L/∂v(q, v) = p: the Lagrangian may "
+                "be degenerate (∂²L/∂v² singular) at this point."
+            )
+        return res.x
+
+    def force_free_rhs(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Right-hand side f with D22L v̇ = f in the unconstrained equations.
+
+        Vector space: f = D1L − D21L v. Group (Euler–Poincaré, spec §1.3):
+        f = ad*_η D2L + D1L − D21L η.
+        """
+        f = self.D1L(q, v) - np.einsum("...ij,...j->...i", self.D21L(q, v), v)
+        if self.group is not None:
+            f = f + coadjoint(self.group, v, self.D2L(q, v))
+        return f
+
+    def acceleration(
+        self, q: np.ndarray, v: np.ndarray, force: np.ndarray | None = None
+    ) -> np.ndarray:
+        """v̇ (or η̇) of the unconstrained equations with an optional extra force."""
+        f = self.force_free_rhs(q, v)
+        if force is not None:
+            f = f + force
+        return np.linalg.solve(self.D22L(q, v), f[..., None])[..., 0]
+
+
+@attrs.frozen(eq=False)
+class LagrangianSystem(_SystemMixin):
+    """General Lagrangian L(q, v) on Rⁿ (spec §1.1).
+
+    Parameters
+    ----------
+    n : int
+        Dimension of the configuration space.
+    lagrangian : callable
+        ``L(q, v)`` → ``(...)``.
+    dL_dq, dL_dv : callable
+        ``(q, v)`` → ``(..., n)``.
+    d2L_dv2, d2L_dvdq, d2L_dq2 : callable, optional
+        Second-derivative blocks ``(q, v)`` → ``(..., n, n)`` (``d2L_dvdq[i, j] =
+        ∂²L/∂v_i∂q_j``). **When omitted they are formed by central finite differences of
+        the first derivatives** (one broadcast call each, accuracy ~1e-10 relative); the
+        flag ``fd_second_derivatives`` is then True and ``integrate`` reports it in
+        ``stats``. Newton then converges linearly instead of quadratically.
+    vectorized : bool
+        False if the callables do not broadcast over leading axes (then looped).
+    """
+
+    n: int = attrs.field(converter=int)
+    _lagrangian: Callable = attrs.field()
+    _dL_dq: Callable = attrs.field()
+    _dL_dv: Callable = attrs.field()
+    _d2L_dv2: Callable | None = attrs.field(default=None)
+    _d2L_dvdq: Callable | None = attrs.field(default=None)
+    _d2L_dq2: Callable | None = attrs.field(default=None)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    is_mechanical = False
+    group = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.n < 1:
+            raise InputError(f"`n` must be a positive integer, got {self.n}.")
+        for name in ("_lagrangian", "_dL_dq", "_dL_dv", "_d2L_dv2", "_d2L_dvdq", "_d2L_dq2"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise InputError(f"`{name[1:]}` must be callable (q, v) -> array, got {f!r}.")
+            object.__setattr__(self, name, _wrap(f, self.vectorized, (1, 1)))
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when some second-derivative block is formed by finite differences."""
+        return self._d2L_dv2 is None or self._d2L_dvdq is None or self._d2L_dq2 is None
+
+    def lagrangian(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """L(q, v)."""
+        return np.asarray(self._lagrangian(q, v))
+
+    def D1L(self, q, v):
+        """∂L/∂q, shape (..., n)."""
+        return np.asarray(self._dL_dq(q, v))
+
+    def D2L(self, q, v):
+        """∂L/∂v, shape (..., n)."""
+        return np.asarray(self._dL_dv(q, v))
+
+    def D22L(self, q, v):
+        """∂²L/∂v∂v, shape (..., n, n)."""
+        if self._d2L_dv2 is not None:
+            return np.asarray(self._d2L_dv2(q, v))
+        return fd_jacobian(lambda vv: self.D2L(q, vv), v, self.n,
+                           batch_shape=_bshape((q, 1), (v, 1)), scale=v)
+
+    def D21L(self, q, v):
+        """[i, j] = ∂²L/∂v_i∂q_j, shape (..., n, n)."""
+        if self._d2L_dvdq is not None:
+            return np.asarray(self._d2L_dvdq(q, v))
+        return fd_jacobian(lambda qq: self.D2L(qq, v), q, self.n,
+                           batch_shape=_bshape((q, 1), (v, 1)), scale=q)
+
+    def D12L(self, q, v):
+        """[i, j] = ∂²L/∂q_i∂v_j = D21Lᵀ."""
+        return np.swapaxes(self.D21L(q, v), -1, -2)
+
+    def D11L(self, q, v):
+        """∂²L/∂q∂q, shape (..., n, n)."""
+        if self._d2L_dq2 is not None:
+            return np.asarray(self._d2L_dq2(q, v))
+        return fd_jacobian(lambda qq: self.D1L(qq, v), q, self.n,
+                           batch_shape=_bshape((q, 1), (v, 1)), scale=q)
+
+
+@attrs.frozen(eq=False)
+class MechanicalSystem(_SystemMixin):
+    """Mechanical Lagrangian L = ½ vᵀM(q)v − V(q) on Rⁿ (spec §1.1–1.2).
+
+    Parameters
+    ----------
+    mass : array_like (n, n) or callable
+        Constant symmetric positive definite mass matrix, or ``q`` ↦ ``(..., n, n)``.
+    potential : callable
+        ``V(q)`` → ``(...)``.
+    potential_grad : callable
+        ``∇V(q)`` → ``(..., n)``.
+    potential_hess : callable, optional
+        ``∇²V(q)`` → ``(..., n, n)``; central finite differences of ``potential_grad``
+        when omitted (``fd_second_derivatives`` is then True).
+    mass_grad : callable, optional
+        For a q-dependent mass: ``q`` ↦ ``(..., n, n, n)`` with ``[i, j, k] = ∂M_ij/∂q_k``;
+        finite differences of ``mass`` when omitted.
+    n : int, optional
+        Required when ``mass`` is a callable.
+
+    Energy ½vᵀMv + V, the Legendre map p = Mv and its inverse are exact.
+    """
+
+    mass: Any = attrs.field()
+    _potential: Callable = attrs.field()
+    _potential_grad: Callable = attrs.field()
+    _potential_hess: Callable | None = attrs.field(default=None)
+    _mass_grad: Callable | None = attrs.field(default=None)
+    n: int | None = attrs.field(default=None, kw_only=True)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    _Minv: Any = attrs.field(init=False, default=None, repr=False)
+    is_mechanical = True
+    group = None
+
+    def __attrs_post_init__(self) -> None:
+        if callable(self.mass):
+            if self.n is None:
+                raise InputError(
+                    "A q-dependent `mass` needs the dimension: pass "
+                    "MechanicalSystem(mass, potential, potential_grad, n=...)."
+                )
+            object.__setattr__(self, "n", int(self.n))
+            object.__setattr__(self, "mass", _wrap(self.mass, self.vectorized, (1,)))
+        else:
+            M = as_matrix(self.mass, "mass")
+            if M.ndim != 2:
+                raise InputError(
+                    f"`mass` must be an (n, n) matrix or a callable q -> (..., n, n), "
+                    f"got shape {M.shape}."
+                )
+            check_spd(M, "mass")
+            if self.n is not None and int(self.n) != M.shape[0]:
+                raise InputError(f"`n`={self.n} does not match the mass matrix {M.shape}.")
+            M = M.copy()
+            M.setflags(write=False)
+            object.__setattr__(self, "mass", M)
+            object.__setattr__(self, "n", M.shape[0])
+            object.__setattr__(self, "_Minv", np.linalg.inv(M))
+        for name in ("_potential", "_potential_grad", "_potential_hess", "_mass_grad"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise InputError(f"`{name[1:]}` must be callable q -> array, got {f!r}.")
+            object.__setattr__(self, name, _wrap(f, self.vectorized, (1,)))
+
+    @property
+    def constant_mass(self) -> bool:
+        """True when the mass matrix does not depend on q."""
+        return not callable(self.mass)
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when ∇²V (or ∂M/∂q) is formed by finite differences."""
+        return self._potential_hess is None or (
+            not self.constant_mass and self._mass_grad is None
+        )
+
+    def M(self, q: np.ndarray) -> np.ndarray:
+        """Mass matrix at q, shape (..., n, n)."""
+        q = np.asarray(q, dtype=float)
+        if self.constant_mass:
+            return np.broadcast_to(self.mass, (*q.shape[:-1], self.n, self.n))
+        return np.asarray(self.mass(q))
+
+    def dM(self, q: np.ndarray) -> np.ndarray:
+        """∂M_ij/∂q_k, shape (..., n, n, n)."""
+        q = np.asarray(q, dtype=float)
+        if self.constant_mass:
+            return np.zeros(q.shape[:-1] + (self.n,) * 3)
+        if self._mass_grad is not None:
+            return np.asarray(self._mass_grad(q))
+        return fd_jacobian(self.M, q, self.n, out_ndim=2, scale=q)
+
+    def V(self, q: np.ndarray) -> np.ndarray:
+        """Potential energy V(q)."""
+        return np.asarray(self._potential(q))
+
+    def gradV(self, q: np.ndarray) -> np.ndarray:
+        """∇V(q), shape (..., n)."""
+        return np.asarray(self._potential_grad(q))
+
+    def hessV(self, q: np.ndarray) -> np.ndarray:
+        """∇²V(q), shape (..., n, n)."""
+        if self._potential_hess is not None:
+            return np.asarray(self._potential_hess(q))
+        return fd_jacobian(self.gradV, np.asarray(q, dtype=float), self.n, scale=q)
+
+    def lagrangian(self, q, v):
+        """L = ½ vᵀM(q)v − V(q)."""
+        v = np.asarray(v, dtype=float)
+        return 0.5 * np.einsum("...i,...ij,...j->...", v, self.M(q), v) - self.V(q)
+
+    def D1L(self, q, v):
+        """∂L/∂q = ½ vᵀ(∂M/∂q)v − ∇V."""
+        g = -self.gradV(q)
+        if not self.constant_mass:
+            g = g + 0.5 * np.einsum("...i,...ijk,...j->...k", v, self.dM(q), v)
+        shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
+        return np.broadcast_to(g, (*shape, self.n))
+
+    def D2L(self, q, v):
+        """∂L/∂v = M(q)v."""
+        if self.constant_mass:
+            return np.asarray(v, dtype=float) @ self.mass.T
+        return np.einsum("...ij,...j->...i", self.M(q), v)
+
+    def D22L(self, q, v):
+        """∂²L/∂v² = M(q)."""
+        shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
+        return np.broadcast_to(self.M(q), (*shape, self.n, self.n))
+
+    def D21L(self, q, v):
+        """[i, k] = Σ_j ∂M_ij/∂q_k v_j."""
+        shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
+        if self.constant_mass:
+            return np.zeros((*shape, self.n, self.n))
+        return np.einsum("...ijk,...j->...ik", self.dM(q), v)
+
+    def D12L(self, q, v):
+        """D21Lᵀ."""
+        return np.swapaxes(self.D21L(q, v), -1, -2)
+
+    def D11L(self, q, v):
+        """∂²L/∂q² = ½ vᵀ(∂²M/∂q²)v − ∇²V."""
+        shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
+        H = -self.hessV(q)
+        if not self.constant_mass:
+            d2M = fd_jacobian(self.dM, np.asarray(q, dtype=float), self.n, out_ndim=3, scale=q)
+            H = H + 0.5 * np.einsum("...i,...ijkl,...j->...kl", v, d2M, v)
+        return np.broadcast_to(H, (*shape, self.n, self.n))
+
+    def energy(self, q, v):
+        """E = ½ vᵀM(q)v + V(q) (exact)."""
+        v = np.asarray(v, dtype=float)
+        return 0.5 * np.einsum("...i,...ij,...j->...", v, self.M(q), v) + self.V(q)
+
+    def legendre_inv(self, q, p):
+        """v = M(q)⁻¹ p (exact)."""
+        p = np.asarray(p, dtype=float)
+        if self.constant_mass:
+            return p @ self._Minv.T
+        return np.linalg.solve(self.M(q), p[..., None])[..., 0]
+
+
+@attrs.frozen(eq=False)
+class TrivializedLagrangianSystem(_SystemMixin):
+    """Left-trivialized Lagrangian ℓ(g, η) = L(g, g·hat(η)) on a matrix Lie group (spec §1.3).
+
+    Parameters
+    ----------
+    group : chetaev.liegroups group
+        The configuration group (``dim``, ``shape``, ``exp``, ``ad``, ...).
+    lagrangian : callable
+        ``ℓ(g, η)`` → ``(...)``.
+    dl_dg : callable
+        Left-trivialized gradient L*_g D_1ℓ(g, η) → ``(..., d)``:
+        ``[j] = d/dε ℓ(g·exp(ε e_j), η)|₀``.
+    dl_deta : callable
+        ``∂ℓ/∂η`` → ``(..., d)``.
+    d2l_deta2, d2l_detadg, d2l_dg2, d2l_dgdeta : callable, optional
+        Blocks ``D22L``, ``D21L`` (left-trivialized derivative of ∂ℓ/∂η),
+        ``D11L`` (of the left-trivialized gradient), ``D12L`` (∂/∂η of it), each
+        ``(..., d, d)``. **Central finite differences when omitted** (the flag
+        ``fd_second_derivatives`` is then True).
+    """
+
+    group: Any = attrs.field()
+    _lagrangian: Callable = attrs.field()
+    _dl_dg: Callable = attrs.field()
+    _dl_deta: Callable = attrs.field()
+    _d2l_deta2: Callable | None = attrs.field(default=None)
+    _d2l_detadg: Callable | None = attrs.field(default=None)
+    _d2l_dg2: Callable | None = attrs.field(default=None)
+    _d2l_dgdeta: Callable | None = attrs.field(default=None)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    is_mechanical = False
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("_lagrangian", "_dl_dg", "_dl_deta", "_d2l_deta2", "_d2l_detadg",
+                     "_d2l_dg2", "_d2l_dgdeta"):
+            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized, (2, 1)))
+
+    @property
+    def n(self) -> int:
+        """Algebra dimension d = group.dim."""
+        return int(self.group.dim)
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when some second-derivative block is formed by finite differences."""
+        return any(f is None for f in (self._d2l_deta2, self._d2l_detadg, self._d2l_dg2,
+                                       self._d2l_dgdeta))
+
+    def _bs(self, g, eta):
+        return _bshape((np.asarray(g), 2), (np.asarray(eta), 1))
+
+    def lagrangian(self, g, eta):
+        """ℓ(g, η)."""
+        return np.asarray(self._lagrangian(g, eta))
+
+    def D1L(self, g, eta):
+        """Left-trivialized gradient L*_g D_1ℓ, shape (..., d)."""
+        return np.asarray(self._dl_dg(g, eta))
+
+    def D2L(self, g, eta):
+        """∂ℓ/∂η, shape (..., d)."""
+        return np.asarray(self._dl_deta(g, eta))
+
+    def D22L(self, g, eta):
+        """∂²ℓ/∂η², shape (..., d, d)."""
+        if self._d2l_deta2 is not None:
+            return np.asarray(self._d2l_deta2(g, eta))
+        return fd_jacobian(lambda e: self.D2L(g, e), eta, self.n,
+                           batch_shape=self._bs(g, eta), scale=eta)
+
+    def D21L(self, g, eta):
+        """[i, j] = d/dε (∂ℓ/∂η_i)(g·exp(ε e_j), η)|₀."""
+        if self._d2l_detadg is not None:
+            return np.asarray(self._d2l_detadg(g, eta))
+        return fd_jacobian(lambda gg: self.D2L(gg, eta), g, self.n,
+                           perturb=group_perturb(self.group), batch_shape=self._bs(g, eta))
+
+    def D11L(self, g, eta):
+        """[i, j] = d/dε D1L_i(g·exp(ε e_j), η)|₀."""
+        if self._d2l_dg2 is not None:
+            return np.asarray(self._d2l_dg2(g, eta))
+        return fd_jacobian(lambda gg: self.D1L(gg, eta), g, self.n,
+                           perturb=group_perturb(self.group), batch_shape=self._bs(g, eta))
+
+    def D12L(self, g, eta):
+        """[i, j] = ∂ D1L_i / ∂η_j."""
+        if self._d2l_dgdeta is not None:
+            return np.asarray(self._d2l_dgdeta(g, eta))
+        return fd_jacobian(lambda e: self.D1L(g, e), eta, self.n,
+                           perturb=vector_perturb, batch_shape=self._bs(g, eta), scale=eta)
+
+
+@attrs.frozen(eq=False)
+class TrivializedMechanicalSystem(_SystemMixin):
+    """ℓ(g, η) = ½ ηᵀ𝕀η − V(g) on a matrix Lie group (spec §1.3).
+
+    Parameters
+    ----------
+    group : chetaev.liegroups group
+    inertia : array_like (d, d)
+        Constant symmetric positive definite inertia tensor 𝕀 (algebra coordinates).
+    potential : callable
+        ``V(g)`` → ``(...)``.
+    potential_grad : callable
+        Left-trivialized gradient of V in algebra coordinates, ``(..., d)``:
+        ``[j] = d/dε V(g·exp(ε e_j))|₀``.
+    potential_hess : callable, optional
+        ``[i, j] = d/dε potential_grad_i(g·exp(ε e_j))|₀``; finite differences when omitted.
+    """
+
+    group: Any = attrs.field()
+    inertia: np.ndarray = attrs.field()
+    _potential: Callable = attrs.field()
+    _potential_grad: Callable = attrs.field()
+    _potential_hess: Callable | None = attrs.field(default=None)
+    vectorized: bool = attrs.field(default=True, kw_only=True)
+    _Iinv: Any = attrs.field(init=False, default=None, repr=False)
+    is_mechanical = True
+
+    def __attrs_post_init__(self) -> None:
+        d = int(self.group.dim)
+        I = as_matrix(self.inertia, "inertia")
+        if I.shape != (d, d):
+            raise InputError(
+                f"`inertia` must have shape ({d}, {d}) (group dimension {d}), got {I.shape}."
+            )
+        check_spd(I, "inertia")
+        I = I.copy()
+        I.setflags(write=False)
+        object.__setattr__(self, "inertia", I)
+        object.__setattr__(self, "_Iinv", np.linalg.inv(I))
+        for name in ("_potential", "_potential_grad", "_potential_hess"):
+            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized, (2,)))
+
+    @property
+    def n(self) -> int:
+        """Algebra dimension d = group.dim."""
+        return int(self.group.dim)
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when the potential Hessian is formed by finite differences."""
+        return self._potential_hess is None
+
+    def _bs(self, g, eta):
+        return _bshape((np.asarray(g), 2), (np.asarray(eta), 1))
+
+    def V(self, g):
+        """Potential V(g)."""
+        return np.asarray(self._potential(g))
+
+    def gradV(self, g):
+        """Left-trivialized gradient of V, shape (..., d)."""
+        return np.asarray(self._potential_grad(g))
+
+    def hessV(self, g):
+        """Left-trivialized Hessian of V, shape (..., d, d)."""
+        if self._potential_hess is not None:
+            return np.asarray(self._potential_hess(g))
+        g = np.asarray(g, dtype=float)
+        return fd_jacobian(self.gradV, g, self.n, perturb=group_perturb(self.group),
+                           batch_shape=g.shape[:-2])
+
+    def lagrangian(self, g, eta):
+        """ℓ = ½ ηᵀ𝕀η − V(g)."""
+        eta = np.asarray(eta, dtype=float)
+        return 0.5 * np.einsum("...i,ij,...j->...", eta, self.inertia, eta) - self.V(g)
+
+    def D1L(self, g, eta):
+        """L*_g D_1ℓ = −(left-trivialized gradient of V)."""
+        out = -self.gradV(g)
+        return np.broadcast_to(out, (*self._bs(g, eta), self.n))
+
+    def D2L(self, g, eta):
+        """∂ℓ/∂η = 𝕀η."""
+        return np.asarray(eta, dtype=float) @ self.inertia.T
+
+    def D22L(self, g, eta):
+        """𝕀."""
+        return np.broadcast_to(self.inertia, (*self._bs(g, eta), self.n, self.n))
+
+    def D21L(self, g, eta):
+        """0."""
+        return np.zeros((*self._bs(g, eta), self.n, self.n))
+
+    def D12L(self, g, eta):
+        """0."""
+        return np.zeros((*self._bs(g, eta), self.n, self.n))
+
+    def D11L(self, g, eta):
+        """−(left-trivialized Hessian of V)."""
+        return np.broadcast_to(-self.hessV(g), (*self._bs(g, eta), self.n, self.n))
+
+    def energy(self, g, eta):
+        """E = ½ ηᵀ𝕀η + V(g)."""
+        eta = np.asarray(eta, dtype=float)
+        return 0.5 * np.einsum("...i,ij,...j->...", eta, self.inertia, eta) + self.V(g)
+
+    def legendre_inv(self, g, mu):
+        """η = 𝕀⁻¹μ."""
+        return np.asarray(mu, dtype=float) @ self._Iinv.T

@@ -1,0 +1,169 @@
+"""Test helpers shared across chetaev packages: model problems and an order fit.
+
+Every model broadcasts over leading batch axes. Nothing here is needed at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._constraints import ConstrainedSystem, HolonomicConstraint
+from ._systems import LagrangianSystem, MechanicalSystem
+
+__all__ = [
+    "cartesian_pendulum",
+    "double_pendulum",
+    "fit_order",
+    "henon_heiles",
+    "pendulum_angle",
+    "pendulum_cartesian_from_angle",
+    "spherical_pendulum",
+]
+
+
+def fit_order(hs: Any, errors: Any, floor: float = 1e-11) -> float:
+    """Slope of log(error) against log(h) (np.polyfit) on the points above ``floor``.
+
+    Raises ``ValueError`` if fewer than 2 points lie above the floor.
+    """
+    hs = np.asarray(hs, dtype=float)
+    errors = np.asarray(errors, dtype=float)
+    keep = errors > floor
+    if np.count_nonzero(keep) < 2:
+        raise ValueError(f"fewer than 2 errors above the floor {floor:g}: {errors}")
+    return float(np.polyfit(np.log(hs[keep]), np.log(errors[keep]), 1)[0])
+
+
+def pendulum_angle(g: float = 1.0, length: float = 1.0) -> MechanicalSystem:
+    """Planar pendulum in the angle θ: L = ½ ℓ² θ̇² + g ℓ cos θ (mass 1)."""
+    return MechanicalSystem(
+        np.array([[length**2]]),
+        lambda th: -g * length * np.cos(th[..., 0]),
+        lambda th: g * length * np.sin(th),
+        lambda th: (g * length * np.cos(th))[..., None],
+    )
+
+
+def cartesian_pendulum(dim: int = 2, g: float = 1.0, length: float = 1.0,
+                       analytic_hessian: bool = True) -> ConstrainedSystem:
+    """Pendulum in Cartesian coordinates: L = ½|v|² − g q_last, Φ = (|q|² − ℓ²)/2.
+
+    ``dim=2`` is the planar pendulum, ``dim=3`` the spherical pendulum.
+    """
+    n = dim
+    e = np.zeros(n)
+    e[-1] = g
+
+    system = MechanicalSystem(
+        np.eye(n),
+        lambda q: q @ e,
+        lambda q: np.broadcast_to(e, np.shape(q)),
+        lambda q: np.zeros((*np.shape(q), n)),
+    )
+    eye = np.eye(n)
+    constraint = HolonomicConstraint(
+        lambda q: 0.5 * (np.sum(q * q, axis=-1, keepdims=True) - length**2),
+        lambda q: np.asarray(q)[..., None, :],
+        (lambda q: np.broadcast_to(eye, (*np.shape(q)[:-1], 1, n, n)))
+        if analytic_hessian
+        else None,
+        m=1,
+    )
+    return ConstrainedSystem(system, constraint)
+
+
+def spherical_pendulum(g: float = 1.0, length: float = 1.0) -> ConstrainedSystem:
+    """Spherical pendulum: :func:`cartesian_pendulum` with ``dim=3``."""
+    return cartesian_pendulum(3, g, length)
+
+
+def pendulum_cartesian_from_angle(theta, omega, length: float = 1.0):
+    """(q, v) of the Cartesian pendulum for the angle θ (from the downward vertical)."""
+    theta = np.asarray(theta, dtype=float)
+    omega = np.asarray(omega, dtype=float)
+    q = length * np.stack([np.sin(theta), -np.cos(theta)], axis=-1)
+    v = length * omega[..., None] * np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+    return q, v
+
+
+def henon_heiles() -> MechanicalSystem:
+    """Hénon–Heiles: V = ½(x² + y²) + x²y − y³/3 (nonlinear, unconstrained)."""
+
+    def V(q):
+        x, y = q[..., 0], q[..., 1]
+        return 0.5 * (x * x + y * y) + x * x * y - y**3 / 3.0
+
+    def dV(q):
+        x, y = q[..., 0], q[..., 1]
+        return np.stack([x + 2 * x * y, y + x * x - y * y], axis=-1)
+
+    def d2V(q):
+        x, y = q[..., 0], q[..., 1]
+        return np.stack([np.stack([1 + 2 * y, 2 * x], -1), np.stack([2 * x, 1 - 2 * y], -1)], -2)
+
+    return MechanicalSystem(np.eye(2), V, dV, d2V)
+
+
+def double_pendulum(general: bool = False, analytic: bool = True):
+    """Double pendulum in angles (unit masses and lengths, g = 1): q-dependent mass matrix.
+
+    M(θ) = [[2, c], [c, 1]] with c = cos(θ₁ − θ₂); V = −2 cos θ₁ − cos θ₂.
+    ``general=True`` returns the same Lagrangian as a :class:`LagrangianSystem` (its second
+    derivatives by finite differences when ``analytic=False``).
+    """
+
+    def M(q):
+        c = np.cos(q[..., 0] - q[..., 1])
+        two = np.full_like(c, 2.0)
+        one = np.ones_like(c)
+        return np.stack([np.stack([two, c], -1), np.stack([c, one], -1)], -2)
+
+    def dM(q):
+        s = -np.sin(q[..., 0] - q[..., 1])  # d c / d θ1 ; d c / d θ2 = -s
+        z = np.zeros_like(s)
+        d1 = np.stack([np.stack([z, s], -1), np.stack([s, z], -1)], -2)
+        d2 = -d1
+        return np.stack([d1, d2], -1)
+
+    def V(q):
+        return -2 * np.cos(q[..., 0]) - np.cos(q[..., 1])
+
+    def dV(q):
+        return np.stack([2 * np.sin(q[..., 0]), np.sin(q[..., 1])], -1)
+
+    def d2V(q):
+        z = np.zeros_like(q[..., 0])
+        return np.stack([np.stack([2 * np.cos(q[..., 0]), z], -1),
+                         np.stack([z, np.cos(q[..., 1])], -1)], -2)
+
+    if not general:
+        return MechanicalSystem(M, V, dV, d2V, dM, n=2)
+
+    def L(q, v):
+        return 0.5 * np.einsum("...i,...ij,...j->...", v, M(q), v) - V(q)
+
+    def dLdq(q, v):
+        return 0.5 * np.einsum("...i,...ijk,...j->...k", v, dM(q), v) - dV(q)
+
+    def dLdv(q, v):
+        return np.einsum("...ij,...j->...i", M(q), v)
+
+    if not analytic:
+        return LagrangianSystem(2, L, dLdq, dLdv)
+
+    def d2vv(q, v):
+        return M(q)
+
+    def d2vq(q, v):
+        return np.einsum("...ijk,...j->...ik", dM(q), v)
+
+    def d2qq(q, v):
+        c = np.cos(q[..., 0] - q[..., 1])
+        # ∂²c/∂θa∂θb = -c * [[1, -1], [-1, 1]]
+        sgn = np.array([[1.0, -1.0], [-1.0, 1.0]])
+        coupling = -c * v[..., 0] * v[..., 1]  # ½ vᵀ ∂²M v = c'' v1 v2
+        return coupling[..., None, None] * sgn - d2V(q)
+
+    return LagrangianSystem(2, L, dLdq, dLdv, d2vv, d2vq, d2qq)

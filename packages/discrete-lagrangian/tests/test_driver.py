@@ -1,0 +1,126 @@
+"""The driver and the Trajectory type, with a minimal explicit method (Störmer–Verlet)."""
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConvergenceError,
+    InputError,
+    State,
+    Trajectory,
+    integrate,
+)
+from chetaev.discrete_lagrangian.testing import henon_heiles
+
+
+@attrs.frozen
+class _Verlet:
+    """Velocity Verlet with a carry counter (for restart tests) and optional failure."""
+
+    fail_at: int | None = None
+    name = "verlet-test"
+
+    def initial_state(self, system, q0, v0, t0=0.0):
+        q0 = np.asarray(q0, float)
+        v0 = np.asarray(v0, float)
+        return State(t=t0, q=q0, v=v0, p=system.legendre(q0, v0),
+                     carry={"acc": system.acceleration(q0, v0), "count": 0})
+
+    def step(self, system, state, h):
+        if self.fail_at is not None and state.n == self.fail_at:
+            raise ConvergenceError(step=state.n, t=state.t, residual=1.0, tol=1e-12,
+                                   iterations=5, hint="halve h")
+        a = state.carry["acc"]
+        vh = state.v + 0.5 * h * a
+        q1 = state.q + h * vh
+        a1 = system.acceleration(q1, vh)
+        v1 = vh + 0.5 * h * a1
+        return State(t=state.t + h, q=q1, v=v1, p=system.legendre(q1, v1), n=state.n + 1,
+                     carry={"acc": a1, "count": int(state.carry["count"]) + 1},
+                     info={"newton_iterations": 0, "residual": 0.0})
+
+
+SYS = henon_heiles()
+Q0 = np.array([0.1, -0.2])
+V0 = np.array([0.3, 0.1])
+
+
+def test_shapes_and_stats():
+    tr = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=10)
+    assert tr.success and "10 steps" in tr.message
+    assert tr.q.shape == (11, 2) and tr.v.shape == (11, 2) and tr.p.shape == (11, 2)
+    assert tr.lam is None
+    np.testing.assert_allclose(tr.t, 0.1 * np.arange(11), atol=1e-14)
+    assert tr.stats["n_steps"] == 10
+    assert tr.stats["fd_second_derivatives"] is False
+    assert tr.final_state().n == 10
+
+
+def test_t_final_and_save_every():
+    tr = integrate(SYS, _Verlet(), Q0, V0, h=0.1, t_final=1.0, save_every=3)
+    assert tr.q.shape == (5, 2)  # 0, 3, 6, 9, and the final 10
+    np.testing.assert_allclose(tr.t, [0, 0.3, 0.6, 0.9, 1.0], atol=1e-14)
+
+
+def test_batched_time_axis_first():
+    q0 = np.tile(Q0, (4, 1)) * np.arange(1, 5)[:, None]
+    tr = integrate(SYS, _Verlet(), q0, np.tile(V0, (4, 1)), h=0.1, n_steps=5)
+    assert tr.q.shape == (6, 4, 2)
+    single = integrate(SYS, _Verlet(), q0[2], V0, h=0.1, n_steps=5)
+    np.testing.assert_array_equal(tr.q[:, 2], single.q)
+
+
+def test_save_load_and_bitwise_restart(tmp_path):
+    full = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=20)
+    first = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=12)
+    path = tmp_path / "traj.npz"
+    first.save(path)
+    loaded = Trajectory.load(path)
+    for name in ("t", "q", "v", "p"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(first, name))
+    assert loaded.message == first.message and loaded.stats == first.stats
+    assert loaded.method == "verlet-test"
+    rest = integrate(SYS, _Verlet(), loaded.final_state(), None, h=0.1, n_steps=8)
+    np.testing.assert_array_equal(rest.q[-1], full.q[-1])
+    np.testing.assert_array_equal(rest.v[-1], full.v[-1])
+    assert rest.final_state().carry["count"] == 20
+    with pytest.raises(InputError, match="pass it"):
+        loaded.energy()
+    np.testing.assert_array_equal(loaded.energy(SYS), first.energy())
+
+
+def test_failure_becomes_data():
+    tr = integrate(SYS, _Verlet(fail_at=4), Q0, V0, h=0.1, n_steps=10)
+    assert not tr.success
+    assert "Newton did not converge at step 4" in tr.message
+    assert "Try: halve h." in tr.message
+    assert tr.q.shape == (5, 2)
+    assert tr.final_state().n == 4
+
+
+def test_callback_stops():
+    tr = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=10, callback=lambda s: s.n >= 3)
+    assert tr.success and "callback" in tr.message and tr.q.shape == (4, 2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"h": -0.1, "n_steps": 3}, "`h` must be positive"),
+        ({"h": float("nan"), "n_steps": 3}, "`h` must be finite"),
+        ({"h": 0.1}, "exactly one of `t_final` and `n_steps`"),
+        ({"h": 0.1, "n_steps": 3, "t_final": 1.0}, "exactly one"),
+        ({"h": 0.3, "t_final": 1.0}, "not a non-negative integer multiple of h"),
+        ({"h": 0.1, "n_steps": 2.5}, "`n_steps` must be an integer"),
+        ({"h": 0.1, "n_steps": 3, "save_every": 0}, "`save_every` must be >= 1"),
+    ],
+)
+def test_bad_driver_arguments(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        integrate(SYS, _Verlet(), Q0, V0, **kwargs)
+
+
+def test_constraint_residual_needs_constrained_system():
+    tr = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=2)
+    with pytest.raises(InputError, match="needs a ConstrainedSystem"):
+        tr.constraint_residual()

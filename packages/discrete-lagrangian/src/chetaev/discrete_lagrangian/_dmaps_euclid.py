@@ -1,0 +1,514 @@
+"""Constrained symplectic integrators from discretization maps on vector spaces.
+
+Paper: M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro, "A new
+perspective on symplectic integration of constrained mechanical systems via discretization
+maps" (2024), §3–§5; implementation notes ``spec/discretization-maps-holonomic.md`` §1.9, §2.
+
+Every method here is the constrained discrete Hamiltonian map of a discrete Lagrangian
+``L_d`` with the holonomic constraint imposed at the two step points and the momenta
+projected onto ``Leg(TN)`` (spec §1.9); the per-step kernels are in ``_dmaps_kernels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from . import _dmaps_kernels as K
+from ._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
+from ._errors import ConvergenceError, InputError
+from ._solver import NewtonOptions, newton_solve
+from ._state import State
+
+__all__ = [
+    "Composition",
+    "DiscretizationMap",
+    "DiscretizationMapMethod",
+    "ExtrinsicEulerBA",
+    "Rattle",
+    "StageConstrainedBaseline",
+    "compose",
+    "euler_ba",
+    "rattle",
+    "triple_jump",
+]
+
+# Newton tolerance (relative to max(1, |M||q|)): the constraint residual φ(q1) is one of the
+# Phase-1 equations, so this is the accuracy to which the points lie on N (spec §2).
+_TOL = 1e-14
+_HINT = "halve h, or increase NewtonOptions(max_iter=...)"
+
+
+def _theta_validator(_inst: Any, _attr: Any, value: float) -> None:
+    if not (np.isfinite(value) and 0.0 <= value <= 1.0):
+        raise InputError(
+            f"`theta` must be a number in [0, 1] (0: Euler A, 1: Euler B, 0.5: midpoint), "
+            f"got {value!r}."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The θ discretization map (spec §1.5–§1.6)
+# --------------------------------------------------------------------------------------------
+@attrs.frozen
+class DiscretizationMap:
+    """The θ-family of discretization maps on a vector space (paper Ex. 3.2, spec §1.5).
+
+    ``R_d(q, v) = (q − θ v, q + (1 − θ) v)``: θ = 0 is the explicit-Euler map of the
+    constrained symplectic Euler A method, θ = 1 that of Euler B, θ = ½ the midpoint map.
+    It satisfies ``R_d(0_q) = (q, q)`` and ``T R² − T R¹ = Id`` at the zero section (the
+    definition in §3 of the paper, with the minus sign lost by the OCR restored).
+
+    Parameters
+    ----------
+    theta : float
+        The parameter θ ∈ [0, 1] (called α in the paper).
+    """
+
+    theta: float = attrs.field(converter=float, validator=_theta_validator)
+
+    def forward(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``R_d(q, v)`` → ``(q0, q1)``."""
+        return K.theta_map_forward(self.theta, np.asarray(q, float), np.asarray(v, float))
+
+    def inverse(self, q0: np.ndarray, q1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``R_d^{-1}(q0, q1) = ((1 − θ) q0 + θ q1, q1 − q0)``."""
+        return K.theta_map_inverse(self.theta, np.asarray(q0, float), np.asarray(q1, float))
+
+    def scaled(self, h: float):
+        """The scaled map ``R_d^h(q, v) = R_d(q, h v)`` as a callable."""
+        return lambda q, v: self.forward(q, h * np.asarray(v, float))
+
+    def adjoint(self) -> DiscretizationMap:
+        """``R_d^*(v) = I_M(R_d(−v))``; for the θ-family θ ↦ 1 − θ."""
+        return DiscretizationMap(1.0 - self.theta)
+
+    @property
+    def is_symmetric(self) -> bool:
+        """Whether ``R_d^* = R_d`` (only θ = ½)."""
+        return self.theta == 0.5
+
+    def cotangent_lift(self, q, p, qdot, pdot):
+        """Cotangent lift ``R_d^{T*}: TT*Q → T*Q × T*Q`` (Prop. 3.3, Cor. 3.4; spec §1.6).
+
+        ``(q, p, q̇, ṗ) ↦ (q − θq̇, p − (1−θ)ṗ ; q + (1−θ)q̇, p + θṗ)``; a symplectomorphism
+        from ``(TT*Q, d_Tω_Q)`` to ``(T*Q × T*Q, Ω₁₂)``.
+        """
+        args = (np.asarray(a, float) for a in (q, p, qdot, pdot))
+        return K.theta_map_cotangent_lift(self.theta, *args)
+
+    def cotangent_lift_inverse(self, q0, p0, q1, p1, h: float = 1.0):
+        """``(1/h)(R_d^{T*})^{-1}(q0, p0; q1, p1)`` (spec §1.6) → ``(q, p, q̇, ṗ)``."""
+        q0, p0, q1, p1 = (np.asarray(a, float) for a in (q0, p0, q1, p1))
+        t = self.theta
+        return (
+            (1.0 - t) * q0 + t * q1,
+            t * p0 + (1.0 - t) * p1,
+            (q1 - q0) / h,
+            (p1 - p0) / h,
+        )
+
+    def discrete_lagrangian(self, lagrangian, h: float):
+        """``L_d^h(q0, q1) = h L̃((R_d^h)^{-1}(q0, q1))`` (spec §1.9) for ``lagrangian(q, v)``."""
+
+        def Ld(q0, q1):
+            q, w = self.inverse(q0, q1)
+            return h * lagrangian(q, w / h)
+
+        return Ld
+
+
+# --------------------------------------------------------------------------------------------
+# The generic node-constrained step (spec §1.9)
+# --------------------------------------------------------------------------------------------
+def _solve(fun, jac, x0, options, state, scale=None):
+    res = newton_solve(fun, x0, jac=jac, options=options, scale=scale)
+    if not res.all_converged:
+        raise ConvergenceError(
+            step=state.n, t=state.t, residual=float(np.max(res.residual)),
+            tol=float(np.max(res.tol)), iterations=int(res.iterations), hint=_HINT,
+        )
+    return res
+
+
+def _scale(prob, q0: np.ndarray) -> np.ndarray:
+    """Residual scale of Phase 1: ``max(1, |M|·|q0|)`` per batch entry."""
+    return np.maximum(1.0, np.max(np.abs(prob.M)) * np.max(np.abs(q0), axis=-1))
+
+
+def _info(res) -> dict:
+    return {
+        "newton_iterations": int(np.max(res.iterations)),
+        "residual": float(np.max(res.residual)),
+    }
+
+
+def node_step(
+    prob: EuclideanProblem, quad, state: State, h: float, options: NewtonOptions,
+    nullspace: bool = False,
+) -> State:
+    """One step of the constrained discrete Hamiltonian map of ``L_d = ΔᵀMΔ/2h − h V_d``.
+
+    Phase 1 solves ``p0 = MΔ/h + h ∂V_d/∂q0 − h G(q0)ᵀλ``, ``φ(q1) = 0`` for ``(q1, λ)``
+    (or, with ``nullspace=True``, the multiplier-free form (4.7) for ``q1``); Phase 2 sets
+    ``p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀλ̃`` with ``G(q1)M⁻¹p1 = 0`` (spec §1.9, §2).
+    """
+    q0, p0 = state.q, state.p
+    M = prob.M
+    G0 = prob.jac(q0)
+    q_guess = q0 + h * K._mv(prob.Minv, p0)
+    scale = _scale(prob, q0)
+    if nullspace:
+        P0 = K.nullspace_basis(G0)
+        res = _solve(
+            lambda x: K.phase1_nullspace_residual(x, q0, p0, h, M, quad, prob.grad_V, P0,
+                                                  prob.phi),
+            lambda x: K.phase1_nullspace_jacobian(x, q0, h, M, quad, prob.hess_V, P0, prob.jac),
+            q_guess, options, state, scale,
+        )
+        q1 = res.x
+        D2 = K.right_momentum(q0, q1, h, M, quad, prob.grad_V)
+        p1 = K.nullspace_momentum(D2, K.nullspace_basis(prob.jac(q1)), M)
+        lam = None
+    else:
+        k = G0.shape[-2]
+        x0 = np.concatenate([q_guess, np.zeros((*q0.shape[:-1], k))], axis=-1)
+        res = _solve(
+            lambda x: K.phase1_residual(x, q0, p0, h, M, quad, prob.grad_V, G0, prob.phi),
+            lambda x: K.phase1_jacobian(x, q0, h, M, quad, prob.hess_V, G0, prob.jac),
+            x0, options, state, scale,
+        )
+        m = q0.shape[-1]
+        q1 = res.x[..., :m]
+        lam_left = res.x[..., m:] / (h * h)
+        p1, mu = K.project_momentum(
+            K.right_momentum(q0, q1, h, M, quad, prob.grad_V), prob.jac(q1), prob.Minv
+        )
+        lam = (lam_left, mu / h)
+    info = _info(res)
+    if lam is not None:
+        info["lam_left"], info["lam_right"] = lam
+    return attrs.evolve(
+        state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1), n=state.n + 1, info=info,
+        lam=None if lam is None else lam[1],
+    )
+
+
+class _EuclideanMethod:
+    """Shared ``initial_state`` for the vector-space methods."""
+
+    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+        """Check ``(q0, v0) ∈ TN`` and return the state with ``p0 = M v0 ∈ Leg(TN)``."""
+        return initial_euclidean_state(system, q0, v0, t0)
+
+
+@attrs.frozen
+class DiscretizationMapMethod(_EuclideanMethod):
+    """Constrained symplectic integrator from the θ discretization map (paper Thm. 4.5).
+
+    The discrete points lie exactly on N (``φ(q_k) = 0`` is an equation of every step), the
+    momenta are projected onto ``Leg(TN)`` (``G(q_k)M⁻¹p_k = 0``), and the map is symplectic
+    on ``Leg(TN) ≅ T*N``.  Order 1 for θ ≠ ½ (θ = 0: constrained symplectic Euler A, §5.1.1;
+    θ = 1: Euler B, (5.1)–(5.6), the "order-1 RATTLE"), order 2 and symmetric for θ = ½
+    (constrained midpoint, §5.1.3).  Euler A and B are mutually adjoint.
+
+    Equations (spec §2.1; paper (4.4)–(4.5))::
+
+        p0 = MΔ/h + h(1−θ)∇V(q_θ) − h G(q0)ᵀλ,   φ(q1) = 0
+        p1 = MΔ/h − hθ∇V(q_θ) + h G(q1)ᵀλ̃,       G(q1)M⁻¹p1 = 0
+
+    with ``q_θ = (1−θ)q0 + θq1``.  ``nullspace=True`` solves the multiplier-free form
+    (4.7)–(4.9) of §4.2 instead (same result to solver tolerance).
+
+    Parameters
+    ----------
+    theta : float
+        θ ∈ [0, 1].
+    nullspace : bool
+        Use the discrete null-space form (no multipliers).
+    newton : NewtonOptions
+        Options of the Phase-1 Newton solve.
+    """
+
+    theta: float = attrs.field(converter=float, validator=_theta_validator)
+    nullspace: bool = False
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+
+    @property
+    def map(self) -> DiscretizationMap:
+        return DiscretizationMap(self.theta)
+
+    @property
+    def order(self) -> int:
+        return 2 if self.theta == 0.5 else 1
+
+    @property
+    def symmetric(self) -> bool:
+        return self.theta == 0.5
+
+    @property
+    def name(self) -> str:
+        base = {0.0: "constrained Euler A", 1.0: "constrained Euler B",
+                0.5: "constrained midpoint"}.get(self.theta, f"constrained theta={self.theta:g}")
+        return base + (" (null space)" if self.nullspace else "")
+
+    def adjoint(self) -> DiscretizationMapMethod:
+        """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
+        return attrs.evolve(self, theta=1.0 - self.theta)
+
+    def step(self, system, state: State, h: float) -> State:
+        prob = as_euclidean_problem(system)
+        return node_step(prob, K.ThetaQuadrature(self.theta), state, h, self.newton,
+                         nullspace=self.nullspace)
+
+
+@attrs.frozen
+class Rattle(_EuclideanMethod):
+    """RATTLE (paper (5.16)–(5.18), Ex. 5.1; Andersen 1983).
+
+    Symmetric, order 2, symplectic on ``Leg(TN)``, constraints exact at the step points.
+    It is Euler A(h/2) followed by Euler B(h/2) with the *intermediate constraint dropped*
+    (spec §2.5, item A6), i.e. the constrained Hamiltonian map of the trapezoidal
+    ``L_d = ΔᵀMΔ/2h − (h/2)(V(q0) + V(q1))``::
+
+        p0 = MΔ/h + (h/2)∇V(q0) − (h/2)G(q0)ᵀλ,   φ(q1) = 0
+        p1 = MΔ/h − (h/2)∇V(q1) + (h/2)G(q1)ᵀλ̄,   G(q1)M⁻¹p1 = 0
+
+    It equals the constrained Lobatto IIIA–IIIB 2-stage method (Jay 1996).  The literal
+    composition of the paper's Euler A and B submanifolds is a different method: see
+    :func:`euler_ba`.
+    """
+
+    nullspace: bool = False
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    order = 2
+    symmetric = True
+    name = "RATTLE"
+
+    def step(self, system, state: State, h: float) -> State:
+        prob = as_euclidean_problem(system)
+        return node_step(prob, K.TrapezoidQuadrature(), state, h, self.newton,
+                         nullspace=self.nullspace)
+
+
+def rattle(newton: NewtonOptions | None = None) -> Rattle:
+    """RATTLE (5.16)–(5.18): see :class:`Rattle`."""
+    return Rattle(newton=newton if newton is not None else NewtonOptions(tol=_TOL))
+
+
+# --------------------------------------------------------------------------------------------
+# Composition (paper §5.2, spec §2.5)
+# --------------------------------------------------------------------------------------------
+_TRIPLE_JUMP = (
+    1.0 / (2.0 - 2.0 ** (1.0 / 3.0)),
+    -(2.0 ** (1.0 / 3.0)) / (2.0 - 2.0 ** (1.0 / 3.0)),
+    1.0 / (2.0 - 2.0 ** (1.0 / 3.0)),
+)
+
+
+@attrs.frozen
+class Composition:
+    """Composition ``Ψ_{γ_s h} ∘ … ∘ Ψ_{γ_1 h}`` of one-step methods (paper (5.7)–(5.10)).
+
+    The methods are applied in the order given, the i-th with step ``weights[i]·h``.  Each
+    factor projects its momentum onto ``Leg(TN)``; by Lemma 4.3 this makes the extrinsic
+    composition (5.7) and the intrinsic one (5.8) the same map (spec §2.5, item A7), so a
+    single mechanism serves both.
+    """
+
+    methods: tuple = attrs.field(converter=tuple)
+    weights: tuple = attrs.field(converter=lambda w: tuple(float(x) for x in w))
+    order: int | None = None
+    symmetric: bool = False
+    name: str = "composition"
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.methods) == 0:
+            raise InputError("compose() needs at least one method, got none.")
+        if len(self.weights) != len(self.methods):
+            raise InputError(
+                f"compose(): got {len(self.methods)} methods but {len(self.weights)} weights; "
+                f"pass one weight per method (or weights=None for equal weights)."
+            )
+        if not np.all(np.isfinite(self.weights)) or abs(sum(self.weights) - 1.0) > 1e-12:
+            raise InputError(
+                f"compose(): the weights must be finite and sum to 1 (consistency), got "
+                f"{self.weights} with sum {sum(self.weights)!r}."
+            )
+
+    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+        return self.methods[0].initial_state(system, q0, v0, t0)
+
+    def step(self, system, state: State, h: float) -> State:
+        s = state
+        iters = 0
+        resid = 0.0
+        for method, w in zip(self.methods, self.weights):
+            s = method.step(system, attrs.evolve(s, n=state.n), w * h)
+            iters += s.info.get("newton_iterations", 0)
+            resid = max(resid, s.info.get("residual", 0.0))
+        return attrs.evolve(s, t=state.t + h, n=state.n + 1,
+                            info={"newton_iterations": iters, "residual": resid})
+
+
+def compose(*methods, weights: Sequence[float] | None = None, order: int | None = None,
+            name: str | None = None) -> Composition:
+    """Compose methods: apply them in the order given, the i-th with step ``weights[i]·h``.
+
+    Parameters
+    ----------
+    *methods
+        Integrators with the ``initial_state`` / ``step`` protocol.
+    weights : sequence of float, optional
+        Step fractions (summing to 1); equal weights ``1/len(methods)`` by default.
+    order : int, optional
+        The order of the composition, if known (reported as ``.order``).
+    name : str, optional
+        A display name.
+    """
+    if weights is None:
+        weights = [1.0 / max(len(methods), 1)] * len(methods)
+    w = tuple(float(x) for x in weights)
+    palindromic = len(methods) > 0 and all(
+        a == b for a, b in zip(methods, reversed(methods))
+    ) and np.allclose(w, w[::-1])
+    symmetric = bool(palindromic and all(getattr(m, "symmetric", False) for m in methods))
+    return Composition(methods=methods, weights=w, order=order, symmetric=symmetric,
+                       name=name or "composition(" + ", ".join(
+                           getattr(m, "name", type(m).__name__) for m in methods) + ")")
+
+
+def triple_jump(method) -> Composition:
+    """Triple-jump composition ``Ψ_{γ1 h}∘Ψ_{γ2 h}∘Ψ_{γ1 h}`` (paper §5.2; HLW §II.4).
+
+    ``γ1 = 1/(2 − 2^{1/3})``, ``γ2 = −2^{1/3}/(2 − 2^{1/3})``.  Lifts a symmetric method of
+    order 2 to order 4 (spec §2.5, "Higher order").
+
+    Raises
+    ------
+    InputError
+        If ``method`` declares ``symmetric = False`` (the triple jump of a non-symmetric
+        method such as Euler A does not reach order 4).
+    """
+    if getattr(method, "symmetric", None) is False:
+        raise InputError(
+            f"triple_jump() needs a symmetric method of order 2 (midpoint, RATTLE, euler_ba()), "
+            f"but {getattr(method, 'name', method)!r} is not symmetric; its triple jump would "
+            f"not reach order 4."
+        )
+    base = getattr(method, "order", None)
+    return Composition(
+        methods=(method, method, method), weights=_TRIPLE_JUMP,
+        order=(base + 2) if base == 2 else None, symmetric=True,
+        name=f"triple jump of {getattr(method, 'name', type(method).__name__)}",
+    )
+
+
+def euler_ba(nullspace: bool = False, newton: NewtonOptions | None = None) -> Composition:
+    """The literal composition Euler B(h/2) ∘ Euler A(h/2) of Ex. 5.1 (spec §2.5, "B∘A").
+
+    Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N.  It is *not* RATTLE
+    (RATTLE drops the intermediate constraint, see :class:`Rattle`); it is the Euclidean case
+    of the paper's Lie "2-stage Lobatto IIIA–IIIB" method (6.4)–(6.7).  Its extrinsic form,
+    one joint solve without the intermediate projection, is :class:`ExtrinsicEulerBA`.
+    """
+    opts = newton if newton is not None else NewtonOptions(tol=_TOL)
+    A = DiscretizationMapMethod(0.0, nullspace=nullspace, newton=opts)
+    B = DiscretizationMapMethod(1.0, nullspace=nullspace, newton=opts)
+    return Composition(methods=(A, B), weights=(0.5, 0.5), order=2, symmetric=True,
+                       name="Euler B(h/2) o Euler A(h/2) (literal composition)")
+
+
+@attrs.frozen
+class ExtrinsicEulerBA(_EuclideanMethod):
+    """Euler B(h/2)∘Euler A(h/2) as the extrinsic composition (5.7): one joint solve.
+
+    Unknowns ``(q_{1/2}, q1, λ, μ)``; equations (spec §2.5, the "B∘A" system)::
+
+        p0 = M(q_{1/2}−q0)/(h/2) + (h/2)∇V(q0) − (h/2)G(q0)ᵀλ
+        M(2q_{1/2} − q0 − q1)/(h/2) = −(h/2) G(q_{1/2})ᵀμ,   φ(q_{1/2}) = 0,   φ(q1) = 0
+
+    then ``p1 = M(q1−q_{1/2})/(h/2) − (h/2)∇V(q1)`` projected onto ``Leg(TN)``.  No momentum
+    is formed (or projected) at ``q_{1/2}``.  Equal to :func:`euler_ba` (Lemma 4.3; spec
+    item A7 corrects the paper's claim that (5.7) and (5.8) differ).
+    """
+
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    order = 2
+    symmetric = True
+    name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
+
+    def step(self, system, state: State, h: float) -> State:
+        prob = as_euclidean_problem(system)
+        q0, p0 = state.q, state.p
+        m = q0.shape[-1]
+        G0 = prob.jac(q0)
+        k = G0.shape[-2]
+        M = prob.M
+        hh = 0.5 * h
+        f0 = prob.grad_V(q0)
+
+        def fun(x):
+            qm, q1 = x[..., :m], x[..., m:2 * m]
+            lam, mu = x[..., 2 * m:2 * m + k], x[..., 2 * m + k:]
+            r1 = K._mv(M, qm - q0) + hh * hh * f0 - K._mtv(G0, lam) - hh * p0
+            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(prob.jac(qm), mu)
+            return np.concatenate([r1, r2, prob.phi(qm), prob.phi(q1)], axis=-1)
+
+        qg = q0 + hh * K._mv(prob.Minv, p0)
+        x0 = np.concatenate([qg, q0 + h * K._mv(prob.Minv, p0),
+                             np.zeros((*q0.shape[:-1], 2 * k))], axis=-1)
+        res = _solve(fun, None, x0, self.newton, state, _scale(prob, q0))
+        qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
+        p1s = K._mv(M, q1 - qm) / hh - hh * prob.grad_V(q1)
+        p1, mu = K.project_momentum(p1s, prob.jac(q1), prob.Minv)
+        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1),
+                            n=state.n + 1, info=_info(res), lam=mu / hh)
+
+
+# --------------------------------------------------------------------------------------------
+# The stage-constrained baseline (paper (1.2); spec B7)
+# --------------------------------------------------------------------------------------------
+@attrs.frozen
+class StageConstrainedBaseline(_EuclideanMethod):
+    """BASELINE, criticised by the paper: constraint imposed at the *stage* point.
+
+    The midpoint discrete Lagrangian with ``φ((q0 + q1)/2) = 0`` (paper (1.2); Johnson and
+    Murphey 2009) and forces ``½G(q_m)ᵀλ`` in both momentum equations (spec §5 B7)::
+
+        p0 = MΔ/h + (h/2)∇V(q_m) − ½G(q_m)ᵀλ·h,   φ(q_m) = 0
+        p1 = MΔ/h − (h/2)∇V(q_m) + ½G(q_m)ᵀλ·h
+
+    The step points ``q_k`` are *not* on N: ``|φ(q_k)| = O(h²)``, and the tangency
+    ``G(q_k)M⁻¹p_k = 0`` is not imposed.  Provided to demonstrate that defect; do not use it
+    for simulation.
+    """
+
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    order = 2
+    symmetric = True
+    name = "stage-constrained midpoint (baseline, paper (1.2))"
+
+    def step(self, system, state: State, h: float) -> State:
+        prob = as_euclidean_problem(system)
+        q0, p0 = state.q, state.p
+        m = q0.shape[-1]
+        k = prob.jac(q0).shape[-2]
+        x0 = np.concatenate([q0 + h * K._mv(prob.Minv, p0), np.zeros((*q0.shape[:-1], k))],
+                            axis=-1)
+        res = _solve(
+            lambda x: K.stage_phase1_residual(x, q0, p0, h, prob.M, prob.grad_V, prob.jac,
+                                              prob.phi),
+            lambda x: K.stage_phase1_jacobian(x, q0, h, prob.M, prob.hess_V, prob.jac,
+                                              prob.hess_phi),
+            x0, self.newton, state, _scale(prob, q0),
+        )
+        q1, nu = res.x[..., :m], res.x[..., m:]
+        qm = 0.5 * (q0 + q1)
+        p1 = (K._mv(prob.M, q1 - q0) / h - 0.5 * h * prob.grad_V(qm)
+              + 0.5 * K._mtv(prob.jac(qm), nu) / h)
+        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1),
+                            n=state.n + 1, info=_info(res), lam=nu / (h * h))

@@ -1,0 +1,117 @@
+"""Adapters: read the arrays and callables the discretization-map kernels need from systems.
+
+The methods of ``discretization_maps`` run on a ``ConstrainedSystem(MechanicalSystem(...),
+HolonomicConstraint(...))`` with a constant mass matrix (the paper's §5 setting; spec §1.1,
+item A16).  This module turns such a system into a small frozen bundle of ``M``, ``M⁻¹``,
+``∇V``, ``∇²V``, ``φ``, ``G = Dφ`` and the constraint Hessian, and builds initial states.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._errors import ConstraintViolationError, InputError
+from ._state import State
+from ._validation import as_float, as_vector
+
+__all__ = ["EuclideanProblem", "as_euclidean_problem", "initial_euclidean_state"]
+
+_INITIAL_TOL = 1e-10
+
+
+@attrs.frozen(eq=False)
+class EuclideanProblem:
+    """Constant-mass mechanical system with a holonomic constraint, as plain callables."""
+
+    M: np.ndarray
+    Minv: np.ndarray
+    V: Any
+    grad_V: Any
+    hess_V: Any
+    phi: Any
+    jac: Any
+    hess_phi: Any
+    n: int
+
+
+def _parts(system: Any) -> tuple[Any, Any]:
+    inner = getattr(system, "system", None)
+    constraint = getattr(system, "constraint", None)
+    if inner is None or constraint is None:
+        raise InputError(
+            f"The discretization-map methods need ConstrainedSystem(MechanicalSystem(...), "
+            f"HolonomicConstraint(...)), got {type(system).__name__}. Wrap your system and "
+            f"its holonomic constraint in a ConstrainedSystem."
+        )
+    return inner, constraint
+
+
+def as_euclidean_problem(system: Any) -> EuclideanProblem:
+    """Extract the vector-space problem; raise :class:`InputError` if it does not fit."""
+    inner, constraint = _parts(system)
+    if getattr(inner, "group", None) is not None:
+        raise InputError(
+            "This is a Lie-group system: use LieDiscretizationMapMethod(kind, retraction) "
+            "instead of the vector-space discretization-map methods."
+        )
+    if not getattr(inner, "is_mechanical", False) or not getattr(inner, "constant_mass", False):
+        raise InputError(
+            "The vector-space discretization-map methods need a MechanicalSystem with a "
+            "constant mass matrix (paper §5; spec item A16). For a q-dependent mass use "
+            "ConstrainedPRK."
+        )
+    if not hasattr(constraint, "phi") or not hasattr(constraint, "jacobian"):
+        raise InputError(
+            f"The discretization-map methods need a HolonomicConstraint φ(q) = 0, got "
+            f"{type(constraint).__name__}."
+        )
+    n = int(inner.n)
+    M = np.asarray(inner.mass, dtype=float)
+    Minv = np.linalg.inv(M)
+
+    def phi(q):
+        return np.asarray(constraint.phi(q), dtype=float)
+
+    def jac(q):
+        return np.asarray(constraint.jacobian(q), dtype=float)
+
+    def hess_phi(q):
+        return np.asarray(constraint.hessian(q), dtype=float)
+
+    return EuclideanProblem(M=M, Minv=Minv, V=inner.V, grad_V=inner.gradV,
+                            hess_V=inner.hessV, phi=phi, jac=jac, hess_phi=hess_phi, n=n)
+
+
+def initial_euclidean_state(system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            tol: float = _INITIAL_TOL) -> State:
+    """Check ``(q0, v0) ∈ TN`` and return ``State(q0, v0, p0 = M v0)``.
+
+    Raises
+    ------
+    ConstraintViolationError
+        If ``|φ(q0)|`` or ``|G(q0) v0|`` exceeds ``tol``.
+    """
+    prob = as_euclidean_problem(system)
+    q0 = as_vector(q0, "q0", n=prob.n)
+    v0 = as_vector(v0, "v0", n=prob.n)
+    t0 = as_float(t0, "t0")
+    pos = float(np.max(np.abs(prob.phi(q0)), initial=0.0))
+    vel = float(np.max(np.abs(np.einsum("...ki,...i->...k", prob.jac(q0), v0)), initial=0.0))
+    if pos > tol:
+        raise ConstraintViolationError(
+            f"q0 is off the constraint set: max |φ(q0)| = {pos:.2e} > {tol:.0e}. Project q0 "
+            f"onto φ(q) = 0 before integrating."
+        )
+    if vel > tol * max(1.0, float(np.max(np.abs(v0)))):
+        raise ConstraintViolationError(
+            f"v0 is not tangent to the constraint set: max |G(q0) v0| = {vel:.2e} > "
+            f"{tol:.0e}. Remove the normal component of v0 (project it onto ker G(q0))."
+        )
+    p0 = np.einsum("ij,...j->...i", prob.M, v0)
+    q0, v0 = np.broadcast_arrays(q0, v0)
+    lam0 = np.asarray(system.multiplier(q0, v0), dtype=float)
+    return State(t=t0, q=q0.copy(), v=v0.copy(), p=np.broadcast_to(p0, q0.shape).copy(),
+                 lam=lam0, n=0)

@@ -1,0 +1,85 @@
+"""Composition of GNI methods (paper Remark 5.5; spec §2.5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from chetaev.discrete_lagrangian import State
+
+from ._errors import InputError
+from ._gni import GNI
+from ._validation import as_step
+
+__all__ = ["Composition"]
+
+
+def _check_methods(instance, attribute, value):
+    if len(value) == 0:
+        raise InputError(
+            "Composition needs at least one method, e.g. (GNI('euler_b'), GNI('euler_a'))"
+        )
+    for m in value:
+        if not (hasattr(m, "step") and hasattr(m, "initial_state")):
+            raise InputError(f"Composition members must implement initial_state/step; got {m!r}")
+
+
+@attrs.frozen
+class Composition:
+    """``Φ_h = F_{m_r}^{c_r h} ∘ … ∘ F_{m_1}^{c_1 h}``: the methods are applied in the order
+    given (``methods[0]`` first), with step fractions ``weights`` (default equal, summing to 1).
+
+    ``Composition((GNI("euler_b"), GNI("euler_a")))`` is ``F_A^{h/2} ∘ F_B^{h/2}`` of
+    Remark 5.5. All GNI methods share the node-state representation ``(q_k, v_k, λ_k)``
+    (see :class:`GNI`), in which ``F_A^h ∘ F_B^{−h} = Id`` exactly; the composition of the
+    adjoint pair is therefore symmetric, and it is of **order 2** (tested; the spec's order 1
+    comes from composing the ``(q, p̃, λ̃)`` maps, whose adjointness holds only on the
+    constraint manifolds S_A, S_B). It differs from RATTLE (15) at O(h³) per step.
+    """
+
+    methods: tuple = attrs.field(converter=tuple, validator=_check_methods)
+    weights: tuple | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self):
+        if self.weights is not None:
+            if len(self.weights) != len(self.methods):
+                raise InputError(
+                    f"Composition got {len(self.methods)} methods but {len(self.weights)} weights; "
+                    "give one weight per method"
+                )
+            if abs(sum(self.weights) - 1.0) > 1e-12:
+                raise InputError(f"Composition weights must sum to 1; got {self.weights}")
+
+    @property
+    def fractions(self) -> tuple:
+        if self.weights is None:
+            return tuple(1.0 / len(self.methods) for _ in self.methods)
+        return tuple(float(w) for w in self.weights)
+
+    @property
+    def order(self) -> int | None:
+        names = tuple(getattr(m, "variant", None) for m in self.methods)
+        if names in (("euler_b", "euler_a"), ("euler_a", "euler_b")) and self.weights is None:
+            return 2
+        orders = [getattr(m, "order", None) for m in self.methods]
+        return None if None in orders else min(orders)
+
+    @property
+    def name(self) -> str:
+        return "Composition(" + ", ".join(getattr(m, "name", repr(m)) for m in self.methods) + ")"
+
+    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+        return self.methods[0].initial_state(system, q0, v0, t0)
+
+    def step(self, system, state: State, h: Any) -> State:
+        h = as_step(h)
+        n0 = state.n
+        iters = 0
+        for m, c in zip(self.methods, self.fractions):
+            if isinstance(m, GNI) and m.form != "momentum":
+                raise InputError("Composition needs GNI members with form='momentum'")
+            state = m.step(system, state, c * h)
+            iters += int(state.info.get("newton_iterations", 0))
+        info = dict(state.info)
+        info["newton_iterations"] = iters
+        return attrs.evolve(state, n=n0 + 1, info=info)

@@ -1,0 +1,13 @@
+"""Errors of chetaev.gni: the shared chetaev error types (spec: DESIGN.md "Conventions").
+
+Bad input raises :class:`InputError` (a ``ValueError``) or one of its subclasses; a step
+whose nonlinear solve fails raises :class:`ConvergenceError` (a ``RuntimeError``).
+"""
+
+from chetaev.discrete_lagrangian import (
+    ConstraintViolationError,
+    ConvergenceError,
+    InputError,
+)
+
+__all__ = ["ConstraintViolationError", "ConvergenceError", "InputError"]

@@ -1,0 +1,363 @@
+"""The Geometric Nonholonomic Integrator on a vector space (paper Def. 4.1, §5, Def. 6.1).
+
+Spec: geometric-nonholonomic-integrator §2.1–§2.6.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    LinearVelocityConstraint,
+    NewtonOptions,
+    State,
+    newton_solve,
+)
+
+from ._adapters import constraint_parts, metric
+from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
+from ._errors import ConvergenceError, InputError
+from ._reflection import node_from_post_momentum, pre_post_from_node
+from ._validation import as_points, as_step, check_on_constraint
+
+__all__ = [
+    "GNI",
+    "VARIANTS",
+    "gni_momentum_step",
+    "gni_two_step_jacobian",
+    "gni_two_step_residual",
+    "solve_pre_legendre",
+]
+
+#: The named variants of the paper: discrete Lagrangians (10) A and B, (16) and the midpoint.
+VARIANTS: dict[str, Any] = {
+    "euler_a": AlphaDiscreteLagrangian(0.0),
+    "euler_b": AlphaDiscreteLagrangian(1.0),
+    "rattle": AlphaDiscreteLagrangian(0.5),
+    "midpoint": MidpointDiscreteLagrangian(),
+}
+
+_FORMS = ("momentum", "two_step")
+
+
+def _mv(A, x):
+    return np.einsum("...ij,...j->...i", A, x)
+
+
+def _split(csys):
+    inner = getattr(csys, "system", None)
+    constraint = getattr(csys, "constraint", None)
+    if inner is None or constraint is None or not hasattr(constraint, "dphi_dv"):
+        raise InputError(
+            "GNI runs on ConstrainedSystem(system, LinearVelocityConstraint(A, a)); got "
+            f"{type(csys).__name__}. Wrap the Lagrangian system and its velocity constraint "
+            "in chetaev.discrete_lagrangian.ConstrainedSystem"
+        )
+    if not isinstance(constraint, LinearVelocityConstraint):
+        raise InputError(
+            "GNI needs constraints linear (or affine) in the velocity, mu(q) v + a(q) = 0: use "
+            f"LinearVelocityConstraint(A, a); got {type(constraint).__name__}"
+        )
+    return inner, constraint
+
+
+def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, guess=None):
+    """Inverse discrete Legendre transform: solve ``−D1 L_d(q0, q1) = p⁻`` for ``q1``.
+
+    Step 2 of the reflection form (spec §2.1). Returns the ``NewtonResult``.
+    """
+    if guess is None:
+        guess = q0
+
+    def fun(q1):
+        return dl.D1(system, q0, q1, h) + p_minus
+
+    jac = None
+    if dl.D1_dq1(system, q0, guess, h) is not None:
+
+        def jac(q1):
+            return np.broadcast_to(dl.D1_dq1(system, q0, q1, h), q1.shape + q1.shape[-1:])
+
+    scale = 1.0 + np.max(np.abs(p_minus), axis=-1)
+    return newton_solve(fun, guess, jac=jac, options=newton, scale=scale)
+
+
+def gni_momentum_step(dl, system, constraint, q, v, lam, h, *, newton, metric_fn=None):
+    """One step of the GNI in one-step ("reflection") form, spec §2.1 / §2.6.
+
+    Node data ``(q_k, v_k, λ_k)`` (``v_k`` satisfies the constraint) define
+    ``p⁻_k = G v_k + (h/2) muᵀ λ_k``, which is the reflection (8)/(26) of ``p⁺_k``.
+    Then ``−D1 L_d(q_k, q_{k+1}) = p⁻_k`` is solved for ``q_{k+1}``,
+    ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})`` and the node data at ``k+1`` follow from the
+    closed-form multiplier ``h λ_{k+1} = −2 C⁻¹ (mu G⁻¹ p⁺_{k+1} + a)``.
+
+    Returns ``(q1, v1, lam1, p_bar1, p_plus1, newton_result)``.
+    """
+    n = q.shape[-1]
+    G = metric(system, q, metric_fn)
+    mu, _ = constraint_parts(constraint, q, n)
+    p_minus, _ = pre_post_from_node(v, lam, G, mu, h)
+    res = solve_pre_legendre(dl, system, q, p_minus, h, newton=newton, guess=q + h * v)
+    q1 = res.x
+    p_plus1 = dl.D2(system, q, q1, h)
+    G1 = metric(system, q1, metric_fn)
+    mu1, a1 = constraint_parts(constraint, q1, n)
+    v1, lam1, p_bar1 = node_from_post_momentum(p_plus1, G1, mu1, h, a1)
+    return q1, v1, lam1, p_bar1, p_plus1, res
+
+
+def gni_two_step_residual(dl, system, constraint, q_prev, q, x, h, *, metric_fn=None):
+    """Residual of the local form (9)/(27) with unknowns ``x = (q_{k+1}, λ_k)``.
+
+    In chetaev's multiplier sign:
+
+    * (9a) ``D1 L_d(q_k, q_{k+1}) + D2 L_d(q_{k−1}, q_k) + h muᵀ(q_k) λ_k = 0``;
+    * (9b)/(27b) ``mu G⁻¹ (D2 L_d(q_{k−1}, q_k) − D1 L_d(q_k, q_{k+1}))/2 + a = 0``, i.e.
+      the averaged momentum satisfies the constraint.
+    """
+    n = q.shape[-1]
+    q1, lam = x[..., :n], x[..., n:]
+    G = metric(system, q, metric_fn)
+    mu, a = constraint_parts(constraint, q, n)
+    p_plus = dl.D2(system, q_prev, q, h)
+    d1 = dl.D1(system, q, q1, h)
+    r1 = d1 + p_plus + h * np.einsum("...ji,...j->...i", mu, lam)
+    r2 = _mv(mu, np.linalg.solve(G, (0.5 * (p_plus - d1))[..., None])[..., 0])
+    if a is not None:
+        r2 = r2 + a
+    return np.concatenate([r1, r2], axis=-1)
+
+
+def gni_two_step_jacobian(dl, system, constraint, q_prev, q, x, h, *, metric_fn=None):
+    """Jacobian of :func:`gni_two_step_residual` in ``x``, or ``None`` without second
+    derivatives of the Lagrangian."""
+    n = q.shape[-1]
+    q1 = x[..., :n]
+    J = dl.D1_dq1(system, q, q1, h)
+    if J is None:
+        return None
+    G = metric(system, q, metric_fn)
+    mu, _ = constraint_parts(constraint, q, n)
+    m = mu.shape[-2]
+    J = np.broadcast_to(J, (*q1.shape, n))
+    muGinv = np.swapaxes(np.linalg.solve(G, np.swapaxes(mu, -1, -2)), -1, -2)
+    top = np.concatenate([J, h * np.swapaxes(mu, -1, -2)], axis=-1)
+    bottom = np.concatenate([-0.5 * muGinv @ J, np.zeros((*mu.shape[:-1], m))], axis=-1)
+    return np.concatenate([top, bottom], axis=-2)
+
+
+def _resolve_variant(variant):
+    if isinstance(variant, str):
+        key = variant.lower()
+        if key not in VARIANTS:
+            raise InputError(
+                f"unknown GNI variant {variant!r}; choose one of {sorted(VARIANTS)} or pass a "
+                "discrete Lagrangian object with D1, D2 and D1_dq1 methods"
+            )
+        return VARIANTS[key]
+    if not all(hasattr(variant, nm) for nm in ("D1", "D2", "D1_dq1")):
+        raise InputError(
+            f"GNI variant must be one of {sorted(VARIANTS)} or a discrete Lagrangian with "
+            f"D1(system, q0, q1, h), D2(...) and D1_dq1(...); got {variant!r}"
+        )
+    return variant
+
+
+def _check_form(instance, attribute, value):
+    if value not in _FORMS:
+        raise InputError(f"form must be one of {_FORMS}; got {value!r}")
+
+
+@attrs.frozen
+class GNI:
+    """Geometric Nonholonomic Integrator (paper Def. 4.1; affine: Def. 6.1).
+
+    ``GNI(variant)`` with ``variant`` one of ``"euler_a"``, ``"euler_b"`` (the GNI versions of
+    symplectic Euler A and B, order 1, mutually adjoint, Thm 5.2 / 5.4), ``"rattle"``
+    (nonholonomic SHAKE/RATTLE (15), order 2, symmetric) and ``"midpoint"`` (order 2,
+    symmetric), or any discrete Lagrangian object (see ``_discrete_lagrangians``). Runs on a
+    ``ConstrainedSystem`` with a ``LinearVelocityConstraint``; an affine constraint
+    ``mu(q)(v − Y(q)) = 0``, i.e. ``A = mu``, ``a = −mu Y``, gives the affine GNI (26) with the
+    same class (affine SHAKE/RATTLE for ``"rattle"``).
+
+    Exactly preserved at every node: the averaged momentum ``(p⁻_k + p⁺_k)/2`` satisfies the
+    constraint (9b)/(27b) (so ``v_k`` does), and ``|p⁻_k − Π|_{G⁻¹} = |p⁺_k − Π|_{G⁻¹}``.
+
+    Equations
+    ---------
+    ``form="momentum"`` (default): the one-step reflection form of (8)/(26), spec §2.1:
+    ``p⁻_k = p⁺_k − 2Qᵀ(p⁺_k − Π)``, ``−D1 L_d(q_k, q_{k+1}) = p⁻_k``,
+    ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})``.
+    ``form="two_step"``: the local form (9)/(27), unknowns ``(q_{k+1}, λ_k)`` from
+    ``(q_{k−1}, q_k)``, solved by Newton (the state carries the look-ahead point).
+    Both forms give the same sequence ``q_k`` (tested).
+
+    State
+    -----
+    ``q = q_k``; ``v = v_k = G⁻¹(p⁻_k + p⁺_k)/2``, the node velocity, which satisfies the
+    constraint; ``p = G v_k``; ``lam = λ_k`` with ``p⁻_k − p⁺_k = h muᵀ λ_k`` (chetaev sign
+    convention ``d/dt ∂L/∂v − ∂L/∂q = muᵀλ``). ``initial_state`` takes ``λ_0`` from the
+    continuous problem (``ConstrainedSystem.multiplier``). In this representation Euler A and
+    B are exactly adjoint, ``F_A^h ∘ F_B^{−h} = Id``, for every state on the constraint set.
+
+    References
+    ----------
+    Ferraro, Jiménez, Martín de Diego, "New developments on the Geometric Nonholonomic
+    Integrator", Def. 4.1, (9), (11)–(15), Def. 6.1, (26)–(28).
+    """
+
+    variant: Any = "rattle"
+    form: str = attrs.field(default="momentum", validator=_check_form)
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    metric: Any = None
+    constraint_tol: float = 1e-10
+
+    def __attrs_post_init__(self):
+        _resolve_variant(self.variant)
+
+    @property
+    def discrete_lagrangian(self):
+        return _resolve_variant(self.variant)
+
+    @property
+    def order(self) -> int | None:
+        return getattr(self.discrete_lagrangian, "order", None)
+
+    @property
+    def name(self) -> str:
+        v = self.variant if isinstance(self.variant, str) else type(self.variant).__name__
+        return f"GNI({v}, {self.form})"
+
+    # ------------------------------------------------------------------ protocol
+    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+        """Node 0: ``(q0, v0)`` must satisfy the constraint; ``λ_0`` is the continuous
+        multiplier (spec §2.3 "Initialization")."""
+        inner, constraint = _split(system)
+        n = self._dim(system, inner)
+        q0 = as_points(q0, name="q0", n=n)
+        v0 = as_points(v0, name="v0", n=n)
+        q0, v0 = np.broadcast_arrays(q0, v0)
+        q0, v0 = q0.copy(), v0.copy()
+        check_on_constraint(
+            constraint.residual(q0, v0),
+            tol=self.constraint_tol,
+            what="the initial data (q0, v0)",
+            fix="Project v0 onto the constraint set (e.g. v0 ← v0 − G⁻¹Aᵀ(AG⁻¹Aᵀ)⁻¹(A v0 + a)) "
+            "or raise GNI(constraint_tol=...).",
+        )
+        lam0 = np.asarray(system.multiplier(q0, v0), dtype=float)
+        G = metric(inner, q0, self.metric)
+        return State(t=float(t0), q=q0, v=v0, p=_mv(G, v0), lam=lam0, n=0, carry={}, info={})
+
+    def state_from_points(self, system, q0, q1, h, t0: float = 0.0) -> State:
+        """The state at node 1 from two discrete points ``(q0, q1)`` (a two-step start):
+        ``p⁺_1 = D2 L_d(q0, q1)`` and the node data follow by (8)."""
+        inner, constraint = _split(system)
+        n = self._dim(system, inner)
+        h = as_step(h)
+        q0 = as_points(q0, name="q0", n=n)
+        q1 = as_points(q1, name="q1", n=n)
+        dl = self.discrete_lagrangian
+        p_plus = dl.D2(inner, q0, q1, h)
+        G1 = metric(inner, q1, self.metric)
+        mu1, a1 = constraint_parts(constraint, q1, n)
+        v1, lam1, p_bar = node_from_post_momentum(p_plus, G1, mu1, h, a1)
+        return State(t=float(t0) + h, q=q1, v=v1, p=p_bar, lam=lam1, n=1, carry={}, info={})
+
+    def step(self, system, state: State, h) -> State:
+        """Advance one step of size ``h`` (negative ``h`` runs the method backwards)."""
+        inner, constraint = _split(system)
+        h = as_step(h)
+        if self.form == "momentum":
+            return self._step_momentum(inner, constraint, state, h)
+        return self._step_two(inner, constraint, state, h)
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _dim(system, inner):
+        n = getattr(system, "n", None) or getattr(inner, "n", None)
+        if n is None:
+            raise InputError("the system does not expose its dimension n")
+        return int(n)
+
+    def _fail(self, state, res, h):
+        raise ConvergenceError(
+            step=state.n,
+            t=state.t,
+            residual=float(np.max(res.residual)),
+            tol=self.newton.tol,
+            iterations=int(res.iterations),
+            hint="halve h, or increase NewtonOptions(max_iter=...)",
+        )
+
+    def _step_momentum(self, inner, constraint, state, h):
+        q1, v1, lam1, p_bar1, _, res = gni_momentum_step(
+            self.discrete_lagrangian,
+            inner,
+            constraint,
+            state.q,
+            state.v,
+            state.lam,
+            h,
+            newton=self.newton,
+            metric_fn=self.metric,
+        )
+        if not np.all(res.converged):
+            self._fail(state, res, h)
+        info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
+        return State(
+            t=state.t + h, q=q1, v=v1, p=p_bar1, lam=lam1, n=state.n + 1, carry={}, info=info
+        )
+
+    def _step_two(self, inner, constraint, state, h):
+        dl = self.discrete_lagrangian
+        q0 = state.q
+        q1 = state.carry.get("q_next")
+        iters = 0
+        if q1 is None or state.carry.get("h") != h:
+            # Start: the first point from the node data (discrete Legendre transform).
+            q1, _, _, _, _, res = gni_momentum_step(
+                dl, inner, constraint, q0, state.v, state.lam, h,
+                newton=self.newton, metric_fn=self.metric,
+            )
+            if not np.all(res.converged):
+                self._fail(state, res, h)
+            iters += int(res.iterations)
+        lam_guess = np.broadcast_to(state.lam, q0.shape[:-1] + np.shape(state.lam)[-1:])
+        x0 = np.concatenate([2.0 * q1 - q0, lam_guess], axis=-1)
+
+        def fun(x):
+            return gni_two_step_residual(
+                dl, inner, constraint, q0, q1, x, h, metric_fn=self.metric
+            )
+
+        jac = None
+        j0 = gni_two_step_jacobian(dl, inner, constraint, q0, q1, x0, h, metric_fn=self.metric)
+        if j0 is not None:
+
+            def jac(x):
+                return gni_two_step_jacobian(
+                    dl, inner, constraint, q0, q1, x, h, metric_fn=self.metric
+                )
+
+        scale = 1.0 + np.max(np.abs(state.p), axis=-1)
+        res = newton_solve(fun, x0, jac=jac, options=self.newton, scale=scale)
+        if not np.all(res.converged):
+            self._fail(state, res, h)
+        n = q0.shape[-1]
+        q2, lam1 = res.x[..., :n], res.x[..., n:]
+        p_plus = dl.D2(inner, q0, q1, h)
+        p_minus = -dl.D1(inner, q1, q2, h)
+        p_bar = 0.5 * (p_plus + p_minus)
+        G1 = metric(inner, q1, self.metric)
+        v1 = np.linalg.solve(G1, p_bar[..., None])[..., 0]
+        info = {
+            "newton_iterations": iters + int(res.iterations),
+            "residual": float(np.max(res.residual)),
+        }
+        return State(
+            t=state.t + h, q=q1, v=v1, p=p_bar, lam=lam1, n=state.n + 1,
+            carry={"q_next": q2, "h": h}, info=info,
+        )

@@ -1,0 +1,88 @@
+"""Convergence orders on the nonlinear nonholonomic particle (spec §3, "Reference numbers").
+
+Reference: scipy DOP853 (rtol = atol = 1e-13) on the continuous Lagrange–d'Alembert
+equations, error ‖q_N − q(T)‖ at T = 5, order from np.polyfit on log h, log err.
+"""
+
+import numpy as np
+import pytest
+from chetaev.gni import GNI, Composition
+from chetaev.gni.testing import convergence_order
+
+T = 5.0
+NS = (50, 100, 200, 400)
+
+
+def _errors(method, problem, runner, ns=NS):
+    (q_ref, v_ref, lam_ref) = problem.reference([T])
+    eq, ev, el = [], [], []
+    for n in ns:
+        s = runner(method, problem, T / n, n)[-1]
+        assert abs(s.t - T) < 1e-12
+        eq.append(np.linalg.norm(s.q - q_ref[-1]))
+        ev.append(np.linalg.norm(s.v - v_ref[-1]))
+        el.append(np.linalg.norm(s.lam - lam_ref[-1]))
+    h = [T / n for n in ns]
+    return h, np.array(eq), np.array(ev), np.array(el)
+
+
+CASES = [
+    ("euler_a", False, 1),
+    ("euler_b", False, 1),
+    ("rattle", False, 2),
+    ("midpoint", False, 2),
+    ("euler_a", True, 1),
+    ("euler_b", True, 1),
+    ("rattle", True, 2),  # affine RATTLE (spec §2.6)
+    ("midpoint", True, 2),
+]
+
+
+@pytest.mark.parametrize(("variant", "affine", "order"), CASES)
+def test_order(variant, affine, order, particle, affine_particle, runner):
+    problem = affine_particle if affine else particle
+    h, eq, ev, el = _errors(GNI(variant), problem, runner)
+    assert GNI(variant).order == order
+    for err in (eq, ev, el):
+        assert abs(convergence_order(h, err) - order) < 0.25, (variant, affine, err)
+
+
+def test_spec_regression_numbers(particle, affine_particle, runner):
+    # spec §3 table: RATTLE 2.125e-3 (N=50), 1.325e-4 (N=200); affine RATTLE 3.248e-3 (N=50).
+    _, eq, _, _ = _errors(GNI("rattle"), particle, runner, ns=(50, 200))
+    np.testing.assert_allclose(eq, [2.125e-3, 1.325e-4], rtol=0.2)
+    _, eq, _, _ = _errors(GNI("rattle"), affine_particle, runner, ns=(50,))
+    np.testing.assert_allclose(eq, [3.248e-3], rtol=0.2)
+
+
+def test_two_step_form_orders(particle, runner):
+    # The two-step local form (9) started from the node data: orders 1 and 2 as well.
+    for variant, order in (("euler_a", 1), ("rattle", 2)):
+        h, eq, _, _ = _errors(GNI(variant, form="two_step"), particle, runner, ns=(50, 100, 200))
+        assert abs(convergence_order(h, eq) - order) < 0.25
+
+
+@pytest.mark.parametrize("pair", [("euler_b", "euler_a"), ("euler_a", "euler_b")])
+def test_composition_is_second_order(pair, particle, runner):
+    """Remark 5.5: F_A^{h/2}∘F_B^{h/2} (and B∘A) is of order 2 in q and v.
+
+    The spec's note found order 1 composing the (q, p̃, λ̃) maps; in the node-state
+    representation (q, v, λ) the Euler A/B maps are exactly adjoint on every state, so the
+    composition is symmetric and the order is 2 (the paper's claim holds).
+    """
+    comp = Composition(tuple(GNI(v) for v in pair))
+    assert comp.order == 2
+    h, eq, ev, _ = _errors(comp, particle, runner)
+    assert abs(convergence_order(h, eq) - 2) < 0.25
+    assert abs(convergence_order(h, ev) - 2) < 0.25
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the node multiplier of the composed A/B method is not a consistent approximation "
+    "of λ(t): it converges to a different value (about 1.58 λ on the particle), because "
+    "each half step books a different share of the constraint impulse at its end node",
+)
+def test_composition_multiplier_converges(particle, runner):
+    h, _, _, el = _errors(Composition((GNI("euler_b"), GNI("euler_a"))), particle, runner)
+    assert convergence_order(h, el) > 0.75

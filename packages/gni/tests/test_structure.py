@@ -1,0 +1,171 @@
+"""Exact structure of the vector-space GNI (spec §3 rows 3.2, 3.5, 3.9, 3.11)."""
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    ConstraintViolationError,
+    HolonomicConstraint,
+    InputError,
+    integrate,
+)
+from chetaev.gni import (
+    GNI,
+    VARIANTS,
+    Composition,
+    average_momentum_residual,
+    reflection_isometry_residual,
+)
+
+ALL = ("euler_a", "euler_b", "rattle", "midpoint")
+
+
+def _random_states(problem, rng, k=4):
+    """Random node states (q, v, λ) with v on the constraint set."""
+    system = problem.system
+    q = problem.q0 + 0.5 * rng.standard_normal((k, 3))
+    v = rng.standard_normal((k, 3))
+    A = system.constraint.matrix(q)
+    a = system.constraint.affine(q)
+    Minv = np.linalg.inv(system.system.mass)
+    C = A @ Minv @ np.swapaxes(A, -1, -2)
+    corr = np.linalg.solve(C, (np.einsum("...ij,...j->...i", A, v) + a)[..., None])
+    v = v - (Minv @ np.swapaxes(A, -1, -2) @ corr)[..., 0]
+    return q, v, rng.standard_normal((k, 1))
+
+
+@pytest.mark.parametrize("variant", ALL)
+@pytest.mark.parametrize("affine", [False, True])
+def test_average_momentum_satisfies_constraint(variant, affine, particle, affine_particle, runner):
+    """(9b)/(27b): μG⁻¹((p⁻_k + p⁺_k)/2 − Π) = 0 at every node; p⁻, p⁺ recomputed from the
+    q-sequence alone through the discrete Legendre transforms. Also the isometry (3.9)."""
+    problem = affine_particle if affine else particle
+    h = 0.05
+    states = runner(GNI(variant), problem, h, 200)
+    q = np.array([s.q for s in states])
+    v = np.array([s.v for s in states])
+    dl, inner, con = VARIANTS[variant], problem.system.system, problem.system.constraint
+    p_plus = dl.D2(inner, q[:-2], q[1:-1], h)
+    p_minus = -dl.D1(inner, q[1:-1], q[2:], h)
+    G = inner.M(q[1:-1])
+    mu, a = con.matrix(q[1:-1]), con.affine(q[1:-1])
+    r = average_momentum_residual(p_minus, p_plus, G, mu, a)
+    assert np.max(np.abs(r)) < 1e-13
+    assert np.max(np.abs(con.residual(q, v))) < 1e-13
+    iso = reflection_isometry_residual(p_minus, p_plus, G, mu, a)
+    assert np.max(np.abs(iso)) < 1e-12
+    # node velocity = G⁻¹ × averaged momentum, multiplier = jump / h
+    v_avg = np.linalg.solve(G, (0.5 * (p_plus + p_minus))[..., None])[..., 0]
+    np.testing.assert_allclose(v[1:-1], v_avg, atol=1e-13)
+    lam = np.array([s.lam for s in states])[1:-1]
+    jump = h * np.einsum("...ji,...j->...i", mu, lam)
+    np.testing.assert_allclose(p_minus - p_plus, jump, atol=1e-13)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_euler_a_and_b_are_adjoint(affine, particle, affine_particle, rng):
+    """Thm 5.4: F_A^h ∘ F_B^{−h} = Id and F_B^h ∘ F_A^{−h} = Id, on arbitrary node states."""
+    problem = affine_particle if affine else particle
+    sys_ = problem.system
+    A, B = GNI("euler_a"), GNI("euler_b")
+    q, v, lam = _random_states(problem, rng)
+    s0 = A.initial_state(sys_, q, v)
+    s0 = type(s0)(t=0.0, q=q, v=v, p=s0.p, lam=lam)
+    for h in (0.1, 0.3):
+        for first, second in ((B, A), (A, B)):
+            s2 = second.step(sys_, first.step(sys_, s0, -h), h)
+            assert np.max(np.abs(s2.q - s0.q)) < 1e-13
+            assert np.max(np.abs(s2.v - s0.v)) < 1e-13
+            assert np.max(np.abs(s2.lam - s0.lam)) < 1e-12
+    # ... while neither is symmetric on its own (so the test above can fail)
+    s2 = A.step(sys_, A.step(sys_, s0, -0.1), 0.1)
+    assert np.max(np.abs(s2.q - s0.q)) > 1e-4
+
+
+@pytest.mark.parametrize("variant", ["rattle", "midpoint"])
+@pytest.mark.parametrize("affine", [False, True])
+def test_symmetric_variants_are_reversible(variant, affine, particle, affine_particle, rng):
+    problem = affine_particle if affine else particle
+    m = GNI(variant)
+    q, v, _ = _random_states(problem, rng)
+    s0 = m.initial_state(problem.system, q, v)
+    s = s0
+    for _ in range(20):
+        s = m.step(problem.system, s, 0.1)
+    for _ in range(20):
+        s = m.step(problem.system, s, -0.1)
+    assert np.max(np.abs(s.q - s0.q)) < 1e-12
+    assert np.max(np.abs(s.v - s0.v)) < 1e-12
+    assert np.max(np.abs(s.lam - s0.lam)) < 1e-11
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_two_step_and_momentum_forms_agree(variant, affine_particle, runner):
+    """Local form (9)/(27) solved by Newton = one-step reflection form (8)/(26)."""
+    a = runner(GNI(variant), affine_particle, 0.05, 100)
+    b = runner(GNI(variant, form="two_step"), affine_particle, 0.05, 100)
+    for sa, sb in zip(a, b):
+        assert np.max(np.abs(sa.q - sb.q)) < 1e-12
+        assert np.max(np.abs(sa.v - sb.v)) < 1e-11
+        assert np.max(np.abs(sa.lam - sb.lam)) < 1e-10
+
+
+def test_composition_differs_from_rattle_at_third_order(particle):
+    """F_A^{h/2}∘F_B^{h/2} is not RATTLE (15) (Remark 5.5) but agrees with it to O(h³)."""
+    comp, rattle = Composition((GNI("euler_b"), GNI("euler_a"))), GNI("rattle")
+    s0 = rattle.initial_state(particle.system, particle.q0, particle.v0)
+    hs = np.array([0.2, 0.1, 0.05, 0.025])
+    d = [np.linalg.norm(comp.step(particle.system, s0, h).q - rattle.step(particle.system, s0, h).q)
+         for h in hs]
+    slope = np.polyfit(np.log(hs), np.log(d), 1)[0]
+    assert d[-1] > 1e-9
+    assert abs(slope - 3) < 0.25
+
+
+def test_batched_initial_conditions_match_single_runs(affine_particle, rng):
+    q, v, _ = _random_states(affine_particle, rng, k=3)
+    m = GNI("midpoint")
+    traj = integrate(affine_particle.system, m, q, v, h=0.1, n_steps=30)
+    assert traj.q.shape == (31, 3, 3) and traj.lam.shape == (31, 3, 1)
+    for i in range(3):
+        single = integrate(affine_particle.system, m, q[i], v[i], h=0.1, n_steps=30)
+        np.testing.assert_allclose(traj.q[:, i], single.q, atol=1e-14, rtol=0)
+        np.testing.assert_allclose(traj.v[:, i], single.v, atol=1e-14, rtol=0)
+    assert traj.success
+
+
+def test_rattle_energy_bounded_without_drift(particle):
+    """Long run (h = 0.1, 3000 steps): the energy error oscillates and does not grow."""
+    traj = integrate(particle.system, GNI("rattle"), particle.q0, particle.v0, h=0.1, n_steps=2000)
+    E = particle.system.energy(traj.q, traj.v)
+    dE = np.abs(E - E[0])
+    first, last = dE[:700].max(), dE[-700:].max()
+    assert last < 2e-2
+    assert last < 1.5 * first
+
+
+def test_bad_input_messages(particle):
+    m = GNI("rattle")
+    with pytest.raises(ConstraintViolationError, match="violates the velocity constraint"):
+        m.initial_state(particle.system, particle.q0, particle.v0 + np.array([0.0, 0.0, 0.1]))
+    with pytest.raises(InputError, match=r"must have shape \(\.\.\., 3\)"):
+        m.initial_state(particle.system, [0.0, 0.0], particle.v0)
+    with pytest.raises(InputError, match="NaN or inf"):
+        m.initial_state(particle.system, [np.nan, 0.0, 0.0], particle.v0)
+    with pytest.raises(InputError, match="unknown GNI variant 'verlet'"):
+        GNI("verlet")
+    with pytest.raises(InputError, match="form must be one of"):
+        GNI("rattle", form="three_step")
+    s = m.initial_state(particle.system, particle.q0, particle.v0)
+    with pytest.raises(InputError, match="finite and non-zero"):
+        m.step(particle.system, s, 0.0)
+    holo = ConstrainedSystem(
+        particle.system.system,
+        HolonomicConstraint(
+            lambda q: q[..., :1] ** 2 - 1.0, lambda q: np.eye(3)[None, :1] * 2 * q[..., :1, None]
+        ),
+    )
+    with pytest.raises(InputError, match="LinearVelocityConstraint"):
+        m.initial_state(holo, particle.q0, particle.v0)
+    with pytest.raises(InputError, match="ConstrainedSystem"):
+        m.initial_state(particle.system.system, particle.q0, particle.v0)

@@ -1,0 +1,259 @@
+"""Abstract matrix Lie group protocol.
+
+Conventions (``/work/shared/DESIGN.md``; spec high-order-nonholonomic §1.3, §3;
+homogeneous-spaces-rkmk §2):
+
+* elements are arrays of shape ``(*batch, *G.shape)``; algebra coordinates ``(*batch, G.dim)``;
+  every function broadcasts over leading batch axes;
+* ``hat``/``vee`` map coordinates to/from the matrix representation ``(*batch, n, n)``,
+  ``n = G.matrix_dim``; ``as_matrix(g)`` is the element as such a matrix;
+* ``Ad(g)`` is the matrix with ``hat(Ad(g) xi) = g hat(xi) g^{-1}``, ``ad(xi) eta = [xi, eta]``,
+  ``Ad_star(g) = Ad(g)^T``, ``ad_star(xi) = ad(xi)^T`` (covectors paired by the dot product);
+* left trivialization.  For a retraction tau in {exp, cay} (both with tau(-xi) = tau(xi)^{-1}):
+
+      d/deps tau(xi + eps delta)|_0 = tau(xi) hat(dL(xi) delta) = hat(dR(xi) delta) tau(xi),
+
+  dR(xi) = Ad(tau(xi)) dL(xi) = dL(-xi).  Derivative terms (homogeneous-spaces-rkmk §2):
+
+      dL_deriv(xi, eta) delta = d/deps [dL(xi + eps delta) eta]|_0     (the Jacobian J^L(xi, eta))
+
+  and likewise for dL_inv.  The group classes implement the retraction pieces under the names
+  ``exp_*`` / ``cay_*``; users reach them through :func:`chetaev.liegroups.retraction`.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from ._errors import LieGroupError
+from ._validation import as_array
+
+__all__ = ["MatrixLieGroup"]
+
+
+class MatrixLieGroup(abc.ABC):
+    """A matrix Lie group with coordinates on its Lie algebra.
+
+    Subclasses set the class-level accessors ``name``, ``dim``, ``shape`` and ``matrix_dim`` and
+    implement the abstract methods.  The Cayley-retraction pieces have exact generic
+    implementations on the matrix representation (``A = I - hat(xi)/2``, ``B = I + hat(xi)/2``;
+    spec high-order-nonholonomic §3.1); groups override them with closed forms where they have
+    them.  The exponential pieces have no generic fallback: every group supplies closed forms.
+    """
+
+    # ------------------------------------------------------------------ Accessors.
+    #: short name used in messages ("SO3", "SE2", "R3", "SO3xR2", ...)
+    name: str
+    #: dimension of the Lie algebra (length of algebra coordinate vectors)
+    dim: int
+    #: shape of one group element: (3, 3) for SO3, (n,) for Rn, (k, k) for a Product
+    shape: tuple[int, ...]
+    #: size n of the n x n matrix representation (as_matrix / hat)
+    matrix_dim: int
+    #: tolerance used by ``log``/``cay_inv`` to reject inputs that are not group elements
+    element_tol: float = 1e-8
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # ------------------------------------------------------------------ Factory.
+    def identity(self, batch_shape: tuple[int, ...] = ()) -> np.ndarray:
+        """Identity element, shape ``(*batch_shape, *shape)``."""
+        e = self.from_matrix(np.eye(self.matrix_dim))
+        return np.broadcast_to(e, (*tuple(batch_shape), *self.shape)).copy()
+
+    @abc.abstractmethod
+    def random(self, rng: np.random.Generator, size: tuple[int, ...] | int = ()) -> np.ndarray:
+        """Random elements, shape ``(*size, *shape)`` (Haar-uniform on compact factors, standard
+        normal on translation parts)."""
+
+    # ------------------------------------------------------------------ Matrix representation.
+    def as_matrix(self, g) -> np.ndarray:
+        """Element(s) as matrices ``(..., n, n)``; identity for matrix-valued groups."""
+        return self.check_element(g, "g", f"{self.name}.as_matrix")
+
+    def from_matrix(self, M) -> np.ndarray:
+        """Inverse of :meth:`as_matrix` (no membership check)."""
+        return np.asarray(M, dtype=np.float64)
+
+    @abc.abstractmethod
+    def is_element(self, g, tol: float = 1e-10):
+        """Membership test.  Returns a boolean array of the batch shape (a numpy bool for a
+        single element); False for a wrong trailing shape or non-finite entries."""
+
+    def check_element(self, g, name: str = "g", where: str | None = None) -> np.ndarray:
+        """Validate shape and finiteness of ``g`` and return it as float64."""
+        return as_array(g, self.shape, name, where or self.name)
+
+    def check_algebra(self, xi, name: str = "xi", where: str | None = None) -> np.ndarray:
+        """Validate algebra coordinates ``(..., dim)`` and return them as float64."""
+        return as_array(xi, (self.dim,), name, where or self.name)
+
+    def _require_element(self, g: np.ndarray, where: str, tol: float | None = None) -> None:
+        tol = self.element_tol if tol is None else tol
+        ok = np.asarray(self.is_element(g, tol))
+        if not np.all(ok):
+            n_bad = int(ok.size - np.count_nonzero(ok))
+            raise LieGroupError(
+                f"{where}: expected elements of {self.name} ({self._membership_text()}, "
+                f"tolerance {tol:.0e}); {n_bad} of {ok.size} input(s) are not. "
+                f"Project the input onto the group first, or pass check=False to skip the test."
+            )
+
+    def _membership_text(self) -> str:
+        return "a valid group element"
+
+    # ------------------------------------------------------------------ Group operations.
+    @abc.abstractmethod
+    def compose(self, g, h) -> np.ndarray:
+        """Group product ``g h`` (broadcasting), shape ``(..., *shape)``."""
+
+    @abc.abstractmethod
+    def inverse(self, g) -> np.ndarray:
+        """Group inverse ``g^{-1}``, shape ``(..., *shape)``."""
+
+    def between(self, g, h) -> np.ndarray:
+        """``g^{-1} h``."""
+        return self.compose(self.inverse(g), h)
+
+    @abc.abstractmethod
+    def Ad(self, g) -> np.ndarray:
+        """Adjoint matrix ``(..., dim, dim)``: ``hat(Ad(g) xi) = g hat(xi) g^{-1}``."""
+
+    def Ad_star(self, g) -> np.ndarray:
+        """Coadjoint matrix ``Ad(g)^T``, ``(..., dim, dim)``:
+        ``<Ad_star(g) mu, xi> = <mu, Ad(g) xi>``."""
+        return np.swapaxes(self.Ad(g), -1, -2)
+
+    # ------------------------------------------------------------------ Algebra.
+    @abc.abstractmethod
+    def hat(self, xi) -> np.ndarray:
+        """Coordinates ``(..., dim)`` -> algebra matrices ``(..., n, n)``."""
+
+    @abc.abstractmethod
+    def vee(self, X) -> np.ndarray:
+        """Algebra matrices ``(..., n, n)`` -> coordinates ``(..., dim)`` (inverse of hat)."""
+
+    @abc.abstractmethod
+    def ad(self, xi) -> np.ndarray:
+        """``(..., dim, dim)`` matrix of ``eta -> [xi, eta]``;
+        ``ad(xi) = d/dt Ad(exp(t xi))|_0``."""
+
+    def ad_star(self, xi) -> np.ndarray:
+        """``ad(xi)^T`` ``(..., dim, dim)``."""
+        return np.swapaxes(self.ad(xi), -1, -2)
+
+    def bracket(self, xi, eta) -> np.ndarray:
+        """Lie bracket ``[xi, eta] = ad(xi) eta``, shape ``(..., dim)``."""
+        return np.einsum("...ij,...j->...i", self.ad(xi), np.asarray(eta, dtype=np.float64))
+
+    def generators(self) -> np.ndarray:
+        """Basis of the algebra as matrices, shape ``(dim, n, n)``: ``hat(e_k)``."""
+        return self.hat(np.eye(self.dim))
+
+    # ------------------------------------------------------------------ Exponential retraction.
+    @abc.abstractmethod
+    def exp(self, xi) -> np.ndarray:
+        """Group exponential ``expm(hat(xi))``, shape ``(..., *shape)`` (closed form)."""
+
+    @abc.abstractmethod
+    def log(self, g, check: bool = True) -> np.ndarray:
+        """Principal logarithm, shape ``(..., dim)``; ``exp(log(g)) = g``.  With ``check`` the input
+        is validated to be a group element (LieGroupError otherwise)."""
+
+    @abc.abstractmethod
+    def exp_dL(self, xi) -> np.ndarray:
+        """Left-trivialized tangent of exp, ``(..., dim, dim)``:
+        ``d/deps exp(xi + eps d) = exp(xi) hat(exp_dL(xi) d)``; equals sum_k (-ad xi)^k/(k+1)!."""
+
+    @abc.abstractmethod
+    def exp_dL_inv(self, xi) -> np.ndarray:
+        """Inverse matrix of :meth:`exp_dL`, ``(..., dim, dim)``."""
+
+    @abc.abstractmethod
+    def exp_dL_deriv(self, xi, eta) -> np.ndarray:
+        """``(..., dim, dim)`` Jacobian ``J`` with ``J d = d/deps [exp_dL(xi + eps d) eta]|_0``."""
+
+    def exp_dL_inv_deriv(self, xi, eta) -> np.ndarray:
+        """Jacobian of ``xi -> exp_dL_inv(xi) eta``: ``-dL^{-1} J^L(xi, dL^{-1} eta)`` (exact)."""
+        return _inverse_deriv(self.exp_dL_inv(xi), self.exp_dL_deriv, xi, eta)
+
+    # ------------------------------------------------------------------ Cayley retraction.
+    def _cay_AB(self, xi):
+        X = self.hat(self.check_algebra(xi, where=f"{self.name}.cay"))
+        eye = np.eye(self.matrix_dim)
+        return eye - 0.5 * X, eye + 0.5 * X
+
+    def cay(self, xi) -> np.ndarray:
+        """Cayley map ``(I - hat(xi)/2)^{-1} (I + hat(xi)/2)``, shape ``(..., *shape)``."""
+        A, B = self._cay_AB(xi)
+        return self.from_matrix(np.linalg.solve(A, B))
+
+    def cay_inv(self, g, check: bool = True) -> np.ndarray:
+        """Inverse Cayley map ``vee(2 (g - I)(g + I)^{-1})``, shape ``(..., dim)``; undefined
+        where ``g + I`` is singular (rotations by pi)."""
+        where = f"{self.name}.cay_inv"
+        g = self.check_element(g, "g", where)
+        if check:
+            self._require_element(g, where)
+        M = self.as_matrix(g)
+        eye = np.eye(self.matrix_dim)
+        P = M + eye
+        if np.any(np.abs(np.linalg.det(P)) < 1e-300):
+            raise LieGroupError(
+                f"{where}: g + I is singular (a rotation by pi); the Cayley map cannot reach "
+                "such elements. Use the exp retraction or a smaller step."
+            )
+        X = 2.0 * np.swapaxes(np.linalg.solve(np.swapaxes(P, -1, -2), np.swapaxes(M - eye, -1, -2)),
+                              -1, -2)
+        return self.vee(X)
+
+    def _columns(self, T: np.ndarray) -> np.ndarray:
+        """(..., k, n, n) stack of algebra matrices (one per basis direction k) -> (..., dim, k)."""
+        return np.swapaxes(self.vee(T), -1, -2)
+
+    def cay_dL(self, xi) -> np.ndarray:
+        """Left-trivialized tangent of cay, ``(..., dim, dim)``:
+        ``dL(xi) d = vee(B^{-1} hat(d) A^{-1})``."""
+        A, B = self._cay_AB(xi)
+        Ai, Bi = np.linalg.inv(A), np.linalg.inv(B)
+        E = self.generators()
+        T = np.einsum("...ij,kjl,...lm->...kim", Bi, E, Ai)
+        return self._columns(T)
+
+    def cay_dL_inv(self, xi) -> np.ndarray:
+        """Inverse of :meth:`cay_dL`: ``dL^{-1}(xi) d = vee(B hat(d) A)``."""
+        A, B = self._cay_AB(xi)
+        E = self.generators()
+        T = np.einsum("...ij,kjl,...lm->...kim", B, E, A)
+        return self._columns(T)
+
+    def cay_dL_deriv(self, xi, eta) -> np.ndarray:
+        """Jacobian of ``xi -> cay_dL(xi) eta``:
+        ``J d = vee(B^{-1} ½(hat(eta) A^{-1} hat(d) - hat(d) B^{-1} hat(eta)) A^{-1})``."""
+        A, B = self._cay_AB(xi)
+        Ai, Bi = np.linalg.inv(A), np.linalg.inv(B)
+        H = self.hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_deriv"))
+        E = self.generators()
+        left = (H @ Ai)[..., None, :, :] @ E
+        right = E @ (Bi @ H)[..., None, :, :]
+        T = 0.5 * (Bi[..., None, :, :] @ (left - right) @ Ai[..., None, :, :])
+        return self._columns(T)
+
+    def cay_dL_inv_deriv(self, xi, eta) -> np.ndarray:
+        """Jacobian of ``xi -> cay_dL_inv(xi) eta``:
+        ``J d = vee(½ hat(d) hat(eta) A - ½ B hat(eta) hat(d))``."""
+        A, B = self._cay_AB(xi)
+        H = self.hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_inv_deriv"))
+        E = self.generators()
+        T = 0.5 * (E @ (H @ A)[..., None, :, :] - (B @ H)[..., None, :, :] @ E)
+        return self._columns(T)
+
+
+def _inverse_deriv(dL_inv: np.ndarray, dL_deriv, xi, eta) -> np.ndarray:
+    """Jacobian of ``xi -> dL(xi)^{-1} eta`` from that of ``dL``:
+    ``d(D^{-1}) eta = -D^{-1} (dD) D^{-1} eta``, i.e. ``-D^{-1} J^L(xi, D^{-1} eta)``."""
+    w = np.einsum("...ij,...j->...i", dL_inv, np.asarray(eta, dtype=np.float64))
+    return -np.einsum("...ij,...jk->...ik", dL_inv, dL_deriv(xi, w))

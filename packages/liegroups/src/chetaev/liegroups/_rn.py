@@ -1,0 +1,125 @@
+"""R^n as an abelian group: elements are plain (n,) vectors, composition is addition.
+
+The matrix representation (used by ``hat`` and inside products) is the translation matrix
+``[[I, x], [0, 1]]``; ``hat(x) = [[0, x], [0, 0]]``.  Both retractions are the identity map:
+``tau(xi) = xi``, dL = dR = I, all derivative terms vanish, Ad = I, ad = 0
+(spec high-order-nonholonomic §3.2).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ._base import MatrixLieGroup
+from ._errors import LieGroupError
+
+__all__ = ["Rn", "RnGroup"]
+
+
+class RnGroup(MatrixLieGroup):
+    """The additive group R^n."""
+
+    def __init__(self, n: int):
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise LieGroupError(f"Rn: expected a positive integer dimension n, got {n!r}.")
+        self.n = int(n)
+        self.name = f"R{self.n}"
+        self.dim = self.n
+        self.shape = (self.n,)
+        self.matrix_dim = self.n + 1
+
+    def __reduce__(self):
+        return (Rn, (self.n,))
+
+    def random(self, rng, size=()):
+        size = (size,) if np.isscalar(size) else tuple(size)
+        return rng.normal(size=(*size, self.n))
+
+    def as_matrix(self, g):
+        g = self.check_element(g, "g", f"{self.name}.as_matrix")
+        M = np.zeros((*g.shape[:-1], self.n + 1, self.n + 1))
+        idx = np.arange(self.n + 1)
+        M[..., idx, idx] = 1.0
+        M[..., : self.n, self.n] = g
+        return M
+
+    def from_matrix(self, M):
+        return np.array(np.asarray(M, dtype=np.float64)[..., : self.n, self.n])
+
+    def is_element(self, g, tol: float = 1e-10):
+        g = np.asarray(g, dtype=np.float64)
+        if g.ndim < 1 or g.shape[-1] != self.n:
+            return np.False_
+        ok = np.all(np.isfinite(g), axis=-1)
+        return ok[()] if ok.ndim == 0 else ok
+
+    def compose(self, g, h):
+        return np.asarray(g, dtype=np.float64) + np.asarray(h, dtype=np.float64)
+
+    def inverse(self, g):
+        return -np.asarray(g, dtype=np.float64)
+
+    def _eye(self, batch):
+        return np.broadcast_to(np.eye(self.n), (*batch, self.n, self.n)).copy()
+
+    def Ad(self, g):
+        return self._eye(np.shape(g)[:-1])
+
+    def hat(self, xi):
+        xi = np.asarray(xi, dtype=np.float64)
+        M = np.zeros((*xi.shape[:-1], self.n + 1, self.n + 1))
+        M[..., : self.n, self.n] = xi
+        return M
+
+    def vee(self, X):
+        return np.array(np.asarray(X, dtype=np.float64)[..., : self.n, self.n])
+
+    def ad(self, xi):
+        return np.zeros((*np.shape(xi)[:-1], self.n, self.n))
+
+    def bracket(self, xi, eta):
+        return np.zeros(np.broadcast_shapes(np.shape(xi), np.shape(eta)))
+
+    def exp(self, xi):
+        return np.array(self.check_algebra(xi, where=f"{self.name}.exp"))
+
+    def log(self, g, check: bool = True):
+        return np.array(self.check_element(g, "g", f"{self.name}.log"))
+
+    def exp_dL(self, xi):
+        return self._eye(self.check_algebra(xi, where=f"{self.name}.exp_dL").shape[:-1])
+
+    exp_dL_inv = exp_dL
+
+    def exp_dL_deriv(self, xi, eta):
+        xi = self.check_algebra(xi, where=f"{self.name}.dL_deriv")
+        eta = self.check_algebra(eta, "eta", f"{self.name}.dL_deriv")
+        return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape), self.n))
+
+    exp_dL_inv_deriv = exp_dL_deriv
+
+    # Cayley is the identity on R^n as well.
+    def cay(self, xi):
+        return np.array(self.check_algebra(xi, where=f"{self.name}.cay"))
+
+    def cay_inv(self, g, check: bool = True):
+        return np.array(self.check_element(g, "g", f"{self.name}.cay_inv"))
+
+    cay_dL = exp_dL
+    cay_dL_inv = exp_dL
+    cay_dL_deriv = exp_dL_deriv
+    cay_dL_inv_deriv = exp_dL_deriv
+
+
+@functools.cache
+def _rn_cached(n: int) -> RnGroup:
+    return RnGroup(n)
+
+
+def Rn(n: int) -> RnGroup:
+    """The additive group R^n, elements (n,) vectors (cached: ``Rn(3) is Rn(3)``)."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise LieGroupError(f"Rn: expected a positive integer dimension n, got {n!r}.")
+    return _rn_cached(int(n))

@@ -33,10 +33,13 @@ from ._partitioned import (
     symplectic_conjugate,
     symplectic_pair,
 )
+from ._table import EXPLICIT, FAMILIES, properties_table
 from ._tableau import SimplifyingOrders, Tableau
 from ._trees import TreeSet, bicoloured_trees, rooted_trees
 
 __all__ = [
+    "EXPLICIT",
+    "FAMILIES",
     "ConstrainedHypotheses",
     "MixedOrders",
     "OrderLimitWarning",
@@ -59,6 +62,7 @@ __all__ = [
     "lobatto_iiib",
     "lobatto_iiic",
     "lobatto_iiic_star",
+    "properties_table",
     "radau_ia",
     "radau_iia",
     "ralston",

@@ -14,7 +14,8 @@ import numpy as np
 
 from ._errors import OrderLimitWarning, TableauError
 from ._families import lobatto_iiia, lobatto_iiib
-from ._tableau import ORDER_TOL, SIMPLIFYING_TOL, Tableau
+from ._legendre import legendre_tables
+from ._tableau import ORDER_TOL, SIMPLIFYING_TOL, Tableau, _basis
 from ._trees import bicoloured_trees, elementary_weights
 from ._validation import as_nonnegative_int, as_tolerance
 
@@ -215,26 +216,41 @@ class PartitionedTableau:
         return pB  # pragma: no cover - the bushy tree of order pB + 1 fails before
 
     # ------------------------------------------------------------------ mixed assumptions
-    def CC_hat_residual(self, Q: int) -> np.ndarray:
-        """(Q−1, s) array Σ_j Σ_l a_ij â_jl c_l^{k−2} − c_i^k/(k(k−1)), k = 2..Q (§4.2)."""
+    def CC_hat_residual(self, Q: int, basis: str = "legendre") -> np.ndarray:
+        """(Q−1, s) residuals of CĈ(Q), k = 2..Q (spec §4.2).
+
+        Monomial: Σ_j Σ_l a_ij â_jl c_l^{k−2} − c_i^k/(k(k−1)). Legendre (default, the same
+        conditions, well-conditioned): Σ_j Σ_l a_ij â_jl P̃_{k−2}(c_l) − ∫_0^{c_i}∫_0^t P̃_{k−2}.
+        """
         Q = as_nonnegative_int(Q, "Q")
         c = self.first.c
-        k = np.arange(2, max(Q, 1) + 1)[:, None]
         aah = self.first.a @ self.second.a
-        return (c[None, :] ** (k - 2)) @ aah.T - c[None, :] ** k / (k * (k - 1))
+        if _basis(basis) == "monomial":
+            k = np.arange(2, max(Q, 1) + 1)[:, None]
+            return (c[None, :] ** (k - 2)) @ aah.T - c[None, :] ** k / (k * (k - 1))
+        P, _, J = legendre_tables(c, max(Q - 1, 0))
+        return P @ aah.T - J
 
-    def DD_hat_residual(self, R: int) -> np.ndarray:
-        """(R−1, s) array of DD̂(R), k = 2..R (spec §4.2):
+    def DD_hat_residual(self, R: int, basis: str = "legendre") -> np.ndarray:
+        """(R−1, s) residuals of DD̂(R), k = 2..R (spec §4.2).
 
-        Σ_i Σ_j b_i c_i^{k−2} a_ij â_jl − b_l [(k−1) − (k c_l − c_l^k)] / (k(k−1)).
+        Monomial: Σ_i Σ_j b_i c_i^{k−2} a_ij â_jl − b_l [(k−1) − (k c_l − c_l^k)] / (k(k−1)).
+        Legendre (default): Σ_i Σ_j b_i P̃_{k−2}(c_i) a_ij â_jl − b_l ∫_{c_l}^1 ∫_t^1 P̃_{k−2}.
         """
         R = as_nonnegative_int(R, "R")
         c, b = self.first.c, self.first.b
-        k = np.arange(2, max(R, 1) + 1)[:, None]
         aah = self.first.a @ self.second.a
-        lhs = (b[None, :] * c[None, :] ** (k - 2)) @ aah
-        rhs = b[None, :] * ((k - 1) - (k * c[None, :] - c[None, :] ** k)) / (k * (k - 1))
-        return lhs - rhs
+        if _basis(basis) == "monomial":
+            k = np.arange(2, max(R, 1) + 1)[:, None]
+            lhs = (b[None, :] * c[None, :] ** (k - 2)) @ aah
+            rhs = b[None, :] * ((k - 1) - (k * c[None, :] - c[None, :] ** k)) / (k * (k - 1))
+            return lhs - rhs
+        n = max(R - 1, 0)
+        P, _, J = legendre_tables(c, n)
+        _, I1, J1 = legendre_tables(np.ones(1), n)
+        # ∫_{c}^1 ∫_t^1 p = I(1)(1 − c) − (J(1) − J(c))
+        rhs = b[None, :] * (I1 * (1.0 - c[None, :]) - (J1 - J))
+        return (P * b[None, :]) @ aah - rhs
 
     def satisfies_CC_hat(self, Q: int, tol: float = SIMPLIFYING_TOL) -> bool:
         """CĈ(Q) (vacuous for Q ≤ 1)."""

@@ -14,7 +14,8 @@ import attrs
 import mpmath
 import numpy as np
 
-from ._errors import OrderLimitWarning
+from ._errors import OrderLimitWarning, TableauError
+from ._legendre import legendre_tables
 from ._trees import elementary_weights, rooted_trees
 from ._validation import as_matrix, as_nonnegative_int, as_tolerance, as_vector, readonly
 
@@ -35,6 +36,12 @@ class SimplifyingOrders(NamedTuple):
     B: int
     C: int
     D: int
+
+
+def _basis(basis: str) -> str:
+    if basis not in ("legendre", "monomial"):
+        raise TableauError(f"basis must be 'legendre' or 'monomial'; got {basis!r}.")
+    return basis
 
 
 def _c_default(a: np.ndarray) -> np.ndarray:
@@ -142,24 +149,49 @@ class Tableau:
         """(s,) array Σ_j a_ij − c_i (zero for the usual consistent tableaux, = C(1))."""
         return self.a.sum(axis=1) - self.c
 
-    def B_residual(self, p: int) -> np.ndarray:
-        """(p,) array Σ_i b_i c_i^{k−1} − 1/k for k = 1..p (paper eq. 43)."""
+    def B_residual(self, p: int, basis: str = "legendre") -> np.ndarray:
+        """(p,) residuals of B(p) (paper eq. 43).
+
+        ``basis="monomial"``: Σ_i b_i c_i^{k−1} − 1/k, k = 1..p (the paper's form).
+        ``basis="legendre"`` (default, used by the predicates): Σ_i b_i P̃_{k−1}(c_i) −
+        ∫_0^1 P̃_{k−1} with the shifted Legendre polynomials P̃ — the same conditions after a
+        triangular change of basis, but well-conditioned for large k.
+        """
         p = as_nonnegative_int(p, "p")
-        k = np.arange(1, p + 1)
-        return (self.c[None, :] ** (k[:, None] - 1)) @ self.b - 1.0 / k
+        if _basis(basis) == "monomial":
+            k = np.arange(1, p + 1)
+            return (self.c[None, :] ** (k[:, None] - 1)) @ self.b - 1.0 / k
+        P = legendre_tables(self.c, p)[0]
+        exact = legendre_tables(np.ones(1), p)[1][:, 0]
+        return P @ self.b - exact
 
-    def C_residual(self, q: int) -> np.ndarray:
-        """(q, s) array Σ_j a_ij c_j^{k−1} − c_i^k / k for k = 1..q (paper eq. 44)."""
+    def C_residual(self, q: int, basis: str = "legendre") -> np.ndarray:
+        """(q, s) residuals of C(q) (paper eq. 44).
+
+        Monomial: Σ_j a_ij c_j^{k−1} − c_i^k / k; Legendre (default): Σ_j a_ij P̃_{k−1}(c_j) −
+        ∫_0^{c_i} P̃_{k−1}, k = 1..q.
+        """
         q = as_nonnegative_int(q, "q")
-        k = np.arange(1, q + 1)[:, None]
-        return (self.c[None, :] ** (k - 1)) @ self.a.T - self.c[None, :] ** k / k
+        if _basis(basis) == "monomial":
+            k = np.arange(1, q + 1)[:, None]
+            return (self.c[None, :] ** (k - 1)) @ self.a.T - self.c[None, :] ** k / k
+        P, I, _ = legendre_tables(self.c, q)
+        return P @ self.a.T - I
 
-    def D_residual(self, r: int) -> np.ndarray:
-        """(r, s) array Σ_i b_i c_i^{k−1} a_ij − b_j (1 − c_j^k)/k for k = 1..r (eq. 45)."""
+    def D_residual(self, r: int, basis: str = "legendre") -> np.ndarray:
+        """(r, s) residuals of D(r) (paper eq. 45).
+
+        Monomial: Σ_i b_i c_i^{k−1} a_ij − b_j (1 − c_j^k)/k; Legendre (default):
+        Σ_i b_i P̃_{k−1}(c_i) a_ij − b_j ∫_{c_j}^1 P̃_{k−1}, k = 1..r.
+        """
         r = as_nonnegative_int(r, "r")
-        k = np.arange(1, r + 1)[:, None]
-        lhs = (self.b[None, :] * self.c[None, :] ** (k - 1)) @ self.a
-        return lhs - self.b[None, :] * (1.0 - self.c[None, :] ** k) / k
+        if _basis(basis) == "monomial":
+            k = np.arange(1, r + 1)[:, None]
+            lhs = (self.b[None, :] * self.c[None, :] ** (k - 1)) @ self.a
+            return lhs - self.b[None, :] * (1.0 - self.c[None, :] ** k) / k
+        P, I, _ = legendre_tables(self.c, r)
+        I1 = legendre_tables(np.ones(1), r)[1]
+        return (P * self.b[None, :]) @ self.a - self.b[None, :] * (I1 - I)
 
     def satisfies_B(self, p: int, tol: float = SIMPLIFYING_TOL) -> bool:
         """B(p): the weights integrate polynomials of degree < p exactly."""

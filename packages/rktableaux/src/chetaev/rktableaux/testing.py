@@ -1,0 +1,139 @@
+"""Small reference integrators and test problems for checking tableaux empirically.
+
+Not a production integrator (see ``chetaev.discrete_lagrangian`` for those): a fixed-step
+Runge–Kutta / partitioned Runge–Kutta driver with a full Newton solve of the stage equations,
+used by the tests to confirm that the computed order shows up on a nonlinear problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mpmath
+import numpy as np
+
+from ._errors import TableauError
+from ._partitioned import PartitionedTableau
+from ._tableau import Tableau
+
+__all__ = [
+    "observed_order",
+    "pendulum",
+    "pendulum_exact",
+    "rk_solve",
+]
+
+
+def pendulum(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pendulum q' = p, p' = −sin q: returns f(y) (..., 2) and its Jacobian (..., 2, 2)."""
+    q, p = y[..., 0], y[..., 1]
+    f = np.stack([p, -np.sin(q)], axis=-1)
+    J = np.zeros((*y.shape[:-1], 2, 2))
+    J[..., 0, 1] = 1.0
+    J[..., 1, 0] = -np.cos(q)
+    return f, J
+
+
+def pendulum_exact(q0: float, t: float, dps: int = 30) -> np.ndarray:
+    """Exact (q, p)(t) of the pendulum from rest at q0 ∈ (0, π): q = 2 arcsin(k cd(t | k²)).
+
+    k = sin(q0/2); evaluated with mpmath Jacobi elliptic functions at ``dps`` digits, p = q'
+    by high-precision differentiation. Independent of every tableau in this package.
+    """
+    with mpmath.workdps(dps):
+        k = mpmath.sin(mpmath.mpf(q0) / 2)
+
+        def q(tt):
+            return 2 * mpmath.asin(k * mpmath.ellipfun("cd", tt, m=k**2))
+
+        tt = mpmath.mpf(t)
+        return np.array([float(q(tt)), float(mpmath.diff(q, tt))])
+
+
+def _coefficients(method: Tableau | PartitionedTableau, n: int, split: int | None):
+    """Per-component coefficient arrays A (s, s, n) and B (s, n)."""
+    if isinstance(method, Tableau):
+        A = np.repeat(method.a[:, :, None], n, axis=2)
+        B = np.repeat(method.b[:, None], n, axis=1)
+        return A, B
+    if isinstance(method, PartitionedTableau):
+        if split is None or not 0 < split < n:
+            raise TableauError(
+                f"a PartitionedTableau needs split = number of components integrated by "
+                f"`first` (0 < split < {n}); got split = {split!r}."
+            )
+        s = method.stages
+        A = np.empty((s, s, n))
+        B = np.empty((s, n))
+        A[:, :, :split] = method.first.a[:, :, None]
+        A[:, :, split:] = method.second.a[:, :, None]
+        B[:, :split] = method.first.b[:, None]
+        B[:, split:] = method.second.b[:, None]
+        return A, B
+    raise TableauError(f"method must be a Tableau or PartitionedTableau; got {type(method)}.")
+
+
+def rk_solve(
+    method: Tableau | PartitionedTableau,
+    fun: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    y0,
+    h: float,
+    n_steps: int,
+    split: int | None = None,
+    tol: float = 1e-15,
+    max_iter: int = 50,
+) -> np.ndarray:
+    """Integrate the autonomous y' = f(y) with a (partitioned) RK method at fixed step h.
+
+    Parameters
+    ----------
+    method : Tableau, or PartitionedTableau (components ``[:split]`` use ``first``, the rest
+        ``second``, i.e. q' = f(q, p) by (a, b) and p' = g(q, p) by (â, b̂)).
+    fun : maps stage values (s, n) to (f (s, n), Jacobian (s, n, n)).
+    y0 : (n,) initial value.
+
+    Returns
+    -------
+    (n,) value after ``n_steps`` steps. The stage equations K_i = f(y + h Σ_j a_ij K_j) are
+    solved by Newton's method with the exact Jacobian (all stages at once), started from
+    K_i = f(y); a :class:`RuntimeError` is raised if it does not converge.
+    """
+    y = np.array(y0, dtype=np.float64)
+    n = y.shape[0]
+    A, B = _coefficients(method, n, split)
+    s = A.shape[0]
+    eye = np.eye(s * n)
+    for step in range(n_steps):
+        f0, _ = fun(y[None, :])
+        K = np.repeat(f0, s, axis=0)
+        for _it in range(max_iter):
+            Y = y[None, :] + h * np.einsum("ijn,jn->in", A, K)
+            fY, JY = fun(Y)
+            F = K - fY
+            # d F_i / d K_j = δ_ij I − h J(Y_i) diag(A_ij·)
+            blocks = JY[:, None, :, :] * A[:, :, None, :]  # (i, j, n, m)
+            jac = eye - h * blocks.transpose(0, 2, 1, 3).reshape(s * n, s * n)
+            dK = np.linalg.solve(jac, F.reshape(-1)).reshape(s, n)
+            K = K - dK
+            if np.max(np.abs(dK)) <= tol * (1.0 + np.max(np.abs(K))):
+                break
+        else:
+            raise RuntimeError(
+                f"stage equations did not converge at step {step}: |ΔK| = "
+                f"{np.max(np.abs(dK)):.1e}. Try a smaller h."
+            )
+        y = y + h * np.einsum("in,in->n", B, K)
+    return y
+
+
+def observed_order(h, err, floor: float = 1e-13) -> float:
+    """Slope of the least-squares fit of log(err) against log(h), on points with err > floor."""
+    h = np.asarray(h, dtype=float)
+    err = np.asarray(err, dtype=float)
+    keep = err > floor
+    if keep.sum() < 2:
+        raise ValueError(
+            f"need at least two errors above the round-off floor {floor:.0e}; got {err}. "
+            "Use larger steps."
+        )
+    return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])

@@ -1,0 +1,89 @@
+"""chetaev.dsocs — discrete second-order constrained Lagrangian systems.
+
+Borda, Fernández & Grillo, "Discrete second order constrained Lagrangian systems: first
+results", J. Geom. Mech. 5 (2013) 381–397. Implementation notes:
+``spec/dsocs-second-order-constraints.md``.
+"""
+
+from ._constraints import KinematicConstraint, VariationalConstraint
+from ._continuous import SOCS
+from ._dsocs import DSOCS, FlowConditions, TwoFormCheck, central_difference
+from ._errors import DSOCSConvergenceError, DSOCSInputError
+from ._integrator import DSOCSIntegrator
+from ._lagrangian import TwoPointLagrangian
+from ._particle import (
+    curvature_particle_dsocs,
+    particle_closed_form_step,
+    particle_discrete_circle,
+    particle_exact_solution,
+    particle_ode_rhs,
+    particle_residual,
+    particle_residual_jacobian,
+)
+from ._study import (
+    ConvergenceStudy,
+    convergence_study,
+    fitted_order,
+    iwp_reference,
+    particle_trajectory,
+)
+from ._wheel import (
+    InertiaWheelParameters,
+    inertia_wheel_dsocs,
+    iwp_closed_loop_rhs,
+    iwp_constraint,
+    iwp_constraint_jacobian,
+    iwp_dVdt,
+    iwp_F,
+    iwp_G,
+    iwp_paper_rule_step,
+    iwp_physical_step,
+    iwp_root_filter,
+    iwp_spurious_step,
+    iwp_step_coefficients,
+    iwp_system,
+    iwp_trajectory,
+    iwp_V,
+)
+
+__all__ = [
+    "DSOCS",
+    "SOCS",
+    "ConvergenceStudy",
+    "DSOCSConvergenceError",
+    "DSOCSInputError",
+    "DSOCSIntegrator",
+    "FlowConditions",
+    "InertiaWheelParameters",
+    "KinematicConstraint",
+    "TwoFormCheck",
+    "TwoPointLagrangian",
+    "VariationalConstraint",
+    "central_difference",
+    "convergence_study",
+    "curvature_particle_dsocs",
+    "fitted_order",
+    "inertia_wheel_dsocs",
+    "iwp_F",
+    "iwp_G",
+    "iwp_V",
+    "iwp_closed_loop_rhs",
+    "iwp_constraint",
+    "iwp_constraint_jacobian",
+    "iwp_dVdt",
+    "iwp_paper_rule_step",
+    "iwp_physical_step",
+    "iwp_reference",
+    "iwp_root_filter",
+    "iwp_spurious_step",
+    "iwp_step_coefficients",
+    "iwp_system",
+    "iwp_trajectory",
+    "particle_closed_form_step",
+    "particle_discrete_circle",
+    "particle_exact_solution",
+    "particle_ode_rhs",
+    "particle_residual",
+    "particle_residual_jacobian",
+    "particle_trajectory",
+]

@@ -1,0 +1,536 @@
+"""The DSOCS quadruple (Q, L_d, D_K, D_V) of Definition 3.1 and its one-step map.
+
+Given (q_{k−1}, q_k), the next point q_{k+1} solves (Theorem 3.3, eq. (4); spec §1.3)
+
+    g(q_{k−1}, q_k, q_{k+1}) = 0                                  (D_K)
+    φ∘β(q_{k−1}, q_k, q_{k+1}) = E·[D2L_d(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1})] = 0,
+
+E spanning D_V|(q_{k−1}, q_k, q_{k+1}) (eq. (3)). The flow Jacobian, the rank conditions of
+Theorem 5.1 and the two-form identity of Theorem 5.3 are provided as diagnostics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import numpy as np
+
+from ._constraints import KinematicConstraint, VariationalConstraint
+from ._continuous import SOCS, lagrangian_functions
+from ._errors import DSOCSConvergenceError, DSOCSInputError
+from ._lagrangian import TwoPointLagrangian
+from ._solve import deflated, gauss_newton
+from ._validation import as_points, as_step
+
+__all__ = ["DSOCS", "FlowConditions", "TwoFormCheck", "central_difference"]
+
+
+def central_difference(q0, q1, q2, h: float):
+    """φ_{D_K}^{-1}(q0, q1, q2) = (q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²) (§4.1.2 (3))."""
+    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    return q1, (q2 - q0) / (2.0 * h), (q2 - 2.0 * q1 + q0) / h**2
+
+
+def _as_lagrangian(obj) -> TwoPointLagrangian:
+    if isinstance(obj, TwoPointLagrangian):
+        return obj
+    if callable(getattr(obj, "D1", None)) and callable(getattr(obj, "D2", None)):
+        return TwoPointLagrangian(
+            D1=obj.D1,
+            D2=obj.D2,
+            value=getattr(obj, "Ld", None) or getattr(obj, "value", None),
+            D11=getattr(obj, "D11", None),
+            D12=getattr(obj, "D12", None),
+            D22=getattr(obj, "D22", None),
+        )
+    raise DSOCSInputError(
+        "discrete_lagrangian must be a TwoPointLagrangian or an object with callables "
+        f"D1(q0, q1) and D2(q0, q1); got {type(obj).__name__}."
+    )
+
+
+def _as_kinematic(obj) -> KinematicConstraint | None:
+    if obj is None or isinstance(obj, KinematicConstraint):
+        return obj
+    if callable(obj):
+        return KinematicConstraint(obj)
+    raise DSOCSInputError(
+        "kinematic_constraint must be a KinematicConstraint, a callable g(q0, q1, q2) or None "
+        f"(no kinematic constraint); got {type(obj).__name__}."
+    )
+
+
+def _as_variational(obj) -> VariationalConstraint:
+    if isinstance(obj, VariationalConstraint):
+        return obj
+    if callable(obj):
+        return VariationalConstraint(basis=obj)
+    raise DSOCSInputError(
+        "variational_constraint must be a VariationalConstraint or a callable "
+        f"basis(q0, q1, q2) -> (r, n); got {type(obj).__name__}."
+    )
+
+
+@attrs.frozen(eq=False)
+class FlowConditions:
+    """Theorem 5.1 diagnostics at a trajectory triple (q0, q1, q2).
+
+    ``sv_forward``/``sv_backward``: singular values of the stacked Jacobian
+    [D_3 g; D_3(φ∘β)] resp. [D_1 g; D_1(φ∘β)] (condition 2: injective ⟺ all n singular
+    values > rtol·largest). ``rank``: rank of the full Jacobian D(g, φ∘β) (condition 1 asks
+    it to be constant near the point).
+    """
+
+    sv_forward: np.ndarray
+    sv_backward: np.ndarray
+    rank: np.ndarray
+    injective_forward: np.ndarray
+    injective_backward: np.ndarray
+
+    @property
+    def ok(self) -> bool:
+        """True when condition 2 of Theorem 5.1 holds at every batch entry."""
+        return bool(np.all(self.injective_forward) and np.all(self.injective_backward))
+
+
+@attrs.frozen(eq=False)
+class TwoFormCheck:
+    """Theorem 5.3: F*Ω − Ω − dξ, each a (..., 2n, 2n) matrix (restricted to T C_d if given)."""
+
+    pullback: np.ndarray
+    omega: np.ndarray
+    dxi: np.ndarray
+
+    @property
+    def defect(self) -> np.ndarray:
+        """F*Ω − Ω − dξ (zero by Theorem 5.3)."""
+        return self.pullback - self.omega - self.dxi
+
+    @property
+    def symplectic_defect(self) -> np.ndarray:
+        """F*Ω − Ω (zero iff the flow is symplectic, Remark 5.4)."""
+        return self.pullback - self.omega
+
+
+@attrs.frozen(eq=False)
+class DSOCS:
+    """A discrete second-order constrained Lagrangian system (Definition 3.1).
+
+    Parameters
+    ----------
+    discrete_lagrangian : TwoPointLagrangian or object with ``D1``, ``D2``
+        L_d: Q×Q → ℝ.
+    kinematic_constraint : KinematicConstraint, callable g(q0, q1, q2) → (m,), or None
+        D_K ⊂ Q³ (None: D_K = Q³).
+    variational_constraint : VariationalConstraint or callable basis(q0, q1, q2) → (r, n)
+        D_V, allowed variations of the middle point.
+    h : float, optional
+        Time step of the discretization (needed by the integrator and the starts).
+    socs : SOCS, optional
+        The continuous system the DSOCS discretizes (set by :meth:`from_continuous`); used
+        by the second-order start and for energies.
+    solver : callable, optional
+        Problem-specific step ``solver(q0, q1)`` → q2 overriding the generic Newton
+        solve (e.g. the closed-form particle step, the R-branch of the inertia wheel).
+    root_filter : callable, optional
+        Root-selection safeguard ``root_filter(q0, q1, q2)`` → bool array, True for an
+        admissible root. A root it rejects is deflated and Newton restarts from the same
+        guess (up to ``max_deflations`` times). Spec §2.3 "Root selection".
+    tol, max_iter : float, int
+        Newton stopping test |Δq2|∞ ≤ tol·(1 + |q2|∞) and iteration cap.
+
+    Notes
+    -----
+    One step is a two-step method: given (q_{k−1}, q_k) solve eq. (4) for q_{k+1}. The system
+    is square when m + r = n; otherwise (redundant rows, annihilator form) it is solved by
+    Gauss–Newton, which needs only injectivity (spec §1.3 "Redundant rows").
+    """
+
+    discrete_lagrangian: TwoPointLagrangian = attrs.field(converter=_as_lagrangian)
+    kinematic_constraint: KinematicConstraint | None = attrs.field(converter=_as_kinematic)
+    variational_constraint: VariationalConstraint = attrs.field(converter=_as_variational)
+    h: float | None = None
+    socs: SOCS | None = None
+    solver: Callable | None = None
+    root_filter: Callable | None = None
+    tol: float = 1e-12
+    max_iter: int = 50
+    max_deflations: int = 3
+    tangent_basis: Callable | None = None
+    name: str = "DSOCS"
+
+    # -- the equations of Theorem 3.3 ------------------------------------------------------
+    def force(self, q0, q1, q2) -> np.ndarray:
+        """p = D2L_d(q0, q1) + D1L_d(q1, q2) = 𝔽⁺L_d(q0,q1) − 𝔽⁻L_d(q1,q2) (eq. (3)), (..., n)."""
+        Ld = self.discrete_lagrangian
+        return np.asarray(Ld.D2(q0, q1), float) + np.asarray(Ld.D1(q1, q2), float)
+
+    def beta(self, q0, q1, q2) -> np.ndarray:
+        """φ∘β(q0, q1, q2): the components of β (eq. (3)) in the chosen trivialization."""
+        return self.variational_constraint.components(q0, q1, q2, self.force(q0, q1, q2))
+
+    def constraint_residual(self, q0, q1, q2) -> np.ndarray:
+        """g(q0, q1, q2), (..., m) (zero on D_K)."""
+        if self.kinematic_constraint is None:
+            return np.zeros((*np.broadcast_shapes(np.shape(q0), np.shape(q2))[:-1], 0))
+        return self.kinematic_constraint.residual(q0, q1, q2)
+
+    def residual(self, q0, q1, q2) -> np.ndarray:
+        """Eq. (4) stacked: [g; φ∘β] → (..., m + r)."""
+        return np.concatenate(
+            [self.constraint_residual(q0, q1, q2), self.beta(q0, q1, q2)], axis=-1
+        )
+
+    def force_jacobians(self, q0, q1, q2):
+        """(∂p/∂q0, ∂p/∂q1, ∂p/∂q2), each (..., n, n).
+
+        These are D21L_d(q0,q1), D22L_d(q0,q1) + D11L_d(q1,q2) and D12L_d(q1,q2).
+        """
+        Ld = self.discrete_lagrangian
+        return (
+            np.swapaxes(Ld.d12(q0, q1), -1, -2),
+            Ld.d22(q0, q1) + Ld.d11(q1, q2),
+            Ld.d12(q1, q2),
+        )
+
+    def jacobians(self, q0, q1, q2):
+        """Slot derivatives (D_1, D_2, D_3) of eq. (4), each (..., m + r, n)."""
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        V = self.variational_constraint
+        p = self.force(q0, q1, q2)
+        E = V.matrix(q0, q1, q2)
+        dp = self.force_jacobians(q0, q1, q2)
+        dbeta = [E @ d for d in dp]
+        for slot in V_depends(V):
+            dbeta[slot] = dbeta[slot] + V.matrix_jvp(q0, q1, q2, p, slot)
+        if self.kinematic_constraint is None:
+            return tuple(dbeta)
+        dg = self.kinematic_constraint.jacobians(q0, q1, q2)
+        return tuple(np.concatenate([a, b], axis=-2) for a, b in zip(dg, dbeta))
+
+    def energy(self, q, v) -> np.ndarray:
+        """Continuous energy E(q, v) of the underlying system (used by ``Trajectory.energy``)."""
+        system = getattr(self.socs, "system", None)
+        if system is None or not callable(getattr(system, "energy", None)):
+            raise DSOCSInputError(
+                "this DSOCS has no continuous system attached; build it with "
+                "DSOCS.from_continuous(...) to evaluate energies."
+            )
+        return np.asarray(system.energy(q, v))
+
+    def discrete_energy(self, q0, q1) -> np.ndarray:
+        """L_d(q0, q1) (for the particle: the conserved discrete energy, §4.1.2)."""
+        if self.discrete_lagrangian.value is None:
+            raise DSOCSInputError("the discrete Lagrangian has no value(q0, q1) function.")
+        return np.asarray(self.discrete_lagrangian.value(q0, q1))
+
+    def node_residuals(self, nodes) -> np.ndarray:
+        """Eq. (4) at every interior node of a trajectory (N+1, ..., n) → (N−1, ..., m+r)."""
+        x = np.asarray(nodes, float)
+        return self.residual(x[:-2], x[1:-1], x[2:])
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0):
+        """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)``.
+
+        Uses ``solver`` when set, else Newton/Gauss–Newton from ``guess`` (default
+        2q1 − q0) with the root-selection safeguard ``root_filter``.
+
+        Raises
+        ------
+        DSOCSConvergenceError
+            If Newton fails, or every root found is rejected by ``root_filter``.
+        """
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        if self.solver is not None:
+            q2 = np.asarray(self.solver(q0, q1), float)
+            info = {"newton_iterations": 0, "residual": 0.0, "rejected_roots": 0}
+            return q2, info
+        x0 = 2.0 * q1 - q0 if guess is None else np.asarray(guess, float)
+        q0e, q1e = q0, q1
+
+        def fun(x):
+            return self.residual(q0e, q1e, x)
+
+        def jac(x):
+            return self.jacobians(q0e, q1e, x)[2]
+
+        roots: list[np.ndarray] = []
+        f, j = fun, jac
+        total_it = 0
+        for _attempt in range(self.max_deflations + 1):
+            res = gauss_newton(f, j, x0, tol=self.tol, max_iter=self.max_iter)
+            total_it += res.iterations
+            if not np.all(res.converged):
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=float(np.max(res.step)), tol=self.tol,
+                    iterations=total_it,
+                    hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
+                    "solver=... (spec §2.4)",
+                )
+            q2 = res.x
+            if self.root_filter is None:
+                break
+            ok = np.asarray(self.root_filter(q0, q1, q2), dtype=bool)
+            if np.all(ok):
+                break
+            roots.append(q2.copy())
+            f, j = deflated(fun, jac, roots)
+        else:
+            raise DSOCSConvergenceError(
+                step=step_index, t=t, residual=float(np.max(np.abs(fun(q2)))), tol=self.tol,
+                iterations=total_it,
+                hint="every root found was rejected by root_filter; halve h or give a "
+                "problem-specific solver=... (spec §2.3)",
+            )
+        info = {
+            "newton_iterations": total_it,
+            "residual": float(np.max(np.abs(fun(q2)))) if fun(q2).size else 0.0,
+            "rejected_roots": len(roots),
+        }
+        return q2, info
+
+    def trajectory(self, q0, q1, n_steps: int) -> np.ndarray:
+        """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics)."""
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        if int(n_steps) < 1:
+            raise DSOCSInputError(f"n_steps must be >= 1; got {n_steps}.")
+        out = np.empty((int(n_steps) + 1, *q0.shape))
+        out[0], out[1] = q0, q1
+        for k in range(1, int(n_steps)):
+            out[k + 1], _ = self.step(out[k - 1], out[k], step_index=k)
+        return out
+
+    # -- Theorem 5.1 -------------------------------------------------------------------------
+    def flow_jacobian(self, q0, q1, q2=None) -> np.ndarray:
+        """DF of F(q0, q1) = (q1, q2(q0, q1)) by the implicit function theorem, (..., 2n, 2n).
+
+        dq2 = −(D_3)⁺ (D_1 dq0 + D_2 dq1) with D_j the slot derivatives of eq. (4).
+        """
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        if q2 is None:
+            q2, _ = self.step(q0, q1)
+        J0, J1, J2 = self.jacobians(q0, q1, q2)
+        P = np.linalg.pinv(J2)
+        n = q0.shape[-1]
+        DF = np.zeros((*J2.shape[:-2], 2 * n, 2 * n))
+        DF[..., :n, n:] = np.eye(n)
+        DF[..., n:, :n] = -P @ J0
+        DF[..., n:, n:] = -P @ J1
+        return DF
+
+    def check_flow_conditions(self, q0, q1, q2=None, rtol: float = 1e-10) -> FlowConditions:
+        """Theorem 5.1 rank conditions at (q0, q1, q2) (spec §3, "Thm 5.1")."""
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        if q2 is None:
+            q2, _ = self.step(q0, q1)
+        J0, J1, J2 = self.jacobians(q0, q1, q2)
+        s_f = np.linalg.svd(J2, compute_uv=False)
+        s_b = np.linalg.svd(J0, compute_uv=False)
+        full = np.concatenate([J0, J1, J2], axis=-1)
+        s_all = np.linalg.svd(full, compute_uv=False)
+        rank = np.sum(s_all > rtol * s_all[..., :1], axis=-1)
+        n = q0.shape[-1]
+
+        def inj(s):
+            if s.shape[-1] < n:  # fewer rows than unknowns: never injective
+                return np.zeros(s.shape[:-1], dtype=bool)
+            return s[..., n - 1] > rtol * s[..., 0]
+
+        return FlowConditions(s_f, s_b, rank, inj(s_f), inj(s_b))
+
+    # -- Theorem 5.3 -------------------------------------------------------------------------
+    def xi(self, q0, q1, q2=None) -> np.ndarray:
+        """ξ(q0, q1) of eq. (12) as a covector on T(Q×Q): [0, p(q0, q1, q2)], (..., 2n)."""
+        if q2 is None:
+            q2, _ = self.step(q0, q1)
+        p = self.force(q0, q1, q2)
+        return np.concatenate([np.zeros_like(p), p], axis=-1)
+
+    def dxi(self, q0, q1, q2=None) -> np.ndarray:
+        """dξ as a (..., 2n, 2n) matrix, (dξ)_ab = ∂_a ξ_b − ∂_b ξ_a (analytic, via DF)."""
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        if q2 is None:
+            q2, _ = self.step(q0, q1)
+        n = q0.shape[-1]
+        DF = self.flow_jacobian(q0, q1, q2)
+        dp0, dp1, dp2 = self.force_jacobians(q0, q1, q2)
+        dpdz = np.concatenate([dp0, dp1], axis=-1) + dp2 @ DF[..., n:, :]  # (..., n, 2n)
+        K = np.zeros(DF.shape)
+        K[..., :, n:] = np.swapaxes(dpdz, -1, -2)
+        return K - np.swapaxes(K, -1, -2)
+
+    def two_form_identity(self, q0, q1, tangent=None) -> TwoFormCheck:
+        """Both sides of Theorem 5.3: F*Ω_{L_d} and Ω_{L_d} + dξ at (q0, q1).
+
+        ``tangent`` (2n, d) restricts the forms to T C_d (needed when C_d is not open, e.g.
+        for a DSOCS built from a discrete nonholonomic system); defaults to
+        ``self.tangent_basis(q0, q1)`` when that is set.
+        """
+        q0 = as_points(q0, "q0")
+        q1 = as_points(q1, "q1", q0.shape[-1])
+        q2, _ = self.step(q0, q1)
+        DF = self.flow_jacobian(q0, q1, q2)
+        Ld = self.discrete_lagrangian
+        pull = np.swapaxes(DF, -1, -2) @ Ld.omega(q1, q2) @ DF
+        om = Ld.omega(q0, q1)
+        dx = self.dxi(q0, q1, q2)
+        if tangent is None and self.tangent_basis is not None:
+            tangent = self.tangent_basis(q0, q1)
+        if tangent is not None:
+            T = np.asarray(tangent, float)
+            Tt = np.swapaxes(T, -1, -2)
+            pull, om, dx = (Tt @ X @ T for X in (pull, om, dx))
+        return TwoFormCheck(pull, om, dx)
+
+    # -- builders --------------------------------------------------------------------------
+    @classmethod
+    def from_continuous(
+        cls,
+        system,
+        constraint: Callable,
+        variations: Callable,
+        h: float,
+        *,
+        constraint_jacobian: Callable | None = None,
+        variations_depend_on: tuple[str, ...] = ("q", "v", "a"),
+        scale: float = 1.0,
+        **kwargs,
+    ) -> DSOCS:
+        """DSOCS of a continuous SOCS by the discretization maps of §4 (spec §2.1).
+
+        L_d = scale·L(q0, (q1 − q0)/h); D_K = φ_{D_K}(C_K) with the central-difference map
+        φ_{D_K}^{-1}(q0,q1,q2) = (q1, (q2−q0)/(2h), (q2−2q1+q0)/h²); D_V = C_V at that image.
+
+        Parameters
+        ----------
+        system : chetaev.discrete_lagrangian Lagrangian system
+        constraint : callable ``constraint(q, v, a)`` → (..., m), C_K.
+        variations : callable ``variations(q, v, a)`` → (..., r, n), rows spanning C_V.
+        h : float, the time step.
+        constraint_jacobian : callable, optional
+            ``(q, v, a)`` → (c_q, c_v, c_a); chained through the central map
+            (D_1g = −c_v/(2h) + c_a/h², D_2g = c_q − 2c_a/h², D_3g = c_v/(2h) + c_a/h²).
+        variations_depend_on : subset of ("q", "v", "a")
+            What ``variations`` depends on (() for a constant basis); saves derivatives.
+        **kwargs : passed to the DSOCS (solver, root_filter, tol, ...).
+        """
+        h = as_step(h)
+        funcs = lagrangian_functions(system)
+        Ld = TwoPointLagrangian.from_functions(
+            funcs["dLdq"], funcs["dLdv"], h, lagrangian=funcs.get("lagrangian"),
+            d2L_dqdq=funcs.get("d2L_dqdq"), d2L_dqdv=funcs.get("d2L_dqdv"),
+            d2L_dvdv=funcs.get("d2L_dvdv"), scale=scale,
+        )
+
+        def g(q0, q1, q2):
+            return np.asarray(constraint(*central_difference(q0, q1, q2, h)), float)
+
+        jac = None
+        if constraint_jacobian is not None:
+
+            def jac(q0, q1, q2):
+                cq, cv, ca = (np.asarray(x, float) for x in constraint_jacobian(
+                    *central_difference(q0, q1, q2, h)))
+                return (-cv / (2 * h) + ca / h**2, cq - 2 * ca / h**2, cv / (2 * h) + ca / h**2)
+
+        def basis(q0, q1, q2):
+            return np.asarray(variations(*central_difference(q0, q1, q2, h)), float)
+
+        dep = set(variations_depend_on)
+        unknown = dep - {"q", "v", "a"}
+        if unknown:
+            raise DSOCSInputError(
+                f"variations_depend_on may contain only 'q', 'v', 'a'; got {sorted(unknown)}."
+            )
+        slots = set()
+        if "q" in dep:
+            slots.add(1)
+        if "v" in dep:
+            slots |= {0, 2}
+        if "a" in dep:
+            slots |= {0, 1, 2}
+        V = VariationalConstraint(basis=basis, depends_on=tuple(sorted(slots)))
+        socs = SOCS(system, constraint, variations, constraint_jacobian)
+        return cls(Ld, KinematicConstraint(g, jac), V, h=h, socs=socs, **kwargs)
+
+    @classmethod
+    def from_discrete_nonholonomic(
+        cls,
+        discrete_lagrangian,
+        discrete_constraint: Callable,
+        constraint_matrix: Callable,
+        *,
+        discrete_constraint_jacobian: Callable | None = None,
+        h: float | None = None,
+        **kwargs,
+    ) -> DSOCS:
+        """The DSOCS of a discrete nonholonomic system (Remark 3.4; spec §1.4).
+
+        D_K = (Q×𝒟_d) ∩ (𝒟_d×Q) = {g_d(q0, q1) = 0, g_d(q1, q2) = 0} and
+        D_V|(q0,q1,q2) = 𝒟_{q1} = ker A(q1). Both systems have the same trajectories.
+
+        Parameters
+        ----------
+        discrete_lagrangian : TwoPointLagrangian (or object with D1, D2)
+        discrete_constraint : callable ``g_d(q0, q1)`` → (..., m): 𝒟_d = {g_d = 0}.
+        constraint_matrix : callable ``A(q)`` → (..., m, n): 𝒟_q = ker A(q).
+        discrete_constraint_jacobian : callable, optional
+            ``(q0, q1)`` → (∂g_d/∂q0, ∂g_d/∂q1), each (..., m, n).
+
+        Notes
+        -----
+        The rows g_d(q0, q1) do not involve q2: on consistent data they are identities, and
+        the step is solved by Gauss–Newton (spec §1.3 "Redundant rows"). C_d ⊂ 𝒟_d is not
+        open, so Theorem 5.3 is checked on T𝒟_d (``tangent_basis``).
+        """
+        from ._validation import fd_jacobian
+
+        def gd_jac(q0, q1):
+            if discrete_constraint_jacobian is not None:
+                a, b = discrete_constraint_jacobian(q0, q1)
+                return np.asarray(a, float), np.asarray(b, float)
+            q0, q1 = np.broadcast_arrays(np.asarray(q0, float), np.asarray(q1, float))
+            return (
+                fd_jacobian(lambda x: discrete_constraint(x, q1[..., None, :]), q0),
+                fd_jacobian(lambda x: discrete_constraint(q0[..., None, :], x), q1),
+            )
+
+        def g(q0, q1, q2):
+            return np.concatenate(
+                [np.asarray(discrete_constraint(q0, q1), float),
+                 np.asarray(discrete_constraint(q1, q2), float)], axis=-1)
+
+        def jac(q0, q1, q2):
+            a0, a1 = gd_jac(q0, q1)
+            b1, b2 = gd_jac(q1, q2)
+            z = np.zeros_like(a0)
+            return (
+                np.concatenate([a0, z], -2),
+                np.concatenate([a1, b1], -2),
+                np.concatenate([z, b2], -2),
+            )
+
+        def annihilator(q0, q1, q2):
+            return np.asarray(constraint_matrix(q1), float)
+
+        def tangent(q0, q1):
+            a0, a1 = gd_jac(q0, q1)
+            G = np.concatenate([a0, a1], axis=-1)  # (..., m, 2n)
+            vt = np.linalg.svd(G)[2]
+            m = G.shape[-2]
+            return np.swapaxes(vt[..., m:, :], -1, -2)  # (..., 2n, 2n − m)
+
+        V = VariationalConstraint(annihilator=annihilator, depends_on=(1,))
+        return cls(discrete_lagrangian, KinematicConstraint(g, jac), V, h=h,
+                   tangent_basis=tangent, **kwargs)
+
+
+def V_depends(V: VariationalConstraint) -> tuple[int, ...]:
+    return tuple(V.depends_on)

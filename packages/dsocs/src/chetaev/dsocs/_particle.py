@@ -1,0 +1,168 @@
+"""Particle in the plane with prescribed signed curvature k(x, y) (paper §4.1; spec §2.2).
+
+Continuous SOCS: L = ½m|v|², C_K: (v×a)/|v|³ = k(q) (eq. (5)), C_V = span{v}.
+Discrete step, eqs. (6)–(7): with v = (q2 − q0)/(2h), a = (q2 − 2q1 + q0)/h²,
+
+    (6)·|v|³   v×a − k(q1)|v|³ = 0,
+    (7)        (q2 − 2q1 + q0)·(q2 − q0) = 0.
+
+Closed form (spec §2.2, derived): the step length is preserved and q2 = q1 + R(φ)(q1 − q0)
+with sin(φ/2) = c/(1 + √(1 + c²)), c = k(q1)·|q1 − q0|·sign(h). Unique solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "curvature_particle_dsocs",
+    "particle_closed_form_step",
+    "particle_discrete_circle",
+    "particle_exact_solution",
+    "particle_ode_rhs",
+    "particle_residual",
+    "particle_residual_jacobian",
+]
+
+
+def _cross(a, b):
+    return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+
+
+def _k_at(k, q):
+    if callable(k):
+        return np.asarray(k(q), float)
+    return np.broadcast_to(np.asarray(k, float), np.shape(q)[:-1])
+
+
+def particle_residual(q0, q1, q2, h: float, k) -> np.ndarray:
+    """Eqs. (6)–(7), (6) multiplied by |v|³, → (..., 2)."""
+    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    v = (q2 - q0) / (2 * h)
+    a = (q2 - 2 * q1 + q0) / h**2
+    nv = np.sqrt(np.sum(v * v, -1))
+    r1 = _cross(v, a) - _k_at(k, q1) * nv**3
+    r2 = np.sum((q2 - 2 * q1 + q0) * (q2 - q0), -1)
+    return np.stack([r1, r2], -1)
+
+
+def particle_residual_jacobian(q0, q1, q2, h: float, k) -> np.ndarray:
+    """∂(6)–(7)/∂q2 (analytic) → (..., 2, 2)."""
+    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    v = (q2 - q0) / (2 * h)
+    a = (q2 - 2 * q1 + q0) / h**2
+    nv = np.sqrt(np.sum(v * v, -1))
+    kk = _k_at(k, q1)
+    d1 = np.stack(
+        [a[..., 1] / (2 * h) - v[..., 1] / h**2, v[..., 0] / h**2 - a[..., 0] / (2 * h)], -1
+    )
+    d1 = d1 - (kk * 3 * nv)[..., None] * v / (2 * h)
+    d2 = 2 * q2 - 2 * q1
+    return np.stack([d1, d2], -2)
+
+
+def particle_closed_form_step(q0, q1, h: float, k) -> np.ndarray:
+    """Unique solution q2 of (6)–(7): q2 = q1 + R(φ)(q1 − q0) (spec §2.2, closed form)."""
+    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    a = q1 - q0
+    s = np.sqrt(np.sum(a * a, -1))
+    c = _k_at(k, q1) * s * np.sign(h)
+    u = c / (1.0 + np.sqrt(1.0 + c * c))  # sin(φ/2), stable for c → 0
+    cphi = 1.0 - 2.0 * u * u
+    sphi = 2.0 * u * np.sqrt(1.0 - u * u)
+    b = np.stack([cphi * a[..., 0] - sphi * a[..., 1], sphi * a[..., 0] + cphi * a[..., 1]], -1)
+    return q1 + b
+
+
+def particle_discrete_circle(q0, q1, k: float):
+    """Circle through the constant-k discrete trajectory: (center, radius, turning angle).
+
+    R_d = (1 + √(1 + k²s²))/(2k), C_d = (q0 + q1)/2 + R_d cos(φ/2) n̂ (spec §2.2).
+    """
+    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    a = q1 - q0
+    s = np.sqrt(np.sum(a * a, -1))
+    c = k * s
+    u = c / (1 + np.sqrt(1 + c * c))
+    phi = 2 * np.arcsin(u)
+    R = (1 + np.sqrt(1 + c * c)) / (2 * k)
+    nhat = np.stack([-a[..., 1], a[..., 0]], -1) / s[..., None]
+    center = 0.5 * (q0 + q1) + (R * np.cos(phi / 2))[..., None] * nhat
+    return center, R, phi
+
+
+def particle_exact_solution(t, k: float, q0, v0):
+    """Exact constant-k motion: circle of radius 1/(k|v0|)·|v0|, angular speed ω = k|v0|.
+
+    q(t) = q0 + (sin ωt/ω) v0 + ((1 − cos ωt)/ω) J v0, J = rotation by +90°. Returns
+    (q(t), v(t)) with a leading time axis.
+    """
+    t = np.asarray(t, float)[..., None]
+    q0, v0 = np.asarray(q0, float), np.asarray(v0, float)
+    w = k * np.sqrt(np.sum(v0 * v0))
+    Jv = np.array([-v0[1], v0[0]])
+    q = q0 + np.sin(w * t) / w * v0 + (1 - np.cos(w * t)) / w * Jv
+    v = np.cos(w * t) * v0 + np.sin(w * t) * Jv
+    return q, v
+
+
+def particle_ode_rhs(k) -> Callable:
+    """Right-hand side of ẍ = −k|v|ẏ, ÿ = k|v|ẋ for y = (x, y, ẋ, ẏ) (any k(x, y))."""
+
+    def rhs(t, y):
+        q, v = y[:2], y[2:]
+        kv = _k_at(k, q) * np.hypot(v[0], v[1])
+        return np.array([v[0], v[1], -kv * v[1], kv * v[0]])
+
+    return rhs
+
+
+def curvature_particle_dsocs(k, h: float, mass: float = 1.0, closed_form: bool = True,
+                             system=None):
+    """The DSOCS of §4.1.2 for curvature k (constant or callable k(q) → (...)).
+
+    Built generically: L_d = L(q0, (q1 − q0)/h) with L = ½m|v|², D_K by the central map of
+    the constraint v×a − k|v|³ = 0, D_V = span{(q2 − q0)/(2h)}. With ``closed_form`` the
+    step uses :func:`particle_closed_form_step` (solver override); otherwise Newton.
+    ``system``: a continuous Lagrangian system to use (default: a MechanicalSystem with mass
+    m·I and U = 0 from ``chetaev.discrete_lagrangian``).
+    """
+    from ._dsocs import DSOCS
+
+    if system is None:
+        from ._models_common import free_particle_system
+
+        system = free_particle_system(mass, 2)
+
+    def constraint(q, v, a):
+        nv = np.sqrt(np.sum(v * v, -1))
+        return (_cross(v, a) - _k_at(k, q) * nv**3)[..., None]
+
+    def constraint_jacobian(q, v, a):
+        nv = np.sqrt(np.sum(v * v, -1))[..., None]
+        if callable(k):
+            from ._validation import fd_jacobian
+
+            cq = -fd_jacobian(lambda x: _k_at(k, x)[..., None], q)[..., 0, :] * nv**3
+        else:
+            cq = np.zeros_like(q)
+        kk = _k_at(k, q)[..., None]
+        cv = np.stack([a[..., 1], -a[..., 0]], -1) - 3 * kk * nv * v
+        ca = np.stack([-v[..., 1], v[..., 0]], -1)
+        return cq[..., None, :], cv[..., None, :], ca[..., None, :]
+
+    def variations(q, v, a):
+        return np.asarray(v, float)[..., None, :]
+
+    solver = None
+    if closed_form:
+
+        def solver(q0, q1):
+            return particle_closed_form_step(q0, q1, h, k)
+
+    return DSOCS.from_continuous(
+        system, constraint, variations, h, constraint_jacobian=constraint_jacobian,
+        variations_depend_on=("v",), solver=solver, name="curvature particle (§4.1)",
+    )

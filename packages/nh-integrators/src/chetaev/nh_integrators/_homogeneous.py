@@ -1,0 +1,192 @@
+"""Lagrangian systems on the homogeneous space S² = SO(3)/SO(2) as nonholonomic systems on SO(3).
+
+Homogeneous-spaces paper §2–§4.2, §5; spec homogeneous-spaces-rkmk §1.2, §3.6, §4 ("S² as a
+homogeneous space") and §7. A Lagrangian L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² is lifted through
+π(g) = g x₀ to the singular ℓ^G(g, η) = (m/2)|η × x₀|² − V(g x₀); the isotropy direction
+𝔥 = span{x₀} is removed by the linear nonholonomic 𝔪-constraint φ(η) = x₀·η = 0 and the
+Lagrangian is regularized on 𝔥 by (M/2)(x₀·η)²::
+
+    ℓ_reg(g, η) = ½ ηᵀ 𝕀_reg η − V(g x₀),   𝕀_reg = m (I − x₀x₀ᵀ) + M x₀x₀ᵀ,
+    L*_g D₁ℓ = −x₀ × (gᵀ ∇V(g x₀))   (∇V the ambient gradient; its normal part drops out)
+
+Integrate the lift with :class:`LieNonholonomicPRK` (its ``multiplier_rule`` chooses the
+closure of §3.6: "carry", "zero_first", or the singular "weighted_sum").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    InputError,
+    LinearVelocityConstraint,
+    TrivializedMechanicalSystem,
+)
+
+__all__ = [
+    "sphere_lift",
+    "sphere_point",
+    "sphere_velocity",
+    "spherical_kepler",
+    "spherical_pendulum",
+    "tait_bryan",
+]
+
+
+def _hat(w: np.ndarray) -> np.ndarray:
+    w = np.asarray(w, dtype=float)
+    Z = np.zeros((*w.shape[:-1], 3, 3))
+    Z[..., 0, 1], Z[..., 0, 2] = -w[..., 2], w[..., 1]
+    Z[..., 1, 0], Z[..., 1, 2] = w[..., 2], -w[..., 0]
+    Z[..., 2, 0], Z[..., 2, 1] = -w[..., 1], w[..., 0]
+    return Z
+
+
+def _so3() -> Any:
+    from chetaev.liegroups import SO3
+
+    return SO3
+
+
+def _unit(x0: Any) -> np.ndarray:
+    x0 = np.asarray(x0, dtype=float)
+    if x0.shape != (3,) or not np.all(np.isfinite(x0)) or abs(np.linalg.norm(x0) - 1.0) > 1e-12:
+        raise InputError(f"`x0` must be a unit vector of shape (3,), got {x0!r}. Normalize it.")
+    return x0
+
+
+def sphere_lift(
+    potential: Callable[[np.ndarray], np.ndarray],
+    potential_grad: Callable[[np.ndarray], np.ndarray],
+    *,
+    mass: float = 1.0,
+    regularization: float = 1.0,
+    x0: Any = (0.0, 0.0, 1.0),
+    potential_hess: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> ConstrainedSystem:
+    """Nonholonomic lift to SO(3) of L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² (spec §1.2, §4, §7).
+
+    Parameters
+    ----------
+    potential, potential_grad
+        V(x) → ``(...)`` and its ambient gradient ∇V(x) → ``(..., 3)`` for points x
+        ``(..., 3)`` (broadcasting).
+    mass
+        m > 0.
+    regularization
+        M ≠ 0 (the coefficient of (M/2)(x₀·η)²; must be > 0 for a positive definite 𝕀_reg).
+        It changes the discrete trajectory only at O(h^{2s−2}) (spec §9 item 1).
+    x0
+        Origin of S² (default the north pole e₃); 𝔥 = span{x₀}, 𝔪 = x₀^⊥.
+    potential_hess
+        Optional ambient Hessian ``(..., 3, 3)``; gives an analytic Newton Jacobian.
+
+    Returns
+    -------
+    ConstrainedSystem
+        ``TrivializedMechanicalSystem(SO3, 𝕀_reg, V(g x₀), …)`` with the constraint
+        ``LinearVelocityConstraint(x₀ᵀ)``: φ(η) = x₀·η.
+    """
+    x0 = _unit(x0)
+    if not (np.isfinite(mass) and mass > 0):
+        raise InputError(f"`mass` must be positive and finite, got {mass}.")
+    if not (np.isfinite(regularization) and regularization > 0):
+        raise InputError(
+            f"`regularization` M must be positive and finite, got {regularization}. Any M > 0 "
+            "gives the same dynamics on the constraint (e.g. M = mass)."
+        )
+    P = np.outer(x0, x0)
+    inertia = mass * (np.eye(3) - P) + regularization * P
+    X0 = _hat(x0)
+
+    def V(g: np.ndarray) -> np.ndarray:
+        return np.asarray(potential(np.asarray(g) @ x0), dtype=float)
+
+    def gradV(g: np.ndarray) -> np.ndarray:
+        g = np.asarray(g, dtype=float)
+        w = np.einsum("...ji,...j->...i", g, np.asarray(potential_grad(g @ x0), dtype=float))
+        return np.cross(x0, w)
+
+    hessV = None
+    if potential_hess is not None:
+
+        def hessV(g: np.ndarray) -> np.ndarray:
+            # ∂/∂ε_k [x₀ × (e^{−εê_k} gᵀ ∇V(g e^{εê_k} x₀))] = x̂₀ ŵ e_k − x̂₀ gᵀ∇²V g x̂₀ e_k
+            g = np.asarray(g, dtype=float)
+            x = g @ x0
+            w = np.einsum("...ji,...j->...i", g, np.asarray(potential_grad(x), dtype=float))
+            Hs = np.swapaxes(g, -1, -2) @ np.asarray(potential_hess(x), dtype=float) @ g
+            return X0 @ _hat(w) - X0 @ Hs @ X0
+
+    sysm = TrivializedMechanicalSystem(_so3(), inertia, V, gradV, hessV)
+    return ConstrainedSystem(sysm, LinearVelocityConstraint(x0[None, :].copy()))
+
+
+def spherical_pendulum(
+    mass: float = 1.0, regularization: float = 1.0, alpha: float = 1.0, x0: Any = (0.0, 0.0, 1.0)
+) -> ConstrainedSystem:
+    """Spherical pendulum, L = (m/2)|ẋ|² + γ·x with γ = (0, 0, −α) (homogeneous-spaces §5.1).
+
+    Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (spec §7.1).
+    """
+    gamma = np.array([0.0, 0.0, -float(alpha)])
+    return sphere_lift(
+        lambda x: -np.asarray(x) @ gamma,
+        lambda x: np.broadcast_to(-gamma, np.shape(x)).copy(),
+        mass=mass,
+        regularization=regularization,
+        x0=x0,
+        potential_hess=lambda x: np.zeros((*np.shape(x), 3)),
+    )
+
+
+def spherical_kepler(
+    mass: float = 1.0,
+    regularization: float = 1.0,
+    rho: float = 1.0,
+    center: Any = (0.0, 0.0, 1.0),
+    x0: Any = (0.0, 0.0, 1.0),
+) -> ConstrainedSystem:
+    """Spherical Kepler problem, V(x) = −ρ c/√(1 − c²), c = X·x (homogeneous-spaces §5.2).
+
+    V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, spec §7.2); λ ≡ 0.
+    """
+    X = _unit(center)
+
+    def V(x: np.ndarray) -> np.ndarray:
+        c = np.asarray(x) @ X
+        return -rho * c / np.sqrt(1.0 - c * c)
+
+    def dV(x: np.ndarray) -> np.ndarray:
+        c = np.asarray(x) @ X
+        return (-rho * (1.0 - c * c) ** -1.5)[..., None] * X
+
+    def d2V(x: np.ndarray) -> np.ndarray:
+        c = np.asarray(x) @ X
+        return (-3.0 * rho * c * (1.0 - c * c) ** -2.5)[..., None, None] * np.outer(X, X)
+
+    return sphere_lift(V, dV, mass=mass, regularization=regularization, x0=x0, potential_hess=d2V)
+
+
+def sphere_point(g: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
+    """x = g x₀ ∈ S², shape ``(..., 3)``."""
+    return np.asarray(g, dtype=float) @ _unit(x0)
+
+
+def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
+    """ẋ = g (η × x₀), shape ``(..., 3)`` (Prop. 2.2 of the homogeneous-spaces paper)."""
+    return np.einsum("...ij,...j->...i", np.asarray(g, dtype=float), np.cross(eta, _unit(x0)))
+
+
+def tait_bryan(theta1: float, theta2: float, theta3: float) -> np.ndarray:
+    """g = R_z(θ₃) R_y(θ₂) R_x(θ₁) (the paper's Tait–Bryan convention, spec §4)."""
+    c1, s1 = np.cos(theta1), np.sin(theta1)
+    c2, s2 = np.cos(theta2), np.sin(theta2)
+    c3, s3 = np.cos(theta3), np.sin(theta3)
+    Rx = np.array([[1, 0, 0], [0, c1, -s1], [0, s1, c1]])
+    Ry = np.array([[c2, 0, s2], [0, 1, 0], [-s2, 0, c2]])
+    Rz = np.array([[c3, -s3, 0], [s3, c3, 0], [0, 0, 1]])
+    return Rz @ Ry @ Rx

@@ -1,0 +1,319 @@
+"""Per-step residual and analytic Jacobian of the Lie-group nonholonomic PRK (RKMK) method.
+
+Pure functions of arrays; the method class lives in ``_lie_prk``. Equations: paper
+high-order-nonholonomic §6.4 and App. F (spec high-order-nonholonomic §2.10), written in the
+inverse-free form of spec homogeneous-spaces-rkmk §3.3 (boxed (3c)) and §3.6, which is the same
+map (apply (d^Lτ_ξ)ᵀ to App. F's first equation and use d^Lτ⁻¹_{−ξ} = d^Lτ⁻¹_ξ Ad⁻¹_{τ(ξ)}).
+
+Unknowns per step: stage algebra velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces note)
+and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ for the
+``"weighted_sum"`` rule). With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, ξ = Ξˢ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
+
+    Ωⁱ = Dᵢ Hⁱ                                     stage body velocity
+    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame
+    Π₀ⁱ = 𝕀 Ωⁱ,  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
+    Yʲ = Ad*_{τ(−Ξʲ)} Fʲ
+    μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Yʲ]                                     (App. F; (3d))
+    R1ᵢ = Πⁱ − D_sᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ = 0,        i = 1..s        (App. F; boxed (3c))
+    Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Yʲ],   ηⁱ = 𝕀⁻¹ Mⁱ       (IIIA weights, eq. 5 of the note)
+    R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s
+    R3 = Σⱼ bⱼ Λʲ = 0                                          ("weighted_sum" rule only)
+
+Only mechanical trivialized Lagrangians ℓ = ½ ηᵀ𝕀η + (terms in g) with constant inertia are
+handled here, so D₂ℓ = 𝕀η and the stage Legendre map is inverted exactly.
+
+The Jacobian is assembled by the chain rule with every stage variation stored as an array
+``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
+retraction derivatives are exact (``_lie_ops``) and the model's derivatives come from the
+system (analytic where the system provides them). The only finite-difference piece is the
+second-derivative term ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) (central differences in one broadcast call; it
+enters the Jacobian multiplied by h², never the residual, so it affects only the Newton
+contraction, not the solution).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+__all__: list[str] = []
+
+_FD_EPS = 2e-6
+
+
+@attrs.frozen(eq=False)
+class _LieModel:
+    """What the step needs from a constrained trivialized mechanical system.
+
+    All callables broadcast over leading axes; ``G`` has the group's element shape, η and Ω
+    are ``(..., d)`` and Λ is ``(..., m)``. Derivatives "in g" are left-trivialized.
+    """
+
+    d: int
+    m: int
+    inertia: np.ndarray
+    inertia_inv: np.ndarray
+    force: Callable[[np.ndarray], np.ndarray]  # L*_g D₁ℓ(g) → (..., d)
+    force_jac: Callable[[np.ndarray], np.ndarray]  # (..., d, d)
+    phi: Callable[[np.ndarray, np.ndarray], np.ndarray]  # φ(g, η) → (..., m)
+    phi_v: Callable[[np.ndarray, np.ndarray], np.ndarray]  # D₂φ → (..., m, d)
+    phi_g: Callable[[np.ndarray, np.ndarray], np.ndarray]  # L*_g D₁φ → (..., m, d)
+    # derivatives of the constraint force D₂φ(g, Ω)ᵀΛ in g and in Ω; None means zero
+    cforce_g: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+    cforce_v: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+
+
+def lie_nh_residual(
+    x: np.ndarray,
+    *,
+    ops: Any,
+    model: _LieModel,
+    a: np.ndarray,
+    b: np.ndarray,
+    h: float,
+    g0: np.ndarray,
+    mu0: np.ndarray,
+    lam1: np.ndarray | None,
+    jacobian: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+    """Residual (and Jacobian) of one Lie-group NH-PRK step.
+
+    Parameters
+    ----------
+    x
+        ``(..., N)`` unknowns: ``H`` (s·d) then the free multipliers: Λ²..Λˢ when ``lam1`` is
+        given (rules "carry" and "zero_first"), Λ¹..Λˢ when ``lam1`` is None ("weighted_sum",
+        which adds the equation Σ bⱼΛʲ = 0).
+    ops, model
+        ``_lie_ops._RetractionOps`` and ``_LieModel``.
+    a, b
+        Lobatto IIIA coefficients (H1–H3 assumed: a₁ⱼ = 0, aₛⱼ = bⱼ).
+    h
+        Step size.
+    g0, mu0, lam1
+        ``g_k`` (element shape), ``μ_k`` ``(..., d)``, and Λ¹ ``(..., m)`` or None.
+
+    Returns
+    -------
+    r, J, aux
+        ``r`` ``(..., N)``; ``J`` ``(..., N, N)`` or None; ``aux`` with the stage elements ``G``,
+        ``mu1``, the IIIA stage velocities ``eta`` (``(..., s, d)``) and ``Lam`` (``(..., s, m)``).
+    """
+    s = b.shape[0]
+    d, m = model.d, model.m
+    weighted = lam1 is None
+    batch = x.shape[:-1]
+    H = x[..., : s * d].reshape((*batch, s, d))
+    if weighted:
+        Lam = x[..., s * d :].reshape((*batch, s, m))
+    else:
+        Lam = np.concatenate(
+            [
+                np.broadcast_to(lam1, (*batch, m))[..., None, :],
+                x[..., s * d :].reshape((*batch, s - 1, m)),
+            ],
+            axis=-2,
+        )
+    Xi = h * np.einsum("ij,...jd->...id", a, H)
+    T = ops.tau(Xi)  # (..., s, *elem)
+    Gx = np.expand_dims(g0, -1 - ops.elem_ndim)
+    G = ops.compose(Gx, T)
+    D, Tns = ops.dL_and_tensor(Xi)  # (..., s, d, d), (..., s, d, d, d)
+    J = np.einsum("...bac,...a->...bc", Tns, H)  # J^L(Ξ, H)
+    Om = np.einsum("...ij,...j->...i", D, H)
+    A_c = model.phi_v(G, Om)  # (..., s, m, d)
+    F = model.force(G) + np.einsum("...ma,...m->...a", A_c, Lam)
+    Pi0 = Om @ model.inertia.T
+    Pi = np.einsum("...ba,...b->...a", D, Pi0)
+    AdT, AdTinvT = ops.Ad_pair(T)  # Ad(τ(Ξ)) and Ad*_{τ(−Ξ)} = Ad(τ(Ξ)⁻¹)ᵀ, (..., s, d, d)
+    Y = np.einsum("...ij,...j->...i", AdTinvT, F)
+    nu = mu0 + h * np.einsum("j,...jd->...d", b, Y)
+    mu1 = np.einsum("...ba,...b->...a", AdT[..., -1, :, :], nu)
+    C = b[None, :] * a.T / b[:, None]  # C[i, j] = b_j a_ji / b_i
+    N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, Pi0)
+    Ds = D[..., -1, :, :]
+    DsT_mu1 = np.einsum("...ba,...b->...a", Ds, mu1)
+    R1 = Pi - DsT_mu1[..., None, :] + h * np.einsum("ij,...jd->...id", C, N)
+    inner = mu0[..., None, :] + h * np.einsum("ij,...jd->...id", a, Y)
+    Mst = np.einsum("...ba,...b->...a", AdT, inner)
+    eta = Mst @ model.inertia_inv.T
+    R2 = model.phi(G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :], eta[..., 1:, :])
+    parts = [R1.reshape((*batch, s * d)), R2.reshape((*batch, (s - 1) * m))]
+    if weighted:
+        parts.append(np.einsum("j,...jm->...m", b, Lam))
+    r = np.concatenate(parts, axis=-1)
+    aux = {"G": G, "mu1": mu1, "eta": eta, "Lam": Lam, "M": Mst}
+    if not jacobian:
+        return r, None, aux
+
+    # ---------------------------------------------------------------- Jacobian (chain rule)
+    U = s * d + s * m
+    dH, dLam, dXi_unit = _unit_variations(s, d, m)
+    dXi = h * np.einsum("ik,kpU->ipU", a, dXi_unit)
+    zeta = D @ dXi  # left-trivialized variation of Gⁱ (and of τ(Ξⁱ))
+    dOm = D @ dH + J @ dXi
+    Fg = model.force_jac(G)
+    if model.cforce_g is not None:
+        Fg = Fg + model.cforce_g(G, Om, Lam)
+    dF = Fg @ zeta + np.swapaxes(A_c, -1, -2) @ dLam
+    if model.cforce_v is not None:
+        dF = dF + model.cforce_v(G, Om, Lam) @ dOm
+    DT = np.swapaxes(D, -1, -2)
+    Q_Pi0 = np.einsum("...bac,...b->...ac", Tns, Pi0)  # ∂(Dᵀp)/∂Ξ at p = Π₀
+    Q_F = np.einsum("...bac,...b->...ac", Tns, F)
+    dPi = Q_Pi0 @ dXi + DT @ (model.inertia @ dOm)
+    # second-derivative term ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) with H, Π₀ fixed: central differences
+    Hx, Px = H[..., None, :], Pi0[..., None, :]
+    S = _fd_vec(
+        lambda Xp: np.einsum("...bac,...a,...b->...c", ops.dL_and_tensor(Xp)[1], Hx, Px), Xi
+    )
+    dN = (
+        Q_F @ dXi
+        + DT @ dF
+        + np.swapaxes(Q_Pi0, -1, -2) @ dH
+        + S @ dXi
+        + np.swapaxes(J, -1, -2) @ (model.inertia @ dOm)
+    )
+    dY = AdTinvT @ (dF - ops.P(F) @ zeta)
+    dnu = h * np.einsum("j,...jpU->...pU", b, dY)
+    AdsT = np.swapaxes(AdT[..., -1, :, :], -1, -2)
+    dmu1 = ops.P(mu1) @ zeta[..., -1, :, :] + AdsT @ dnu
+    Q_mu1 = np.einsum("...bac,...b->...ac", Tns[..., -1, :, :, :], mu1)
+    dDmu = Q_mu1 @ dXi[-1] + np.swapaxes(Ds, -1, -2) @ dmu1
+    dR1 = dPi - dDmu[..., None, :, :] + h * np.einsum("ij,...jpU->...ipU", C, dN)
+    dinner = h * np.einsum("ij,...jpU->...ipU", a, dY)
+    dM = ops.P(Mst) @ zeta + np.swapaxes(AdT, -1, -2) @ dinner
+    deta = model.inertia_inv @ dM
+    Gi = G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :]
+    Phv = model.phi_v(Gi, eta[..., 1:, :])
+    Phg = model.phi_g(Gi, eta[..., 1:, :])
+    dR2 = Phg @ zeta[..., 1:, :, :] + Phv @ deta[..., 1:, :, :]
+    rows = [dR1.reshape((*batch, s * d, U)), dR2.reshape((*batch, (s - 1) * m, U))]
+    if weighted:
+        rows.append(np.einsum("j,jmU->mU", b, dLam) * np.ones((*batch, 1, 1)))
+        cols = slice(None)
+    else:
+        cols = np.r_[0 : s * d, s * d + m : U]
+    Jac = np.concatenate(rows, axis=-2)[..., cols]
+    return r, Jac, aux
+
+
+@functools.lru_cache(maxsize=64)
+def _unit_variations(s: int, d: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Constant variation arrays: ∂Hⁱ/∂x, ∂Λⁱ/∂x (``(s, p, U)``); the third equals the first
+    (∂Ξⁱ/∂x = h Σₖ aᵢₖ ∂Hᵏ/∂x is formed by the caller)."""
+    U = s * d + s * m
+    dH = np.zeros((s, d, U))
+    dLam = np.zeros((s, m, U))
+    idx = np.arange(s)
+    jd, jm = np.arange(d)[None, :], np.arange(m)[None, :]
+    dH[idx[:, None], jd, idx[:, None] * d + jd] = 1.0
+    dLam[idx[:, None], jm, s * d + idx[:, None] * m + jm] = 1.0
+    dH.setflags(write=False)
+    dLam.setflags(write=False)
+    return dH, dLam, dH
+
+
+def _fd_vec(fun: Callable[[np.ndarray], np.ndarray], X: np.ndarray) -> np.ndarray:
+    """Central-difference Jacobian of a vectorized map (..., d) → (..., p): ``(..., p, d)``.
+
+    ``fun`` receives ``(..., 2d, d)`` (perturbations stacked on a new axis before the last).
+    """
+    d = X.shape[-1]
+    E = _FD_EPS * np.concatenate([np.eye(d), -np.eye(d)])
+    vals = fun(X[..., None, :] + E)
+    der = (vals[..., :d, :] - vals[..., d:, :]) / (2 * _FD_EPS)
+    return np.swapaxes(der, -1, -2)
+
+
+def continuous_multiplier(
+    ops: Any, model: _LieModel, g: np.ndarray, eta: np.ndarray
+) -> np.ndarray:
+    """Consistent continuous multiplier (spec high-order-nonholonomic §1.3)::
+
+        λ = −(A 𝕀⁻¹ Aᵀ)⁻¹ [ φ̇_g + A 𝕀⁻¹ (ad*_η 𝕀η + F(g)) ],   A = D₂φ(g, η),
+        φ̇_g = d/dε φ(g τ(εη), η)|₀  (left-trivialized derivative along η).
+    """
+    A = model.phi_v(g, eta)
+    dphig = model.phi_g(g, eta)
+    phidot = np.einsum("...md,...d->...m", dphig, eta)
+    mu = eta @ model.inertia.T
+    adstar = np.einsum("...ad,...d->...a", ops.P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
+    rhs = adstar + model.force(g)
+    AI = A @ model.inertia_inv.T
+    Cm = AI @ np.swapaxes(A, -1, -2)
+    z = phidot + np.einsum("...md,...d->...m", AI, rhs)
+    return -np.linalg.solve(Cm, z[..., None])[..., 0]
+
+
+def lie_nh_newton(
+    x0: np.ndarray,
+    *,
+    tol: float,
+    max_iter: int,
+    check_rank: bool = False,
+    **kwargs: Any,
+) -> tuple[np.ndarray, dict[str, np.ndarray], int, float, bool]:
+    """Newton on :func:`lie_nh_residual` with its analytic Jacobian (batched).
+
+    The Jacobian is formed and inverted at the first iteration and kept while the iteration
+    contracts fast (residual reduced at least 20-fold per iteration); otherwise it is
+    refreshed at the current iterate (simplified Newton, DESIGN.md "Performance design").
+    Stops when ``max|r| ≤ tol·scale`` (``scale = 1 + max|μ_k| + max|x|``) and the iteration
+    has stalled at round-off, or ``max|r|`` is below 64·eps·scale, so a converged step sits at
+    round-off level (the first integrals of §5.5 are kept to ~1e-14 per step).
+
+    Returns ``(x, aux, iterations, residual, converged)``. With ``check_rank`` the Jacobian's
+    smallest relative singular value is checked at the first iteration and
+    ``_SingularStepJacobian`` is raised when it is below 1e-11 (the ``"weighted_sum"`` rule).
+    """
+    x = np.array(x0, dtype=float)
+    scale = 1.0 + float(np.max(np.abs(kwargs["mu0"]))) + float(np.max(np.abs(x)))
+    floor = 64 * np.finfo(float).eps * scale
+    prev = np.inf
+    it = 0
+    Jinv = None
+    refresh = True
+    while True:
+        r, J, aux = lie_nh_residual(x, jacobian=refresh, **kwargs)
+        rn = float(np.max(np.abs(r))) if r.size else 0.0
+        if not np.isfinite(rn):
+            return x, aux, it, rn, False
+        if refresh:
+            if check_rank and Jinv is None:
+                sv = np.linalg.svd(J, compute_uv=False)
+                rel = sv[..., -1] / sv[..., 0]
+                if np.any(rel < 1e-11):
+                    raise _SingularStepJacobian(float(np.min(rel)), J)
+            try:
+                Jinv = np.linalg.inv(J)
+            except np.linalg.LinAlgError:
+                return x, aux, it, rn, False
+            refresh = False
+        if rn <= floor or (rn <= tol * scale and rn > 0.1 * prev):
+            return x, aux, it, rn, True
+        if it >= max_iter:
+            return x, aux, it, rn, rn <= tol * scale
+        if rn > 0.05 * prev and rn > tol * scale and Jinv is not None and it > 0:
+            # slow contraction: refresh the Jacobian at the current iterate, then step
+            r, J, aux = lie_nh_residual(x, jacobian=True, **kwargs)
+            try:
+                Jinv = np.linalg.inv(J)
+            except np.linalg.LinAlgError:
+                return x, aux, it, rn, False
+        x = x - np.einsum("...ij,...j->...i", Jinv, r)
+        prev = rn
+        it += 1
+
+
+class _SingularStepJacobian(Exception):
+    """Internal: the step's Newton matrix is rank deficient (relative σ_min given)."""
+
+    def __init__(self, rel_sigma_min: float, jac: np.ndarray) -> None:
+        super().__init__(rel_sigma_min)
+        self.rel_sigma_min = rel_sigma_min
+        self.jac = jac

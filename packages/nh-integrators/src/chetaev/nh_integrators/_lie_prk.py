@@ -1,0 +1,377 @@
+"""Lie-group nonholonomic partitioned RK (RKMK) method, ``LieNonholonomicPRK``.
+
+Paper high-order-nonholonomic §6.4, App. F (Lagrangian; App. G is the same map in momentum
+form) and the nonholonomic partitioned RKMK of the homogeneous-spaces paper §4.2; spec
+high-order-nonholonomic §2.10–2.11 and spec homogeneous-spaces-rkmk §3.3, §3.6. The residual
+and its Jacobian are in ``_lie_core``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConvergenceError,
+    HypothesisError,
+    InputError,
+    NewtonOptions,
+    SingularMatrixError,
+    State,
+)
+
+from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
+from ._lie_ops import _RetractionOps
+
+__all__ = ["MULTIPLIER_RULES", "RETRACTIONS", "LieNonholonomicPRK"]
+
+RETRACTIONS = ("cayley", "exp")
+MULTIPLIER_RULES = ("carry", "zero_first", "continuous", "weighted_sum")
+
+
+def _one_of(options: tuple[str, ...]):
+    def check(inst: Any, attribute: Any, value: Any) -> None:
+        if value not in options:
+            raise InputError(
+                f"`{attribute.name}` must be one of {options}, got {value!r}. "
+                "Pick one of the listed values."
+            )
+
+    return check
+
+
+def _convert_pair(pair: Any) -> Any:
+    if isinstance(pair, (int, np.integer)) and not isinstance(pair, bool):
+        if pair < 2:
+            raise InputError(f"`pair` as a stage count must be >= 2 (Lobatto s >= 2), got {pair}.")
+        from chetaev.rktableaux import lobatto_iiia_iiib
+
+        return lobatto_iiia_iiib(int(pair))
+    return pair
+
+
+def _check_pair(inst: Any, attribute: Any, pair: Any) -> None:
+    for attr in ("first", "second", "satisfies_constrained_hypotheses"):
+        if not hasattr(pair, attr):
+            raise InputError(
+                "`pair` must be a rktableaux.PartitionedTableau (e.g. lobatto_iiia_iiib(3)) or a "
+                f"stage count, got {type(pair).__name__}."
+            )
+    res = pair.satisfies_constrained_hypotheses()
+    if not res.all:
+        raise HypothesisError(
+            "LieNonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
+            f"(second, its symplectic conjugate), spec §2.0: {res.message}. "
+            "Use rktableaux.lobatto_iiia_iiib(s) with s >= 2."
+        )
+
+
+def _constraint_model(system: Any) -> _LieModel:
+    """Build the step's ``_LieModel`` from a ``ConstrainedSystem`` on a group."""
+    sysm = getattr(system, "system", None)
+    con = getattr(system, "constraint", None)
+    group = getattr(system, "group", None)
+    if sysm is None or con is None or group is None:
+        raise InputError(
+            "LieNonholonomicPRK needs a ConstrainedSystem(TrivializedMechanicalSystem(group, ...), "
+            f"constraint) on a Lie group, got {type(system).__name__}. For a vector space use "
+            "NonholonomicPRK (or the group Rn(n))."
+        )
+    if getattr(con, "is_holonomic", False):
+        raise InputError(
+            "LieNonholonomicPRK integrates velocity (nonholonomic) constraints; got a "
+            "HolonomicConstraint. Use a holonomic (constrained SPRK) method instead."
+        )
+    if not getattr(sysm, "is_mechanical", False) or not hasattr(sysm, "inertia"):
+        raise InputError(
+            "LieNonholonomicPRK supports TrivializedMechanicalSystem (ℓ = ½ηᵀ𝕀η − V(g) with "
+            f"constant inertia); got {type(sysm).__name__}. Write the Lagrangian in that form."
+        )
+    d = int(group.dim)
+    inertia = np.asarray(sysm.inertia, dtype=float)
+    inertia_inv = np.linalg.inv(inertia)
+
+    def force(G: np.ndarray) -> np.ndarray:
+        return -np.asarray(sysm.gradV(G), dtype=float)
+
+    def force_jac(G: np.ndarray) -> np.ndarray:
+        return -np.asarray(sysm.hessV(G), dtype=float)
+
+    def phi(G: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.asarray(con.residual(G, eta), dtype=float)
+
+    def phi_v(G: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.asarray(con.dphi_dv(G, eta), dtype=float)
+
+    def phi_g(G: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.asarray(con.dphi_dq(G, eta), dtype=float)
+
+    cforce_g = None
+    cforce_v = None
+    const_A = hasattr(con, "matrix") and not callable(getattr(con, "A", None))
+    if not const_A:
+
+        def cforce_g(G: np.ndarray, Om: np.ndarray, Lam: np.ndarray) -> np.ndarray:
+            T = np.asarray(con.d2phi_dvdq(G, Om), dtype=float)  # [a, i, j] = ∂(∂φ_a/∂η_i)/∂g_j
+            return np.einsum("...aij,...a->...ij", T, Lam)
+
+    if not hasattr(con, "matrix"):  # general VelocityConstraint: D₂φ may depend on η
+
+        def cforce_v(G: np.ndarray, Om: np.ndarray, Lam: np.ndarray) -> np.ndarray:
+            T = np.asarray(con.d2phi_dv2(G, Om), dtype=float)
+            return np.einsum("...aij,...a->...ij", T, Lam)
+
+    m = getattr(con, "m", None)
+    if m is None:
+        e = np.zeros(d)
+        m = int(np.asarray(con.residual(np.asarray(group.identity()), e)).shape[-1])
+    return _LieModel(
+        d=d,
+        m=int(m),
+        inertia=inertia,
+        inertia_inv=inertia_inv,
+        force=force,
+        force_jac=force_jac,
+        phi=phi,
+        phi_v=phi_v,
+        phi_g=phi_g,
+        cforce_g=cforce_g,
+        cforce_v=cforce_v,
+    )
+
+
+@attrs.frozen
+class LieNonholonomicPRK:
+    """Nonholonomic partitioned RKMK method on a Lie group (Lobatto IIIA–IIIB, any s ≥ 2).
+
+    A map ``(g_k, η_k, λ_k) → (g_{k+1}, η_{k+1}, λ_{k+1})`` for a left-trivialized mechanical
+    system ℓ(g, η) = ½ηᵀ𝕀η − V(g) on any ``chetaev.liegroups`` group (SO(3), SE(2), products
+    such as SO(3)×R², Rⁿ) with a trivialized linear, affine or general velocity constraint
+    φ(g, η) = 0. Configurations are updated only through the retraction, g_{k+1} = g_k τ(ξ),
+    so they stay on the group to round-off with no projection. The constraint is imposed on
+    the IIIA stage velocities ηⁱ = 𝕀⁻¹Mⁱ at stages 2..s; by H1/H3 the last one is exactly
+    φ(g_{k+1}, η_{k+1}) = 0, so the constraint holds at every node to solver tolerance.
+
+    Orders (the paper: "theorems 5.1 and 5.2 still hold"; spec §2.10 [checked]; λ₀ from the
+    continuous equations): g and η ``2s − 2``; λ ``s`` for even s, ``s − 1`` for odd s. Not
+    symplectic (nonholonomic flows are not). With G = Rⁿ the method is exactly the vector-space
+    ``NonholonomicPRK`` (eq. 14).
+
+    Parameters
+    ----------
+    pair : PartitionedTableau or int
+        Lobatto IIIA–IIIB pair (``lobatto_iiia_iiib(s)``) or the stage count s. Only the IIIA
+        coefficients enter explicitly; the IIIB conjugate is implicit in the boxed form of
+        (3c). Checked against H1–H3, H1'–H2' (:class:`HypothesisError`).
+    retraction : {"cayley", "exp"}
+        τ. Both use exact closed forms of d^Lτ and of its derivative (no truncated series).
+    multiplier_rule : {"carry", "zero_first", "continuous", "weighted_sum"}
+        Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6).
+        ``"carry"`` (default; the high-order paper and the homogeneous-spaces paper's
+        Λ-concatenation): Λ¹ = λ_k = Λˢ of the previous step. ``"zero_first"``: Λ¹ = 0
+        (C2). ``"continuous"``: Λ¹ = λ(g_k, η_k) from the continuous formula (C2, general).
+        ``"weighted_sum"``: Λ¹ unknown and Σⱼ bⱼΛʲ = 0 (C3). On a homogeneous-space lift
+        (right-H-invariant ℓ_reg with the 𝔪-constraint) this equation is implied by the
+        end-point constraint (discrete Noether identity, spec F5), the Newton matrix is
+        singular, and the step raises :class:`SingularMatrixError` instead of returning
+        arbitrary multipliers.
+    newton : NewtonOptions
+        ``tol`` (relative to 1 + |μ_k| + |x|) and ``max_iter`` of the per-step Newton solve
+        (full Newton with the analytic Jacobian; it continues to round-off once converged).
+
+    Notes
+    -----
+    Known property (spec homogeneous-spaces-rkmk F6, P6): with s odd and the "carry" rule the
+    multiplier error enters Λˢ multiplied by R_A(∞) = +1, so for s = 3 the multiplier drifts
+    linearly and the energy error grows slowly; "zero_first" removes the drift.
+
+    Equations
+    ---------
+    App. F of arXiv:1810.10926 (spec high-order-nonholonomic §2.10), in the inverse-free form
+    of spec homogeneous-spaces-rkmk §3.3 boxed (3c), (3d), eq. 5 and §3.6; continuous λ₀ from
+    spec high-order-nonholonomic §1.3.
+
+    References
+    ----------
+    D. Martín de Diego, R. T. Sato Martín de Almagro, arXiv:1810.10926, §6.4, App. F–G.
+    R. T. Sato Martín de Almagro, arXiv:2201.12022, §4.2.
+    """
+
+    pair: Any = attrs.field(converter=_convert_pair, validator=_check_pair)
+    retraction: str = attrs.field(default="cayley", validator=_one_of(RETRACTIONS))
+    multiplier_rule: str = attrs.field(default="carry", validator=_one_of(MULTIPLIER_RULES))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=1e-13, max_iter=30))
+    _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
+
+    # ------------------------------------------------------------------ protocol
+    @property
+    def stages(self) -> int:
+        """Number of stages s."""
+        return int(np.asarray(self.pair.first.a).shape[0])
+
+    @property
+    def order(self) -> int:
+        """Global order in g and η: 2s − 2."""
+        return 2 * self.stages - 2
+
+    @property
+    def multiplier_order(self) -> int:
+        """Global order of λ (Cor. 5.2.1): s for even s, s − 1 for odd s."""
+        s = self.stages
+        return s if s % 2 == 0 else s - 1
+
+    @property
+    def name(self) -> str:
+        return f"Lie NH-PRK Lobatto-{self.stages} ({self.retraction}, {self.multiplier_rule})"
+
+    def _setup(self, system: Any) -> tuple[_RetractionOps, _LieModel]:
+        hit = self._cache.get("setup")
+        if hit is not None and hit[0] is system:
+            return hit[1], hit[2]
+        model = _constraint_model(system)
+        ops = _RetractionOps(system.group, self.retraction)
+        self._cache["setup"] = (system, ops, model)
+        return ops, model
+
+    def _check_element(self, system: Any, g: Any, name: str) -> np.ndarray:
+        group = system.group
+        g = np.asarray(g, dtype=float)
+        shape = tuple(group.shape)
+        if g.shape[g.ndim - len(shape) :] != shape:
+            raise InputError(
+                f"`{name}` must be a group element of shape (..., {', '.join(map(str, shape))}) "
+                f"for {type(group).__name__}, got shape {g.shape}."
+            )
+        if not np.all(np.isfinite(g)):
+            raise InputError(f"`{name}` must be finite, but it holds NaN or inf.")
+        ok = np.asarray(group.is_element(g, tol=1e-9)) if hasattr(group, "is_element") else True
+        if not np.all(ok):
+            raise InputError(
+                f"`{name}` is not an element of the group (e.g. RᵀR ≠ I); build it with the "
+                "group's exp, from_parts or a retraction."
+            )
+        return g
+
+    def initial_state(
+        self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None, tol: float = 1e-10
+    ) -> State:
+        """Check and complete the initial data: μ₀ = 𝕀η₀ and λ₀.
+
+        λ₀ defaults to the continuous multiplier ``system.multiplier(g0, η0)`` (required for
+        the orders, spec A4); pass ``lam0`` only to study a wrong value.
+
+        Raises
+        ------
+        ConstraintViolationError
+            If ``|φ(g0, η0)| > tol``.
+        InputError
+            For a wrong shape, a non-finite value or ``g0`` off the group.
+        """
+        ops, model = self._setup(system)
+        g0 = self._check_element(system, q0, "q0")
+        eta0 = np.asarray(v0, dtype=float)
+        if eta0.ndim == 0 or eta0.shape[-1] != model.d:
+            raise InputError(
+                f"`v0` must be the trivialized velocity η0 of shape (..., {model.d}), got shape "
+                f"{eta0.shape}."
+            )
+        if not np.all(np.isfinite(eta0)):
+            raise InputError("`v0` must be finite, but it holds NaN or inf.")
+        batch = np.broadcast_shapes(g0.shape[: g0.ndim - ops.elem_ndim], eta0.shape[:-1])
+        g0 = np.broadcast_to(g0, batch + ops.elem_shape).copy()
+        eta0 = np.broadcast_to(eta0, (*batch, model.d)).copy()
+        system.check_initial(g0, eta0, tol=tol)
+        mu0 = eta0 @ model.inertia.T
+        if lam0 is None:
+            lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
+        else:
+            lam = np.broadcast_to(np.asarray(lam0, dtype=float), (*batch, model.m)).copy()
+            if not np.all(np.isfinite(lam)):
+                raise InputError("`lam0` must be finite.")
+        return State(t=float(t0), q=g0, v=eta0, p=mu0, lam=lam, n=0, carry={}, info={})
+
+    def step(self, system: Any, state: State, h: float) -> State:
+        """One step of App. F; returns the state at ``t + h``.
+
+        Raises
+        ------
+        ConvergenceError
+            If Newton does not converge (for some member of the batch).
+        SingularMatrixError
+            With ``multiplier_rule="weighted_sum"`` when Σ bⱼΛʲ = 0 is redundant (rank
+            deficient Newton matrix).
+        """
+        h = float(h)
+        if not np.isfinite(h) or h == 0.0:
+            raise InputError(f"The step size h must be finite and nonzero, got {h}.")
+        ops, model = self._setup(system)
+        a = np.asarray(self.pair.first.a, dtype=float)
+        b = np.asarray(self.pair.first.b, dtype=float)
+        s, d, m = a.shape[0], model.d, model.m
+        g, eta = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
+        mu = state.p if state.p is not None else eta @ model.inertia.T
+        batch = eta.shape[:-1]
+        lam_prev = state.lam if state.lam is not None else np.zeros((*batch, m))
+        rule = self.multiplier_rule
+        if rule == "carry":
+            lam1 = lam_prev
+        elif rule == "zero_first":
+            lam1 = np.zeros((*batch, m))
+        elif rule == "continuous":
+            lam1 = np.asarray(system.multiplier(g, eta), dtype=float)
+        else:
+            lam1 = None
+        nlam = s if lam1 is None else s - 1
+        guess = state.carry.get("H")
+        if guess is None or state.carry.get("h") != h or np.shape(guess) != (*batch, s * d):
+            guess = np.broadcast_to(np.tile(eta, s), (*batch, s * d))
+        lam_guess = np.broadcast_to(np.tile(lam_prev, nlam), (*batch, nlam * m))
+        x0 = np.concatenate([guess, lam_guess], axis=-1)
+        try:
+            x, aux, it, res, ok = lie_nh_newton(
+                x0,
+                tol=self.newton.tol,
+                max_iter=self.newton.max_iter,
+                check_rank=lam1 is None,
+                ops=ops,
+                model=model,
+                a=a,
+                b=b,
+                h=h,
+                g0=g,
+                mu0=mu,
+                lam1=lam1,
+            )
+        except _SingularStepJacobian as err:
+            raise SingularMatrixError(
+                f"multiplier_rule='weighted_sum' gives a rank-deficient Newton matrix at step "
+                f"{state.n} (t = {state.t:.6g}; relative smallest singular value "
+                f"{err.rel_sigma_min:.1e}): the closure Σ_j b_j Λ^j = 0 is implied by the "
+                "end-point constraint (discrete Noether identity, spec homogeneous-spaces-rkmk "
+                "§3.6 F5), so the multipliers are not determined. Use multiplier_rule='carry' "
+                "or 'zero_first'."
+            ) from None
+        if not ok:
+            raise ConvergenceError(
+                step=state.n,
+                t=state.t,
+                residual=res,
+                tol=self.newton.tol,
+                iterations=it,
+                hint="halve h, or increase NewtonOptions(max_iter=...)",
+            )
+        G = aux["G"]
+        g1 = G[..., -1, :, :] if ops.elem_ndim == 2 else G[..., -1, :]
+        eta1 = aux["eta"][..., -1, :]
+        lam1_out = aux["Lam"][..., -1, :]
+        return State(
+            t=state.t + h,
+            q=g1,
+            v=eta1,
+            p=aux["mu1"],
+            lam=lam1_out,
+            n=state.n + 1,
+            carry={"H": x[..., : s * d].copy(), "h": h},
+            info={"newton_iterations": it, "residual": res},
+        )

@@ -1,0 +1,195 @@
+"""Unit tests of the Lie-group NH-PRK building blocks: exact retraction tangents and tensors,
+the analytic step Jacobian against central differences, structural facts of the residual
+(spec homogeneous-spaces-rkmk §3.6 F1, F5) and input validation."""
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    ConstraintViolationError,
+    HolonomicConstraint,
+    HypothesisError,
+    InputError,
+    TrivializedLagrangianSystem,
+)
+from chetaev.liegroups import SE2, SO3, Product, Rn
+from chetaev.nh_integrators._homogeneous import spherical_kepler, tait_bryan
+from chetaev.nh_integrators._lie_core import continuous_multiplier, lie_nh_residual
+from chetaev.nh_integrators._lie_ops import _dexp_left, _RetractionOps
+from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
+from chetaev.nh_integrators._lie_testing import (
+    ball_initial,
+    ball_reference,
+    disc_initial,
+    disc_reference,
+    turntable_ball,
+    vertical_disc,
+)
+from chetaev.rktableaux import gauss, lobatto_iiia_iiib, symplectic_pair
+
+GROUPS = {"SO3": SO3, "SE2": SE2, "SO3xR2": Product(SO3, Rn(2))}
+
+
+def _fd(f, x, eps=1e-6):
+    cols = [(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(x.shape[-1])]
+    return np.stack(cols, axis=-1)
+
+
+@pytest.mark.parametrize("gname", list(GROUPS))
+@pytest.mark.parametrize("kind", ["cayley", "exp"])
+def test_tangent_and_tensor_match_finite_differences(gname, kind):
+    G = GROUPS[gname]
+    ops = _RetractionOps(G, kind)
+    rng = np.random.default_rng(3)
+    xi = 0.8 * rng.normal(size=G.dim)
+    D, T = ops.dL_and_tensor(xi)
+    tau = ops.tau(xi)
+    Ginv = np.linalg.inv(tau)
+    # d/dε τ(ξ+εδ) = τ(ξ) hat(dL δ)
+    Dfd = _fd(lambda x: G.vee(Ginv @ ops.tau(x)), xi)
+    assert np.max(np.abs(D - Dfd)) < 1e-8
+    Tfd = _fd(lambda x: ops.dL_and_tensor(x)[0], xi)
+    assert np.max(np.abs(T - Tfd)) < 1e-8
+    # batched evaluation equals the single one
+    Db, Tb = ops.dL_and_tensor(np.stack([xi, 0.5 * xi]))
+    assert np.allclose(Db[0], D, atol=1e-15) and np.allclose(Tb[0], T, atol=1e-15)
+
+
+def test_generic_fallbacks_agree_with_closed_forms():
+    """The generic matrix-Cayley and Van Loan exp tensors equal the closed forms (SE(2))."""
+    rng = np.random.default_rng(5)
+    xi = rng.normal(size=(4, 3))
+    ops = _RetractionOps(SE2, "exp")
+    D, T = ops.dL_and_tensor(xi)
+    D2, T2 = _dexp_left(xi, ops.ad_basis)
+    assert np.max(np.abs(D - D2)) < 1e-13 and np.max(np.abs(T - T2)) < 1e-12
+    so3 = _RetractionOps(SO3, "cayley")
+    assert so3.so3
+    Dc, Tc = so3.dL_and_tensor(xi)
+    Dl = SO3.cay_dL(xi)
+    Jl = np.moveaxis(SO3.cay_dL_deriv(xi[:, None, :], np.eye(3)), -3, -2)
+    assert np.max(np.abs(Dc - Dl)) < 1e-14 and np.max(np.abs(Tc - Jl)) < 1e-14
+    assert np.max(np.abs(so3.tau(xi) - SO3.cay(xi))) < 1e-14
+
+
+def _problem(name):
+    if name == "disc":
+        sysc = vertical_disc()
+        g0, eta0 = disc_initial()
+    elif name == "ball":
+        sysc = turntable_ball()
+        g0, eta0 = ball_initial()
+    else:
+        sysc = spherical_kepler()
+        g0 = tait_bryan(0.940125174120388, -0.693184358892293, 3.007331043590061)
+        eta0 = np.array([1.534184084268850, 0.0, 0.0])
+    return sysc, g0, eta0
+
+
+@pytest.mark.parametrize("name", ["disc", "ball", "kepler"])
+@pytest.mark.parametrize("s", [2, 3, 4])
+@pytest.mark.parametrize("kind", ["cayley", "exp"])
+def test_analytic_jacobian_matches_finite_differences(name, s, kind):
+    sysc, g0, eta0 = _problem(name)
+    method = LieNonholonomicPRK(s, retraction=kind)
+    ops, model = method._setup(sysc)
+    a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
+    rng = np.random.default_rng(s)
+    d, m = model.d, model.m
+    mu0 = eta0 @ model.inertia.T
+    for lam1 in (0.3 * np.ones(m), None):
+        nl = s if lam1 is None else s - 1
+        x = np.concatenate([np.tile(eta0, s) + 0.3 * rng.normal(size=s * d),
+                            0.2 * rng.normal(size=nl * m)])
+        kw = dict(ops=ops, model=model, a=a, b=b, h=0.2, g0=g0, mu0=mu0, lam1=lam1)
+        _, J, _ = lie_nh_residual(x, **kw)
+        Jfd = _fd(lambda y, kw=kw: lie_nh_residual(y, jacobian=False, **kw)[0], x)
+        assert np.max(np.abs(J - Jfd)) < 1e-7 * max(1.0, np.max(np.abs(J)))
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_last_multiplier_does_not_enter_first_residual_block(s):
+    """F1: ∂R1/∂Λˢ = 0 (Λˢ only enters μ_{k+1} and the IIIA momenta)."""
+    sysc, g0, eta0 = _problem("ball")
+    method = LieNonholonomicPRK(s)
+    ops, model = method._setup(sysc)
+    a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
+    x = np.concatenate([np.tile(eta0, s), 0.1 * np.ones((s - 1) * model.m)])
+    _, J, _ = lie_nh_residual(x, ops=ops, model=model, a=a, b=b, h=0.1, g0=g0,
+                              mu0=eta0 @ model.inertia.T, lam1=np.zeros(model.m))
+    assert np.max(np.abs(J[: s * model.d, -model.m:])) < 1e-14
+    assert np.max(np.abs(J[-model.m:, -model.m:])) > 1e-3
+
+
+def test_discrete_noether_identity_on_sphere():
+    """F5: for the right-SO(2)-invariant lift, μ_{k+1}·x₀ − μ_k·x₀ = h Σ bⱼ Λʲ on solutions
+    of R1 for arbitrary Λ, which is why the "weighted_sum" closure is singular."""
+    sysc, g0, eta0 = _problem("kepler")
+    for s in (3, 4):
+        method = LieNonholonomicPRK(s, retraction="exp")
+        ops, model = method._setup(sysc)
+        a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
+        rng = np.random.default_rng(11)
+        Lam = rng.normal(size=s)
+        mu0 = eta0 @ model.inertia.T + np.array([0.0, 0.0, 0.07])
+        h = 0.1
+        H = np.tile(eta0, s)
+        kw = dict(ops=ops, model=model, a=a, b=b, h=h, g0=g0, mu0=mu0, lam1=None)
+        for _ in range(30):  # Newton on R1 only, Λ fixed
+            x = np.concatenate([H, Lam])
+            r, J, aux = lie_nh_residual(x, **kw)
+            H = H - np.linalg.solve(J[: 3 * s, : 3 * s], r[: 3 * s])
+        assert np.max(np.abs(r[: 3 * s])) < 1e-13
+        lhs = aux["mu1"][2] - mu0[2]
+        assert abs(lhs - h * b @ Lam) < 1e-13
+
+
+def test_continuous_multiplier_matches_closed_forms():
+    sysc, g0, eta0 = _problem("disc")
+    lam = sysc.multiplier(g0, eta0)
+    assert np.allclose(lam, disc_reference(g0, eta0, np.array([0.0, 1.0]))[2][0], atol=1e-12)
+    method = LieNonholonomicPRK(2)
+    ops, model = method._setup(sysc)
+    assert np.allclose(continuous_multiplier(ops, model, g0, eta0), lam, atol=1e-12)
+    sysc, g0, eta0 = _problem("ball")
+    lam = sysc.multiplier(g0, eta0)
+    assert np.allclose(lam, ball_reference(g0, eta0, np.array([0.0, 1.0]))[2][0], atol=1e-10)
+
+
+def test_input_validation():
+    sysc, g0, eta0 = _problem("disc")
+    with pytest.raises(InputError, match="retraction"):
+        LieNonholonomicPRK(3, retraction="rodrigues")
+    with pytest.raises(InputError, match="multiplier_rule"):
+        LieNonholonomicPRK(3, multiplier_rule="last")
+    with pytest.raises(HypothesisError, match="lobatto_iiia_iiib"):
+        LieNonholonomicPRK(symplectic_pair(gauss(2)))
+    with pytest.raises(InputError, match="stage count"):
+        LieNonholonomicPRK(1)
+    method = LieNonholonomicPRK(lobatto_iiia_iiib(3))
+    with pytest.raises(ConstraintViolationError, match="constraint"):
+        method.initial_state(sysc, g0, eta0 + np.array([0.0, 0.1, 0.0]))
+    bad = g0.copy()
+    bad[0, 0] += 0.1
+    with pytest.raises(InputError, match="not an element"):
+        method.initial_state(sysc, bad, eta0)
+    with pytest.raises(InputError, match="shape"):
+        method.initial_state(sysc, g0, eta0[:2])
+    with pytest.raises(InputError, match="finite"):
+        method.initial_state(sysc, g0, np.array([np.nan, 0.0, 1.0]))
+    state = method.initial_state(sysc, g0, eta0)
+    with pytest.raises(InputError, match="step size"):
+        method.step(sysc, state, 0.0)
+    hol = ConstrainedSystem(
+        sysc.system,
+        HolonomicConstraint(lambda g: g[..., :1, 2], lambda g: np.ones((*g.shape[:-2], 1, 3))),
+    )
+    with pytest.raises(InputError, match="HolonomicConstraint"):
+        LieNonholonomicPRK(2).initial_state(hol, g0, eta0)
+    gen = ConstrainedSystem(
+        TrivializedLagrangianSystem(SE2, lambda g, e: 0.5 * np.sum(e * e, -1), lambda g, e: 0 * e,
+                                    lambda g, e: e),
+        sysc.constraint,
+    )
+    with pytest.raises(InputError, match="TrivializedMechanicalSystem"):
+        LieNonholonomicPRK(2).initial_state(gen, g0, eta0)

@@ -25,9 +25,10 @@ def _as_float_array(value, name: str) -> np.ndarray:
             f"{name} must be an array of real numbers; got {type(value).__name__} ({exc})."
         ) from None
     if not np.all(np.isfinite(arr)):
-        bad = np.argwhere(~np.isfinite(arr))[0]
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        where = ", ".join(str(i) for i in bad)
         raise TableauError(
-            f"{name} must contain finite values only; {name}{list(bad)} = {arr[tuple(bad)]}. "
+            f"{name} must contain finite values only; {name}[{where}] = {arr[bad]}. "
             "Check the coefficients for a division by zero."
         )
     return arr

@@ -4,7 +4,8 @@ Paper: Barbero Liñán, Martín de Diego, Sato Martín de Almagro (2024); implem
 ``spec/discretization-maps-holonomic.md`` (cited as "spec §…").  Problems (spec §5 B2):
 the spherical pendulum in Cartesian coordinates, φ(q) = ½(|q|² − 1), M = I, with the
 nonlinear potential V_nl = g q_z + 1.5 q_x² + 0.3 q_x q_y² and the linear one V_lin = g q_z.
-The reference is scipy DOP853 (rtol = atol = 1e-13) on the index-1 equations (spec §1.3).
+The reference is ``reference_solution`` (scipy DOP853, rtol = atol = 1e-13, on the index-1
+equations, spec §1.3).
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian._constraints import ConstrainedSystem, HolonomicConstraint
-from chetaev.discrete_lagrangian._errors import (
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
     ConstraintViolationError,
     ConvergenceError,
+    HolonomicConstraint,
     InputError,
+    MechanicalSystem,
+    NewtonOptions,
+    integrate,
+    reference_solution,
 )
-from chetaev.discrete_lagrangian._integrate import integrate
-from chetaev.discrete_lagrangian._solver import NewtonOptions
-from chetaev.discrete_lagrangian._systems import MechanicalSystem
 from chetaev.discrete_lagrangian.discretization_maps import (
     DiscretizationMap,
     DiscretizationMapMethod,
@@ -31,7 +34,6 @@ from chetaev.discrete_lagrangian.discretization_maps import (
     rattle,
     triple_jump,
 )
-from scipy.integrate import solve_ivp
 
 # --------------------------------------------------------------------------------------------
 # Problems (spec §5 B2) and reference
@@ -89,20 +91,13 @@ Q0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
 V0 = np.array([0.0, 1.0, 0.0])
 
 
-def reference(grad_V, T):
-    """DOP853 on the index-1 equations q̈ = −∇V + λ q, λ = (q·∇V − |v|²)/|q|² (spec §1.3)."""
-
-    def rhs(_t, y):
-        q, v = y[:3], y[3:]
-        lam = (q @ grad_V(q) - v @ v) / (q @ q)
-        return np.concatenate([v, -grad_V(q) + lam * q])
-
-    sol = solve_ivp(rhs, (0.0, T), np.concatenate([Q0, V0]), method="DOP853", rtol=1e-13,
-                    atol=1e-13)
-    return sol.y[:3, -1], sol.y[3:, -1]
+def reference(T):
+    """``reference_solution`` (DOP853, rtol = atol = 1e-13, index-1 equations) at ``T``."""
+    ref = reference_solution(PENDULUM, Q0, V0, np.array([0.0, T]))
+    return ref.q[-1], ref.p[-1]
 
 
-_REF = {T: reference(grad_V_nl, T) for T in (0.5, 1.0)}
+_REF = {T: reference(T) for T in (0.5, 1.0)}
 
 
 def run(method, h, T, system=PENDULUM, q0=Q0, v0=V0):

@@ -40,12 +40,14 @@ from ._dmaps_euclid import (
     rattle,
     triple_jump,
 )
+from ._dmaps_lie import LieDiscretizationMapMethod
 
 __all__ = [
     "Composition",
     "DiscretizationMap",
     "DiscretizationMapMethod",
     "ExtrinsicEulerBA",
+    "LieDiscretizationMapMethod",
     "Rattle",
     "StageConstrainedBaseline",
     "compose",

@@ -1,0 +1,365 @@
+"""Lie-group discretization-map integrators (paper §6, spec §3).
+
+Left trivialization throughout (DESIGN.md): ``ġ = g·hat(ξ)``, momenta ``α ∈ 𝔤*`` as arrays,
+``ℓ(g)`` the ``(k, d)`` left-trivialized constraint Jacobian, ``f(g)`` the left-trivialized
+gradient of the potential (so ``∇^L_g L = −f``), ``L = ½ξᵀ𝕀ξ − V(g)``.  With a retraction
+``τ`` (exp or Cayley, ``chetaev.liegroups.retraction``) and its trivialized tangents ``dL``,
+``dR`` and inverses, the methods are (spec §3.5–§3.8; duals are matrix transposes)::
+
+    Euler A   (g0, g0τ(hξ)):    α0 = dR⁻¹(hξ)ᵀ𝕀ξ + h f(g0) − h ℓ(g0)ᵀλ,   φ(g1) = 0
+                                α1 = dL⁻¹(hξ)ᵀ𝕀ξ + h ℓ(g1)ᵀλ̃,             ℓ(g1)𝕀⁻¹α1 = 0
+    Euler B   (g0τ(−ξ)…, g1):   α0 = dR⁻¹(hξ)ᵀ𝕀ξ − h ℓ(g0)ᵀλ,             φ(g1) = 0
+                                α1 = dL⁻¹(hξ)ᵀ𝕀ξ − h f(g1) + h ℓ(g1)ᵀλ̃,   ℓ(g1)𝕀⁻¹α1 = 0
+    lobatto2  (6.4)–(6.7):      Euler B(h/2) ∘ Euler A(h/2), g_{1/2} ∈ N
+    rattle    (6.8)–(6.10):     α0 = dR⁻¹(hξ/2)ᵀ𝕀ξ + (h/2) f(g0) − (h/2) ℓ(g0)ᵀλ
+                                dL⁻¹(hξ/2)ᵀ𝕀ξ = dR⁻¹(hξ̄/2)ᵀ𝕀ξ̄,   φ(g0τ(hξ/2)τ(hξ̄/2)) = 0
+                                α1 = dL⁻¹(hξ̄/2)ᵀ𝕀ξ̄ − (h/2) f(g1) + (h/2) ℓ(g1)ᵀΛ̃, tangency
+
+(using ``d^Lτ_{−x}^{-1} = d^Rτ_x^{-1}``).  Without a constraint (a bare
+``TrivializedMechanicalSystem``) the multiplier terms and ``φ`` equations are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._errors import ConstraintViolationError, ConvergenceError, InputError
+from ._solver import NewtonOptions, newton_solve
+from ._state import State
+from ._validation import as_float, as_group_element, as_vector
+
+__all__ = ["LieDiscretizationMapMethod"]
+
+_KINDS = ("euler_a", "euler_b", "lobatto2", "rattle")
+_RETRACTIONS = ("cayley", "exp")
+_TOL = 1e-14
+_INITIAL_TOL = 1e-10
+_HINT = "halve h, or increase NewtonOptions(max_iter=...)"
+
+
+def _mv(A, x):
+    return np.einsum("...ij,...j->...i", A, x)
+
+
+def _mtv(A, y):
+    return np.einsum("...ki,...k->...i", A, y)
+
+
+# --------------------------------------------------------------------------------------------
+# Problem extraction
+# --------------------------------------------------------------------------------------------
+@attrs.frozen(eq=False)
+class _LieProblem:
+    group: Any
+    tau: Any
+    I: np.ndarray
+    Iinv: np.ndarray
+    f: Any  # left-trivialized ∇V, (..., d)
+    phi: Any  # None when unconstrained
+    ell: Any
+    d: int
+
+    @property
+    def constrained(self) -> bool:
+        return self.phi is not None
+
+
+def _lie_problem(system: Any, kind: str) -> _LieProblem:
+    from chetaev.liegroups import retraction
+
+    inner = getattr(system, "system", system)
+    constraint = getattr(system, "constraint", None)
+    group = getattr(inner, "group", None)
+    if group is None or not hasattr(inner, "inertia"):
+        raise InputError(
+            "LieDiscretizationMapMethod needs a TrivializedMechanicalSystem (or a "
+            "ConstrainedSystem over one with a HolonomicConstraint); got "
+            f"{type(inner).__name__}. For vector-space systems use DiscretizationMapMethod."
+        )
+    if constraint is not None and not getattr(constraint, "is_holonomic", False):
+        raise InputError(
+            "LieDiscretizationMapMethod handles holonomic constraints only (paper §6); got "
+            f"{type(constraint).__name__}."
+        )
+    I = np.asarray(inner.inertia, dtype=float)
+    return _LieProblem(
+        group=group, tau=retraction(group, kind), I=I, Iinv=np.linalg.inv(I), f=inner.gradV,
+        phi=None if constraint is None else constraint.phi,
+        ell=None if constraint is None else constraint.jacobian, d=int(group.dim),
+    )
+
+
+def _deriv_T(deriv, x, w):
+    """Jacobian of ``x ↦ D(x)ᵀ w`` given ``deriv(x, eta, mu) = grad_x <mu, D(x) eta>``."""
+    d = x.shape[-1]
+    return deriv(x[..., None, :], np.eye(d), w[..., None, :])
+
+
+def _momentum_jac(prob: _LieProblem, which: str, c: float, xi):
+    """``∂/∂ξ [D(cξ)ᵀ 𝕀ξ] = D(cξ)ᵀ𝕀 + c·∂_x[D(x)ᵀw]|_{x=cξ}`` with ``w = 𝕀ξ`` held fixed."""
+    tau = prob.tau
+    x = c * xi
+    D = getattr(tau, which)(x)
+    w = _mv(prob.I, xi)
+    Jx = _deriv_T(getattr(tau, which + "_deriv"), x, w)
+    return np.swapaxes(D, -1, -2) @ prob.I + c * Jx
+
+
+def _project(prob: _LieProblem, g, alpha):
+    """Project ``α`` onto ``{ℓ(g)𝕀⁻¹α = 0}`` along ``ℓ(g)ᵀμ``; returns ``(α, μ)``."""
+    if not prob.constrained:
+        return alpha, None
+    ell = prob.ell(g)
+    A = ell @ prob.Iinv
+    C = A @ np.swapaxes(ell, -1, -2)
+    mu = -np.linalg.solve(C, _mv(A, alpha)[..., None])[..., 0]
+    return alpha + _mtv(ell, mu), mu
+
+
+# --------------------------------------------------------------------------------------------
+# Residuals (pure functions of arrays; x = (ξ, μ) or (ξ, ξ̄, μ), μ = scaled multiplier)
+# --------------------------------------------------------------------------------------------
+def euler_residual(x, prob: _LieProblem, g0, alpha0, h: float, kind: str, ell0):
+    """Phase 1 of Lie Euler A / B (spec §3.5, §3.6) in ``x = (ξ, μ)``, ``μ = hλ``."""
+    d = prob.d
+    xi = x[..., :d]
+    r1 = _mtv(prob.tau.dR_inv(h * xi), _mv(prob.I, xi)) - alpha0
+    if kind == "euler_a":
+        r1 = r1 + h * prob.f(g0)
+    if not prob.constrained:
+        return r1
+    mu = x[..., d:]
+    g1 = prob.group.compose(g0, prob.tau(h * xi))
+    return np.concatenate([r1 - _mtv(ell0, mu), prob.phi(g1)], axis=-1)
+
+
+def euler_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
+    d = prob.d
+    xi = x[..., :d]
+    J11 = _momentum_jac(prob, "dR_inv", h, xi)
+    if not prob.constrained:
+        return J11
+    g1 = prob.group.compose(g0, prob.tau(h * xi))
+    J21 = h * prob.ell(g1) @ prob.tau.dL(h * xi)
+    k = ell0.shape[-2]
+    top = np.concatenate([J11, np.broadcast_to(-np.swapaxes(ell0, -1, -2),
+                                               (*J11.shape[:-2], d, k))], axis=-1)
+    bottom = np.concatenate([J21, np.zeros((*J21.shape[:-2], k, k))], axis=-1)
+    return np.concatenate([top, bottom], axis=-2)
+
+
+def rattle_residual(x, prob: _LieProblem, g0, alpha0, h: float, ell0):
+    """Phase 1 of the Lie RATTLE (6.8), (6.10), φ(g1) = 0 in ``x = (ξ, ξ̄, μ)``, ``μ = (h/2)λ``."""
+    d = prob.d
+    hh = 0.5 * h
+    xi, xb = x[..., :d], x[..., d:2 * d]
+    w, wb = _mv(prob.I, xi), _mv(prob.I, xb)
+    # one batched call: dL⁻¹(hξ/2), dR⁻¹(hξ/2) = dL⁻¹(−hξ/2), dR⁻¹(hξ̄/2) = dL⁻¹(−hξ̄/2)
+    D = prob.tau.dL_inv(np.stack([hh * xi, -hh * xi, -hh * xb]))
+    r1 = _mtv(D[1], w) + hh * prob.f(g0) - alpha0
+    r2 = _mtv(D[0], w) - _mtv(D[2], wb)
+    if not prob.constrained:
+        return np.concatenate([r1, r2], axis=-1)
+    mu = x[..., 2 * d:]
+    T = prob.tau(np.stack([hh * xi, hh * xb]))
+    g1 = prob.group.compose(prob.group.compose(g0, T[0]), T[1])
+    return np.concatenate([r1 - _mtv(ell0, mu), r2, prob.phi(g1)], axis=-1)
+
+
+def rattle_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
+    d = prob.d
+    hh = 0.5 * h
+    xi, xb = x[..., :d], x[..., d:2 * d]
+    J11 = _momentum_jac(prob, "dR_inv", hh, xi)
+    J21 = _momentum_jac(prob, "dL_inv", hh, xi)
+    J22 = -_momentum_jac(prob, "dR_inv", hh, xb)
+    Z = np.zeros(J11.shape)
+    top = np.concatenate([J11, Z], axis=-1)
+    mid = np.concatenate([J21, J22], axis=-1)
+    if not prob.constrained:
+        return np.concatenate([top, mid], axis=-2)
+    k = ell0.shape[-2]
+    tb = prob.tau(hh * xb)
+    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi)), tb)
+    ell1 = prob.ell(g1)
+    # g1 = g0 τ(a) τ(b): δa ↦ g1·hat(Ad_{τ(−b)} dL(a) δa), δb ↦ g1·hat(dL(b) δb)
+    J31 = hh * ell1 @ prob.group.Ad(prob.group.inverse(tb)) @ prob.tau.dL(hh * xi)
+    J32 = hh * ell1 @ prob.tau.dL(hh * xb)
+    batch = J11.shape[:-2]
+    top = np.concatenate([top, np.broadcast_to(-np.swapaxes(ell0, -1, -2), (*batch, d, k))],
+                         axis=-1)
+    mid = np.concatenate([mid, np.zeros((*batch, d, k))], axis=-1)
+    bottom = np.concatenate([J31, J32, np.zeros((*batch, k, k))], axis=-1)
+    return np.concatenate([top, mid, bottom], axis=-2)
+
+
+# --------------------------------------------------------------------------------------------
+# The method
+# --------------------------------------------------------------------------------------------
+def _kind_validator(_inst, _attr, value):
+    if value not in _KINDS:
+        raise InputError(
+            f"`kind` must be one of {', '.join(map(repr, _KINDS))}, got {value!r}."
+        )
+
+
+def _retraction_validator(_inst, _attr, value):
+    if value not in _RETRACTIONS:
+        raise InputError(
+            f"`retraction` must be 'cayley' or 'exp', got {value!r}."
+        )
+
+
+@attrs.frozen
+class LieDiscretizationMapMethod:
+    """Lie-group integrators from discretization maps (paper §6; spec §3).
+
+    Symplectic on ``Leg_L(TN)`` (left-trivialized), the constraint ``φ(g_k) = 0`` and the
+    tangency ``ℓ(g_k)𝕀⁻¹α_k = 0`` hold to solver tolerance.
+
+    * ``"euler_a"``: R_d(g, ξ) = (g, gτ(ξ)) (spec §3.5); order 1.
+    * ``"euler_b"``: R_d(g, ξ) = (gτ(−ξ), g) (spec §3.6); order 1.
+    * ``"lobatto2"``: the paper's "2-stage Lobatto IIIA–IIIB pair" (6.4)–(6.7), i.e.
+      Euler B(h/2) ∘ Euler A(h/2) with g_{1/2} ∈ N (spec §3.7, items A8, A11); symmetric,
+      order 2.  Not RATTLE.
+    * ``"rattle"``: the Lie RATTLE (6.8)–(6.10), one joint Phase-1 solve with the
+      intermediate point unconstrained (spec §3.8); symmetric, order 2.
+
+    For ``G = Rⁿ`` they reduce to the vector-space methods (Euler A/B, B∘A, RATTLE).
+
+    Parameters
+    ----------
+    kind : {"euler_a", "euler_b", "lobatto2", "rattle"}
+    retraction : {"cayley", "exp"}
+        The retraction τ (Cayley with the ½ convention ``(I − ξ̂/2)⁻¹(I + ξ̂/2)``).
+    newton : NewtonOptions
+    """
+
+    kind: str = attrs.field(validator=_kind_validator)
+    retraction: str = attrs.field(default="cayley", validator=_retraction_validator)
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True))
+
+    @property
+    def order(self) -> int:
+        return 1 if self.kind in ("euler_a", "euler_b") else 2
+
+    @property
+    def symmetric(self) -> bool:
+        return self.kind in ("lobatto2", "rattle")
+
+    @property
+    def name(self) -> str:
+        return f"Lie {self.kind} ({self.retraction})"
+
+    # -- protocol ------------------------------------------------------------------------
+    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+        """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0``."""
+        prob = _lie_problem(system, self.retraction)
+        g0 = as_group_element(q0, prob.group, "q0")
+        xi0 = as_vector(v0, "v0", n=prob.d)
+        t0 = as_float(t0, "t0")
+        lam0 = None
+        if prob.constrained:
+            pos = float(np.max(np.abs(prob.phi(g0)), initial=0.0))
+            vel = float(np.max(np.abs(_mv(prob.ell(g0), xi0)), initial=0.0))
+            if pos > _INITIAL_TOL:
+                raise ConstraintViolationError(
+                    f"q0 is off the constraint set: max |φ(g0)| = {pos:.2e} > "
+                    f"{_INITIAL_TOL:.0e}. Project g0 onto φ(g) = 0 before integrating."
+                )
+            if vel > _INITIAL_TOL * max(1.0, float(np.max(np.abs(xi0)))):
+                raise ConstraintViolationError(
+                    f"v0 is not tangent to the constraint set: max |ℓ(g0) ξ0| = {vel:.2e} > "
+                    f"{_INITIAL_TOL:.0e}. Remove the normal component of ξ0 (project it onto "
+                    f"ker ℓ(g0))."
+                )
+            lam0 = np.asarray(system.multiplier(g0, xi0), dtype=float)
+        batch = np.broadcast_shapes(g0.shape[:-2], xi0.shape[:-1])
+        g0 = np.broadcast_to(g0, batch + g0.shape[-2:]).copy()
+        xi0 = np.broadcast_to(xi0, (*batch, prob.d)).copy()
+        return State(t=t0, q=g0, v=xi0, p=_mv(prob.I, xi0), lam=lam0, n=0)
+
+    def step(self, system, state: State, h: float) -> State:
+        prob = _lie_problem(system, self.retraction)
+        if self.kind == "lobatto2":
+            mid = _euler_step(prob, "euler_a", state, 0.5 * h, self.newton)
+            out = _euler_step(prob, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,
+                              self.newton)
+            info = {"newton_iterations": mid.info["newton_iterations"]
+                    + out.info["newton_iterations"],
+                    "residual": max(mid.info["residual"], out.info["residual"])}
+            return attrs.evolve(out, t=state.t + h, n=state.n + 1, info=info)
+        if self.kind == "rattle":
+            return _rattle_step(prob, state, h, self.newton)
+        return _euler_step(prob, self.kind, state, h, self.newton)
+
+
+def _solve(fun, jac, x0, options, state, scale):
+    res = newton_solve(fun, x0, jac=jac, options=options, scale=scale)
+    if not res.all_converged:
+        raise ConvergenceError(
+            step=state.n, t=state.t, residual=float(np.max(res.residual)),
+            tol=float(np.max(res.tol)), iterations=int(res.iterations), hint=_HINT,
+        )
+    return res
+
+
+def _scale(prob, alpha0):
+    return np.maximum(1.0, np.max(np.abs(alpha0), axis=-1))
+
+
+def _finish(prob, state, g1, alpha1_star, h, res, mu_scale):
+    alpha1, mu = _project(prob, g1, alpha1_star)
+    info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
+    return attrs.evolve(
+        state, t=state.t + h, q=g1, p=alpha1, v=_mv(prob.Iinv, alpha1), n=state.n + 1,
+        info=info, lam=None if mu is None else mu / mu_scale,
+    )
+
+
+def _euler_step(prob: _LieProblem, kind: str, state: State, h: float, options) -> State:
+    g0, alpha0 = state.q, state.p
+    d = prob.d
+    xi0 = _mv(prob.Iinv, alpha0)
+    if prob.constrained:
+        ell0 = prob.ell(g0)
+        k = ell0.shape[-2]
+        x0 = np.concatenate([xi0, np.zeros((*xi0.shape[:-1], k))], axis=-1)
+    else:
+        ell0 = None
+        x0 = xi0
+    res = _solve(
+        lambda x: euler_residual(x, prob, g0, alpha0, h, kind, ell0),
+        lambda x: euler_jacobian(x, prob, g0, h, ell0),
+        x0, options, state, _scale(prob, alpha0),
+    )
+    xi = res.x[..., :d]
+    g1 = prob.group.compose(g0, prob.tau(h * xi))
+    alpha1 = _mtv(prob.tau.dL_inv(h * xi), _mv(prob.I, xi))
+    if kind == "euler_b":
+        alpha1 = alpha1 - h * prob.f(g1)
+    return _finish(prob, state, g1, alpha1, h, res, h)
+
+
+def _rattle_step(prob: _LieProblem, state: State, h: float, options) -> State:
+    g0, alpha0 = state.q, state.p
+    d = prob.d
+    hh = 0.5 * h
+    xi0 = _mv(prob.Iinv, alpha0)
+    parts = [xi0, xi0]
+    ell0 = None
+    if prob.constrained:
+        ell0 = prob.ell(g0)
+        parts.append(np.zeros((*xi0.shape[:-1], ell0.shape[-2])))
+    res = _solve(
+        lambda x: rattle_residual(x, prob, g0, alpha0, h, ell0),
+        lambda x: rattle_jacobian(x, prob, g0, h, ell0),
+        np.concatenate(parts, axis=-1), options, state, _scale(prob, alpha0),
+    )
+    xi, xb = res.x[..., :d], res.x[..., d:2 * d]
+    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi)), prob.tau(hh * xb))
+    alpha1 = _mtv(prob.tau.dL_inv(hh * xb), _mv(prob.I, xb)) - hh * prob.f(g1)
+    return _finish(prob, state, g1, alpha1, h, res, hh)

@@ -37,6 +37,13 @@ class KinematicConstraint:
         """g(q0, q1, q2) → (..., m)."""
         return np.asarray(self.g(q0, q1, q2), dtype=float)
 
+    def jacobian_q2(self, q0, q1, q2) -> np.ndarray:
+        """D_3g only, (..., m, n) (what Newton needs)."""
+        if self.jacobian is not None:
+            return np.asarray(self.jacobian(q0, q1, q2)[2], dtype=float)
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        return fd_jacobian(lambda x: self.g(q0[..., None, :], q1[..., None, :], x), q2)
+
     def jacobians(self, q0, q1, q2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(D_1g, D_2g, D_3g), each (..., m, n)."""
         if self.jacobian is not None:

@@ -135,8 +135,11 @@ class DSOCS:
         solve (e.g. the closed-form particle step, the R-branch of the inertia wheel).
     root_filter : callable, optional
         Root-selection safeguard ``root_filter(q0, q1, q2)`` → bool array, True for an
-        admissible root. A root it rejects is deflated and Newton restarts from the same
-        guess (up to ``max_deflations`` times). Spec §2.3 "Root selection".
+        admissible root. A rejected root is deflated (Farrell et al. 2015) and Newton
+        restarts from the extrapolated guess 2q1 − q0, its reflections about the rejected
+        root and q1 (up to ``max_deflations`` rounds; the same restarts are tried when
+        Newton fails to converge). If no admissible root is found the step raises — it never
+        returns a rejected root. Spec §2.3 "Root selection".
     tol, max_iter : float, int
         Newton stopping test |Δq2|∞ ≤ tol·(1 + |q2|∞) and iteration cap.
 
@@ -230,6 +233,18 @@ class DSOCS:
         x = np.asarray(nodes, float)
         return self.residual(x[:-2], x[1:-1], x[2:])
 
+    def jacobian_q2(self, q0, q1, q2) -> np.ndarray:
+        """D_3 of eq. (4) only, (..., m + r, n): the Newton matrix of the step."""
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        V = self.variational_constraint
+        E = V.matrix(q0, q1, q2)
+        dbeta = E @ self.discrete_lagrangian.d12(q1, q2)
+        if 2 in V_depends(V):
+            dbeta = dbeta + V.matrix_jvp(q0, q1, q2, self.force(q0, q1, q2), 2)
+        if self.kinematic_constraint is None:
+            return dbeta
+        return np.concatenate([self.kinematic_constraint.jacobian_q2(q0, q1, q2), dbeta], -2)
+
     # -- one step ----------------------------------------------------------------------------
     def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0):
         """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)``.
@@ -249,42 +264,67 @@ class DSOCS:
             info = {"newton_iterations": 0, "residual": 0.0, "rejected_roots": 0}
             return q2, info
         x0 = 2.0 * q1 - q0 if guess is None else np.asarray(guess, float)
-        q0e, q1e = q0, q1
 
         def fun(x):
-            return self.residual(q0e, q1e, x)
+            return self.residual(q0, q1, x)
 
         def jac(x):
-            return self.jacobians(q0e, q1e, x)[2]
+            return self.jacobian_q2(q0, q1, x)
 
-        roots: list[np.ndarray] = []
-        f, j = fun, jac
-        total_it = 0
-        for _attempt in range(self.max_deflations + 1):
-            res = gauss_newton(f, j, x0, tol=self.tol, max_iter=self.max_iter)
-            total_it += res.iterations
-            if not np.all(res.converged):
+        def solve(x_start, roots):
+            f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
+            res = gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter, damped=False)
+            return res
+
+        res = solve(x0, [])
+        total_it = res.iterations
+        q2 = res.x
+        accepted = bool(np.all(res.converged))
+        if accepted and self.root_filter is not None:
+            accepted = bool(np.all(self.root_filter(q0, q1, q2)))
+        rejected: list[np.ndarray] = []
+        if not accepted and (self.root_filter is not None or self.max_deflations > 0):
+            # root-selection safeguard (spec §2.3): deflate the rejected root and restart
+            # from the extrapolated guess, its reflections about the rejected root, and q1
+            if bool(np.all(res.converged)):
+                rejected.append(q2.copy())
+            for _attempt in range(self.max_deflations):
+                xr = rejected[-1] if rejected else x0
+                candidates = [(x0, True)] if rejected else []
+                candidates += [(2 * x0 - xr, False), (2 * x0 - xr, True),
+                               (2 * xr - x0, False), (2 * xr - x0, True),
+                               (q1, False), (q1, True)]
+                found_new = False
+                for start, use_defl in candidates:
+                    r = solve(start, rejected if use_defl else [])
+                    total_it += r.iterations
+                    if not np.all(r.converged):
+                        continue
+                    ok = self.root_filter is None or bool(np.all(self.root_filter(q0, q1, r.x)))
+                    if ok:
+                        q2, accepted = r.x, True
+                        break
+                    if all(np.max(np.abs(r.x - x)) > 1e-9 * (1 + np.max(np.abs(x)))
+                           for x in rejected):
+                        rejected.append(r.x.copy())
+                        found_new = True
+                if accepted or not found_new:
+                    break
+        if not accepted:
+            if rejected and self.root_filter is not None:
                 raise DSOCSConvergenceError(
-                    step=step_index, t=t, residual=float(np.max(res.step)), tol=self.tol,
-                    iterations=total_it,
-                    hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
-                    "solver=... (spec §2.4)",
+                    step=step_index, t=t, residual=float(np.max(np.abs(fun(rejected[-1])))),
+                    tol=self.tol, iterations=total_it,
+                    hint=f"the {len(rejected)} root(s) found were rejected by root_filter; "
+                    "halve h or give a problem-specific solver=... (spec §2.3)",
                 )
-            q2 = res.x
-            if self.root_filter is None:
-                break
-            ok = np.asarray(self.root_filter(q0, q1, q2), dtype=bool)
-            if np.all(ok):
-                break
-            roots.append(q2.copy())
-            f, j = deflated(fun, jac, roots)
-        else:
             raise DSOCSConvergenceError(
-                step=step_index, t=t, residual=float(np.max(np.abs(fun(q2)))), tol=self.tol,
+                step=step_index, t=t, residual=float(np.max(res.step)), tol=self.tol,
                 iterations=total_it,
-                hint="every root found was rejected by root_filter; halve h or give a "
-                "problem-specific solver=... (spec §2.3)",
+                hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
+                "solver=... (spec §2.4)",
             )
+        roots = rejected
         info = {
             "newton_iterations": total_it,
             "residual": float(np.max(np.abs(fun(q2)))) if fun(q2).size else 0.0,

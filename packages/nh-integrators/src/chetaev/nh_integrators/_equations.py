@@ -1,0 +1,431 @@
+"""Per-step algebraic equations of the nonholonomic partitioned RK method (eq. 14/15).
+
+Pure module-level functions of arrays: the residual of the square system solved at
+each step and its analytic Jacobian, for the Lagrangian form (paper eq. 14, App. D;
+spec high-order-nonholonomic §2.4) and the Hamiltonian form (paper eq. 15, App. E;
+spec §2.5). Everything broadcasts over leading batch axes ``...``; the stage axis
+``s`` comes right after them, so one call of every system callable evaluates all
+stages of all trajectories.
+
+Unknown layout, Lagrangian form (``x`` has shape ``(..., N)``)::
+
+    x = [ V^1..V^s  (s*n) | Lambda^2..Lambda^s  ((s-1)*m) | v_k^2..v_k^s ((s-1)*n, implicit only) ]
+
+Residual layout::
+
+    R1_i = D2L(Q^i, V^i) - p_k - h sum_j ahat_ij W^j                 i = 1..s    (14b, 14c)
+    R2_i = Phi(q_k^i, v_k^i)                                          i = 2..s    (14e)
+    R3_i = D2L(q_k^i, v_k^i) - p_k^i                                  i = 2..s    (implicit v only)
+
+with ``Q^i = q_k + h sum_j a_ij V^j``, ``W^i = D1L(Q^i, V^i) + D2Phi(Q^i, V^i)^T Lambda^i``,
+``p_k^i = p_k + h sum_j a_ij W^j`` (IIIA weights, eq. 14d) and ``Lambda^1 = lambda_k`` carried.
+In the "explicit" (fast) path ``v_k^i = FL^{-1}(q_k^i, p_k^i)`` is computed by the model's
+``legendre_inv`` and ``R3`` is absent.
+
+Unknown layout, Hamiltonian form::
+
+    x = [ Q^1..Q^s (s*n) | P^1..P^s (s*n) | Lambda^2..Lambda^s ((s-1)*m) ]
+
+    E1_i = Q^i - q_k - h sum_j a_ij D2H(Q^j, P^j)                      (15b, 15c)
+    E2_i = P^i - p_k + h sum_j ahat_ij W^j,  W^j = D1H - flat_H(D2Psi)^T Lambda^j   (15b, 15c)
+    E3_i = Psi(q_k^i, p_k^i),  p_k^i = p_k - h sum_j a_ij W^j,  i = 2..s            (15d, 15e)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+Array = np.ndarray
+
+__all__ = [
+    "StageModel",
+    "hamiltonian_jacobian",
+    "hamiltonian_output",
+    "hamiltonian_residual",
+    "lagrangian_jacobian",
+    "lagrangian_output",
+    "lagrangian_residual",
+    "lagrangian_sizes",
+    "lagrangian_unpack",
+]
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """The derivatives of (L, Phi) that the step equations need, all broadcasting.
+
+    Every callable takes arrays with leading axes ``(...)`` and returns
+
+    - ``D1L(q, v)``, ``D2L(q, v)``: ``(..., n)`` (dL/dq, dL/dv);
+    - ``D11L``, ``D12L``, ``D21L``, ``D22L``: ``(..., n, n)``, with
+      ``D12L = d(D1L)/dv``, ``D21L = d(D2L)/dq`` (= ``D12L`` transposed), ``D22L = g_L``;
+    - ``phi(q, v)``: ``(..., m)``; ``phi_q``, ``phi_v``: ``(..., m, n)``;
+    - ``phi_v_lam_q(q, v, lam)``, ``phi_v_lam_v(q, v, lam)``: ``(..., n, n)``, the
+      derivatives of ``phi_v(q, v)^T lam`` in ``q`` and ``v``; ``phi_v_lam_v`` may be
+      ``None`` (linear/affine constraints: ``phi_v`` independent of ``v``);
+    - ``legendre_inv(q, p)``: ``(..., n)`` or ``None`` when ``FL`` cannot be inverted
+      explicitly (then the Lagrangian form adds ``v_k^i`` as unknowns);
+    - ``constant_D21L_zero``: True when ``D12L = D21L = 0`` (constant mass matrix);
+    - ``A(q)`` ``(..., m, n)`` and ``affine(q)`` ``(..., m)`` (or None): set for linear or
+      affine constraints ``Phi = A(q) v + a(q)``, so ``phi`` and ``phi_v`` reuse one
+      evaluation of ``A`` per stage.
+    """
+
+    n: int
+    m: int
+    D1L: Callable[[Array, Array], Array]
+    D2L: Callable[[Array, Array], Array]
+    D11L: Callable[[Array, Array], Array]
+    D12L: Callable[[Array, Array], Array]
+    D21L: Callable[[Array, Array], Array]
+    D22L: Callable[[Array, Array], Array]
+    phi: Callable[[Array, Array], Array]
+    phi_q: Callable[[Array, Array], Array]
+    phi_v: Callable[[Array, Array], Array]
+    phi_v_lam_q: Callable[[Array, Array, Array], Array]
+    phi_v_lam_v: Callable[[Array, Array, Array], Array] | None = None
+    legendre_inv: Callable[[Array, Array], Array] | None = None
+    constant_D21L_zero: bool = False
+    A: Callable[[Array], Array] | None = None
+    affine: Callable[[Array], Array] | None = None
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+
+
+def _mix(c: Array, X: Array) -> Array:
+    """``sum_j c_ij X^j`` over the stage axis (``X``: ``(..., s, k)``)."""
+    return c @ X
+
+
+def _matvec(M: Array, x: Array) -> Array:
+    return (M @ x[..., None])[..., 0]
+
+
+def _T(M: Array) -> Array:
+    return np.swapaxes(M, -1, -2)
+
+
+def lagrangian_sizes(s: int, n: int, m: int, implicit: bool) -> tuple[int, int, int]:
+    """Sizes of the three unknown blocks (V, Lambda^2..s, v_k^2..s) of the Lagrangian form."""
+    return s * n, (s - 1) * m, (s - 1) * n if implicit else 0
+
+
+def lagrangian_unpack(x: Array, s: int, n: int, m: int, implicit: bool):
+    """Split ``x`` into ``V (..., s, n)``, ``Lam2 (..., s-1, m)``, ``u (..., s-1, n)`` or None."""
+    nV, nL, _nU = lagrangian_sizes(s, n, m, implicit)
+    lead = x.shape[:-1]
+    V = x[..., :nV].reshape(*lead, s, n)
+    Lam2 = x[..., nV : nV + nL].reshape(*lead, s - 1, m)
+    u = x[..., nV + nL :].reshape(*lead, s - 1, n) if implicit else None
+    return V, Lam2, u
+
+
+def _stages(x, q, p, lam, h, a, ahat, model: StageModel, implicit: bool):
+    s = a.shape[0]
+    n, m = model.n, model.m
+    V, Lam2, u = lagrangian_unpack(x, s, n, m, implicit)
+    Lam = np.concatenate([lam[..., None, :], Lam2], axis=-2)  # (..., s, m)
+    Q = q[..., None, :] + h * _mix(a, V)
+    G = _T(model.A(Q) if model.A is not None else model.phi_v(Q, V))  # (..., s, n, m)
+    W = model.D1L(Q, V) + _matvec(G, Lam)
+    pk = p[..., None, :] + h * _mix(a, W)  # IIIA-weighted constraint momenta (14d)
+    return V, Lam, u, Q, G, W, pk
+
+
+def _constraint_velocity(model: StageModel, Qc: Array, pkc: Array, u: Array | None) -> Array:
+    if u is not None:
+        return u
+    return model.legendre_inv(Qc, pkc)
+
+
+def lagrangian_residual(
+    x: Array,
+    q: Array,
+    p: Array,
+    lam: Array,
+    h: float,
+    a: Array,
+    ahat: Array,
+    model: StageModel,
+    implicit: bool = False,
+    stage_momenta: str = "iiia",
+) -> Array:
+    """Residual of the Lagrangian-form step (paper eq. 14, App. D; spec §2.4).
+
+    Parameters
+    ----------
+    x : (..., N) unknowns ``[V, Lambda^2..s, (v_k^2..s)]``.
+    q, p, lam : (..., n), (..., n), (..., m) the step's input ``(q_k, p_k, lambda_k)``.
+    h : step size (negative allowed).
+    a, ahat : (s, s) Lobatto IIIA and IIIB matrices.
+    model : StageModel.
+    implicit : add ``v_k^i`` as unknowns (no explicit ``FL^{-1}``).
+    stage_momenta : ``"iiia"`` (the method: constraints at ``p_k^i``, eq. 14d) or
+        ``"iiib"`` (the variant the paper argues against, §5.1: the inner-stage
+        constraints 2..s-1 use the IIIB stage momenta ``P^i``, i.e. ``Phi(Q^i, V^i)``;
+        the endpoint constraint keeps ``p_{k+1}`` because ``Lambda^s`` enters nothing else).
+    """
+    s = a.shape[0]
+    V, _Lam, u, Q, G, W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    R1 = model.D2L(Q, V) - p[..., None, :] - h * _mix(ahat, W)
+    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
+    vc = _constraint_velocity(model, Qc, pkc, u)
+    if model.A is not None:  # Phi = A v + a, with A(Q^i) already evaluated
+        R2 = _matvec(_T(G[..., 1:, :, :]), vc)
+        if model.affine is not None:
+            R2 = R2 + model.affine(Qc)
+    else:
+        R2 = model.phi(Qc, vc)
+    if stage_momenta == "iiib" and s > 2:
+        R2 = R2.copy()
+        R2[..., : s - 2, :] = model.phi(Q[..., 1 : s - 1, :], V[..., 1 : s - 1, :])
+    lead = x.shape[:-1]
+    parts = [R1.reshape(*lead, -1), R2.reshape(*lead, -1)]
+    if implicit:
+        parts.append((model.D2L(Qc, u) - pkc).reshape(*lead, -1))
+    return np.concatenate(parts, axis=-1)
+
+
+def _blockdiag_view(J5: Array) -> Array:
+    """Writable view ``(..., s, n, n)`` of the stage-diagonal blocks of ``(..., s, n, s, n)``."""
+    return np.einsum("...iaib->...iab", J5)
+
+
+def _stage_contract(c3: Array, X: Array) -> Array:
+    """``out[..., i, a, l, b] = sum_j c3[i, l, j] X[..., j, a, b]`` via one matmul."""
+    si, sl, sj = c3.shape
+    lead = X.shape[:-3]
+    n1, n2 = X.shape[-2:]
+    Xt = np.moveaxis(X, -3, -1).reshape(*lead, n1 * n2, sj)  # (..., a*b, j)
+    out = Xt @ c3.reshape(si * sl, sj).T  # (..., a*b, i*l)
+    out = out.reshape(*lead, n1, n2, si, sl)
+    k = len(lead)
+    return out.transpose(*range(k), k + 2, k, k + 3, k + 1)
+
+
+def _coef_blocks(c: Array, X: Array) -> Array:
+    """``out[..., i, a, l, b] = c[i, l] X[..., l, a, b]`` (block (i, l) = c_il X^l)."""
+    return c[:, None, :, None] * np.swapaxes(X, -3, -2)[..., None, :, :, :]
+
+
+def _coef_blocks_left(c: Array, X: Array) -> Array:
+    """``out[..., i, a, l, b] = c[i, l] X[..., i, a, b]`` (block (i, l) = c_il X^i)."""
+    return c[:, None, :, None] * X[..., :, :, None, :]
+
+
+def lagrangian_jacobian(
+    x: Array,
+    q: Array,
+    p: Array,
+    lam: Array,
+    h: float,
+    a: Array,
+    ahat: Array,
+    model: StageModel,
+    implicit: bool = False,
+    stage_momenta: str = "iiia",
+) -> Array:
+    """Analytic Jacobian ``d(residual)/dx``, shape ``(..., N, N)``.
+
+    Blocks (see :func:`lagrangian_residual`), with ``Wq = dW/dQ``, ``Wv = dW/dV`` at each stage::
+
+        dR1_i/dV_l   = h a_il D21L_i + delta_il D22L_i
+                       - h^2 sum_j ahat_ij a_jl Wq_j - h ahat_il Wv_l
+        dR1_i/dLam_l = -h ahat_il D2Phi_l^T
+        dp_k^i/dV_l  = h^2 sum_j a_ij a_jl Wq_j + h a_il Wv_l,   dp_k^i/dLam_l = h a_il D2Phi_l^T
+    """
+    s = a.shape[0]
+    n, m = model.n, model.m
+    V, Lam, u, Q, G, _W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    lead = x.shape[:-1]
+    nV, nL, nU = lagrangian_sizes(s, n, m, implicit)
+    N = nV + nL + nU
+    J = np.zeros((*lead, N, N))
+    mech = model.constant_D21L_zero  # D12L = D21L = 0 (constant mass)
+    Wq = model.D11L(Q, V) + model.phi_v_lam_q(Q, V, Lam)  # (..., s, n, n)
+    Wv = None if mech else model.D12L(Q, V)
+    if model.phi_v_lam_v is not None:
+        extra = model.phi_v_lam_v(Q, V, Lam)
+        Wv = extra if Wv is None else Wv + extra
+    # sum_j c_ij a_jl Wq_j as (..., s, n, s, n): einsum over the small stage axis j
+    aa_hat = h * h * np.einsum("ij,jl->ilj", ahat, a)
+    aa = h * h * np.einsum("ij,jl->ilj", a[1:], a)
+    # R1 / V
+    dR1_dV = -_stage_contract(aa_hat, Wq)
+    _blockdiag_view(dR1_dV)[...] += model.D22L(Q, V)
+    if not mech:
+        dR1_dV += _coef_blocks_left(h * a, model.D21L(Q, V))
+    if Wv is not None:
+        dR1_dV -= _coef_blocks(h * ahat, Wv)
+    # R1 / Lambda^2..s
+    dR1_dL = _coef_blocks(-h * ahat[:, 1:], G[..., 1:, :, :])
+    # p_k^i (i = 2..s)
+    dpk_dV = _stage_contract(aa, Wq)
+    if Wv is not None:
+        dpk_dV += _coef_blocks(h * a[1:], Wv)
+    dpk_dL = _coef_blocks(h * a[1:, 1:], G[..., 1:, :, :])
+    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
+    vc = _constraint_velocity(model, Qc, pkc, u)
+    Cq = model.phi_q(Qc, vc)  # (..., s-1, m, n)
+    Cv = _T(G[..., 1:, :, :]) if model.A is not None else model.phi_v(Qc, vc)
+    if implicit:
+        dR2_dV = _coef_blocks_left(h * a[1:], Cq)
+        dR2_dL = np.zeros((*lead, s - 1, m, s - 1, m))
+        dR2_dU = np.zeros((*lead, s - 1, m, s - 1, n))
+        _blockdiag_view(dR2_dU)[...] = Cv
+        dR3_dV = -dpk_dV
+        if not mech:
+            dR3_dV += _coef_blocks_left(h * a[1:], model.D21L(Qc, u))
+        dR3_dL = -dpk_dL
+        dR3_dU = np.zeros((*lead, s - 1, n, s - 1, n))
+        _blockdiag_view(dR3_dU)[...] = model.D22L(Qc, u)
+    else:
+        # v = FL^{-1}(Q, pk): dv/dp = g^{-1}, dv/dq = -g^{-1} D21L
+        Cp = _T(np.linalg.solve(model.D22L(Qc, vc), _T(Cv)))  # Cv g^{-1} (g symmetric)
+        Ceff = Cq if mech else Cq - Cp @ model.D21L(Qc, vc)
+        dR2_dV = _coef_blocks_left(h * a[1:], Ceff) + (
+            Cp @ dpk_dV.reshape(*lead, s - 1, n, nV)
+        ).reshape(*lead, s - 1, m, s, n)
+        dR2_dL = (Cp @ dpk_dL.reshape(*lead, s - 1, n, nL)).reshape(*lead, s - 1, m, s - 1, m)
+    if stage_momenta == "iiib" and s > 2:
+        Qi, Vi = Q[..., 1 : s - 1, :], V[..., 1 : s - 1, :]
+        Bq = model.phi_q(Qi, Vi)
+        Bv = model.phi_v(Qi, Vi)
+        rows = _coef_blocks_left(h * a[1 : s - 1], Bq)
+        rows[..., :, :, 1 : s - 1, :] += np.einsum("il,...iab->...ialb", np.eye(s - 2), Bv)
+        dR2_dV = dR2_dV.copy()
+        dR2_dL = dR2_dL.copy()
+        dR2_dV[..., : s - 2, :, :, :] = rows
+        dR2_dL[..., : s - 2, :, :, :] = 0.0
+        if implicit:
+            dR2_dU[..., : s - 2, :, :, :] = 0.0
+    J[..., :nV, :nV] = dR1_dV.reshape(*lead, nV, nV)
+    J[..., :nV, nV : nV + nL] = dR1_dL.reshape(*lead, nV, nL)
+    J[..., nV : nV + nL, :nV] = dR2_dV.reshape(*lead, nL, nV)
+    J[..., nV : nV + nL, nV : nV + nL] = dR2_dL.reshape(*lead, nL, nL)
+    if implicit:
+        J[..., nV : nV + nL, nV + nL :] = dR2_dU.reshape(*lead, nL, nU)
+        J[..., nV + nL :, :nV] = dR3_dV.reshape(*lead, nU, nV)
+        J[..., nV + nL :, nV : nV + nL] = dR3_dL.reshape(*lead, nU, nL)
+        J[..., nV + nL :, nV + nL :] = dR3_dU.reshape(*lead, nU, nU)
+    return J
+
+
+def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: bool = False):
+    """Node values after a converged solve: ``(q_{k+1}, p_{k+1}, lambda_{k+1}, v^s_k or None)``.
+
+    ``q_{k+1} = q_k + h b.V`` and ``p_{k+1} = p_k + h b.W`` (14a, with bhat = b);
+    ``lambda_{k+1} = Lambda^s``. The last entry is the implicit ``v_k^s`` (= ``v_{k+1}`` by
+    H3), or None in the explicit path.
+    """
+    V, Lam, u, _Q, _G, W, _pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    q1 = q + h * np.einsum("j,...jn->...n", b, V)
+    p1 = p + h * np.einsum("j,...jn->...n", b, W)
+    return q1, p1, Lam[..., -1, :], (u[..., -1, :] if implicit else None)
+
+
+# --------------------------------------------------------------------------------------
+# Hamiltonian form (eq. 15). H derived from L through v = FL^{-1}(q, p):
+#   D2H = v, D1H = -D1L(q, v), d v/dp = g^{-1}, d v/dq = -g^{-1} D21L,
+#   dD1H/dq = -D11L + D12L g^{-1} D21L, dD1H/dp = -D12L g^{-1}, flat_H(D2Psi) = phi_v^T.
+
+
+def _ham_unpack(x, s, n, m):
+    lead = x.shape[:-1]
+    Q = x[..., : s * n].reshape(*lead, s, n)
+    P = x[..., s * n : 2 * s * n].reshape(*lead, s, n)
+    Lam2 = x[..., 2 * s * n :].reshape(*lead, s - 1, m)
+    return Q, P, Lam2
+
+
+def _ham_stages(x, q, p, lam, h, a, model: StageModel):
+    s = a.shape[0]
+    Q, P, Lam2 = _ham_unpack(x, s, model.n, model.m)
+    Lam = np.concatenate([lam[..., None, :], Lam2], axis=-2)
+    v = model.legendre_inv(Q, P)  # D2H
+    G = _T(model.phi_v(Q, v))
+    W = -model.D1L(Q, v) - _matvec(G, Lam)  # "negative force", p' = -W
+    pk = p[..., None, :] - h * _mix(a, W)
+    return Q, P, Lam, v, G, W, pk
+
+
+def hamiltonian_residual(x, q, p, lam, h, a, ahat, model: StageModel) -> Array:
+    """Residual of the Hamiltonian-form step (paper eq. 15, App. E; spec §2.5)."""
+    Q, P, _Lam, v, _G, W, pk = _ham_stages(x, q, p, lam, h, a, model)
+    E1 = Q - q[..., None, :] - h * _mix(a, v)
+    E2 = P - p[..., None, :] + h * _mix(ahat, W)
+    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
+    E3 = model.phi(Qc, model.legendre_inv(Qc, pkc))
+    lead = x.shape[:-1]
+    return np.concatenate(
+        [E1.reshape(*lead, -1), E2.reshape(*lead, -1), E3.reshape(*lead, -1)], axis=-1
+    )
+
+
+def hamiltonian_jacobian(x, q, p, lam, h, a, ahat, model: StageModel) -> Array:
+    """Analytic Jacobian of :func:`hamiltonian_residual`, shape ``(..., N, N)``."""
+    s = a.shape[0]
+    n, m = model.n, model.m
+    Q, _P, Lam, v, G, _W, pk = _ham_stages(x, q, p, lam, h, a, model)
+    lead = x.shape[:-1]
+    eye_s, eye_n = np.eye(s), np.eye(n)
+    gi = np.linalg.inv(model.D22L(Q, v))
+    D12 = model.D12L(Q, v)
+    if model.constant_D21L_zero:
+        Vq = np.zeros_like(gi)
+    else:
+        Vq = -gi @ model.D21L(Q, v)
+    Vp = gi
+    Fq = -model.D11L(Q, v) - model.phi_v_lam_q(Q, v, Lam)  # d(-D1L - G Lam)/dq at fixed v
+    Fv = -D12
+    if model.phi_v_lam_v is not None:
+        Fv = Fv - model.phi_v_lam_v(Q, v, Lam)
+    WQ = Fq + Fv @ Vq  # (..., s, n, n)
+    WP = Fv @ Vp
+    diag = lambda M: np.einsum("il,...iab->...ialb", eye_s, M)  # noqa: E731
+    dE1_dQ = np.einsum("il,ab->ialb", eye_s, eye_n) - h * np.einsum("il,...lab->...ialb", a, Vq)
+    dE1_dP = -h * np.einsum("il,...lab->...ialb", a, Vp)
+    dE2_dQ = h * np.einsum("il,...lab->...ialb", ahat, WQ)
+    dE2_dP = np.einsum("il,ab->ialb", eye_s, eye_n) + h * np.einsum("il,...lab->...ialb", ahat, WP)
+    dE2_dL = -h * np.einsum("il,...lab->...ialb", ahat[:, 1:], G[..., 1:, :, :])
+    dpk_dQ = -h * np.einsum("il,...lab->...ialb", a[1:], WQ)
+    dpk_dP = -h * np.einsum("il,...lab->...ialb", a[1:], WP)
+    dpk_dL = h * np.einsum("il,...lab->...ialb", a[1:, 1:], G[..., 1:, :, :])
+    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
+    w = model.legendre_inv(Qc, pkc)
+    Cq = model.phi_q(Qc, w)
+    Cv = model.phi_v(Qc, w)
+    giw = np.linalg.inv(model.D22L(Qc, w))
+    Cp = Cv @ giw
+    Ceff = Cq if model.constant_D21L_zero else Cq - Cp @ model.D21L(Qc, w)
+    dE3_dQ = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dQ) + np.einsum(
+        "il,...iab->...ialb", np.eye(s)[1:], Ceff
+    )
+    dE3_dP = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dP)
+    dE3_dL = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dL)
+    del diag
+    nQ, nL = s * n, (s - 1) * m
+    N = 2 * nQ + nL
+    J = np.zeros((*lead, N, N))
+    J[..., :nQ, :nQ] = np.broadcast_to(dE1_dQ, (*lead, s, n, s, n)).reshape(*lead, nQ, nQ)
+    J[..., :nQ, nQ : 2 * nQ] = dE1_dP.reshape(*lead, nQ, nQ)
+    J[..., nQ : 2 * nQ, :nQ] = dE2_dQ.reshape(*lead, nQ, nQ)
+    J[..., nQ : 2 * nQ, nQ : 2 * nQ] = dE2_dP.reshape(*lead, nQ, nQ)
+    J[..., nQ : 2 * nQ, 2 * nQ :] = dE2_dL.reshape(*lead, nQ, nL)
+    J[..., 2 * nQ :, :nQ] = dE3_dQ.reshape(*lead, nL, nQ)
+    J[..., 2 * nQ :, nQ : 2 * nQ] = dE3_dP.reshape(*lead, nL, nQ)
+    J[..., 2 * nQ :, 2 * nQ :] = dE3_dL.reshape(*lead, nL, nL)
+    return J
+
+
+def hamiltonian_output(x, q, p, lam, h, a, b, ahat, model: StageModel):
+    """``(q_{k+1}, p_{k+1}, lambda_{k+1})`` after a converged Hamiltonian-form solve (15a)."""
+    _Q, _P, Lam, v, _G, W, _pk = _ham_stages(x, q, p, lam, h, a, model)
+    q1 = q + h * np.einsum("j,...jn->...n", b, v)
+    p1 = p - h * np.einsum("j,...jn->...n", b, W)
+    return q1, p1, Lam[..., -1, :]

@@ -1,0 +1,340 @@
+"""Nonholonomic partitioned Runge–Kutta method on a vector space (paper eq. 14/15).
+
+The method class; the per-step residuals and Jacobians are the pure functions of
+:mod:`._equations`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import attrs
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConvergenceError,
+    HypothesisError,
+    InputError,
+    NewtonOptions,
+    State,
+)
+
+from . import _equations as eq
+from ._adapter import constraint_dim, stage_model
+from ._solve import newton as _newton
+
+__all__ = ["CONSTRAINT_MOMENTA", "FORMS", "MULTIPLIER_MODES", "NonholonomicPRK"]
+
+FORMS = ("lagrangian", "hamiltonian")
+_MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
+MULTIPLIER_MODES = ("carried", "continuous", "zero")
+
+
+def _one_of(options):
+    def check(inst, attribute, value):
+        if value not in options:
+            raise InputError(
+                f"`{attribute.name}` must be one of {options}, got {value!r}. "
+                f"Pick one of the listed values."
+            )
+
+    return check
+
+
+def _check_pair(inst, attribute, pair):
+    for attr in ("first", "second", "satisfies_constrained_hypotheses"):
+        if not hasattr(pair, attr):
+            raise InputError(
+                f"`pair` must be a rktableaux.PartitionedTableau (e.g. lobatto_iiia_iiib(3)), "
+                f"got {type(pair).__name__}."
+            )
+    res = pair.satisfies_constrained_hypotheses()
+    if not res.all:
+        raise HypothesisError(
+            f"NonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
+            f"(second, its symplectic conjugate), spec §2.0: {res.message}. "
+            f"Use rktableaux.lobatto_iiia_iiib(s) with s >= 2."
+        )
+
+
+def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
+    try:
+        arr = np.array(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"`{name}` must be an array of real numbers, got {type(x).__name__}."
+        ) from None
+    if arr.ndim == 0 or arr.shape[-1] != n:
+        raise InputError(
+            f"`{name}` must have shape (..., {n}) for this system (n = {n}), got shape "
+            f"{arr.shape}. Pass one configuration per row."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InputError(
+            f"`{name}` must be finite, but it holds NaN or inf. Check how it was computed."
+        )
+    return arr
+
+
+@attrs.frozen
+class NonholonomicPRK:
+    """Nonholonomic partitioned Runge–Kutta method (NH-PRK) for any Lobatto IIIA–IIIB pair.
+
+    A map ``(q_k, v_k, lambda_k) -> (q_{k+1}, v_{k+1}, lambda_{k+1})`` on ``TQ|_N x Lambda``
+    (Lagrangian form, App. D) or ``(q_k, p_k, lambda_k) -> ...`` on ``T*Q|_M x Lambda``
+    (Hamiltonian form, App. E / eq. 15); both give the same map (spec §2.5). The
+    stage momenta come from Lobatto IIIB; the constraint is imposed at stages 2..s with
+    the IIIA-weighted momenta ``p_k^i = p_k + h sum_j a_ij W^j`` (eq. 14d), and by H1/H3
+    the last one is exactly ``Psi(q_{k+1}, p_{k+1}) = 0``: the constraint holds at every
+    node to solver tolerance. ``lambda_k = Lambda^1`` is carried from the previous step
+    and ``lambda_{k+1} = Lambda^s`` (spec §2.4, A5).
+
+    Orders (Cor. 5.2.1, for ``lambda_0`` from the continuous problem): ``q`` and ``p``
+    ``2s - 2``; ``lambda`` ``s`` for even ``s`` and ``s - 1`` for odd ``s``. With
+    ``lambda`` carried the step is exactly symmetric (stepping back with ``-h`` returns
+    the input) and, for linear constraints and velocity-reversible systems, reversible
+    under ``(q, p, lambda) -> (q, -p, lambda)`` (spec §4.3). Nonholonomic flows are not
+    symplectic; nothing is claimed there.
+
+    Parameters
+    ----------
+    pair : PartitionedTableau
+        ``first`` = (a, b, c) satisfying H1–H3, ``second`` = its symplectic conjugate
+        (H1', H2'); typically ``lobatto_iiia_iiib(s)``. Checked: :class:`HypothesisError`.
+    form : {"lagrangian", "hamiltonian"}
+        Lagrangian form: unknowns ``V^1..V^s, Lambda^2..Lambda^s`` (plus ``v_k^2..v_k^s``
+        when ``FL`` has no explicit inverse). Hamiltonian form: unknowns ``Q^i, P^i,
+        Lambda^2..Lambda^s``; needs ``system.legendre_inv``.
+    newton : NewtonOptions
+        Tolerances of the per-step Newton solve.
+    constraint_momenta : {"iiia", "iiib_rejected"}
+        ``"iiia"``: the method (eq. 14d). ``"iiib_rejected"``: the variant the paper
+        argues against in §5.1, which imposes the inner-stage constraints with the IIIB
+        stage momenta ``P^i`` (order ``s - 2`` approximations); kept for negative tests:
+        for ``s = 3``, ``lambda`` does not converge and ``q``, ``p`` drop to order 2.
+    multiplier_mode : {"carried", "continuous", "zero"}
+        How ``Lambda^1`` of a step is chosen. ``"carried"`` (the paper):
+        ``Lambda^1 = lambda_k``. The remedies for the growing alternating multiplier mode
+        (see README): ``"continuous"`` re-initialises ``Lambda^1`` from the continuous
+        formula ``lambda(q_k, v_k)`` at every step; ``"zero"`` uses ``Lambda^1 = 0``
+        (the rule of the homogeneous-spaces paper).
+    implicit_velocity : bool or None
+        Force the implicit ``v_k^i`` unknowns (True) or the explicit ``FL^{-1}`` path
+        (False). ``None``: explicit for mechanical systems, implicit otherwise.
+
+    Equations
+    ---------
+    Paper eq. (14a)–(14e), App. D (Lagrangian); eq. (15a)–(15e), App. E (Hamiltonian);
+    spec high-order-nonholonomic §2.4–2.6.
+
+    References
+    ----------
+    D. Martín de Diego, R. T. Sato Martín de Almagro, "High-order geometric methods for
+    nonholonomic mechanical systems", arXiv:1810.10926.
+    """
+
+    pair: Any = attrs.field(validator=_check_pair)
+    form: str = attrs.field(default="lagrangian", validator=_one_of(FORMS))
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    constraint_momenta: str = attrs.field(default="iiia", validator=_one_of(CONSTRAINT_MOMENTA))
+    multiplier_mode: str = attrs.field(default="carried", validator=_one_of(MULTIPLIER_MODES))
+    implicit_velocity: bool | None = None
+
+    # ------------------------------------------------------------------ protocol
+
+    @property
+    def stages(self) -> int:
+        return int(self.pair.first.a.shape[0])
+
+    @property
+    def order(self) -> int:
+        """Global order in ``q`` and ``p``: ``2s - 2`` (Cor. 5.2.1)."""
+        return 2 * self.stages - 2
+
+    @property
+    def multiplier_order(self) -> int:
+        """Global order of ``lambda``: ``s`` (even s) or ``s - 1`` (odd s) (Cor. 5.2.1)."""
+        s = self.stages
+        return s if s % 2 == 0 else s - 1
+
+    @property
+    def name(self) -> str:
+        return f"NH-PRK Lobatto-{self.stages} ({self.form})"
+
+    def _model(self, system):
+        try:
+            model = _MODEL_CACHE[system]
+        except (KeyError, TypeError):
+            model = stage_model(system)
+            try:
+                _MODEL_CACHE[system] = model
+            except TypeError:  # not weak-referenceable: rebuild each step
+                pass
+        if self.form == "hamiltonian" and model.legendre_inv is None:
+            inv = getattr(system.system, "legendre_inv", None)
+            if inv is None:
+                raise InputError(
+                    "form='hamiltonian' needs system.legendre_inv(q, p). "
+                    "Use form='lagrangian' (it handles implicit Legendre maps)."
+                )
+            model = attrs_evolve_model(model, legendre_inv=inv)
+        return model
+
+    def _implicit(self, model) -> bool:
+        if self.implicit_velocity is None:
+            return model.legendre_inv is None
+        if not self.implicit_velocity and model.legendre_inv is None:
+            raise InputError(
+                "implicit_velocity=False needs an explicit inverse Legendre map "
+                "(a mechanical system). Leave implicit_velocity=None."
+            )
+        return bool(self.implicit_velocity)
+
+    def initial_state(
+        self, system, q0, v0, t0: float = 0.0, lam0=None, tol: float = 1e-10
+    ) -> State:
+        """Check and complete the initial data: ``p_0 = FL(q_0, v_0)`` and ``lambda_0``.
+
+        ``lambda_0`` defaults to the continuous multiplier ``system.multiplier(q0, v0)``
+        (Thm 5.1 requires it; spec A4). Pass ``lam0`` only to study the effect of a
+        wrong value (the order of ``q``, ``p`` drops to 2, spec §2.4).
+
+        Raises
+        ------
+        ConstraintViolationError
+            If ``|Phi(q0, v0)| > tol`` (data off the constraint set).
+        """
+        n = int(system.system.n)
+        m = constraint_dim(system)
+        q0 = _as_batch_vector(q0, "q0", n)
+        v0 = _as_batch_vector(v0, "v0", n)
+        q0, v0 = np.broadcast_arrays(q0, v0)
+        q0, v0 = q0.copy(), v0.copy()
+        system.check_initial(q0, v0, tol=tol)  # ConstraintViolationError off the set
+        p0 = np.asarray(system.system.D2L(q0, v0), dtype=np.float64)
+        if lam0 is None:
+            lam = np.asarray(system.multiplier(q0, v0), dtype=np.float64)
+        else:
+            lam = _as_batch_vector(lam0, "lam0", m)
+            lam = np.broadcast_to(lam, (*q0.shape[:-1], m)).copy()
+        return State(t=float(t0), q=q0, v=v0, p=p0, lam=lam, n=0, carry={}, info={})
+
+    def step(self, system, state: State, h: float) -> State:
+        """One step of eq. (14) (or (15)); returns the state at ``t + h``.
+
+        Raises
+        ------
+        ConvergenceError
+            If Newton does not converge for some trajectory of the batch.
+        """
+        h = float(h)
+        model = self._model(system)
+        first, second = self.pair.first, self.pair.second
+        a, b, ahat = np.asarray(first.a), np.asarray(first.b), np.asarray(second.a)
+        s = a.shape[0]
+        q, v, p = state.q, state.v, state.p
+        if p is None:
+            p = np.asarray(system.system.D2L(q, v))
+        if self.multiplier_mode == "carried":
+            lam = state.lam
+        elif self.multiplier_mode == "continuous":
+            lam = np.asarray(system.multiplier(q, v), dtype=np.float64)
+        else:
+            lam = np.zeros((*q.shape[:-1], model.m))
+        guess = state.carry.get("x") if state.carry.get("h") == h else None
+
+        if self.form == "lagrangian":
+            implicit = self._implicit(model)
+            args = (
+                q,
+                p,
+                lam,
+                h,
+                a,
+                ahat,
+                model,
+                implicit,
+                "iiia" if self.constraint_momenta == "iiia" else "iiib",
+            )
+            if guess is None or guess.shape[:-1] != q.shape[:-1]:
+                parts = [
+                    np.repeat(v[..., None, :], s, axis=-2).reshape(*q.shape[:-1], -1),
+                    np.repeat(lam[..., None, :], s - 1, axis=-2).reshape(*q.shape[:-1], -1),
+                ]
+                if implicit:
+                    parts.append(
+                        np.repeat(v[..., None, :], s - 1, axis=-2).reshape(*q.shape[:-1], -1)
+                    )
+                guess = np.concatenate(parts, axis=-1)
+
+            def fun(x):
+                return eq.lagrangian_residual(x, *args)
+
+            def jac(x):
+                return eq.lagrangian_jacobian(x, *args)
+        else:
+            c = np.asarray(first.c)
+            if guess is None or guess.shape[:-1] != q.shape[:-1]:
+                lead = q.shape[:-1]
+                Q0 = q[..., None, :] + h * c[:, None] * v[..., None, :]
+                P0 = np.repeat(p[..., None, :], s, axis=-2)
+                L0 = np.repeat(lam[..., None, :], s - 1, axis=-2)
+                guess = np.concatenate(
+                    [Q0.reshape(*lead, -1), P0.reshape(*lead, -1), L0.reshape(*lead, -1)], axis=-1
+                )
+            hargs = (q, p, lam, h, a, ahat, model)
+
+            def fun(x):
+                return eq.hamiltonian_residual(x, *hargs)
+
+            def jac(x):
+                return eq.hamiltonian_jacobian(x, *hargs)
+
+        jac_inv0 = state.carry.get("jac_inv") if state.carry.get("h") == h else None
+        if jac_inv0 is not None and jac_inv0.shape[:-2] != guess.shape[:-1]:
+            jac_inv0 = None
+        scale = 1.0 + np.maximum(np.max(np.abs(p), axis=-1), np.max(np.abs(v), axis=-1))
+        result = _newton(fun, jac, guess, self.newton, scale=scale, jac_inv0=jac_inv0)
+        if not np.all(result.converged):
+            raise ConvergenceError(
+                step=state.n,
+                t=state.t,
+                residual=float(np.max(result.residual)),
+                tol=float(self.newton.tol),
+                iterations=int(np.max(result.iterations)),
+                hint="halve h, or increase NewtonOptions(max_iter=...); with "
+                "multiplier_mode='carried' a growing alternating multiplier mode can "
+                "cause this: try multiplier_mode='continuous'",
+            )
+        x = result.x
+        if self.form == "lagrangian":
+            q1, p1, lam1, u_s = eq.lagrangian_output(x, q, p, lam, h, a, b, ahat, model, implicit)
+            v1 = u_s if implicit else model.legendre_inv(q1, p1)
+        else:
+            q1, p1, lam1 = eq.hamiltonian_output(x, q, p, lam, h, a, b, ahat, model)
+            v1 = model.legendre_inv(q1, p1)
+        info = {
+            "newton_iterations": int(np.max(result.iterations)),
+            "jacobians": int(result.n_jac),
+            "converged": bool(np.all(result.converged)),
+            "residual": float(np.max(result.residual)),
+        }
+        return State(
+            t=state.t + h,
+            q=q1,
+            v=v1,
+            p=p1,
+            lam=np.array(lam1),
+            n=state.n + 1,
+            carry={"x": x, "h": h, "jac_inv": result.jac_inv}
+            if result.jac_inv is not None
+            else {"x": x, "h": h},
+            info=info,
+        )
+
+
+def attrs_evolve_model(model, **changes):
+    from dataclasses import replace
+
+    return replace(model, **changes)

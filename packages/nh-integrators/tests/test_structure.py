@@ -1,0 +1,236 @@
+"""Structure of the NH-PRK map: constraints at the nodes, symmetry, reversibility, forms,
+batching, input checks (spec §2.4–2.5, §4.3, §8 items 4 and 7)."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstraintViolationError,
+    ConvergenceError,
+    HypothesisError,
+    InputError,
+    NewtonOptions,
+    State,
+    integrate,
+)
+from chetaev.nh_integrators import NonholonomicPRK
+from chetaev.rktableaux import PartitionedTableau, gauss, lobatto_iiia_iiib, symplectic_conjugate
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+@pytest.mark.parametrize("tol", [1e-12, 1e-14])
+def test_constraint_holds_at_every_node(nh, s, tol):
+    """|Phi(q_k, v_k)| <= Newton tolerance x scale at every node (chaotic ensemble, 40 steps):
+    the stage-s constraint is exactly Psi(q_{k+1}, p_{k+1}) = 0 (spec §2.4)."""
+    system = nh.chaotic_system()
+    q0, v0 = nh.chaotic_ensemble(4)
+    method = NonholonomicPRK(lobatto_iiia_iiib(s), newton=NewtonOptions(tol=tol))
+    sol = integrate(system, method, q0, v0, h=0.1, n_steps=40)
+    assert sol.success, sol.message
+    res = np.abs(system.residual(sol.q, sol.v))[..., 0]
+    scale = 1.0 + np.maximum(np.abs(sol.p).max(axis=-1), np.abs(sol.v).max(axis=-1))
+    thr = max(tol, 64 * np.finfo(float).eps) * scale  # the solver's stopping threshold
+    assert np.all(res <= thr + 1e-15), res.max()
+    if tol == 1e-14:
+        assert res.max() < 1e-13
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_nonlinear_constraint_holds_at_every_node(nh, s):
+    system = nh.general_particle_system()
+    sol = integrate(
+        system, NonholonomicPRK(lobatto_iiia_iiib(s)), nh.GEN_Q0, nh.GEN_V0, h=0.1, n_steps=40
+    )
+    assert np.abs(system.residual(sol.q, sol.v)).max() < 1e-13
+
+
+def _state(q, v, p, lam, t=0.0):
+    return State(t=t, q=np.array(q), v=np.array(v), p=np.array(p), lam=np.array(lam))
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+@pytest.mark.parametrize("model", ["particle_system", "chaotic_system"])
+def test_symmetric_with_carried_multiplier(nh, s, model):
+    """Stepping (q1, p1, lambda1) with -h returns (q0, p0, lambda0) (spec §4.3: ~1e-15)."""
+    system = getattr(nh, model)()
+    if model == "particle_system":
+        q0, v0 = nh.PARTICLE_Q0, nh.PARTICLE_V0
+    else:
+        q0s, v0s = nh.chaotic_ensemble()
+        q0, v0 = q0s[3], v0s[3]
+    method = NonholonomicPRK(lobatto_iiia_iiib(s), newton=NewtonOptions(tol=1e-14))
+    st0 = method.initial_state(system, q0, v0)
+    st = st0
+    for _ in range(3):
+        st = method.step(system, st, 0.2)
+    back = st
+    for _ in range(3):
+        back = method.step(system, _state(back.q, back.v, back.p, back.lam, back.t), -0.2)
+    assert np.abs(back.q - st0.q).max() < 1e-14
+    assert np.abs(back.p - st0.p).max() < 1e-14
+    assert np.abs(back.lam - st0.lam).max() < 1e-13
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_reversible_under_momentum_flip(nh, s):
+    """(q1, -p1, lambda1) stepped with +h gives (q0, -p0, lambda0) (linear constraint,
+    velocity-reversible particle; spec §4.3: 1e-15)."""
+    system = nh.particle_system()
+    method = NonholonomicPRK(lobatto_iiia_iiib(s), newton=NewtonOptions(tol=1e-14))
+    st0 = method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
+    st1 = method.step(system, st0, 0.2)
+    rev = method.step(system, _state(st1.q, -st1.v, -st1.p, st1.lam), 0.2)
+    assert np.abs(rev.q - st0.q).max() < 1e-14
+    assert np.abs(rev.p + st0.p).max() < 1e-14
+    assert np.abs(rev.lam - st0.lam).max() < 1e-13
+
+
+@pytest.mark.parametrize(
+    ("model", "s"),
+    [
+        ("particle_system", 2),
+        ("particle_system", 3),
+        ("particle_system", 4),
+        ("chaotic_system", 3),
+        ("general_particle_system", 3),
+    ],
+)
+def test_hamiltonian_and_lagrangian_forms_agree(nh, model, s):
+    """Eq. (15) and eq. (14) give the same map (spec §2.5), also for a non-quadratic L."""
+    system = getattr(nh, model)()
+    if model == "particle_system":
+        q0, v0 = nh.PARTICLE_Q0, nh.PARTICLE_V0
+    elif model == "chaotic_system":
+        q0s, v0s = nh.chaotic_ensemble()
+        q0, v0 = q0s[5], v0s[5]
+    else:
+        q0, v0 = nh.GEN_Q0, nh.GEN_V0
+    opts = NewtonOptions(tol=1e-14)
+    lag = integrate(
+        system, NonholonomicPRK(lobatto_iiia_iiib(s), newton=opts), q0, v0, h=0.1, n_steps=20
+    )
+    ham = integrate(
+        system,
+        NonholonomicPRK(lobatto_iiia_iiib(s), form="hamiltonian", newton=opts),
+        q0,
+        v0,
+        h=0.1,
+        n_steps=20,
+    )
+    assert lag.success and ham.success
+    assert np.abs(lag.q - ham.q).max() < 1e-12
+    assert np.abs(lag.p - ham.p).max() < 1e-12
+    assert np.abs(lag.lam - ham.lam).max() < 1e-11
+
+
+def test_implicit_velocity_path_equals_explicit(nh):
+    """The general path (v_k^i as unknowns) reproduces the mechanical fast path."""
+    system = nh.chaotic_system()
+    q0s, v0s = nh.chaotic_ensemble()
+    opts = NewtonOptions(tol=1e-14)
+    a = integrate(
+        system,
+        NonholonomicPRK(lobatto_iiia_iiib(3), newton=opts),
+        q0s[2],
+        v0s[2],
+        h=0.1,
+        n_steps=20,
+    )
+    b = integrate(
+        system,
+        NonholonomicPRK(lobatto_iiia_iiib(3), newton=opts, implicit_velocity=True),
+        q0s[2],
+        v0s[2],
+        h=0.1,
+        n_steps=20,
+    )
+    assert np.abs(a.q - b.q).max() < 1e-13 and np.abs(a.lam - b.lam).max() < 1e-12
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_batched_ensemble_equals_looped_runs(nh, s):
+    """A (10, 7) batch (the §7.3 ensemble) equals ten single runs."""
+    system = nh.chaotic_system()
+    q0, v0 = nh.chaotic_ensemble(9)
+    method = NonholonomicPRK(lobatto_iiia_iiib(s))
+    batch = integrate(system, method, q0, v0, h=0.1, n_steps=20)
+    assert batch.q.shape == (21, 10, 7) and batch.lam.shape == (21, 10, 1)
+    for j in range(10):
+        single = integrate(system, method, q0[j], v0[j], h=0.1, n_steps=20)
+        assert np.abs(batch.q[:, j] - single.q).max() < 1e-13
+        assert np.abs(batch.lam[:, j] - single.lam).max() < 1e-12
+
+
+def test_batched_two_leading_axes(nh):
+    system = nh.chaotic_system()
+    q0, v0 = nh.chaotic_ensemble(5)
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    st = method.initial_state(system, q0.reshape(2, 3, 7), v0.reshape(2, 3, 7))
+    st = method.step(system, st, 0.1)
+    flat = method.step(system, method.initial_state(system, q0, v0), 0.1)
+    assert st.q.shape == (2, 3, 7) and st.lam.shape == (2, 3, 1)
+    assert np.abs(st.q.reshape(6, 7) - flat.q).max() < 1e-14
+
+
+# ---------------------------------------------------------------- initial data and input checks
+
+
+def test_initial_multiplier_is_the_continuous_one(nh):
+    system = nh.particle_system()
+    st = NonholonomicPRK(lobatto_iiia_iiib(3)).initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
+    x, y = nh.PARTICLE_Q0[:2]
+    vx, vy = nh.PARTICLE_V0[:2]
+    assert np.allclose(st.lam, [(vx * vy - x * y) / (1 + y**2)], rtol=1e-14)  # spec §5.1
+    assert np.allclose(st.p, nh.PARTICLE_V0) and st.n == 0 and st.t == 0.0
+
+
+def test_rejects_data_off_the_constraint_set(nh):
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    with pytest.raises(ConstraintViolationError, match="violate the constraint"):
+        method.initial_state(nh.particle_system(), nh.PARTICLE_Q0, [0.5, 1.0, 0.0])
+
+
+def test_rejects_wrong_shape_and_nan(nh):
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    with pytest.raises(InputError, match=r"shape \(\.\.\., 3\)"):
+        method.initial_state(nh.particle_system(), [1.0, 0.5], nh.PARTICLE_V0)
+    with pytest.raises(InputError, match="finite"):
+        method.initial_state(nh.particle_system(), [np.nan, 0.5, 0.0], nh.PARTICLE_V0)
+
+
+def test_refuses_pairs_violating_h1_h3():
+    g = gauss(2)
+    with pytest.raises(HypothesisError, match="H1"):
+        NonholonomicPRK(PartitionedTableau(g, symplectic_conjugate(g)))
+
+
+def test_rejects_unknown_options():
+    with pytest.raises(InputError, match="form"):
+        NonholonomicPRK(lobatto_iiia_iiib(2), form="symplectic")
+    with pytest.raises(InputError, match="multiplier_mode"):
+        NonholonomicPRK(lobatto_iiia_iiib(2), multiplier_mode="reset")
+    with pytest.raises(InputError, match="constraint_momenta"):
+        NonholonomicPRK(lobatto_iiia_iiib(2), constraint_momenta="iiib")
+
+
+def test_newton_failure_raises_convergence_error(nh):
+    system = nh.chaotic_system()
+    q0s, v0s = nh.chaotic_ensemble()
+    method = NonholonomicPRK(lobatto_iiia_iiib(3), newton=NewtonOptions(max_iter=1))
+    st = method.initial_state(system, q0s[0], v0s[0])
+    with pytest.raises(ConvergenceError, match=r"Newton did not converge at step 0 .*Try: halve h"):
+        method.step(system, st, 2.0)
+    sol = integrate(system, method, q0s[0], v0s[0], h=2.0, n_steps=3)
+    assert not sol.success and "Newton did not converge" in sol.message
+
+
+def test_state_is_frozen_and_carries_diagnostics(nh):
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    system = nh.particle_system()
+    st = method.step(system, method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0), 0.1)
+    assert st.n == 1 and st.t == pytest.approx(0.1)
+    assert st.info["newton_iterations"] >= 1 and st.info["residual"] < 1e-12
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        st.t = 3.0

@@ -2,7 +2,7 @@
 
 Each family is defined by its nodes and the simplifying assumption(s) that determine a
 (Hairer–Wanner II, §IV.5; spec high-order-nonholonomic §4.1–4.2). Everything is solved with
-``mpmath`` at 60 digits and rounded to float64 once, so for s ≤ 8 every assumption the family
+``mpmath`` at 60 + 2s digits and rounded to float64 once, so for s ≤ 8 every assumption the family
 satisfies holds to 1e-14 in the rounded coefficients.
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import mpmath
+import numpy as np
 
 from ._highprec import (
     DPS,
+    legendre_guesses,
     legendre_shifted,
     mp_to_float,
     poly_roots_01,
@@ -36,8 +38,15 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- nodes
+def _unit(n: int) -> np.ndarray:
+    e = np.zeros(n + 1)
+    e[n] = 1.0
+    return e
+
+
 def _gauss_nodes(s: int) -> list:
-    return poly_roots_01(legendre_shifted(s))
+    """Zeros of P_s(2x − 1)."""
+    return poly_roots_01(legendre_shifted(s), legendre_guesses(_unit(s)))
 
 
 def _radau_right_nodes(s: int) -> list:
@@ -50,7 +59,8 @@ def _radau_right_nodes(s: int) -> list:
     for coef in desc[1:-1]:
         quot.append(coef + quot[-1])
     assert quot[-1] + desc[-1] == 0, "x = 1 must be a root"
-    return [*poly_roots_01(quot[::-1]), mpmath.mpf(1)]
+    guesses = legendre_guesses(_unit(s) - np.append(_unit(s - 1), 0.0), drop=1.0)
+    return [*poly_roots_01(quot[::-1], guesses), mpmath.mpf(1)]
 
 
 def _radau_left_nodes(s: int) -> list:
@@ -58,21 +68,27 @@ def _radau_left_nodes(s: int) -> list:
     ps, pm = legendre_shifted(s), [*legendre_shifted(s - 1), 0]
     tot = [x + y for x, y in zip(ps, pm)]
     assert tot[0] == 0, "x = 0 must be a root"
-    return [mpmath.mpf(0), *poly_roots_01(tot[1:])]
+    guesses = legendre_guesses(_unit(s) + np.append(_unit(s - 1), 0.0), drop=0.0)
+    return [mpmath.mpf(0), *poly_roots_01(tot[1:], guesses)]
 
 
 def _lobatto_nodes(s: int) -> list:
     """0, 1 and the zeros of d/dx P_{s−1}(2x−1) (= x(x−1)J^{(1,1)}_{s−2}(2x−1), spec §4.1)."""
     p = legendre_shifted(s - 1)
     dp = [k * p[k] for k in range(1, len(p))]
-    return [mpmath.mpf(0), *poly_roots_01(dp), mpmath.mpf(1)]
+    guesses = legendre_guesses(np.polynomial.legendre.legder(_unit(s - 1))) if s > 2 else []
+    return [mpmath.mpf(0), *poly_roots_01(dp, guesses), mpmath.mpf(1)]
 
 
 # ---------------------------------------------------------------------- mp builders (cached)
 @lru_cache(maxsize=64)
 def _mp_family(kind: str, s: int):
-    """(A, b, c) as mpmath objects for the family ``kind`` with s stages."""
-    with mpmath.workdps(DPS):
+    """(A, b, c) as mpmath objects for the family ``kind`` with s stages.
+
+    The Vandermonde-type systems lose about 2s digits to conditioning (s ≲ 30), hence the
+    working precision DPS + 2s.
+    """
+    with mpmath.workdps(DPS + 2 * s):
         if kind == "gauss":
             c = _gauss_nodes(s)
             b = weights_B(c)

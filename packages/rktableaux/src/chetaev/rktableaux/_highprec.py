@@ -7,6 +7,7 @@ high-order-nonholonomic §4.2) as linear systems at ``DPS`` decimal digits.
 
 from __future__ import annotations
 
+import itertools
 from math import comb
 
 import mpmath
@@ -15,8 +16,10 @@ import numpy as np
 __all__ = [
     "DPS",
     "conjugate_mp",
+    "legendre_guesses",
     "legendre_shifted",
     "mp_to_float",
+    "poly_roots_01",
     "solve_C",
     "solve_D",
     "weights_B",
@@ -31,24 +34,56 @@ def legendre_shifted(n: int) -> list[int]:
     return [(-1) ** (n + k) * comb(n, k) * comb(n + k, k) for k in range(n + 1)]
 
 
-def poly_roots_01(coeffs: list[int]) -> list:
-    """Real roots in [0, 1] of a polynomial with exact (ascending) coefficients, sorted."""
-    deg = len(coeffs) - 1
-    if deg == 0:
-        return []
-    if deg == 1:
-        return [mpmath.mpf(-coeffs[0]) / coeffs[1]]
-    desc = [mpmath.mpf(x) for x in coeffs[::-1]]
-    roots = mpmath.polyroots(desc, maxsteps=400, extraprec=4 * DPS)
-    out = sorted(mpmath.re(r) for r in roots)
-    # polish by Newton in the working precision (roots are simple)
-    polished = []
-    for x in out:
-        for _ in range(6):
-            p, dp = mpmath.polyval(desc, x, derivative=True)
-            x = x - p / dp
-        polished.append(x)
-    return polished
+def _horner(coeffs: list[int], x):
+    """Value and derivative of Σ_k coeffs[k] x^k (exact integer coefficients, mp x)."""
+    p = mpmath.mpf(0)
+    dp = mpmath.mpf(0)
+    for coef in reversed(coeffs):
+        dp = dp * x + p
+        p = p * x + coef
+    return p, dp
+
+
+def poly_roots_01(coeffs: list[int], guesses) -> list:
+    """Real roots in [0, 1] of Σ_k coeffs[k] x^k, polished by Newton from float ``guesses``.
+
+    The float guesses come from numpy's Legendre-basis root finder (well conditioned); the
+    polishing evaluates the exact integer coefficients with enough extra digits to absorb
+    their size, so the roots are accurate to about DPS digits.
+    """
+    guesses = sorted(float(g) for g in guesses)
+    if len(guesses) != len(coeffs) - 1:  # pragma: no cover - internal consistency
+        raise AssertionError("one guess per root is required")
+    extra = 10 + max((len(str(abs(c))) for c in coeffs), default=0)
+    out = []
+    target = mpmath.mp.dps  # the caller's working precision
+    with mpmath.workdps(target + extra):
+        tol = mpmath.mpf(10) ** (-(target + 5))
+        for g in guesses:
+            x = mpmath.mpf(g)
+            for _ in range(100):
+                p, dp = _horner(coeffs, x)
+                dx = p / dp
+                x -= dx
+                if abs(dx) < tol:
+                    break
+            else:  # pragma: no cover - Newton from a 1e-15-accurate guess always converges
+                raise ArithmeticError("root polishing did not converge")
+            out.append(+x)
+    for u, v in itertools.pairwise(out):
+        if not u < v:  # pragma: no cover - guesses are separated by ≳ 1/s²
+            raise ArithmeticError("two guesses converged to the same root")
+    return out
+
+
+def legendre_guesses(leg_coef, drop: float | None = None) -> list[float]:
+    """Float roots in x ∈ [0, 1] of Σ_k leg_coef[k] P_k(2x − 1), optionally dropping the root
+    closest to ``drop`` (a known endpoint root)."""
+    y = np.polynomial.legendre.legroots(np.asarray(leg_coef, dtype=float))
+    x = sorted(((np.real(y) + 1.0) / 2.0).tolist())
+    if drop is not None:
+        x.pop(int(np.argmin([abs(v - drop) for v in x])))
+    return x
 
 
 def mp_to_float(x) -> np.ndarray:

@@ -134,6 +134,17 @@ def _solve(fun, jac, x0, options, state, scale=None):
     return res
 
 
+def _node_multiplier(prob, q1, v1):
+    """The multiplier reported for node k: the consistent continuous λ(q_k, v_k).
+
+    The discrete multipliers of the paper carry arbitrary factors h, h/2 and a split between
+    the two nodes (spec item A14); they are kept in ``State.info`` (``lam_left``,
+    ``lam_right``), while ``State.lam`` is the O(h^p)-accurate continuous multiplier at the
+    discrete point, comparable across methods.
+    """
+    return np.asarray(prob.multiplier(q1, v1), dtype=float)
+
+
 def _scale(prob, q0: np.ndarray) -> np.ndarray:
     """Residual scale of Phase 1: ``max(1, |M|·|q0|)`` per batch entry."""
     return np.maximum(1.0, np.max(np.abs(prob.M)) * np.max(np.abs(q0), axis=-1))
@@ -191,10 +202,9 @@ def node_step(
     info = _info(res)
     if lam is not None:
         info["lam_left"], info["lam_right"] = lam
-    return attrs.evolve(
-        state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1), n=state.n + 1, info=info,
-        lam=None if lam is None else lam[1],
-    )
+    v1 = K._mv(prob.Minv, p1)
+    return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1, info=info,
+                        lam=_node_multiplier(prob, q1, v1))
 
 
 class _EuclideanMethod:
@@ -464,9 +474,10 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         res = _solve(fun, None, x0, self.newton, state, _scale(prob, q0))
         qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
         p1s = K._mv(M, q1 - qm) / hh - hh * prob.grad_V(q1)
-        p1, mu = K.project_momentum(p1s, prob.jac(q1), prob.Minv)
-        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1),
-                            n=state.n + 1, info=_info(res), lam=mu / hh)
+        p1, _ = K.project_momentum(p1s, prob.jac(q1), prob.Minv)
+        v1 = K._mv(prob.Minv, p1)
+        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1,
+                            info=_info(res), lam=_node_multiplier(prob, q1, v1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,4 +522,4 @@ class StageConstrainedBaseline(_EuclideanMethod):
         p1 = (K._mv(prob.M, q1 - q0) / h - 0.5 * h * prob.grad_V(qm)
               + 0.5 * K._mtv(prob.jac(qm), nu) / h)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1),
-                            n=state.n + 1, info=_info(res), lam=nu / (h * h))
+                            n=state.n + 1, info=_info(res), lam=nu / (h * h))  # stage multiplier

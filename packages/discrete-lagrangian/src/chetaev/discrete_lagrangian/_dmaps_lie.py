@@ -61,6 +61,7 @@ class _LieProblem:
     phi: Any  # None when unconstrained
     ell: Any
     d: int
+    multiplier: Any = None
 
     @property
     def constrained(self) -> bool:
@@ -89,6 +90,7 @@ def _lie_problem(system: Any, kind: str) -> _LieProblem:
         group=group, tau=retraction(group, kind), I=I, Iinv=np.linalg.inv(I), f=inner.gradV,
         phi=None if constraint is None else constraint.phi,
         ell=None if constraint is None else constraint.jacobian, d=int(group.dim),
+        multiplier=None if constraint is None else system.multiplier,
     )
 
 
@@ -314,10 +316,14 @@ def _scale(prob, alpha0):
 def _finish(prob, state, g1, alpha1_star, h, res, mu_scale):
     alpha1, mu = _project(prob, g1, alpha1_star)
     info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
-    return attrs.evolve(
-        state, t=state.t + h, q=g1, p=alpha1, v=_mv(prob.Iinv, alpha1), n=state.n + 1,
-        info=info, lam=None if mu is None else mu / mu_scale,
-    )
+    xi1 = _mv(prob.Iinv, alpha1)
+    lam = None
+    if mu is not None:
+        # raw node multiplier in info; State.lam is the consistent λ(g_k, ξ_k) (spec A14)
+        info["lam_right"] = mu / mu_scale
+        lam = np.asarray(prob.multiplier(g1, xi1), dtype=float)
+    return attrs.evolve(state, t=state.t + h, q=g1, p=alpha1, v=xi1, n=state.n + 1,
+                        info=info, lam=lam)
 
 
 def _euler_step(prob: _LieProblem, kind: str, state: State, h: float, options) -> State:

@@ -35,6 +35,7 @@ class EuclideanProblem:
     jac: Any
     hess_phi: Any
     n: int
+    multiplier: Any = None
 
 
 def _parts(system: Any) -> tuple[Any, Any]:
@@ -82,7 +83,8 @@ def as_euclidean_problem(system: Any) -> EuclideanProblem:
         return np.asarray(constraint.hessian(q), dtype=float)
 
     return EuclideanProblem(M=M, Minv=Minv, V=inner.V, grad_V=inner.gradV,
-                            hess_V=inner.hessV, phi=phi, jac=jac, hess_phi=hess_phi, n=n)
+                            hess_V=inner.hessV, phi=phi, jac=jac, hess_phi=hess_phi, n=n,
+                            multiplier=system.multiplier)
 
 
 def initial_euclidean_state(system: Any, q0: Any, v0: Any, t0: float = 0.0,

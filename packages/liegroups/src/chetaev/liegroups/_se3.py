@@ -120,7 +120,7 @@ class SE3Group(MatrixLieGroup):
     def _M(self, w, v, deriv):
         """M(w, v) = d/deps D(w + eps v): column k is J^L_SO3(w, e_k) v."""
         Jk = deriv(w[..., None, :], _EYE3)  # (..., k, 3, 3)
-        return np.swapaxes(np.einsum("...kij,...j->...ki", Jk, v[..., None, :]), -1, -2)
+        return np.swapaxes(np.einsum("...kij,...j->...ki", Jk, v), -1, -2)
 
     def _tangent(self, xi, dL, deriv):
         v, w = xi[..., :3], xi[..., 3:]

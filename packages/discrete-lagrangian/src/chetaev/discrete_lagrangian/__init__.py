@@ -1,11 +1,13 @@
 """chetaev.discrete_lagrangian: systems, solver, driver and variational integrators."""
 
+from ._constrained_prk import ConstrainedPRK, HolonomicStageHooks
 from ._constraints import (
     ConstrainedSystem,
     HolonomicConstraint,
     LinearVelocityConstraint,
     VelocityConstraint,
 )
+from ._del import DiscreteEulerLagrange, DiscreteLagrangian
 from ._errors import (
     ConstraintViolationError,
     ConvergenceError,
@@ -14,6 +16,17 @@ from ._errors import (
     SingularMatrixError,
 )
 from ._integrate import integrate
+from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
+from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
+from ._prk import (
+    PRKCoefficients,
+    StageEvaluation,
+    StageHooks,
+    StepSolution,
+    coefficients_from,
+    prk_residual,
+    solve_stages,
+)
 from ._reference import ReferenceSolution, reference_solution
 from ._solver import NewtonOptions, NewtonResult, newton_solve
 from ._state import State
@@ -24,27 +37,45 @@ from ._systems import (
     TrivializedMechanicalSystem,
 )
 from ._trajectory import Trajectory
+from ._vprk import VPRK
 
 __all__ = [
+    "VPRK",
+    "ConstrainedPRK",
     "ConstrainedSystem",
     "ConstraintViolationError",
     "ConvergenceError",
+    "DiscreteEulerLagrange",
+    "DiscreteLagrangian",
     "HolonomicConstraint",
+    "HolonomicStageHooks",
     "HypothesisError",
     "InputError",
     "LagrangianSystem",
+    "LieHolonomicStageHooks",
+    "LieStageEvaluation",
+    "LieVPRK",
     "LinearVelocityConstraint",
     "MechanicalSystem",
     "NewtonOptions",
     "NewtonResult",
+    "PRKCoefficients",
     "ReferenceSolution",
     "SingularMatrixError",
+    "StageEvaluation",
+    "StageHooks",
     "State",
+    "StepSolution",
     "Trajectory",
     "TrivializedLagrangianSystem",
     "TrivializedMechanicalSystem",
     "VelocityConstraint",
+    "coefficients_from",
     "integrate",
+    "lie_prk_residual",
     "newton_solve",
+    "prk_residual",
     "reference_solution",
+    "solve_lie_stages",
+    "solve_stages",
 ]

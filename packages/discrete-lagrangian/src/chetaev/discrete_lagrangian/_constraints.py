@@ -33,7 +33,7 @@ import numpy as np
 
 from ._errors import ConstraintViolationError, InputError, SingularMatrixError
 from ._fd import fd_jacobian, group_perturb, vector_perturb
-from ._systems import _wrap
+from ._systems import _wrap, qcore
 
 __all__ = [
     "ConstrainedSystem",
@@ -45,7 +45,7 @@ __all__ = [
 
 def _qbatch(q: np.ndarray, group: Any) -> tuple[int, ...]:
     q = np.asarray(q)
-    return q.shape[:-2] if group is not None else q.shape[:-1]
+    return q.shape[: q.ndim - qcore(group)]
 
 
 def _perturb(group: Any):
@@ -53,7 +53,7 @@ def _perturb(group: Any):
 
 
 def _ndim_q(group: Any) -> int:
-    return 1 if group is None else 2
+    return qcore(group)
 
 
 def _as_callable(x: Any, name: str, vectorized: bool, core: tuple[int, ...]):

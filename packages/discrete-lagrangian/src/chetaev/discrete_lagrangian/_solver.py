@@ -168,19 +168,23 @@ def _inv(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def newton_solve(
-    fun: Callable[[np.ndarray], np.ndarray],
+    fun: Callable[[np.ndarray], np.ndarray] | None,
     x0: np.ndarray,
     jac: Callable[[np.ndarray], np.ndarray] | None = None,
     options: NewtonOptions | None = None,
     scale: np.ndarray | float | None = None,
     jac_inv0: np.ndarray | None = None,
+    fun_jac: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray | None]] | None = None,
+    f0: np.ndarray | None = None,
+    j0: np.ndarray | None = None,
 ) -> NewtonResult:
     """Solve the batched square system ``fun(x) = 0`` by Newton's method.
 
     Parameters
     ----------
     fun : callable
-        ``(..., N)`` → ``(..., N)``; must broadcast over extra leading axes.
+        ``(..., N)`` → ``(..., N)``; must broadcast over extra leading axes (finite
+        differences stack the perturbations there).
     x0 : ndarray, shape (..., N)
         Initial guess (warm start).
     jac : callable, optional
@@ -191,62 +195,95 @@ def newton_solve(
         Default 1.
     jac_inv0 : ndarray (..., N, N), optional
         Inverse Jacobian from a previous solve (simplified Newton only).
+    fun_jac : callable, optional
+        ``fun_jac(x, want_jacobian)`` → ``(F, J or None)``: residual and Jacobian from one
+        evaluation (shares the work); replaces ``fun`` and ``jac``.
+    f0, j0 : ndarray, optional
+        ``fun(x0)`` and the Jacobian at ``x0`` when the caller already has them.
 
     Returns
     -------
     NewtonResult
     """
     opts = options if options is not None else NewtonOptions()
+    if fun_jac is None:
+        if fun is None:
+            from ._errors import InputError
+
+            raise InputError("newton_solve needs `fun` or `fun_jac`.")
+        use_fd = jac is None or opts.finite_differences
+
+        def fun_jac(x, want):
+            F = np.asarray(fun(x), dtype=float)
+            if not want:
+                return F, None
+            return F, (fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x)))
+
+    elif opts.finite_differences:
+        base = fun_jac
+
+        def fun_jac(x, want):
+            F, _ = base(x, False)
+            return F, (fd_jacobian_of(lambda y: base(y, False)[0], x) if want else None)
+
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
     scale_arr = np.ones(batch) if scale is None else np.broadcast_to(
         np.asarray(scale, dtype=float), batch)
     thr = np.maximum(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * scale_arr, opts.atol)
-    F = np.asarray(fun(x), dtype=float)
-    r = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
-    r = np.where(np.isfinite(r), r, np.inf)
-    active = r > thr
+    Jinv = jac_inv0 if opts.simplified else None
+    want = Jinv is None
+    if f0 is not None:
+        F, J = np.asarray(f0, dtype=float), j0
+        n_jac = 0
+    else:
+        F, J = fun_jac(x, want)
+        n_jac = int(want)
+    if J is None and want and not opts.simplified:
+        F, J = fun_jac(x, True)
+        n_jac += 1
+    r = _norm(F, batch)
     failed = ~np.isfinite(r)
-    active &= ~failed
+    active = (r > thr) & ~failed
     stall = np.zeros(batch, dtype=int)
     iters = np.zeros(batch, dtype=int)
     rate = np.full(batch, np.nan)
-    use_fd = jac is None or opts.finite_differences
-    Jinv = jac_inv0 if opts.simplified else None
-    n_jac = 0
     it = 0
     while np.any(active) and it < opts.max_iter:
         it += 1
         if opts.simplified:
             if Jinv is None:
-                J = fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x))
-                n_jac += 1
+                if J is None:
+                    F, J = fun_jac(x, True)
+                    n_jac += 1
                 Jinv, ok = _inv(J)
                 failed |= ~ok & active
                 active &= ok
             dx = -np.einsum("...ij,...j->...i", Jinv, F)
         else:
-            J = fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x))
-            n_jac += 1
             dx, ok = _solve(J, F)
             failed |= ~ok & active
             active &= ok
         x_new = np.where(active[..., None], x + dx, x)
-        F_new = np.asarray(fun(x_new), dtype=float)
-        r_new = np.max(np.abs(F_new), axis=-1) if F_new.shape[-1] else np.zeros(batch)
+        F_new, J_new = fun_jac(x_new, not opts.simplified)
+        n_jac += int(not opts.simplified)
+        r_new = _norm(F_new, batch)
         bad = active & ~np.isfinite(r_new)
         failed |= bad
-        active &= ~bad
+        upd = active & ~bad
         with np.errstate(divide="ignore", invalid="ignore"):
             rk = np.where(r > 0, r_new / r, 0.0)
-        upd = active
         x = np.where(upd[..., None], x_new, x)
         F = np.where(upd[..., None], F_new, F)
+        if J_new is not None:
+            J = np.where(upd[..., None, None], J_new, J) if J is not None else J_new
+        else:
+            J = None
         r = np.where(upd, r_new, r)
         rate = np.where(upd, rk, rate)
         iters = iters + upd
         stall = np.where(upd & (rk >= 1.0), stall + 1, np.where(upd, 0, stall))
-        active = upd & (r > thr) & (stall < opts.max_stall) & ~failed
+        active = upd & (r > thr) & (stall < opts.max_stall)
         if opts.simplified and np.any(upd & (rk > opts.refresh_rate) & (r > thr)):
             Jinv = None
     converged = (r <= thr) & ~failed
@@ -261,3 +298,8 @@ def newton_solve(
         jac_inv=Jinv if opts.simplified else None,
         n_jac=n_jac,
     )
+
+
+def _norm(F: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    r = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
+    return np.where(np.isnan(r), np.inf, r)

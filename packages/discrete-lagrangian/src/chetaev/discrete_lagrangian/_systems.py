@@ -62,6 +62,11 @@ def _wrap(f: Callable | None, vectorized: bool, core: tuple[int, ...]) -> Callab
     return _looped(f, core)
 
 
+def qcore(group: Any) -> int:
+    """Number of trailing axes of one configuration: 1 on Rⁿ, ``len(group.shape)`` on a group."""
+    return 1 if group is None else len(tuple(group.shape))
+
+
 def coadjoint(group: Any, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """ad*_η μ = ad(η)ᵀ μ in algebra coordinates (spec §1.3)."""
     return np.einsum("...ji,...j->...i", group.ad(eta), mu)
@@ -79,7 +84,7 @@ class _SystemMixin:
 
     @property
     def _qcore(self) -> int:
-        return 1 if self.group is None else 2
+        return qcore(self.group)
 
     def energy(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Energy E = vᵀ ∂L/∂v − L (spec §1.1)."""
@@ -415,7 +420,8 @@ class TrivializedLagrangianSystem(_SystemMixin):
     def __attrs_post_init__(self) -> None:
         for name in ("_lagrangian", "_dl_dg", "_dl_deta", "_d2l_deta2", "_d2l_detadg",
                      "_d2l_dg2", "_d2l_dgdeta"):
-            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized, (2, 1)))
+            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized,
+                                                 (qcore(self.group), 1)))
 
     @property
     def n(self) -> int:
@@ -429,7 +435,7 @@ class TrivializedLagrangianSystem(_SystemMixin):
                                        self._d2l_dgdeta))
 
     def _bs(self, g, eta):
-        return _bshape((np.asarray(g), 2), (np.asarray(eta), 1))
+        return _bshape((np.asarray(g), qcore(self.group)), (np.asarray(eta), 1))
 
     def lagrangian(self, g, eta):
         """ℓ(g, η)."""
@@ -512,7 +518,8 @@ class TrivializedMechanicalSystem(_SystemMixin):
         object.__setattr__(self, "inertia", I)
         object.__setattr__(self, "_Iinv", np.linalg.inv(I))
         for name in ("_potential", "_potential_grad", "_potential_hess"):
-            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized, (2,)))
+            object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized,
+                                                 (qcore(self.group),)))
 
     @property
     def n(self) -> int:
@@ -525,7 +532,7 @@ class TrivializedMechanicalSystem(_SystemMixin):
         return self._potential_hess is None
 
     def _bs(self, g, eta):
-        return _bshape((np.asarray(g), 2), (np.asarray(eta), 1))
+        return _bshape((np.asarray(g), qcore(self.group)), (np.asarray(eta), 1))
 
     def V(self, g):
         """Potential V(g)."""
@@ -541,7 +548,7 @@ class TrivializedMechanicalSystem(_SystemMixin):
             return np.asarray(self._potential_hess(g))
         g = np.asarray(g, dtype=float)
         return fd_jacobian(self.gradV, g, self.n, perturb=group_perturb(self.group),
-                           batch_shape=g.shape[:-2])
+                           batch_shape=g.shape[: g.ndim - qcore(self.group)])
 
     def lagrangian(self, g, eta):
         """ℓ = ½ ηᵀ𝕀η − V(g)."""

@@ -16,6 +16,8 @@ __all__ = [
     "cartesian_pendulum",
     "double_pendulum",
     "fit_order",
+    "free_rigid_body",
+    "heavy_top",
     "henon_heiles",
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
@@ -167,3 +169,57 @@ def double_pendulum(general: bool = False, analytic: bool = True):
         return coupling[..., None, None] * sgn - d2V(q)
 
     return LagrangianSystem(2, L, dLdq, dLdv, d2vv, d2vq, d2qq)
+
+
+def free_rigid_body(inertia=(1.0, 2.0, 3.0)):
+    """Free rigid body on SO(3): ℓ = ½ ηᵀ𝕀η (Euler: Π̇ = Π × Ω)."""
+    from chetaev.liegroups import SO3
+
+    from ._systems import TrivializedMechanicalSystem
+
+    def V(R):
+        return np.zeros(np.shape(R)[:-2])
+
+    def dV(R):
+        return np.zeros((*np.shape(R)[:-2], 3))
+
+    def d2V(R):
+        return np.zeros((*np.shape(R)[:-2], 3, 3))
+
+    return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)
+
+
+def _hat3(w):
+    w = np.asarray(w, dtype=float)
+    z = np.zeros_like(w[..., 0])
+    return np.stack([np.stack([z, -w[..., 2], w[..., 1]], -1),
+                     np.stack([w[..., 2], z, -w[..., 0]], -1),
+                     np.stack([-w[..., 1], w[..., 0], z], -1)], -2)
+
+
+def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
+    """Heavy top on SO(3): ℓ = ½ ηᵀ𝕀η − mgl e₃·Rχ.
+
+    Left-trivialized gradient of V: mgl χ × Γ with Γ = Rᵀe₃; Hessian mgl χ̂ Γ̂.
+    Invariants: energy, Γ·Π (vertical angular momentum), |Γ| = 1.
+    """
+    from chetaev.liegroups import SO3
+
+    from ._systems import TrivializedMechanicalSystem
+
+    chi = np.asarray(chi, dtype=float)
+    e3 = np.array([0.0, 0.0, 1.0])
+
+    def gamma(R):
+        return np.einsum("...ji,j->...i", R, e3)
+
+    def V(R):
+        return mgl * gamma(R) @ chi
+
+    def dV(R):
+        return mgl * np.cross(chi, gamma(R))
+
+    def d2V(R):
+        return mgl * np.einsum("ij,...jk->...ik", _hat3(chi), _hat3(gamma(R)))
+
+    return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)

@@ -1,0 +1,211 @@
+"""Holonomically constrained symplectic PRK, paper eq. (13) (spec §2.2–2.3).
+
+With the Lobatto IIIA–IIIB pair (s = 2) this is RATTLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._common import check_symplectic, vector_initial_data
+from ._errors import HypothesisError
+from ._prk import PRKCoefficients, coefficients_from, solve_stages
+from ._solver import NewtonOptions
+from ._state import State
+from ._validation import as_float
+
+__all__ = ["ConstrainedPRK", "HolonomicStageHooks"]
+
+
+class HolonomicStageHooks:
+    """Hooks of eq. (13) for :func:`~chetaev.discrete_lagrangian._prk.prk_residual`.
+
+    * force (hook i): W^i += ∂Φ/∂q(Q^i)ᵀ Λ^i;
+    * multipliers (hook iii): all Λ^1..Λ^s are unknowns;
+    * equations (hook ii): Φ(Q^i) = 0 for i = 2..s (i = 1 holds since Q^1 = q_k, H1) and
+      the tangency ∂Φ/∂q(q_{k+1}) · v_{k+1} = 0 with D2L(q_{k+1}, v_{k+1}) = p_{k+1}
+      (eq. 13d). Without H1 (``stage_constraints_from=0``, e.g. Gauss) the constraints are
+      imposed at every stage and the tangency is dropped (the system stays square).
+
+    A new object is made per step (it caches ∂Φ/∂q(Q) between ``force`` and ``equations``).
+    """
+
+    def __init__(self, system: Any, s: int, m: int, stage_constraints_from: int = 1) -> None:
+        self.system = system
+        self.constraint = system.constraint
+        self.m = m
+        self.free = (True,) * s
+        self.first = stage_constraints_from
+        self._JQ = None
+
+    def force(self, Q, V, Lam, jacobian):
+        JQ = self.constraint.jacobian(Q)  # (..., s, m, n)
+        self._JQ = JQ
+        F = np.einsum("...iak,...ia->...ik", JQ, Lam)
+        if not jacobian:
+            return F, None, None, None
+        H = self.constraint.hessian(Q)  # (..., s, m, n, n)
+        dF_dQ = np.einsum("...iakl,...ia->...ikl", H, Lam)
+        return F, dF_dQ, None, np.swapaxes(JQ, -1, -2)
+
+    def equations(self, ev):
+        c = self.constraint
+        f = self.first
+        Qc = ev.Q[..., f:, :]
+        Phi = c.phi(Qc)
+        R = [Phi.reshape((*Phi.shape[:-2], -1))]
+        want = ev.dW_dx is not None
+        J = []
+        if want:
+            dPhi = self._JQ[..., f:, :, :] @ ev.dQ_dx[f:]  # (..., s-f, m, N)
+            J.append(dPhi.reshape((*dPhi.shape[:-3], -1, dPhi.shape[-1])))
+        if f == 1:
+            base = getattr(self.system, "system", self.system)
+            fast = bool(getattr(base, "is_mechanical", False)
+                        and getattr(base, "constant_mass", False))
+            if fast:
+                Minv = base._Minv
+                v1 = ev.p1 @ Minv.T
+            else:
+                v1 = base.legendre_inv(ev.q1, ev.p1)
+            J1 = c.jacobian(ev.q1)  # (..., m, n)
+            R.append((J1 @ v1[..., None])[..., 0])
+            if want:
+                if fast:
+                    dv1 = Minv @ ev.dp1_dx
+                else:
+                    G = base.D22L(ev.q1, v1)
+                    rhs = ev.dp1_dx - base.D21L(ev.q1, v1) @ ev.dq1_dx
+                    dv1 = np.linalg.solve(G, rhs)
+                Hv = np.einsum("...akl,...k->...al", c.hessian(ev.q1), v1)  # (..., m, n)
+                J.append(Hv @ ev.dq1_dx + J1 @ dv1)
+        Rc = _cat(R, 1)
+        return Rc, (_cat(J, 2) if want else None)
+
+
+def _cat(parts, core):
+    shapes = {p.shape[: p.ndim - core] for p in parts}
+    if len(shapes) > 1:
+        bs = np.broadcast_shapes(*shapes)
+        parts = [np.broadcast_to(p, bs + p.shape[p.ndim - core:]) for p in parts]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-core)
+
+
+@attrs.frozen(eq=False)
+class ConstrainedPRK:
+    """Holonomically constrained symplectic partitioned Runge–Kutta method (eq. 13).
+
+    Symplectic on T*N (the constraint manifold), symmetric for the Lobatto pairs; the
+    constraint Φ(q_k) = 0 and the hidden constraint ∂Φ/∂q·v_k = 0 hold at every node to
+    solver tolerance. Order 2s − 2 for Lobatto IIIA–IIIB(s) (s = 2: RATTLE, order 2).
+    Needs H1–H3 on the first tableau (spec §2.0); violating tableaux raise
+    :class:`HypothesisError` unless ``check_hypotheses=False`` (then the stage constraints
+    are imposed at all stages without tangency: the classical Gauss-type scheme, which
+    shows order reduction, paper §4.3).
+
+    Equations (paper eq. (13a–d); spec §2.3). Unknowns V^1..V^s and Λ^1..Λ^s::
+
+        Q^i = q_k + h Σ_j a_ij V^j,        P^i = p_k + h Σ_j â_ij W^j
+        W^i = D1L(Q^i, V^i) + ∂Φ/∂q(Q^i)ᵀ Λ^i,   P^i = D2L(Q^i, V^i)
+        Φ(Q^i) = 0 (i = 2..s),   ∂Φ/∂q(q_{k+1}) · ∂H/∂p(q_{k+1}, p_{k+1}) = 0
+        q_{k+1} = q_k + h Σ_j b_j V^j,     p_{k+1} = p_k + h Σ_j b̂_j W^j
+
+    The multiplier stored at node k+1 is Λ^s of step k; ``lam[0]`` is the consistent
+    continuous λ₀ (spec §1.2).
+
+    Arguments
+    ---------
+    pair : PartitionedTableau or Tableau
+        ``lobatto_iiia_iiib(s)``; a Tableau is paired with its symplectic conjugate.
+    newton : NewtonOptions
+    check_hypotheses : bool
+        Raise :class:`HypothesisError` when H1–H3 / H1'–H2' fail (default True).
+    constraint_tol : float
+        Tolerance of the initial-data check (|Φ(q0)|, |∂Φ/∂q·v0|).
+
+    References
+    ----------
+    arXiv:1810.10926 §4.3, eq. (13); Hairer, Lubich, Wanner, GNI, §VII.1 (RATTLE).
+    """
+
+    pair: Any
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    check_hypotheses: bool = True
+    constraint_tol: float = 1e-10
+    coeffs: PRKCoefficients = attrs.field(init=False)
+    _cache: dict = attrs.field(init=False, factory=dict, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        coeffs = coefficients_from(self.pair)
+        check_symplectic(coeffs, "ConstrainedPRK")
+        object.__setattr__(self, "coeffs", coeffs)
+        from chetaev.rktableaux import PartitionedTableau, Tableau
+
+        p = self.pair
+        if isinstance(p, Tableau):
+            from chetaev.rktableaux import symplectic_pair
+
+            p = symplectic_pair(p)
+        assert isinstance(p, PartitionedTableau)
+        hyp = p.satisfies_constrained_hypotheses()
+        self._cache["H1"] = bool(hyp.H1)
+        if self.check_hypotheses and not hyp.all:
+            raise HypothesisError(
+                f"ConstrainedPRK needs H1–H3 and H1'–H2' (paper §4.3): {hyp.message} "
+                "(Pass check_hypotheses=False only to study the order reduction.)"
+            )
+
+    @property
+    def name(self) -> str:
+        """Method name."""
+        return f"ConstrainedPRK[{self.coeffs.name}]"
+
+    @property
+    def order(self) -> int | None:
+        """2s − 2 for pairs satisfying H1–H3 (Lobatto IIIA–IIIB), else None."""
+        return 2 * self.coeffs.s - 2 if self._cache["H1"] else None
+
+    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+        """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (spec §1.2)."""
+        q0, v0 = vector_initial_data(system, q0, v0, "ConstrainedPRK", constrained=True)
+        if not system.is_holonomic:
+            from ._errors import InputError
+
+            raise InputError(
+                "ConstrainedPRK handles holonomic constraints; for velocity constraints use "
+                "chetaev.nh_integrators."
+            )
+        system.check_initial(q0, v0, tol=self.constraint_tol)
+        lam0 = np.asarray(system.multiplier(q0, v0))
+        return State(t=as_float(t0, "t0"), q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)),
+                     lam=lam0)
+
+    def step(self, system: Any, state: State, h: float) -> State:
+        """One step (q_k, p_k) → (q_{k+1}, p_{k+1}, λ_{k+1} = Λ^s)."""
+        s = self.coeffs.s
+        q, p, v, lam = state.q, state.p, state.v, state.lam
+        n, m = q.shape[-1], lam.shape[-1]
+        batch = q.shape[:-1]
+        Vp = state.carry.get("V")
+        if Vp is not None and np.shape(Vp) == (*batch, s, n):
+            V0 = Vp + (v - state.carry["v_prev"])[..., None, :]
+            Lp = state.carry["Lam"]
+            L0 = Lp + (Lp[..., -1:, :] - Lp[..., :1, :])
+        else:
+            V0 = np.broadcast_to(v[..., None, :], (*batch, s, n))
+            L0 = np.broadcast_to(lam[..., None, :], (*batch, s, m))
+        x0 = np.concatenate([V0.reshape((*batch, s * n)), L0.reshape((*batch, s * m))], -1)
+        hooks = HolonomicStageHooks(system, s, m, 1 if self._cache["H1"] else 0)
+        sol = solve_stages(x0, q, p, h, self.coeffs, system, hooks, self.newton, state,
+                           tangent_cache=self._cache.setdefault("tangents", {}))
+        ev = sol.ev
+        v1 = system.legendre_inv(ev.q1, ev.p1)
+        return State(
+            t=state.t + h, q=ev.q1, v=v1, p=ev.p1, lam=ev.Lam[..., -1, :], n=state.n + 1,
+            carry={"V": ev.V, "v_prev": v, "Lam": ev.Lam},
+            info={"newton_iterations": sol.iterations, "residual": sol.residual,
+                  "newton_rate": sol.rate},
+        )

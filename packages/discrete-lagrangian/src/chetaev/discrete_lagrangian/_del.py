@@ -1,0 +1,177 @@
+"""Discrete Euler–Lagrange integrator in position–momentum form (paper §4, eq. (6)).
+
+Discrete Lagrangians (spec §2.2, §6 "discrete-lagrangian"), with v̄ = (q1 − q0)/h:
+
+* ``"midpoint"``:    L_d = h L((q0 + q1)/2, v̄)
+* ``"alpha"``:       L_d = h L((1 − α) q0 + α q1, v̄)        (α = ½ is the midpoint rule)
+* ``"trapezoidal"``: L_d = (h/2) [L(q0, v̄) + L(q1, v̄)]
+
+Discrete Legendre transforms (paper §4): FL_d⁻(q0, q1) = (q0, −D1L_d(q0, q1)),
+FL_d⁺(q0, q1) = (q1, D2L_d(q0, q1)). A step solves p_k = −D1L_d(q_k, q_{k+1}) for q_{k+1}
+(Newton, analytic Jacobian) and sets p_{k+1} = D2L_d(q_k, q_{k+1}); this is the discrete
+Hamiltonian map of the DEL equations D2L_d(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1}) = 0 (6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._common import vector_initial_data
+from ._errors import ConvergenceError, InputError
+from ._solver import NewtonOptions, newton_solve
+from ._state import State
+from ._validation import as_float
+
+__all__ = ["DiscreteEulerLagrange", "DiscreteLagrangian"]
+
+_KINDS = ("midpoint", "trapezoidal", "alpha")
+
+
+@attrs.frozen
+class DiscreteLagrangian:
+    """A discrete Lagrangian L_d(q0, q1; h) built from a continuous one.
+
+    Arguments
+    ---------
+    kind : {"midpoint", "trapezoidal", "alpha"}
+    alpha : float
+        Only for ``kind="alpha"``: the quadrature point (1 − α) q0 + α q1, α ∈ [0, 1].
+    """
+
+    kind: str = "midpoint"
+    alpha: float = 0.5
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise InputError(
+                f"`kind` must be one of {', '.join(_KINDS)}; got {self.kind!r}."
+            )
+        a = as_float(self.alpha, "alpha")
+        if not 0.0 <= a <= 1.0:
+            raise InputError(f"`alpha` must lie in [0, 1], got {a}.")
+        if self.kind == "midpoint":
+            object.__setattr__(self, "alpha", 0.5)
+
+    @property
+    def order(self) -> int:
+        """2 for midpoint, trapezoidal and α = ½; 1 otherwise."""
+        return 2 if self.kind == "trapezoidal" or self.alpha == 0.5 else 1
+
+    def __call__(self, system: Any, q0, q1, h: float):
+        """L_d(q0, q1)."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return 0.5 * h * (system.lagrangian(q0, vb) + system.lagrangian(q1, vb))
+        qa = (1 - self.alpha) * q0 + self.alpha * q1
+        return h * system.lagrangian(qa, vb)
+
+    def D1(self, system: Any, q0, q1, h: float):
+        """∂L_d/∂q0, shape (..., n)."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return 0.5 * h * system.D1L(q0, vb) - 0.5 * (system.D2L(q0, vb)
+                                                         + system.D2L(q1, vb))
+        qa = (1 - self.alpha) * q0 + self.alpha * q1
+        return h * (1 - self.alpha) * system.D1L(qa, vb) - system.D2L(qa, vb)
+
+    def D2(self, system: Any, q0, q1, h: float):
+        """∂L_d/∂q1, shape (..., n)."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return 0.5 * h * system.D1L(q1, vb) + 0.5 * (system.D2L(q0, vb)
+                                                         + system.D2L(q1, vb))
+        qa = (1 - self.alpha) * q0 + self.alpha * q1
+        return h * self.alpha * system.D1L(qa, vb) + system.D2L(qa, vb)
+
+    def D12(self, system: Any, q0, q1, h: float):
+        """∂(∂L_d/∂q0)/∂q1, shape (..., n, n) (the Jacobian of the DEL step)."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return (0.5 * system.D12L(q0, vb)
+                    - 0.5 * (system.D22L(q0, vb) / h + system.D21L(q1, vb)
+                             + system.D22L(q1, vb) / h))
+        a = self.alpha
+        qa = (1 - a) * q0 + a * q1
+        return (h * (1 - a) * (a * system.D11L(qa, vb) + system.D12L(qa, vb) / h)
+                - (a * system.D21L(qa, vb) + system.D22L(qa, vb) / h))
+
+    def legendre_minus(self, system: Any, q0, q1, h: float):
+        """Discrete Legendre transform FL_d⁻: p0 = −D1L_d(q0, q1)."""
+        return -self.D1(system, q0, q1, h)
+
+    def legendre_plus(self, system: Any, q0, q1, h: float):
+        """Discrete Legendre transform FL_d⁺: p1 = D2L_d(q0, q1)."""
+        return self.D2(system, q0, q1, h)
+
+
+@attrs.frozen(eq=False)
+class DiscreteEulerLagrange:
+    """Variational integrator from a discrete Lagrangian (discrete Euler–Lagrange, eq. 6).
+
+    Symplectic and momentum preserving; order 2 for the midpoint and trapezoidal discrete
+    Lagrangians (and α = ½), order 1 for α ≠ ½; symmetric for midpoint and trapezoidal.
+    The midpoint rule gives the implicit midpoint method for mechanical systems with
+    constant mass; the trapezoidal rule gives Störmer–Verlet.
+
+    Equations (paper §4, eq. (6); Marsden & West 2001): solve p_k = −D1L_d(q_k, q_{k+1})
+    for q_{k+1}; then p_{k+1} = D2L_d(q_k, q_{k+1}), v_{k+1} = FL⁻¹(q_{k+1}, p_{k+1}).
+
+    Arguments
+    ---------
+    kind : {"midpoint", "trapezoidal", "alpha"}
+    alpha : float (for kind="alpha")
+    newton : NewtonOptions
+    """
+
+    kind: str = "midpoint"
+    alpha: float = 0.5
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    ld: DiscreteLagrangian = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "ld", DiscreteLagrangian(self.kind, self.alpha))
+
+    @property
+    def name(self) -> str:
+        """Method name."""
+        extra = f", alpha={self.ld.alpha}" if self.kind == "alpha" else ""
+        return f"DiscreteEulerLagrange[{self.kind}{extra}]"
+
+    @property
+    def order(self) -> int:
+        """Order of the discrete Lagrangian."""
+        return self.ld.order
+
+    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+        """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0)."""
+        q0, v0 = vector_initial_data(system, q0, v0, "DiscreteEulerLagrange", constrained=False)
+        return State(t=as_float(t0, "t0"), q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
+
+    def step(self, system: Any, state: State, h: float) -> State:
+        """One step of the discrete Hamiltonian map (q_k, p_k) → (q_{k+1}, p_{k+1})."""
+        q, p, v = state.q, state.p, state.v
+        ld = self.ld
+        guess = state.carry.get("dq")
+        x0 = q + (guess if guess is not None and np.shape(guess) == q.shape else h * v)
+
+        def fun_jac(q1, want):
+            R = p + ld.D1(system, q, q1, h)
+            return R, (ld.D12(system, q, q1, h) if want else None)
+
+        res = newton_solve(None, x0, options=self.newton,
+                           scale=1.0 + np.max(np.abs(p), axis=-1), fun_jac=fun_jac)
+        if not res.all_converged:
+            bad = ~res.converged
+            raise ConvergenceError(step=state.n, t=state.t,
+                                   residual=float(np.max(res.residual[bad])),
+                                   tol=float(np.min(res.tol[bad])), iterations=res.iterations,
+                                   hint="halve h, or increase NewtonOptions(max_iter=...)")
+        q1 = res.x
+        p1 = ld.D2(system, q, q1, h)
+        v1 = system.legendre_inv(q1, p1)
+        return State(t=state.t + h, q=q1, v=v1, p=p1, n=state.n + 1, carry={"dq": q1 - q},
+                     info={"newton_iterations": res.iterations,
+                           "residual": float(np.max(res.residual)), "newton_rate": res.rate})

@@ -1,0 +1,196 @@
+"""Lie-group variational PRK (VPRKMK): paper Theorem 6.1 (spec §2.8) and §6.3 (spec §2.9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._common import check_symplectic
+from ._errors import HypothesisError, InputError
+from ._lie_prk import solve_lie_stages
+from ._prk import PRKCoefficients, coefficients_from
+from ._solver import NewtonOptions
+from ._state import State
+from ._validation import as_float, as_group_element, as_vector
+
+__all__ = ["LieHolonomicStageHooks", "LieVPRK"]
+
+_KINDS = ("cayley", "exp")
+
+
+class LieHolonomicStageHooks:
+    """Hooks of §6.3 for :func:`~chetaev.discrete_lagrangian._lie_prk.lie_prk_residual`.
+
+    force: T^i = ⟨Λ^i, (dLτ_{Ξ^i})* L*_{G^i} DΦ(G^i)⟩, i.e. the trivialized force
+    ``J(G^i)ᵀ Λ^i`` inside the bracket of N^i; all Λ^i free; equations Φ(G^i) = 0
+    (i = 2..s) and the tangency ``J(g_{k+1}) η_{k+1} = 0`` with η_{k+1} = D2ℓ⁻¹(μ_{k+1}).
+    """
+
+    def __init__(self, system: Any, s: int, m: int) -> None:
+        self.system = system
+        self.constraint = system.constraint
+        self.m = m
+        self.free = (True,) * s
+
+    def force(self, G, Omega, Lam):
+        return np.einsum("...iak,...ia->...ik", self.constraint.jacobian(G), Lam)
+
+    def equations(self, ev):
+        G_ = self.system.group
+        gnd = len(tuple(G_.shape))
+        Gs = ev.G[(Ellipsis, slice(1, None)) + (slice(None),) * gnd]
+        Phi = self.constraint.phi(Gs)
+        eta1 = self.system.legendre_inv(ev.g1, ev.mu1)
+        T = np.einsum("...ak,...k->...a", self.constraint.jacobian(ev.g1), eta1)
+        Phi = Phi.reshape((*Phi.shape[:-2], -1))
+        bs = np.broadcast_shapes(Phi.shape[:-1], T.shape[:-1])
+        return np.concatenate([np.broadcast_to(Phi, bs + Phi.shape[-1:]),
+                               np.broadcast_to(T, bs + T.shape[-1:])], axis=-1)
+
+
+@attrs.frozen(eq=False)
+class LieVPRK:
+    """Lie-group variational partitioned Runge–Kutta–Munthe-Kaas integrator (VPRKMK).
+
+    Symplectic (a variational integrator of the discrete Hamilton–Pontryagin action (23))
+    and momentum preserving for symmetric Lagrangians; the configuration stays exactly on
+    the group (g_{k+1} = g_k τ(ξ)). Expected order: that of the pair (2s for Gauss(s),
+    2s − 2 for Lobatto IIIA–IIIB(s)). For a free rigid body the Casimir |Π| is preserved
+    exactly (μ_{k+1} = Ad*_{τ(ξ)}[...] is an orthogonal transformation of μ_k when the
+    force vanishes). When the system is a ``ConstrainedSystem`` with a holonomic constraint
+    on the group, the §6.3 version is used (needs H1–H3; constraint and tangency hold at the
+    nodes to solver tolerance).
+
+    Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; spec §2.8–2.9): see
+    ``chetaev.discrete_lagrangian._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
+
+    Arguments
+    ---------
+    pair : PartitionedTableau or Tableau
+        A symplectic pair; only (a, b) enter (â is its symplectic conjugate).
+    retraction : {"cayley", "exp"}
+        The retraction τ (the paper's experiments use Cayley).
+    newton : NewtonOptions
+    constraint_tol : float
+        Tolerance of the initial-data check for a holonomic constraint.
+
+    References
+    ----------
+    arXiv:1810.10926 §6.2–6.3; Bou-Rabee & Marsden, Found. Comput. Math. 9 (2009).
+    """
+
+    pair: Any
+    retraction: str = "cayley"
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    constraint_tol: float = 1e-10
+    coeffs: PRKCoefficients = attrs.field(init=False)
+    _cache: dict = attrs.field(init=False, factory=dict, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.retraction not in _KINDS:
+            raise InputError(
+                f"`retraction` must be 'cayley' or 'exp', got {self.retraction!r}."
+            )
+        coeffs = coefficients_from(self.pair)
+        check_symplectic(coeffs, "LieVPRK")
+        object.__setattr__(self, "coeffs", coeffs)
+
+    @property
+    def name(self) -> str:
+        """Method name."""
+        return f"LieVPRK[{self.coeffs.name}, {self.retraction}]"
+
+    @property
+    def order(self) -> int | None:
+        """Order of the pair (from the order conditions)."""
+        if "order" not in self._cache:
+            from ._vprk import _pair_order
+
+            self._cache["order"] = _pair_order(self.pair)
+        return self._cache["order"]
+
+    def _tau(self, group: Any):
+        key = ("tau", id(group))
+        if key not in self._cache:
+            from chetaev.liegroups import retraction
+
+            self._cache[key] = retraction(group, self.retraction)
+        return self._cache[key]
+
+    def _check_holonomic_pair(self) -> None:
+        if "hyp" not in self._cache:
+            from chetaev.rktableaux import PartitionedTableau, symplectic_pair
+
+            p = self.pair if isinstance(self.pair, PartitionedTableau) else symplectic_pair(
+                self.pair)
+            self._cache["hyp"] = p.satisfies_constrained_hypotheses()
+        hyp = self._cache["hyp"]
+        if not hyp.all:
+            raise HypothesisError(
+                f"LieVPRK with a holonomic constraint (§6.3) needs H1–H3: {hyp.message}"
+            )
+
+    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+        """Check (g0, η0) (group membership, constraints); add μ0 = ∂ℓ/∂η and λ0."""
+        group = getattr(system, "group", None)
+        if group is None:
+            raise InputError(
+                "LieVPRK integrates systems on a Lie group (TrivializedLagrangianSystem / "
+                "TrivializedMechanicalSystem); for a vector space use VPRK."
+            )
+        g0 = as_group_element(q0, group, "q0")
+        eta0 = as_vector(v0, "v0", group.dim)
+        gnd = len(tuple(group.shape))
+        batch = np.broadcast_shapes(g0.shape[: g0.ndim - gnd], eta0.shape[:-1])
+        g0 = np.array(np.broadcast_to(g0, batch + tuple(group.shape)))
+        eta0 = np.array(np.broadcast_to(eta0, (*batch, group.dim)))
+        lam0 = None
+        if hasattr(system, "constraint"):
+            if not system.is_holonomic:
+                raise InputError(
+                    "LieVPRK handles holonomic constraints; for nonholonomic constraints on a "
+                    "group use chetaev.nh_integrators."
+                )
+            self._check_holonomic_pair()
+            system.check_initial(g0, eta0, tol=self.constraint_tol)
+            lam0 = np.asarray(system.multiplier(g0, eta0))
+        return State(t=as_float(t0, "t0"), q=g0, v=eta0,
+                     p=np.asarray(system.legendre(g0, eta0)), lam=lam0)
+
+    def step(self, system: Any, state: State, h: float) -> State:
+        """One step (g_k, μ_k) → (g_{k+1}, μ_{k+1}) (eqs. 24–27)."""
+        group = system.group
+        tau = self._tau(group)
+        s, d = self.coeffs.s, group.dim
+        g, mu, eta = state.q, state.p, state.v
+        batch = eta.shape[:-1]
+        Hp = state.carry.get("H")
+        if Hp is not None and np.shape(Hp) == (*batch, s, d):
+            H0 = Hp + (eta - state.carry["v_prev"])[..., None, :]
+        else:
+            H0 = np.broadcast_to(eta[..., None, :], (*batch, s, d))
+        parts = [H0.reshape((*batch, s * d))]
+        hooks = None
+        if state.lam is not None:
+            m = state.lam.shape[-1]
+            hooks = LieHolonomicStageHooks(system, s, m)
+            Lp = state.carry.get("Lam")
+            if Lp is not None and np.shape(Lp) == (*batch, s, m):
+                L0 = Lp + (Lp[..., -1:, :] - Lp[..., :1, :])
+            else:
+                L0 = np.broadcast_to(state.lam[..., None, :], (*batch, s, m))
+            parts.append(L0.reshape((*batch, s * m)))
+        x0 = np.concatenate(parts, axis=-1)
+        _, ev, iters, resid, rate = solve_lie_stages(
+            x0, g, mu, h, self.coeffs, system, tau, hooks, self.newton, state)
+        eta1 = system.legendre_inv(ev.g1, ev.mu1)
+        carry = {"H": ev.H, "v_prev": eta}
+        lam1 = None
+        if hooks is not None:
+            carry["Lam"] = ev.Lam
+            lam1 = ev.Lam[..., -1, :]
+        return State(t=state.t + h, q=ev.g1, v=eta1, p=ev.mu1, lam=lam1, n=state.n + 1,
+                     carry=carry,
+                     info={"newton_iterations": iters, "residual": resid, "newton_rate": rate})

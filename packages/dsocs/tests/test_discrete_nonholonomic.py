@@ -42,7 +42,15 @@ def dla_step_reference(q0, q1):
         force = (q1 - q0) / H**2 - (q2 - q1) / H**2 - dU(q1)
         return np.concatenate([force - A(q1)[0] * lam, gd(q1, q2)])
 
-    x = fsolve(F, np.concatenate([2 * q1 - q0, [0.0]]), xtol=1e-13)
+    def Jac(x):
+        q2 = x[:3]
+        J = np.zeros((4, 4))
+        J[:3, :3] = -np.eye(3) / H**2
+        J[:3, 3] = -A(q1)[0, 0]
+        J[3, :3] = [-0.5 * (q1[1] + q2[1]), -0.5 * (q2[0] - q1[0]), 1.0]
+        return J
+
+    x = fsolve(F, np.concatenate([2 * q1 - q0, [0.0]]), fprime=Jac, xtol=1e-13)
     assert np.max(np.abs(F(x))) < 1e-8
     return x[:3]
 

@@ -13,7 +13,6 @@ from chetaev.dsocs import (
     iwp_physical_step,
     iwp_step_coefficients,
 )
-from chetaev.dsocs._models_common import free_particle_system  # noqa: F401  (import check)
 
 P = InertiaWheelParameters()
 
@@ -24,10 +23,7 @@ def k_var(q):
 
 
 def _particle(h=0.07, mass=1.3, closed_form=True):
-    from chetaev.dsocs._models_common import free_particle_system
-
-    return curvature_particle_dsocs(k_var, h, mass=mass, closed_form=closed_form,
-                                    system=free_particle_system(mass, 2))
+    return curvature_particle_dsocs(k_var, h, mass=mass, closed_form=closed_form)
 
 
 def test_theorem_5_3_particle_finite_differences(fd_flow_jacobian, fd_dxi):

@@ -273,8 +273,10 @@ class DSOCS:
 
         def solve(x_start, roots):
             f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
-            res = gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter, damped=False)
-            return res
+            # a diverging restart may overflow; gauss_newton reports it as not converged
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                return gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter,
+                                    damped=False)
 
         res = solve(x0, [])
         total_it = res.iterations

@@ -353,7 +353,9 @@ def inertia_wheel_dsocs(h: float, params: InertiaWheelParameters = _P, solver: s
     elif solver == "newton":
         kwargs["root_filter"] = iwp_root_filter(h, p)
     elif solver != "newton-unsafe":
-        raise ValueError(
+        from ._errors import DSOCSInputError
+
+        raise DSOCSInputError(
             f"solver must be 'R-branch', 'newton', 'newton-unsafe' or 'paper'; got {solver!r}."
         )
     return DSOCS.from_continuous(

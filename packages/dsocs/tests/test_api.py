@@ -1,0 +1,127 @@
+"""Protocol, shapes, batching and error messages of chetaev.dsocs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import ConvergenceError, InputError, integrate
+from chetaev.dsocs import (
+    DSOCS,
+    DSOCSConvergenceError,
+    DSOCSInputError,
+    DSOCSIntegrator,
+    KinematicConstraint,
+    TwoPointLagrangian,
+    VariationalConstraint,
+    convergence_study,
+    curvature_particle_dsocs,
+    inertia_wheel_dsocs,
+)
+
+
+def k_var(q):
+    q = np.asarray(q, float)
+    return 1.0 + 0.5 * q[..., 0] - 0.3 * q[..., 1]
+
+
+def test_error_hierarchy():
+    assert issubclass(DSOCSInputError, InputError) and issubclass(DSOCSInputError, ValueError)
+    assert issubclass(DSOCSConvergenceError, ConvergenceError)
+    assert issubclass(DSOCSConvergenceError, RuntimeError)
+
+
+def test_batched_generic_step_matches_single_steps():
+    ds = curvature_particle_dsocs(k_var, 0.05, closed_form=False)
+    rng = np.random.default_rng(0)
+    q0 = rng.normal(size=(3, 2)) * 0.3
+    q1 = q0 + 0.05 * rng.normal(size=(3, 2))
+    q2, _ = ds.step(q0, q1)
+    assert q2.shape == (3, 2)
+    for i in range(3):
+        np.testing.assert_allclose(q2[i], ds.step(q0[i], q1[i])[0], atol=1e-13)
+
+
+def test_integrate_an_ensemble():
+    h = 0.05
+    ds = curvature_particle_dsocs(k_var, h)
+    q0 = np.zeros((4, 2))
+    v0 = np.stack([[np.cos(a), np.sin(a)] for a in (0.0, 1.0, 2.0, 3.0)])
+    sol = integrate(ds, DSOCSIntegrator(start="second_order"), q0, v0, h, n_steps=50)
+    assert sol.success and sol.q.shape == (51, 4, 2) and sol.v.shape == (51, 4, 2)
+    single = integrate(ds, DSOCSIntegrator(start="second_order"), q0[2], v0[2], h, n_steps=50)
+    np.testing.assert_allclose(sol.q[:, 2], single.q, atol=1e-12)
+
+
+def test_failed_step_becomes_an_unsuccessful_trajectory():
+    Ld = TwoPointLagrangian.mechanical(np.eye(2), lambda q: np.zeros(np.shape(q)), 0.1)
+    # D_K = {|q2|² + 1 = 0} has no real point: Newton cannot converge
+    ds = DSOCS(Ld, lambda q0, q1, q2: (np.sum(q2 * q2, -1) + 1.0)[..., None],
+               VariationalConstraint(basis=lambda q0, q1, q2: np.array([[1.0, 0.0]]),
+                                     depends_on=()), h=0.1, max_deflations=1)
+    sol = integrate(ds, DSOCSIntegrator(start="paper"), np.zeros(2), np.ones(2), 0.1,
+                    n_steps=5)
+    assert not sol.success
+    assert "Newton did not converge at step 0" in sol.message
+    assert "Try:" in sol.message
+    with pytest.raises(DSOCSConvergenceError, match="halve h"):
+        ds.step(np.zeros(2), np.ones(2) * 0.1)
+
+
+def test_root_filter_rejecting_everything_raises():
+    ds = curvature_particle_dsocs(1.0, 0.1, closed_form=False)
+    ds = DSOCS(ds.discrete_lagrangian, ds.kinematic_constraint, ds.variational_constraint,
+               h=0.1, root_filter=lambda q0, q1, q2: np.zeros(np.shape(q2)[:-1], bool),
+               max_deflations=1)
+    with pytest.raises(DSOCSConvergenceError, match="rejected by root_filter"):
+        ds.step(np.zeros(2), np.array([0.1, 0.1]))
+
+
+def test_bad_input_messages():
+    ds = curvature_particle_dsocs(1.0, 0.1)
+    with pytest.raises(DSOCSInputError, match=r"q1 must have shape \(\.\.\., 2\)"):
+        ds.step(np.zeros(2), np.zeros(3))
+    with pytest.raises(DSOCSInputError, match="NaN or inf"):
+        ds.step(np.array([np.nan, 0.0]), np.zeros(2))
+    with pytest.raises(DSOCSInputError, match="exactly one of basis"):
+        VariationalConstraint()
+    with pytest.raises(DSOCSInputError, match="start must be 'paper', 'second_order'"):
+        DSOCSIntegrator(start="taylor")
+    with pytest.raises(DSOCSInputError, match="build the DSOCS with the same step"):
+        integrate(ds, DSOCSIntegrator(), np.zeros(2), np.ones(2), 0.05, n_steps=3)
+    with pytest.raises(DSOCSInputError, match="variations_depend_on may contain only"):
+        DSOCS.from_continuous(ds.socs.system, ds.socs.constraint, ds.socs.variations, 0.1,
+                              variations_depend_on=("x",))
+    with pytest.raises(DSOCSInputError, match="callable D1L"):
+        DSOCS.from_continuous(object(), ds.socs.constraint, ds.socs.variations, 0.1)
+    with pytest.raises(DSOCSInputError, match="problem must be 'particle' or 'inertia_wheel'"):
+        convergence_study("pendulum")
+    with pytest.raises(DSOCSInputError, match="solver must be 'R-branch'"):
+        inertia_wheel_dsocs(0.1, solver="closest")
+    with pytest.raises(DSOCSInputError, match="must be a finite nonzero number"):
+        curvature_particle_dsocs(1.0, 0.0)
+    with pytest.raises(DSOCSInputError, match="discrete_lagrangian must be"):
+        DSOCS(object(), None, VariationalConstraint(basis=lambda a, b, c: np.eye(2)))
+
+
+def test_second_order_start_needs_an_acceleration():
+    Ld = TwoPointLagrangian.mechanical(np.eye(2), lambda q: np.zeros(np.shape(q)), 0.1)
+    ds = DSOCS(Ld, None, VariationalConstraint(basis=lambda a, b, c: np.eye(2), depends_on=()),
+               h=0.1)
+    with pytest.raises(DSOCSInputError, match="needs the initial acceleration"):
+        integrate(ds, DSOCSIntegrator(start="second_order"), np.zeros(2), np.ones(2), 0.1,
+                  n_steps=2)
+    sol = integrate(ds, DSOCSIntegrator(start="second_order", acceleration=lambda q, v: 0 * q),
+                    np.zeros(2), np.ones(2), 0.1, n_steps=10)
+    np.testing.assert_allclose(sol.q[-1], [1.0, 1.0], atol=1e-13)  # free motion is exact
+    no_h = DSOCS(Ld, None, VariationalConstraint(basis=lambda a, b, c: np.eye(2)))
+    with pytest.raises(DSOCSInputError, match="has no time step"):
+        integrate(no_h, DSOCSIntegrator(start="paper"), np.zeros(2), np.ones(2), 0.1, n_steps=2)
+
+
+def test_kinematic_constraint_finite_difference_jacobians():
+    g = KinematicConstraint(lambda q0, q1, q2: (np.sum(q0 * q1, -1) + q2[..., 0] ** 3)[..., None])
+    q0, q1, q2 = np.array([0.1, 0.2]), np.array([0.3, -0.4]), np.array([0.5, 0.6])
+    J0, J1, J2 = g.jacobians(q0, q1, q2)
+    np.testing.assert_allclose(J0, [[0.3, -0.4]], atol=1e-9)
+    np.testing.assert_allclose(J1, [[0.1, 0.2]], atol=1e-9)
+    np.testing.assert_allclose(J2, [[0.75, 0.0]], atol=1e-9)

@@ -152,9 +152,13 @@ def test_lobatto_pair_order_and_symplecticity(s):
     assert pair.failing_trees(2 * s - 2) == []
 
 
-def test_pair_order_above_the_limit_warns():
+def test_pair_order_above_the_limit_warns_and_is_decided_with_more_trees():
     with pytest.warns(OrderLimitWarning, match=r"order lies in \[8, 10\]"):
         assert lobatto_iiia_iiib(6).order() == 8
+    # 433196 bi-coloured trees of order 10 decide it: the pair has order 2s − 2 = 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lobatto_iiia_iiib(6).order(max_order=10) == 10
 
 
 def test_partitioned_order_reduces_to_rk_order_for_equal_tableaux():

@@ -155,10 +155,19 @@ def elementary_weights(
         sl = trees.level_slices[m]
         r = trees.right[sl]
         lft = trees.left[sl]
+        Ur = U[r]
         if len(mats) == 1:
-            Ar = U[r] @ mats[0].T
+            Ar = Ur @ mats[0].T
         else:
-            Ar = np.einsum("kij,kj->ki", np.stack(mats)[trees.colour[r]], U[r])
+            col = trees.colour[r][:, None]
+            Ar = Ur @ mats[0].T
+            for k in range(1, len(mats)):
+                Ar = np.where(col == k, Ur @ mats[k].T, Ar)
         U[sl] = U[lft] * Ar
-    W = np.stack(weights)[trees.colour[:N]]
-    return np.einsum("ki,ki->k", W, U)
+    if len(weights) == 1:
+        return U @ weights[0]
+    col = trees.colour[:N]
+    out = U @ weights[0]
+    for k in range(1, len(weights)):
+        out = np.where(col == k, U @ weights[k], out)
+    return out

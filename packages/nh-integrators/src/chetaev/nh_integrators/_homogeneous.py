@@ -66,6 +66,7 @@ def sphere_lift(
     regularization: float = 1.0,
     x0: Any = (0.0, 0.0, 1.0),
     potential_hess: Callable[[np.ndarray], np.ndarray] | None = None,
+    space: Any = None,
 ) -> ConstrainedSystem:
     """Nonholonomic lift to SO(3) of L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² (spec §1.2, §4, §7).
 
@@ -83,6 +84,8 @@ def sphere_lift(
         Origin of S² (default the north pole e₃); 𝔥 = span{x₀}, 𝔪 = x₀^⊥.
     potential_hess
         Optional ambient Hessian ``(..., 3, 3)``; gives an analytic Newton Jacobian.
+    space
+        Optional ``chetaev.liegroups.Sphere2`` (e.g. ``S2``); its origin ``x0`` is used.
 
     Returns
     -------
@@ -90,7 +93,7 @@ def sphere_lift(
         ``TrivializedMechanicalSystem(SO3, 𝕀_reg, V(g x₀), …)`` with the constraint
         ``LinearVelocityConstraint(x₀ᵀ)``: φ(η) = x₀·η.
     """
-    x0 = _unit(x0)
+    x0 = _unit(space.x0 if space is not None else x0)
     if not (np.isfinite(mass) and mass > 0):
         raise InputError(f"`mass` must be positive and finite, got {mass}.")
     if not (np.isfinite(regularization) and regularization > 0):

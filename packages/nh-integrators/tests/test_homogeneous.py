@@ -1,0 +1,227 @@
+"""Lagrangian systems on S² = SO(3)/SO(2) integrated as nonholonomic systems on SO(3)
+(homogeneous-spaces paper §4.2, §5; spec homogeneous-spaces-rkmk §3.6, §6, §7, §10):
+orders 2, 4, 6 in x and ẋ against the ambient ODE on S² (DOP853), multiplier orders, the point
+staying on S², energy/multiplier behaviour per multiplier rule, the singular "weighted_sum"
+closure, independence of the regularization, builder validation."""
+
+import itertools
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConvergenceError,
+    InputError,
+    SingularMatrixError,
+    integrate,
+)
+from chetaev.liegroups import S2
+from chetaev.nh_integrators._homogeneous import (
+    sphere_lift,
+    sphere_point,
+    sphere_velocity,
+    spherical_kepler,
+    spherical_pendulum,
+    tait_bryan,
+)
+from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
+from chetaev.nh_integrators._lie_testing import disc_initial, sphere_reference, vertical_disc
+
+FLOOR = 1e-12
+E3 = np.array([0.0, 0.0, 1.0])
+
+PENDULUM_G0 = tait_bryan(0.0, np.pi / 3, 0.0)
+PENDULUM_ETA0 = np.array([1.0 / 3.0, 0.0, 0.0])
+KEPLER_G0 = tait_bryan(0.940125174120388, -0.693184358892293, 3.007331043590061)
+KEPLER_ETA0 = np.array([1.534184084268850, 0.0, 0.0])
+
+
+def _pend_grad(x):
+    return np.broadcast_to(E3, np.shape(x))
+
+
+def _kepler_grad(x):
+    c = np.asarray(x) @ E3
+    return -((1.0 - c * c) ** -1.5) * E3
+
+
+def _slope(hs, errs):
+    hs, errs = np.asarray(hs), np.asarray(errs)
+    keep = errs > FLOOR
+    assert keep.sum() >= 2, f"too few points above the round-off floor: {errs}"
+    return np.polyfit(np.log(hs[keep]), np.log(errs[keep]), 1)[0]
+
+
+def _energy(sysc, tr):
+    return sysc.energy(tr.q, tr.v)
+
+
+CASES = [
+    ("pendulum", "exp", (0.2, 0.1, 0.05), 2.0),
+    ("kepler", "exp", (0.1, 0.05, 0.025), 1.0),
+    ("kepler", "cayley", (0.1, 0.05, 0.025), 1.0),
+]
+
+
+@pytest.mark.parametrize(("problem", "kind", "hs", "T"), CASES)
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_sphere_orders(problem, kind, hs, T, s):
+    if problem == "pendulum":
+        sysc, g0, eta0, grad = spherical_pendulum(), PENDULUM_G0, PENDULUM_ETA0, _pend_grad
+    else:
+        sysc, g0, eta0, grad = spherical_kepler(), KEPLER_G0, KEPLER_ETA0, _kepler_grad
+    xr, vr = sphere_reference(grad, sphere_point(g0), sphere_velocity(g0, eta0), np.array([0.0, T]))
+    method = LieNonholonomicPRK(s, retraction=kind)
+    ex, ev, el = [], [], []
+    for h in hs:
+        tr = integrate(sysc, method, g0, eta0, h=h, t_final=T)
+        assert tr.success, tr.message
+        x = sphere_point(tr.q)
+        ex.append(np.max(np.abs(x[-1] - xr[-1])))
+        ev.append(np.max(np.abs(sphere_velocity(tr.q[-1], tr.v[-1]) - vr[-1])))
+        el.append(np.max(np.abs(tr.lam[-1])))  # exact multiplier: λ ≡ 0 (spec §7.1, §7.2)
+        assert np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0)) < 1e-13
+        assert np.max(np.abs(tr.v[:, 2])) < 1e-13  # 𝔪-constraint at every node
+    assert abs(_slope(hs, ex) - method.order) <= 0.25, ex
+    assert abs(_slope(hs, ev) - method.order) <= 0.25, ev
+    if s == 2:  # F2: trapezoidal NH = free variational PRKMK, Λ ≡ 0 to round-off
+        assert max(el) < 1e-11
+    else:
+        assert abs(_slope(hs, el) - method.multiplier_order) <= 0.25, el
+    if problem == "pendulum" and s == 3:  # spec §7.4 [checked]: |Λ_N| = 7.6e-5 at h = 0.1
+        assert 6.8e-5 < el[1] < 8.4e-5
+
+
+@pytest.fixture(scope="module")
+def pendulum_runs():
+    """Pendulum, τ = cay, h = 0.1, T = 100 (spec §7.4 long runs, shortened from T = 200)."""
+    sysc = spherical_pendulum()
+    out = {}
+    for s, rule in [(2, "carry"), (3, "carry"), (3, "zero_first"), (4, "carry")]:
+        tr = integrate(sysc, LieNonholonomicPRK(s, multiplier_rule=rule), PENDULUM_G0,
+                       PENDULUM_ETA0, h=0.1, n_steps=1000)
+        assert tr.success, tr.message
+        dE = np.abs(_energy(sysc, tr) - _energy(sysc, tr)[0])
+        out[s, rule] = (tr, dE)
+    return out
+
+
+def _fifths(a):
+    return [np.max(p) for p in np.array_split(np.abs(a), 5)]
+
+
+@pytest.mark.parametrize(
+    ("s", "rule", "emax", "lmax"),
+    [(2, "carry", 1e-2, 1e-11), (3, "zero_first", 5e-6, 1e-4), (4, "carry", 1e-9, 6e-7)],
+)
+def test_pendulum_bounded_energy_and_multipliers(pendulum_runs, s, rule, emax, lmax):
+    """P5/P7/P8: bounded energy error and multipliers, no drift (same size in every fifth);
+    spec §7.4 [checked] at T = 200: 6.91e-3 / 2.46e-6 / 6.22e-10 and 7e-15 / 4.67e-5 / 2.94e-7."""
+    tr, dE = pendulum_runs[s, rule]
+    assert np.max(dE) < emax
+    assert np.max(np.abs(tr.lam)) < lmax
+    f = _fifths(dE)
+    assert f[-1] < 1.25 * f[0], f
+    if s > 2:
+        fl = _fifths(tr.lam[:, 0])
+        assert fl[-1] < 1.25 * fl[0], fl
+    # on the group and on S² to round-off after 1000 steps
+    g = tr.q[-1]
+    assert np.linalg.norm(g.T @ g - np.eye(3)) < 1e-13
+    assert abs(np.linalg.norm(sphere_point(g)) - 1.0) < 1e-14
+
+
+def test_lobatto3_carry_multiplier_drifts_linearly(pendulum_runs):
+    """Documented property (spec F6, P6): s = 3 with the default "carry" rule, Λ drifts
+    linearly, about −2.05e-4 per unit time (cay, h = 0.1), and the energy error grows; the
+    "zero_first" rule removes both."""
+    tr, dE = pendulum_runs[3, "carry"]
+    t, lam = tr.t, tr.lam[:, 0]
+    half = t > 50.0
+    slope = np.polyfit(t[half], lam[half], 1)[0]
+    assert -2.6e-4 < slope < -1.5e-4, slope
+    f = _fifths(dE)  # 2.46e-6 … 2.58e-6 over T = 100: slow, monotone growth
+    assert all(b > a for a, b in itertools.pairwise(f)) and f[-1] > 1.03 * f[0], f
+    assert np.max(np.abs(lam)) > 100 * np.max(np.abs(pendulum_runs[3, "zero_first"][0].lam))
+
+
+@pytest.mark.xfail(strict=True, reason="s = 3 with Λ-concatenation ('carry'): the multiplier "
+                   "error is multiplied by R_A(∞) = +1 each step and drifts (spec F6, P6); use "
+                   "multiplier_rule='zero_first'")
+def test_lobatto3_carry_multiplier_bounded(pendulum_runs):
+    tr, _ = pendulum_runs[3, "carry"]
+    fl = _fifths(tr.lam[:, 0])
+    assert fl[-1] < 1.25 * fl[0]
+
+
+def test_weighted_sum_rule_is_detected_as_singular():
+    """C3 (Σ bⱼΛʲ = 0) is implied by the end-point constraint on the S² lift (F5): the step
+    reports the rank deficiency instead of returning arbitrary multipliers."""
+    sysc = spherical_pendulum()
+    method = LieNonholonomicPRK(3, multiplier_rule="weighted_sum")
+    state = method.initial_state(sysc, PENDULUM_G0, PENDULUM_ETA0)
+    with pytest.raises(SingularMatrixError, match=r"rank-deficient.*'zero_first'"):
+        method.step(sysc, state, 0.1)
+    with pytest.raises(SingularMatrixError, match="rank-deficient"):
+        integrate(sysc, method, PENDULUM_G0, PENDULUM_ETA0, h=0.1, n_steps=2)
+
+
+def test_weighted_sum_rule_never_returns_arbitrary_multipliers():
+    """Without the H-symmetry (disc on SE(2)) the C3 closure is not exactly singular but still
+    degenerate (c = b is orthogonal to the IIIA null vector, spec F6): the step fails loudly."""
+    sysc = vertical_disc()
+    g0, eta0 = disc_initial()
+    method = LieNonholonomicPRK(3, multiplier_rule="weighted_sum")
+    state = method.initial_state(sysc, g0, eta0)
+    with pytest.raises((SingularMatrixError, ConvergenceError)):
+        method.step(sysc, state, 0.1)
+
+
+def test_regularization_changes_trajectory_only_at_method_order():
+    """M only affects the discretization error: ‖g(M=1) − g(M=2)‖ = O(h^{2s−2}) (spec §7.4)."""
+    diffs = []
+    hs = (0.1, 0.05)
+    for h in hs:
+        gs = []
+        for M in (1.0, 2.0):
+            tr = integrate(spherical_pendulum(regularization=M), LieNonholonomicPRK(3, "exp"),
+                           PENDULUM_G0, PENDULUM_ETA0, h=h, t_final=2.0)
+            gs.append(tr.q[-1])
+        diffs.append(np.max(np.abs(gs[0] - gs[1])))
+    assert diffs[0] < 5e-8
+    assert abs(np.log2(diffs[0] / diffs[1]) - 4.0) < 0.3, diffs
+
+
+def test_sphere_lift_pieces():
+    sysc = spherical_kepler()
+    rng = np.random.default_rng(2)
+    g = tait_bryan(*rng.normal(size=3))
+    # analytic left-trivialized Hessian equals central differences of the gradient
+    from chetaev.liegroups import SO3
+
+    eps = 1e-6
+    fd = np.stack(
+        [(sysc.gradV(g @ SO3.exp(eps * e)) - sysc.gradV(g @ SO3.exp(-eps * e))) / (2 * eps)
+         for e in np.eye(3)], axis=-1)
+    assert np.max(np.abs(sysc.hessV(g) - fd)) < 1e-7
+    # gradient: d/dε V(g exp(ε e_j) x0)
+    fdg = np.array([(sysc.V(g @ SO3.exp(eps * e)) - sysc.V(g @ SO3.exp(-eps * e))) / (2 * eps)
+                    for e in np.eye(3)])
+    assert np.max(np.abs(sysc.gradV(g) - fdg)) < 1e-8
+    # energy on the constraint equals (m/2)|ẋ|² + V(x)
+    eta = np.array([0.3, -0.4, 0.0])
+    x, xd = sphere_point(g), sphere_velocity(g, eta)
+    c = x[2]
+    assert abs(sysc.energy(g, eta) - (0.5 * xd @ xd - c / np.sqrt(1 - c * c))) < 1e-13
+    # the S2 object of chetaev.liegroups gives the same lift
+    other = sphere_lift(lambda y: y[..., 2], lambda y: np.broadcast_to(E3, np.shape(y)), space=S2)
+    assert np.allclose(other.constraint.matrix(g), S2.x0[None, :])
+
+
+def test_sphere_lift_validation():
+    grad = _pend_grad
+    with pytest.raises(InputError, match="unit vector"):
+        sphere_lift(lambda x: x[..., 2], grad, x0=(0.0, 0.0, 2.0))
+    with pytest.raises(InputError, match="regularization"):
+        sphere_lift(lambda x: x[..., 2], grad, regularization=0.0)
+    with pytest.raises(InputError, match="mass"):
+        sphere_lift(lambda x: x[..., 2], grad, mass=-1.0)

@@ -201,7 +201,7 @@ class MatrixLieGroup(abc.ABC):
         M = self.as_matrix(g)
         eye = np.eye(self.matrix_dim)
         P = M + eye
-        if np.any(np.abs(np.linalg.det(P)) < 1e-300):
+        if np.any(np.abs(np.linalg.det(P)) <= 1e-12 * 2.0**self.matrix_dim):  # det(2I) = 2^n
             raise LieGroupError(
                 f"{where}: g + I is singular (a rotation by pi); the Cayley map cannot reach "
                 "such elements. Use the exp retraction or a smaller step."

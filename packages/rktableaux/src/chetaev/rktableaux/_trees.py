@@ -36,51 +36,50 @@ class TreeSet:
     """
 
     def __init__(self, max_order: int, colours: int) -> None:
+        if not 1 <= max_order <= 20:
+            raise ValueError(f"max_order must be in 1..20 (γ fits in int64); got {max_order}.")
         self.max_order = max_order
         self.colours = colours
-        order: list[int] = []
-        gamma: list[int] = []
-        colour: list[int] = []
-        left: list[int] = []
-        right: list[int] = []
-        maxchild: list[int] = []
-        self.level_slices: list[slice] = [slice(0, 0)]
         # order 1: one single vertex per colour
-        for col in range(colours):
-            order.append(1)
-            gamma.append(1)
-            colour.append(col)
-            left.append(-1)
-            right.append(-1)
-            maxchild.append(-1)
-        self.level_slices.append(slice(0, colours))
+        order = [np.ones(colours, np.int64)]
+        gamma = [np.ones(colours, np.int64)]
+        colour = [np.arange(colours, dtype=np.int64)]
+        left = [np.full(colours, -1, np.int64)]
+        right = [np.full(colours, -1, np.int64)]
+        maxchild = [np.full(colours, -1, np.int64)]
+        self.level_slices: list[slice] = [slice(0, 0), slice(0, colours)]
+        total = colours
         for n in range(2, max_order + 1):
-            start = len(order)
-            for k in range(1, n):  # order of r
-                m = n - k  # order of l
-                lsl = self.level_slices[m]
-                lmax = np.asarray(maxchild[lsl.start : lsl.stop])
-                rsl = self.level_slices[k]
-                for r in range(rsl.start, rsl.stop):
-                    # trees of order m are generated with non-decreasing maxchild
-                    cnt = int(np.searchsorted(lmax, r, side="right"))
-                    for li in range(lsl.start, lsl.start + cnt):
-                        order.append(n)
-                        gamma.append(n * (gamma[li] // m) * gamma[r])
-                        colour.append(colour[li])
-                        left.append(li)
-                        right.append(r)
-                        maxchild.append(r)
-            # keep the level sorted by maxchild (needed by searchsorted above)
-            idx = np.argsort(np.asarray(maxchild[start:]), kind="stable")
-            if not np.all(idx == np.arange(len(idx))):  # pragma: no cover - sorted by design
-                raise AssertionError("tree enumeration is not sorted")
-            self.level_slices.append(slice(start, len(order)))
-        self.order = np.asarray(order, dtype=np.int64)
-        self.gamma = np.asarray(gamma, dtype=np.float64)
-        self.colour = np.asarray(colour, dtype=np.int64)
-        self.left = np.asarray(left, dtype=np.int64)
-        self.right = np.asarray(right, dtype=np.int64)
+            chunks = []
+            for k in range(1, n):  # order of r; the left factor l has order m = n − k
+                m = n - k
+                lsl, rsl = self.level_slices[m], self.level_slices[k]
+                lmax = maxchild[m - 1]  # trees of order m, non-decreasing maxchild
+                r = np.arange(rsl.start, rsl.stop, dtype=np.int64)
+                cnt = np.searchsorted(lmax, r, side="right")  # l with maxchild(l) ≤ r
+                rr = np.repeat(r, cnt)
+                offs = np.arange(rr.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+                li = lsl.start + offs
+                chunks.append((li, rr, m))
+            lev_left = np.concatenate([c[0] for c in chunks])
+            lev_right = np.concatenate([c[1] for c in chunks])
+            lev_m = np.concatenate([np.full(c[0].size, c[2], np.int64) for c in chunks])
+            g_all = np.concatenate(gamma)
+            c_all = np.concatenate(colour)
+            size = lev_left.size
+            order.append(np.full(size, n, np.int64))
+            gamma.append(n * (g_all[lev_left] // lev_m) * g_all[lev_right])
+            colour.append(c_all[lev_left])
+            left.append(lev_left)
+            right.append(lev_right)
+            maxchild.append(lev_right)  # r is generated in increasing order within a level
+            self.level_slices.append(slice(total, total + size))
+            total += size
+        self.order = np.concatenate(order)
+        self.gamma = np.concatenate(gamma).astype(np.float64)
+        self.colour = np.concatenate(colour)
+        self.left = np.concatenate(left)
+        self.right = np.concatenate(right)
 
     def __len__(self) -> int:
         return int(self.order.shape[0])

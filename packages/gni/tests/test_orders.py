@@ -86,3 +86,14 @@ def test_composition_is_second_order(pair, particle, runner):
 def test_composition_multiplier_converges(particle, runner):
     h, _, _, el = _errors(Composition((GNI("euler_b"), GNI("euler_a"))), particle, runner)
     assert convergence_order(h, el) > 0.75
+
+
+def test_general_discrete_lagrangians_first_order(particle, runner):
+    """Def. 4.1 with other L_d: the α = ¼ convex family member (spec §2.2) and the
+    discrete-lagrangian package's quadrature-point L_d with α = ¼ are of order 1."""
+    from chetaev.discrete_lagrangian import DiscreteLagrangian
+    from chetaev.gni import AlphaDiscreteLagrangian
+
+    for dl in (AlphaDiscreteLagrangian(0.25), DiscreteLagrangian("alpha", alpha=0.25)):
+        h, eq, _, _ = _errors(GNI(dl), particle, runner, ns=(50, 100, 200))
+        assert abs(convergence_order(h, eq) - 1) < 0.25

@@ -169,3 +169,52 @@ def test_bad_input_messages(particle):
         m.initial_state(holo, particle.q0, particle.v0)
     with pytest.raises(InputError, match="ConstrainedSystem"):
         m.initial_state(particle.system.system, particle.q0, particle.v0)
+
+
+def test_any_discrete_lagrangian_from_discrete_lagrangian(affine_particle, runner):
+    """Def. 4.1 for any L_d: chetaev.discrete_lagrangian.DiscreteLagrangian plugs in. Its
+    "alpha" kind evaluates L at (1−α)q0 + αq1, so α = 0 / 1 are L_d^A / L_d^B, "trapezoidal" is
+    (16) and "midpoint" the midpoint rule: the GNI sequences coincide with the named variants."""
+    from chetaev.discrete_lagrangian import DiscreteLagrangian
+
+    pairs = [
+        (DiscreteLagrangian("alpha", alpha=0.0), "euler_a"),
+        (DiscreteLagrangian("alpha", alpha=1.0), "euler_b"),
+        (DiscreteLagrangian("trapezoidal"), "rattle"),
+        (DiscreteLagrangian("midpoint"), "midpoint"),
+    ]
+    for dl, name in pairs:
+        a = runner(GNI(dl), affine_particle, 0.1, 30)[-1]
+        b = runner(GNI(name), affine_particle, 0.1, 30)[-1]
+        np.testing.assert_allclose(a.q, b.q, atol=1e-12, rtol=0)
+        np.testing.assert_allclose(a.lam, b.lam, atol=1e-10, rtol=0)
+    assert GNI(DiscreteLagrangian("trapezoidal")).order == 2
+
+
+def test_newton_failure_raises_and_integrate_reports_it():
+    from chetaev.discrete_lagrangian import (
+        ConvergenceError,
+        LinearVelocityConstraint,
+        MechanicalSystem,
+        NewtonOptions,
+    )
+
+    mech = MechanicalSystem(
+        np.eye(3),
+        lambda q: np.sum(q**4, axis=-1),
+        lambda q: 4 * q**3,
+        lambda q: np.eye(3) * (12 * q**2)[..., None, :],
+    )
+    def A(q):
+        return np.stack([-q[..., 1], 0 * q[..., 0], 1 + 0 * q[..., 0]], -1)[..., None, :]
+
+    con = LinearVelocityConstraint(A)
+    sys_ = ConstrainedSystem(mech, con)
+    m = GNI("midpoint", newton=NewtonOptions(max_iter=1))
+    q0, v0 = np.array([1.0, 0.5, 0.0]), np.array([1.0, 0.0, 0.5])
+    s = m.initial_state(sys_, q0, v0)
+    with pytest.raises(ConvergenceError, match=r"Newton did not converge at step 0 \(t = 0\)"):
+        m.step(sys_, s, 0.3)
+    traj = integrate(sys_, m, q0, v0, h=0.3, n_steps=3)
+    assert not traj.success and "Newton did not converge" in traj.message
+    assert GNI("midpoint").step(sys_, s, 0.3).info["newton_iterations"] > 1

@@ -4,7 +4,7 @@ from ._ball import BALL_EXPERIMENT_1, BALL_EXPERIMENT_2, ball_exact_homogeneous,
 from ._composition import Composition
 from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
 from ._gni import GNI, VARIANTS
-from ._reduced import ReducedGNI, ReducedSystem, reduced_gni_residual
+from ._reduced import ReducedGNI, ReducedSystem, reduced_gni_residual, reduced_rattle_37
 from ._reflection import (
     average_momentum_residual,
     constraint_gram,
@@ -36,6 +36,7 @@ __all__ = [
     "projector_P",
     "projector_Q",
     "reduced_gni_residual",
+    "reduced_rattle_37",
     "reflect",
     "reflection_isometry_residual",
     "rolling_ball",

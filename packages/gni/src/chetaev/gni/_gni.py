@@ -148,21 +148,44 @@ def gni_two_step_jacobian(dl, system, constraint, q_prev, q, x, h, *, metric_fn=
     return np.concatenate([top, bottom], axis=-2)
 
 
+@attrs.frozen
+class _JacobianAlias:
+    """Wraps a discrete Lagrangian whose ``∂(D1 L_d)/∂q1`` is called ``D12`` (the
+    ``chetaev.discrete_lagrangian.DiscreteLagrangian`` convention) as ``D1_dq1``."""
+
+    inner: Any
+
+    @property
+    def order(self):
+        return getattr(self.inner, "order", None)
+
+    def D1(self, system, q0, q1, h):
+        return self.inner.D1(system, q0, q1, h)
+
+    def D2(self, system, q0, q1, h):
+        return self.inner.D2(system, q0, q1, h)
+
+    def D1_dq1(self, system, q0, q1, h):
+        return self.inner.D12(system, q0, q1, h)
+
+
 def _resolve_variant(variant):
     if isinstance(variant, str):
         key = variant.lower()
         if key not in VARIANTS:
             raise InputError(
                 f"unknown GNI variant {variant!r}; choose one of {sorted(VARIANTS)} or pass a "
-                "discrete Lagrangian object with D1, D2 and D1_dq1 methods"
+                "discrete Lagrangian object with D1, D2 and D1_dq1 (or D12) methods"
             )
         return VARIANTS[key]
-    if not all(hasattr(variant, nm) for nm in ("D1", "D2", "D1_dq1")):
-        raise InputError(
-            f"GNI variant must be one of {sorted(VARIANTS)} or a discrete Lagrangian with "
-            f"D1(system, q0, q1, h), D2(...) and D1_dq1(...); got {variant!r}"
-        )
-    return variant
+    if all(hasattr(variant, nm) for nm in ("D1", "D2", "D1_dq1")):
+        return variant
+    if all(hasattr(variant, nm) for nm in ("D1", "D2", "D12")):
+        return _JacobianAlias(variant)
+    raise InputError(
+        f"GNI variant must be one of {sorted(VARIANTS)} or a discrete Lagrangian with "
+        f"D1(system, q0, q1, h), D2(...) and D1_dq1(...) or D12(...); got {variant!r}"
+    )
 
 
 def _check_form(instance, attribute, value):

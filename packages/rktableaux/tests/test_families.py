@@ -18,7 +18,7 @@ from chetaev.rktableaux import (
 STRICT = 1e-14
 
 # family: (B, C, D, order, stage order, R(∞), symplectic, symmetric, stiffly accurate) as
-# functions of s — the published facts (Hairer–Wanner II, Table IV.5.13 and §IV.3)
+# functions of s — the published facts (Hairer–Wanner II, §IV.3 and §IV.5)
 EXPECTED = {
     gauss: lambda s: (2 * s, s, s, 2 * s, s, (-1.0) ** s, True, True, False),
     radau_ia: lambda s: (2 * s - 1, s - 1, s, 2 * s - 1, s - 1, 0.0, False, False, False),

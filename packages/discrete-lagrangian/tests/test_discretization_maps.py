@@ -536,6 +536,15 @@ def test_wrong_system():
         rattle().initial_state(varmass, Q0, V0)
 
 
+@pytest.mark.parametrize("h", [0.0, float("nan"), "x"])
+def test_bad_step_size(h):
+    for method in (rattle(), DiscretizationMapMethod(0.3), euler_ba(), ExtrinsicEulerBA(),
+                   StageConstrainedBaseline()):
+        s = method.initial_state(PENDULUM, Q0, V0)
+        with pytest.raises(InputError, match="step size `h` must be"):
+            method.step(PENDULUM, s, h)
+
+
 def test_compose_and_triple_jump_input():
     A = DiscretizationMapMethod(0.0)
     with pytest.raises(InputError, match="one weight per method"):

@@ -378,6 +378,13 @@ def test_bad_kind_and_retraction():
         LieDiscretizationMapMethod("rattle", retraction="qr")
 
 
+def test_bad_step_size():
+    method = LieDiscretizationMapMethod("rattle")
+    s = method.initial_state(TOP, R0, W0)
+    with pytest.raises(InputError, match="step size `h` must be finite and nonzero"):
+        method.step(TOP, s, 0.0)
+
+
 def test_vector_space_system_rejected():
     sys = ConstrainedSystem(MechanicalSystem(np.eye(3), _V, _gV),
                             HolonomicConstraint(_sphere_phi, _sphere_jac))

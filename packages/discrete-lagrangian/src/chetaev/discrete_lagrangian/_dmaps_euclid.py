@@ -124,6 +124,17 @@ class DiscretizationMap:
 # --------------------------------------------------------------------------------------------
 # The generic node-constrained step (spec §1.9)
 # --------------------------------------------------------------------------------------------
+def check_step(h: float) -> float:
+    """Return ``h`` as a float; raise :class:`InputError` unless it is finite and nonzero."""
+    try:
+        h = float(h)
+    except (TypeError, ValueError):
+        raise InputError(f"The step size `h` must be a real number, got {h!r}.") from None
+    if not np.isfinite(h) or h == 0.0:
+        raise InputError(f"The step size `h` must be finite and nonzero, got {h!r}.")
+    return h
+
+
 def _solve(fun, jac, x0, options, state, scale=None):
     res = newton_solve(fun, x0, jac=jac, options=options, scale=scale)
     if not res.all_converged:
@@ -167,6 +178,7 @@ def node_step(
     (or, with ``nullspace=True``, the multiplier-free form (4.7) for ``q1``); Phase 2 sets
     ``p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀλ̃`` with ``G(q1)M⁻¹p1 = 0`` (spec §1.9, §2).
     """
+    h = check_step(h)
     q0, p0 = state.q, state.p
     M = prob.M
     G0 = prob.jac(q0)
@@ -353,6 +365,7 @@ class Composition:
         return self.methods[0].initial_state(system, q0, v0, t0)
 
     def step(self, system, state: State, h: float) -> State:
+        h = check_step(h)
         s = state
         iters = 0
         resid = 0.0
@@ -453,6 +466,7 @@ class ExtrinsicEulerBA(_EuclideanMethod):
 
     def step(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
+        h = check_step(h)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
         G0 = prob.jac(q0)
@@ -505,6 +519,7 @@ class StageConstrainedBaseline(_EuclideanMethod):
 
     def step(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
+        h = check_step(h)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
         k = prob.jac(q0).shape[-2]

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._dmaps_euclid import check_step
 from ._errors import ConstraintViolationError, ConvergenceError, InputError
 from ._solver import NewtonOptions, newton_solve
 from ._state import State
@@ -286,6 +287,7 @@ class LieDiscretizationMapMethod:
 
     def step(self, system, state: State, h: float) -> State:
         prob = _lie_problem(system, self.retraction)
+        h = check_step(h)
         if self.kind == "lobatto2":
             mid = _euler_step(prob, "euler_a", state, 0.5 * h, self.newton)
             out = _euler_step(prob, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,

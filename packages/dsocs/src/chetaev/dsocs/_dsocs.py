@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian import NewtonOptions, newton_solve
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
@@ -278,7 +279,29 @@ class DSOCS:
                 return gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter,
                                     damped=False)
 
-        res = solve(x0, [])
+        n = q0.shape[-1]
+        J_guess = jac(np.broadcast_to(x0, np.broadcast_shapes(q0.shape, np.shape(x0))))
+        if J_guess.shape[-2] == n:
+            # square system: the shared solver of chetaev.discrete_lagrangian, on rows
+            # normalized by their sensitivity Σ_j |∂F_i/∂q2_j|(1 + |q1_j|) — the size of the
+            # terms each row balances — so its residual test reads |Δq2| ≲ tol·(1 + |q|)
+            w = 1.0 / np.maximum(
+                np.einsum("...ij,...j->...i", np.abs(J_guess), 1.0 + np.abs(q1)), 1e-300)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                res = newton_solve(
+                    lambda x: w * fun(x), x0, jac=lambda x: w[..., None] * jac(x),
+                    options=NewtonOptions(tol=self.tol, max_iter=self.max_iter),
+                )
+                if bool(np.all(res.converged)):  # one polishing step: |Δq2| ~ tol² after it
+                    x = res.x
+                    try:
+                        dx = np.linalg.solve(jac(x), fun(x)[..., None])[..., 0]
+                    except np.linalg.LinAlgError:  # singular at the root: keep it as is
+                        dx = np.full(x.shape, np.nan)
+                    if np.all(np.isfinite(dx)):
+                        res = attrs.evolve(res, x=x - dx, iterations=res.iterations + 1)
+        else:
+            res = solve(x0, [])
         total_it = res.iterations
         q2 = res.x
         accepted = bool(np.all(res.converged))
@@ -321,7 +344,7 @@ class DSOCS:
                     "halve h or give a problem-specific solver=... (spec §2.3)",
                 )
             raise DSOCSConvergenceError(
-                step=step_index, t=t, residual=float(np.max(res.step)), tol=self.tol,
+                step=step_index, t=t, residual=float(np.max(res.residual)), tol=self.tol,
                 iterations=total_it,
                 hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
                 "solver=... (spec §2.4)",

@@ -8,6 +8,7 @@ from chetaev.rktableaux import (
     TableauError,
     gauss,
     lobatto_iiia,
+    lobatto_iiia_iiib,
     lobatto_iiib,
     lobatto_iiic,
     lobatto_iiic_star,
@@ -105,6 +106,16 @@ def test_every_assumption_to_1e14_up_to_8_stages():
             assert np.max(np.abs(t.B_residual(B))) <= STRICT
             assert np.max(np.abs(t.C_residual(C)), initial=0) <= STRICT
             assert np.max(np.abs(t.D_residual(D)), initial=0) <= STRICT
+            # and in the paper's monomial form (eqs. 43–45)
+            assert np.max(np.abs(t.B_residual(B, basis="monomial"))) <= STRICT
+            assert np.max(np.abs(t.C_residual(C, basis="monomial")), initial=0) <= STRICT
+            assert np.max(np.abs(t.D_residual(D, basis="monomial")), initial=0) <= STRICT
+    for s in range(2, 9):
+        pair = lobatto_iiia_iiib(s)
+        assert pair.is_symplectic(tol=STRICT)
+        for basis in ("legendre", "monomial"):
+            assert np.max(np.abs(pair.CC_hat_residual(s, basis=basis)), initial=0) <= STRICT
+            assert np.max(np.abs(pair.DD_hat_residual(s, basis=basis)), initial=0) <= STRICT
     for s in range(1, 9):
         assert tuple(gauss(s).simplifying_orders(STRICT)) == (2 * s, s, s)
         assert tuple(radau_iia(s).simplifying_orders(STRICT)) == (2 * s - 1, s, s - 1)

@@ -142,7 +142,9 @@ class DSOCS:
         Newton fails to converge). If no admissible root is found the step raises — it never
         returns a rejected root. Spec §2.3 "Root selection".
     tol, max_iter : float, int
-        Newton stopping test |Δq2|∞ ≤ tol·(1 + |q2|∞) and iteration cap.
+        Newton tolerance and iteration cap. Square systems: ``newton_solve`` of
+        chetaev.discrete_lagrangian on sensitivity-normalized rows (≈ |Δq2| ≤ tol(1 + |q|)),
+        then one polishing step; otherwise Gauss–Newton with |Δq2|∞ ≤ tol·(1 + |q2|∞).
 
     Notes
     -----
@@ -350,6 +352,23 @@ class DSOCS:
                 "solver=... (spec §2.4)",
             )
         roots = rejected
+        if J_guess.shape[-2] != n:
+            # Gauss–Newton stops on the step size: make sure the overdetermined system is
+            # really solved (rows not involving q2 — e.g. g_d(q0, q1) of Remark 3.4 — cannot
+            # be corrected by the step)
+            Js = self.jacobians(q0, q1, q2)
+            qs = (q0, q1, q2)
+            sens = sum(np.einsum("...ij,...j->...i", np.abs(Jk), 1.0 + np.abs(qk))
+                       for Jk, qk in zip(Js, qs))
+            rel = np.abs(fun(q2)) / np.maximum(sens, 1e-300)
+            if np.max(rel) > 1e-8:
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=float(np.max(rel)), tol=1e-8,
+                    iterations=total_it,
+                    hint="the step equations have no exact solution; check that (q0, q1) "
+                    "satisfies the constraint rows that do not involve q2 (for a DSOCS from a "
+                    "discrete nonholonomic system: g_d(q0, q1) = 0)",
+                )
         info = {
             "newton_iterations": total_it,
             "residual": float(np.max(np.abs(fun(q2)))) if fun(q2).size else 0.0,

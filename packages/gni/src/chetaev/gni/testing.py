@@ -1,11 +1,15 @@
 """Test problems with independent references, reusable by other packages' tests.
 
-The nonholonomic particle of spec geometric-nonholonomic-integrator §3 ("Reference numbers"):
+``nonholonomic_particle``: the particle of spec geometric-nonholonomic-integrator §3
+("Reference numbers"):
 ``Q = R³``, ``M = diag(1, 2, 1.5)``, ``V = ½x² + ½y² + ¼z² + 0.1xz``, constraint
 ``ż − y ẋ = 0`` (``mu = (−y, 0, 1)``); the affine variant has ``Y = (0, 0, 0.7(1 + 0.3x))``,
 i.e. ``ż − y ẋ − 0.7(1 + 0.3x) = 0``. The reference is scipy DOP853 on the continuous
 Lagrange–d'Alembert equations with the multiplier eliminated in closed form, written here
 independently of chetaev.discrete_lagrangian's own reference solver.
+
+``harmonic_particle``: the particle of spec high-order-nonholonomic §5.1 (``M = I``,
+``V = ½(x² + y²)``, same constraint), ``q0 = (1, 0.5, 0)``, ``v0 = (0.5, 1, 0.25)``.
 """
 
 from __future__ import annotations
@@ -19,24 +23,24 @@ from chetaev.discrete_lagrangian import (
 )
 from scipy.integrate import solve_ivp
 
-__all__ = ["ParticleProblem", "convergence_order", "nonholonomic_particle"]
+__all__ = ["ParticleProblem", "convergence_order", "harmonic_particle", "nonholonomic_particle"]
 
 _M = np.diag([1.0, 2.0, 1.5])
 _H = np.array([[1.0, 0.0, 0.1], [0.0, 1.0, 0.0], [0.1, 0.0, 0.5]])
 _AFF = 0.7
 
 
-def _V(q):
-    x, y, z = q[..., 0], q[..., 1], q[..., 2]
-    return 0.5 * x**2 + 0.5 * y**2 + 0.25 * z**2 + 0.1 * x * z
+def _quadratic(H):
+    def V(q):
+        return 0.5 * np.einsum("...i,ij,...j->...", q, H, q)
 
+    def gradV(q):
+        return np.einsum("ij,...j->...i", H, q)
 
-def _gradV(q):
-    return np.einsum("ij,...j->...i", _H, q)
+    def hessV(q):
+        return np.broadcast_to(H, (*np.shape(q)[:-1], 3, 3))
 
-
-def _hessV(q):
-    return np.broadcast_to(_H, (*np.shape(q)[:-1], 3, 3))
+    return V, gradV, hessV
 
 
 def _A(q):
@@ -74,10 +78,12 @@ class ParticleProblem:
     q0: np.ndarray
     v0: np.ndarray
     affine: bool
+    mass: np.ndarray = attrs.field(factory=lambda: _M.copy())
+    hess: np.ndarray = attrs.field(factory=lambda: _H.copy())
 
     def multiplier(self, q, v):
         """Continuous λ (chetaev sign: ``M v̇ = −∇V + muᵀλ``)."""
-        return _multiplier(q, v, self.affine)
+        return _multiplier(q, v, self.affine, self.mass, self.hess)
 
     def reference(self, t, rtol=1e-13, atol=1e-13):
         """``(q, v, lam)`` at the times ``t`` (DOP853 on the continuous equations)."""
@@ -85,8 +91,8 @@ class ParticleProblem:
 
         def rhs(_, y):
             q, v = y[:3], y[3:]
-            lam = _multiplier(q, v, self.affine)
-            acc = np.linalg.solve(_M, -_gradV(q) + _A(q).T @ lam)
+            lam = _multiplier(q, v, self.affine, self.mass, self.hess)
+            acc = np.linalg.solve(self.mass, -self.hess @ q + _A(q).T @ lam)
             return np.concatenate([v, acc])
 
         sol = solve_ivp(
@@ -94,18 +100,18 @@ class ParticleProblem:
             t_eval=t, rtol=rtol, atol=atol,
         )
         q, v = sol.y[:3].T, sol.y[3:].T
-        return q, v, _multiplier(q, v, self.affine)
+        return q, v, _multiplier(q, v, self.affine, self.mass, self.hess)
 
 
-def _multiplier(q, v, affine):
+def _multiplier(q, v, affine, M, H):
     q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
     A = _A(q)
-    Minv = np.linalg.inv(_M)
+    Minv = np.linalg.inv(M)
     C = A @ Minv @ np.swapaxes(A, -1, -2)
     # d/dt (A v + a) = 0 with M v̇ = −∇V + Aᵀλ:
     #   C λ = A M⁻¹ ∇V − (dA[v]) v − a_q v
-    rhs = np.einsum("...ij,jk,...k->...i", A, Minv, _gradV(q))
+    rhs = np.einsum("...ij,jk,kl,...l->...i", A, Minv, H, q)
     rhs = rhs - np.einsum("...ijk,...k,...j->...i", _dA(q), v, v)
     if affine:
         rhs = rhs - np.einsum("...ij,...j->...i", _da_affine(q), v)
@@ -120,7 +126,7 @@ def nonholonomic_particle(affine: bool = False) -> ParticleProblem:
     q0 = np.array([0.3, -0.5, 0.2])
     vz = q0[1] * 1.0 + (_AFF * (1.0 + 0.3 * q0[0]) if affine else 0.0)
     v0 = np.array([1.0, 0.5, vz])
-    mech = MechanicalSystem(mass=_M, potential=_V, potential_grad=_gradV, potential_hess=_hessV)
+    mech = MechanicalSystem(_M, *_quadratic(_H))
     if affine:
         con = LinearVelocityConstraint(_A, a=_a_affine, dA=_dA, da=_da_affine)
     else:
@@ -137,3 +143,15 @@ def convergence_order(h, err, floor=1e-11):
     if keep.sum() < 2:
         raise ValueError(f"fewer than two errors above the round-off floor {floor:g}: {err}")
     return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])
+
+
+def harmonic_particle() -> ParticleProblem:
+    """The nonholonomic particle in a harmonic potential of spec high-order-nonholonomic §5.1:
+    ``L = ½|v|² − ½(x² + y²)``, ``Φ = v_z − y v_x``; ``q0 = (1, 0.5, 0)``,
+    ``v0 = (0.5, 1, 0.25)`` (so ``v_z = y v_x``). ``y(t)`` is an exact harmonic oscillator."""
+    M = np.eye(3)
+    H = np.diag([1.0, 1.0, 0.0])
+    mech = MechanicalSystem(M, *_quadratic(H))
+    system = ConstrainedSystem(mech, LinearVelocityConstraint(_A, dA=_dA))
+    return ParticleProblem(system=system, q0=np.array([1.0, 0.5, 0.0]),
+                           v0=np.array([0.5, 1.0, 0.25]), affine=False, mass=M, hess=H)

@@ -16,13 +16,20 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import MatrixLieGroup
-from ._numerics import FTable, hat3, iso_apply, iso_hess, iso_jac, iso_matrix, vee3
+from ._errors import LieGroupError
+from ._numerics import (
+    FTable,
+    blocked,
+    hat3,
+    iso_apply,
+    iso_from_coeffs,
+    iso_hess,
+    iso_jac,
+    sq3,
+    vee3,
+)
 
 __all__ = ["SO3", "SO3Group"]
-
-
-def _sq(w):
-    return np.einsum("...i,...i->...", w, w)
 
 
 def _exp_dl_coeffs(T: FTable, order: int):
@@ -48,23 +55,7 @@ def _cay_dl_coeffs(s, order: int):
     return out
 
 
-def _rot_from_coeffs(w, a, b, c):
-    """a I + b X + c w w^T (a = cos theta for a rotation)."""
-    x, y, z = w[..., 0], w[..., 1], w[..., 2]
-    R = np.empty((*w.shape[:-1], 3, 3))
-    cx, cy, cz = c * x, c * y, c * z
-    bx, by, bz = b * x, b * y, b * z
-    R[..., 0, 0] = a + cx * x
-    R[..., 1, 1] = a + cy * y
-    R[..., 2, 2] = a + cz * z
-    cxy, cxz, cyz = cx * y, cx * z, cy * z
-    R[..., 0, 1] = cxy - bz
-    R[..., 1, 0] = cxy + bz
-    R[..., 0, 2] = cxz + by
-    R[..., 2, 0] = cxz - by
-    R[..., 1, 2] = cyz - bx
-    R[..., 2, 1] = cyz + bx
-    return R
+_rot_from_coeffs = iso_from_coeffs  # a I + b hat(w) + c w w^T
 
 
 class SO3Group(MatrixLieGroup):
@@ -89,17 +80,13 @@ class SO3Group(MatrixLieGroup):
     def _from_quat(q):
         w, v = q[..., 0], q[..., 1:]
         # R = (w^2 - |v|^2) I + 2 w hat(v) + 2 v v^T
-        return _rot_from_coeffs(v, w * w - _sq(v), 2.0 * w, 2.0)
+        return _rot_from_coeffs(v, w * w - sq3(v), 2.0 * w, 2.0)
 
     def is_element(self, g, tol: float = 1e-10):
         g = np.asarray(g, dtype=np.float64)
         if g.shape[-2:] != (3, 3) or g.ndim < 2:
             return np.False_
-        with np.errstate(invalid="ignore"):
-            E = np.einsum("...ki,...kj->...ij", g, g) - np.eye(3)
-            orth = np.max(np.abs(E), axis=(-1, -2)) <= tol
-            det = np.abs(np.linalg.det(g) - 1.0) <= 3 * tol
-        ok = orth & det & np.all(np.isfinite(g), axis=(-1, -2))
+        ok = blocked(lambda R: _is_rotation(R, tol), g, 2, (), dtype=bool)
         return ok[()] if ok.ndim == 0 else ok
 
     # Group operations.
@@ -128,122 +115,66 @@ class SO3Group(MatrixLieGroup):
     # Exponential.
     def exp(self, xi):
         w = self.check_algebra(xi, where="SO3.exp")
-        T = FTable(_sq(w))
-        return _rot_from_coeffs(w, T.f(0), T.f(1), T.f(2))
+        return blocked(_exp_core, w, 1, (3, 3))
 
     def log(self, g, check: bool = True):
         R = self.check_element(g, "g", "SO3.log")
         if check:
             self._require_element(R, "SO3.log")
-        q = self._to_quat(R)
-        w, v = q[..., 0], q[..., 1:]
-        n = np.sqrt(_sq(v))
-        pos = n > 0.0
-        n_safe = np.where(pos, n, 1.0)
-        scale = np.where(pos, 2.0 * np.arctan2(n, w) / n_safe, 2.0 / np.where(pos, 1.0, w))
-        return scale[..., None] * v
-
-    @staticmethod
-    def _to_quat(R):
-        """Unit quaternion (w >= 0) of rotation matrices, Shepperd's largest-component rule:
-        the symmetric matrix P = 4 q q^T is read off R, and q = P[k] / (2 sqrt(P[k, k])) for the
-        largest diagonal entry k (no division by a small number)."""
-        r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
-        P = np.empty((*R.shape[:-2], 4, 4))
-        P[..., 0, 0] = 1.0 + r00 + r11 + r22
-        P[..., 1, 1] = 1.0 + r00 - r11 - r22
-        P[..., 2, 2] = 1.0 - r00 + r11 - r22
-        P[..., 3, 3] = 1.0 - r00 - r11 + r22
-        a = R[..., 2, 1] - R[..., 1, 2]
-        b = R[..., 0, 2] - R[..., 2, 0]
-        c = R[..., 1, 0] - R[..., 0, 1]
-        d = R[..., 0, 1] + R[..., 1, 0]
-        e = R[..., 0, 2] + R[..., 2, 0]
-        f = R[..., 1, 2] + R[..., 2, 1]
-        P[..., 0, 1] = P[..., 1, 0] = a
-        P[..., 0, 2] = P[..., 2, 0] = b
-        P[..., 0, 3] = P[..., 3, 0] = c
-        P[..., 1, 2] = P[..., 2, 1] = d
-        P[..., 1, 3] = P[..., 3, 1] = e
-        P[..., 2, 3] = P[..., 3, 2] = f
-        diag = np.stack([P[..., 0, 0], P[..., 1, 1], P[..., 2, 2], P[..., 3, 3]], axis=-1)
-        k = np.argmax(diag, axis=-1)
-        row = np.take_along_axis(P, k[..., None, None], axis=-2)[..., 0, :]
-        pkk = np.take_along_axis(diag, k[..., None], axis=-1)[..., 0]
-        q = row / (2.0 * np.sqrt(pkk))[..., None]
-        return np.where((q[..., :1] < 0.0), -q, q)
+        return blocked(_log_core, R, 2, (3,))
 
     def exp_dL(self, xi):
         w = self.check_algebra(xi, where="SO3.exp_dL")
-        T = FTable(_sq(w))
-        return iso_matrix(w, 1.0, -T.f(2), T.f(3))
+        return blocked(_exp_dl_core, w, 1, (3, 3))
 
     def _exp_dl_inv_c(self, T: FTable):
         return (T.f(3) - 2.0 * T.f(4)) / (2.0 * T.f(2))
 
     def exp_dL_inv(self, xi):
         w = self.check_algebra(xi, where="SO3.exp_dL_inv")
-        T = FTable(_sq(w))
-        return iso_matrix(w, 1.0, 0.5, self._exp_dl_inv_c(T))
+        return blocked(_exp_dl_inv_core, w, 1, (3, 3))
 
     def exp_dL_deriv(self, xi, eta):
         w = self.check_algebra(xi, where="SO3.exp_dL_deriv")
         eta = self.check_algebra(eta, "eta", "SO3.exp_dL_deriv")
-        (r, p, q), (r1, p1, q1) = _exp_dl_coeffs(FTable(_sq(w)), 1)
+        (r, p, q), (r1, p1, q1) = _exp_dl_coeffs(FTable(sq3(w)), 1)
         return iso_jac(w, eta, r, p, q, r1, p1, q1)
 
     def exp_dL_hess(self, xi, eta, v):
         """``(..., 3, 3)`` Jacobian of ``xi -> exp_dL_deriv(xi, eta) @ v`` (second derivative of
         ``exp_dL(xi) eta``; used for SE(3))."""
         w = np.asarray(xi, dtype=np.float64)
-        c0, c1, c2 = _exp_dl_coeffs(FTable(_sq(w)), 2)
+        c0, c1, c2 = _exp_dl_coeffs(FTable(sq3(w)), 2)
         return iso_hess(w, eta, v, *c0, *c1, *c2)
 
     def exp_dL_apply(self, xi, eta):
         w = np.asarray(xi, dtype=np.float64)
-        T = FTable(_sq(w))
+        T = FTable(sq3(w))
         return iso_apply(w, eta, 1.0, -T.f(2), T.f(3))
 
     # Cayley (closed forms).
     def cay(self, xi):
         w = self.check_algebra(xi, where="SO3.cay")
-        s = _sq(w)
-        k = 4.0 / (4.0 + s)
-        # I + k X + k/2 X^2 = (1 - k s/2) I + k X + k/2 w w^T
-        return _rot_from_coeffs(w, 1.0 - 0.5 * k * s, k, 0.5 * k)
+        return blocked(_cay_core, w, 1, (3, 3))
 
     def cay_inv(self, g, check: bool = True):
         R = self.check_element(g, "g", "SO3.cay_inv")
         if check:
             self._require_element(R, "SO3.cay_inv")
-        den = 1.0 + R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
-        if np.any(den <= 1e-12):
-            from ._errors import LieGroupError
-
-            raise LieGroupError(
-                "SO3.cay_inv: the rotation angle is (numerically) pi, where the inverse Cayley "
-                "map is singular (1 + trace R = 0). Use the exp retraction or a smaller step."
-            )
-        v = np.stack(
-            [R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]],
-            axis=-1,
-        )
-        return (2.0 / den)[..., None] * v
+        return blocked(_cay_inv_core, R, 2, (3,))
 
     def cay_dL(self, xi):
         w = self.check_algebra(xi, where="SO3.cay_dL")
-        (r, p, q), = _cay_dl_coeffs(_sq(w), 0)
-        return iso_matrix(w, r, p, q)
+        return blocked(_cay_dl_core, w, 1, (3, 3))
 
     def cay_dL_inv(self, xi):
         w = self.check_algebra(xi, where="SO3.cay_dL_inv")
-        s = _sq(w)
-        return iso_matrix(w, 1.0 + 0.25 * s, 0.5, 0.25)
+        return blocked(_cay_dl_inv_core, w, 1, (3, 3))
 
     def cay_dL_deriv(self, xi, eta):
         w = self.check_algebra(xi, where="SO3.cay_dL_deriv")
         eta = self.check_algebra(eta, "eta", "SO3.cay_dL_deriv")
-        (r, p, q), (r1, p1, q1) = _cay_dl_coeffs(_sq(w), 1)
+        (r, p, q), (r1, p1, q1) = _cay_dl_coeffs(sq3(w), 1)
         return iso_jac(w, eta, r, p, q, r1, p1, q1)
 
     def cay_dL_inv_deriv(self, xi, eta):
@@ -260,8 +191,125 @@ class SO3Group(MatrixLieGroup):
     def cay_dL_hess(self, xi, eta, v):
         """Second derivative of ``cay_dL(xi) eta`` contracted with v (see :meth:`exp_dL_hess`)."""
         w = np.asarray(xi, dtype=np.float64)
-        c0, c1, c2 = _cay_dl_coeffs(_sq(w), 2)
+        c0, c1, c2 = _cay_dl_coeffs(sq3(w), 2)
         return iso_hess(w, eta, v, *c0, *c1, *c2)
+
+
+# ----------------------------------------------------------------------------- block kernels
+def _is_rotation(R, tol):
+    r = [[R[..., i, j] for j in range(3)] for i in range(3)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        worst = np.zeros(R.shape[:-2])
+        for i in range(3):
+            for j in range(i, 3):
+                gij = r[0][i] * r[0][j] + r[1][i] * r[1][j] + r[2][i] * r[2][j]
+                if i == j:
+                    gij = gij - 1.0
+                worst = np.fmax(worst, np.abs(gij))
+                worst[np.isnan(gij)] = np.inf
+        det = (
+            r[0][0] * (r[1][1] * r[2][2] - r[1][2] * r[2][1])
+            - r[0][1] * (r[1][0] * r[2][2] - r[1][2] * r[2][0])
+            + r[0][2] * (r[1][0] * r[2][1] - r[1][1] * r[2][0])
+        )
+        return (worst <= tol) & (np.abs(det - 1.0) <= 3 * tol)
+
+
+def _exp_core(w):
+    T = FTable(sq3(w))
+    return iso_from_coeffs(w, T.f(0), T.f(1), T.f(2))
+
+
+def _exp_dl_core(w):
+    # I - f2 X + f3 X^2 = f1 I - f2 X + f3 w w^T   (1 - s f3 = f1)
+    T = FTable(sq3(w))
+    return iso_from_coeffs(w, T.f(1), -T.f(2), T.f(3))
+
+
+def _exp_dl_inv_core(w):
+    # I + X/2 + c X^2 = (f1 / (2 f2)) I + X/2 + c w w^T,  c = (f3 - 2 f4) / (2 f2)
+    T = FTable(sq3(w))
+    inv = 0.5 / T.f(2)
+    return iso_from_coeffs(w, T.f(1) * inv, 0.5, (T.f(3) - 2.0 * T.f(4)) * inv)
+
+
+def _cay_core(w):
+    s = sq3(w)
+    k = 4.0 / (4.0 + s)
+    return iso_from_coeffs(w, 1.0 - 0.5 * k * s, k, 0.5 * k)
+
+
+def _cay_dl_core(w):
+    d = 2.0 / (4.0 + sq3(w))
+    return iso_from_coeffs(w, 2.0 * d, -d, 0.0)
+
+
+def _cay_dl_inv_core(w):
+    return iso_from_coeffs(w, 1.0, 0.5, 0.25)  # (1 + s/4) I + X/2 + X^2/4 = I + X/2 + w w^T/4
+
+
+def _cay_inv_core(R):
+    den = 1.0 + R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    if np.any(den <= 1e-12):
+        raise LieGroupError(
+            "SO3.cay_inv: the rotation angle is (numerically) pi, where the inverse Cayley "
+            "map is singular (1 + trace R = 0). Use the exp retraction or a smaller step."
+        )
+    k = 2.0 / den
+    out = np.empty((*R.shape[:-2], 3))
+    out[..., 0] = k * (R[..., 2, 1] - R[..., 1, 2])
+    out[..., 1] = k * (R[..., 0, 2] - R[..., 2, 0])
+    out[..., 2] = k * (R[..., 1, 0] - R[..., 0, 1])
+    return out
+
+
+def _quat_far(R):
+    """Quaternion (w >= 0) for rotations with trace R < 0: 4 q q^T = P is read off R and
+    q = P[k] / (2 sqrt(P[k, k])) for the largest of P[1, 1], P[2, 2], P[3, 3] (Shepperd); with
+    trace < 0 one of them is >= 1 (no division by a small number)."""
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    d1 = 1.0 + 2.0 * R[..., 0, 0] - tr
+    d2 = 1.0 + 2.0 * R[..., 1, 1] - tr
+    d3 = 1.0 + 2.0 * R[..., 2, 2] - tr
+    a = R[..., 2, 1] - R[..., 1, 2]
+    b = R[..., 0, 2] - R[..., 2, 0]
+    c = R[..., 1, 0] - R[..., 0, 1]
+    xy = R[..., 0, 1] + R[..., 1, 0]
+    xz = R[..., 0, 2] + R[..., 2, 0]
+    yz = R[..., 1, 2] + R[..., 2, 1]
+    k1 = (d1 >= d2) & (d1 >= d3)
+    k2 = ~k1 & (d2 >= d3)
+    rows = [
+        np.where(k1, a, np.where(k2, b, c)),
+        np.where(k1, d1, np.where(k2, xy, xz)),
+        np.where(k1, xy, np.where(k2, d2, yz)),
+        np.where(k1, xz, np.where(k2, yz, d3)),
+    ]
+    pkk = np.where(k1, d1, np.where(k2, d2, d3))
+    scale = np.where(rows[0] < 0.0, -0.5, 0.5) / np.sqrt(pkk)
+    return np.stack(rows, axis=-1) * scale[..., None]
+
+
+def _log_core(R):
+    """log via the unit quaternion q = (w, v) and theta = 2 atan2(|v|, w).  Where trace R >= 0
+    (theta <= 2pi/3) w = sqrt(1 + tr R)/2 >= 1/2 and v = vee(R - R^T)/(4w); elsewhere Shepperd's
+    largest-component rule (:func:`_quat_far`).  Accurate up to theta = pi."""
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    w = 0.5 * np.sqrt(np.maximum(1.0 + tr, 0.25))
+    k = 0.25 / w
+    v = np.empty((*R.shape[:-2], 3))
+    v[..., 0] = k * (R[..., 2, 1] - R[..., 1, 2])
+    v[..., 1] = k * (R[..., 0, 2] - R[..., 2, 0])
+    v[..., 2] = k * (R[..., 1, 0] - R[..., 0, 1])
+    far = tr < 0.0
+    if np.any(far):
+        q = _quat_far(R[far])
+        w[far] = q[..., 0]
+        v[far] = q[..., 1:]
+    n = np.sqrt(sq3(v))
+    pos = n > 0.0
+    scale = np.where(pos, 2.0 * np.arctan2(n, w) / np.where(pos, n, 1.0), 2.0 / w)
+    return scale[..., None] * v
 
 
 SO3 = SO3Group()

@@ -207,3 +207,20 @@ def test_properties_table_is_valid_rst():
     assert rows["RK4"][7] == "∞"
     prow = cells(tables[1])
     assert prow["Lobatto IIIA–IIIB(3)"][1:] == ["3", "4", "yes", "3", "3", "1", "1", "yes"]
+
+
+def test_pickle_and_copy_keep_values_and_read_only_arrays():
+    import copy
+    import pickle
+
+    import attrs
+
+    pair = lobatto_iiia_iiib(3)
+    _ = pair.first.R_inf
+    for clone in (pickle.loads(pickle.dumps(pair)), copy.deepcopy(pair)):
+        assert clone == pair
+        assert clone.first.R_inf == pair.first.R_inf
+        for arr in (clone.first.a, clone.second.b, clone.first.c):
+            assert not arr.flags.writeable
+    renamed = attrs.evolve(gauss(2), name="g")
+    assert renamed.name == "g" and renamed == gauss(2) and not renamed.a.flags.writeable

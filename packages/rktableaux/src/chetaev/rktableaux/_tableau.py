@@ -106,6 +106,12 @@ class Tableau:
         else:
             object.__setattr__(self, "c", as_vector(self.c, "c", s))
 
+    def __setstate__(self, state: dict) -> None:
+        # pickle/deepcopy restore arrays writeable: copy them and clear the flag again
+        self.__dict__.update(state)
+        for key in ("a", "b", "c"):
+            self.__dict__[key] = readonly(np.array(state[key], dtype=np.float64, copy=True))
+
     # ------------------------------------------------------------------ basic accessors
     @property
     def stages(self) -> int:

@@ -256,20 +256,22 @@ def lie_nh_newton(
     tol: float,
     max_iter: int,
     check_rank: bool = False,
+    jac_inv: np.ndarray | None = None,
     **kwargs: Any,
-) -> tuple[np.ndarray, dict[str, np.ndarray], int, float, bool]:
-    """Newton on :func:`lie_nh_residual` with its analytic Jacobian (batched).
+) -> tuple[np.ndarray, dict[str, np.ndarray], int, float, bool, np.ndarray | None]:
+    """Simplified Newton on :func:`lie_nh_residual` with its analytic Jacobian (batched).
 
-    The Jacobian is formed and inverted at the first iteration and kept while the iteration
-    contracts fast (residual reduced at least 20-fold per iteration); otherwise it is
-    refreshed at the current iterate (simplified Newton, DESIGN.md "Performance design").
-    Stops when ``max|r| ≤ tol·scale`` (``scale = 1 + max|μ_k| + max|x|``) and the iteration
-    has stalled at round-off, or ``max|r|`` is below 64·eps·scale, so a converged step sits at
+    The inverse Jacobian ``jac_inv`` of an earlier step may be passed in; otherwise it is
+    formed at the first iterate. It is kept while the iteration contracts fast (residual
+    reduced at least 20-fold per iteration) and refreshed at the current iterate otherwise
+    (DESIGN.md "Performance design": factor once, keep while convergence is fast). Stops when
+    ``max|r| ≤ tol·scale`` (``scale = 1 + max|μ_k| + max|x|``) and the iteration has stalled
+    at round-off, or when ``max|r|`` is below 64·eps·scale, so a converged step sits at
     round-off level (the first integrals of §5.5 are kept to ~1e-14 per step).
 
-    Returns ``(x, aux, iterations, residual, converged)``. With ``check_rank`` the Jacobian's
-    smallest relative singular value is checked at the first iteration and at the converged
-    point, and ``_SingularStepJacobian`` is raised when it is below 1e-10 (the
+    Returns ``(x, aux, iterations, residual, converged, jac_inv)``. With ``check_rank`` the
+    Jacobian's smallest relative singular value is checked at the first iterate and at the
+    converged point, and ``_SingularStepJacobian`` is raised when it is below 1e-10 (the
     ``"weighted_sum"`` rule: on a homogeneous-space lift the solutions form a one-parameter
     family, spec F5, so the Jacobian is singular on it even when it is not at the guess).
     """
@@ -278,35 +280,34 @@ def lie_nh_newton(
     floor = 64 * np.finfo(float).eps * scale
     prev = np.inf
     it = 0
-    Jinv = None
-    refresh = True
+    Jinv = None if check_rank else jac_inv
     while True:
-        r, J, aux = lie_nh_residual(x, jacobian=refresh, **kwargs)
+        need = Jinv is None
+        r, J, aux = lie_nh_residual(x, jacobian=need, **kwargs)
         rn = float(np.max(np.abs(r))) if r.size else 0.0
         if not np.isfinite(rn):
-            return x, aux, it, rn, False
-        if refresh:
-            if check_rank and Jinv is None:
+            return x, aux, it, rn, False, None
+        if need:
+            if check_rank:
                 _check_rank(J)
             try:
                 Jinv = np.linalg.inv(J)
             except np.linalg.LinAlgError:
-                return x, aux, it, rn, False
-            refresh = False
+                return x, aux, it, rn, False, None
         if rn <= floor or (rn <= tol * scale and rn > 0.1 * prev):
             if check_rank:  # the rank at the solution decides (F5: singular on the manifold)
                 _, Jx, _ = lie_nh_residual(x, jacobian=True, **kwargs)
                 _check_rank(Jx)
-            return x, aux, it, rn, True
+            return x, aux, it, rn, True, Jinv
         if it >= max_iter:
-            return x, aux, it, rn, rn <= tol * scale
-        if rn > 0.05 * prev and rn > tol * scale and Jinv is not None and it > 0:
+            return x, aux, it, rn, rn <= tol * scale, Jinv
+        if it > 0 and rn > 0.05 * prev and rn > tol * scale:
             # slow contraction: refresh the Jacobian at the current iterate, then step
             r, J, aux = lie_nh_residual(x, jacobian=True, **kwargs)
             try:
                 Jinv = np.linalg.inv(J)
             except np.linalg.LinAlgError:
-                return x, aux, it, rn, False
+                return x, aux, it, rn, False, None
         x = x - np.einsum("...ij,...j->...i", Jinv, r)
         prev = rn
         it += 1

@@ -33,8 +33,8 @@ Q0, V0 = np.array([0.5, 0.0]), np.array([0.0, 0.5])
 
 @pytest.fixture(scope="module")
 def ref250():
-    """DOP853 (rtol = atol = 1e-12) on the closed-loop ODE over [0, 250]."""
-    return iwp_reference(250.0, P)
+    """DOP853 (rtol = atol = 1e-13) on the closed-loop ODE over [0, 250]."""
+    return iwp_reference(250.0, P, rtol=1e-13, atol=1e-13)
 
 
 @pytest.fixture(scope="module")

@@ -293,6 +293,7 @@ class DSOCS:
                 res = newton_solve(
                     lambda x: w * fun(x), x0, jac=lambda x: w[..., None] * jac(x),
                     options=NewtonOptions(tol=self.tol, max_iter=self.max_iter),
+                    f0=w * fun(x0), j0=w[..., None] * J_guess,
                 )
                 if bool(np.all(res.converged)):  # one polishing step: |Δq2| ~ tol² after it
                     x = res.x

@@ -125,3 +125,18 @@ def test_kinematic_constraint_finite_difference_jacobians():
     np.testing.assert_allclose(J0, [[0.3, -0.4]], atol=1e-9)
     np.testing.assert_allclose(J1, [[0.1, 0.2]], atol=1e-9)
     np.testing.assert_allclose(J2, [[0.75, 0.0]], atol=1e-9)
+
+
+def test_restart_from_a_saved_trajectory_is_bit_for_bit(tmp_path):
+    from chetaev.discrete_lagrangian import Trajectory
+
+    h = 0.05
+    ds = curvature_particle_dsocs(k_var, h)
+    m = DSOCSIntegrator(start="second_order")
+    first = integrate(ds, m, np.zeros(2), np.ones(2), h, n_steps=40)
+    first.save(tmp_path / "run.npz")
+    cont = integrate(ds, m, Trajectory.load(tmp_path / "run.npz").final_state(), h=h,
+                     n_steps=40)
+    full = integrate(ds, m, np.zeros(2), np.ones(2), h, n_steps=80)
+    np.testing.assert_array_equal(cont.q[-1], full.q[-1])
+    np.testing.assert_array_equal(cont.v[-1], full.v[-1])

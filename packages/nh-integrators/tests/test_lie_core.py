@@ -76,6 +76,9 @@ def _problem(name):
     if name == "disc":
         sysc = vertical_disc()
         g0, eta0 = disc_initial()
+    elif name == "disc_nonlinear":
+        sysc = vertical_disc(constraint="nonlinear")
+        g0, eta0 = disc_initial()
     elif name == "ball":
         sysc = turntable_ball()
         g0, eta0 = ball_initial()
@@ -86,7 +89,7 @@ def _problem(name):
     return sysc, g0, eta0
 
 
-@pytest.mark.parametrize("name", ["disc", "ball", "kepler"])
+@pytest.mark.parametrize("name", ["disc", "disc_nonlinear", "ball", "kepler"])
 @pytest.mark.parametrize("s", [2, 3, 4])
 @pytest.mark.parametrize("kind", ["cayley", "exp"])
 def test_analytic_jacobian_matches_finite_differences(name, s, kind):
@@ -193,3 +196,25 @@ def test_input_validation():
     )
     with pytest.raises(InputError, match="TrivializedMechanicalSystem"):
         LieNonholonomicPRK(2).initial_state(gen, g0, eta0)
+
+
+@pytest.mark.parametrize("s", [3, 4])
+def test_constraint_holds_at_every_inner_stage(s):
+    """P4/F3: the 𝔪-constraint is imposed on the IIIA stage velocities ηⁱ = 𝕀⁻¹Mⁱ at every
+    stage (to round-off), not on the stage velocities Ωⁱ = d^Lτ Hⁱ, which violate it."""
+    from chetaev.nh_integrators._homogeneous import spherical_pendulum
+    from chetaev.nh_integrators._lie_core import lie_nh_newton
+
+    sysc = spherical_pendulum()
+    g0, eta0 = tait_bryan(0.0, np.pi / 3, 0.0), np.array([1 / 3, 0.0, 0.0])
+    method = LieNonholonomicPRK(s, retraction="exp")
+    ops, model = method._setup(sysc)
+    a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
+    x0 = np.concatenate([np.tile(eta0, s), np.zeros(s - 1)])
+    x, aux, _, _, ok, _ = lie_nh_newton(x0, tol=1e-13, max_iter=30, ops=ops, model=model, a=a,
+                                        b=b, h=0.1, g0=g0, mu0=eta0, lam1=np.zeros(1))
+    assert ok
+    assert np.max(np.abs(aux["eta"][:, 2])) < 1e-15
+    D, _ = ops.dL_and_tensor(0.1 * a @ x[: 3 * s].reshape(s, 3))
+    Om = np.einsum("iab,ib->ia", D, x[: 3 * s].reshape(s, 3))
+    assert np.max(np.abs(Om[:, 2])) > 1e-9  # ~1e-7 (s = 3), ~2e-8 (s = 4) in the first step

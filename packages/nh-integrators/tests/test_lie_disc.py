@@ -88,3 +88,21 @@ def test_disc_batched_initial_conditions_match_single_runs(disc):
         tr = integrate(sysc, method, g0b[k], eta0b[k], h=0.1, n_steps=5)
         assert np.max(np.abs(trb.q[-1][k] - tr.q[-1])) < 1e-13
         assert np.max(np.abs(trb.lam[-1][k] - tr.lam[-1])) < 1e-12
+
+
+@pytest.mark.parametrize("s", [3, 4])
+def test_disc_general_velocity_constraint_orders(disc, s):
+    """General (nonlinear in η) trivialized constraint φ = v₂ + v₂³: same continuous motion,
+    D₂φ evaluated at the stage velocities (note §9 item 16); orders unchanged."""
+    _, g0, eta0, gr, _, lr = disc
+    sysc = vertical_disc(constraint="nonlinear")
+    method = LieNonholonomicPRK(s)
+    eg, el = [], []
+    for h in STEPS[s]:
+        tr = integrate(sysc, method, g0, eta0, h=h, t_final=T_FINAL)
+        assert tr.success, tr.message
+        eg.append(np.max(np.abs(tr.q[-1] - gr)))
+        el.append(np.max(np.abs(tr.lam[-1] - lr)))
+        assert np.max(np.abs(tr.v[:, 1])) < 1e-12
+    assert abs(_slope(STEPS[s], eg) - method.order) <= 0.25, eg
+    assert abs(_slope(STEPS[s], el) - method.multiplier_order) <= 0.25, el

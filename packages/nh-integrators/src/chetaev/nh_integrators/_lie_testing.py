@@ -18,6 +18,7 @@ from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
     LinearVelocityConstraint,
     TrivializedMechanicalSystem,
+    VelocityConstraint,
 )
 from scipy.integrate import solve_ivp
 
@@ -45,9 +46,16 @@ def _hat(w: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- vertical disc
-def vertical_disc(mass: float = 1.0, inertia_z: float = 0.5) -> ConstrainedSystem:
+def vertical_disc(
+    mass: float = 1.0, inertia_z: float = 0.5, constraint: str = "linear"
+) -> ConstrainedSystem:
     """Vertical disc with a spring on SE(2) (§7.4): ℓ = ½[m(v₁² + v₂²) + I_z ω²] − ½(x² + y²),
-    φ = v₂ (no lateral sliding). η = (v₁, v₂, ω)."""
+    φ = v₂ (no lateral sliding). η = (v₁, v₂, ω).
+
+    ``constraint="nonlinear"`` uses the general ``VelocityConstraint`` φ = v₂ + v₂³ instead:
+    the same constraint set and, on it, the same Chetaev force direction D₂φ = (0, 1, 0), so
+    the same continuous motion and multiplier, while the discrete method sees a constraint
+    that is nonlinear in η (D₂φ is evaluated at the stage velocities, where v₂ ≠ 0)."""
     from chetaev.liegroups import SE2
 
     def V(g: np.ndarray) -> np.ndarray:
@@ -69,7 +77,33 @@ def vertical_disc(mass: float = 1.0, inertia_z: float = 0.5) -> ConstrainedSyste
         return out
 
     sysm = TrivializedMechanicalSystem(SE2, np.diag([mass, mass, inertia_z]), V, gradV, hessV)
-    return ConstrainedSystem(sysm, LinearVelocityConstraint(np.array([[0.0, 1.0, 0.0]])))
+    if constraint == "linear":
+        return ConstrainedSystem(sysm, LinearVelocityConstraint(np.array([[0.0, 1.0, 0.0]])))
+
+    def phi(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        v2 = np.asarray(eta)[..., 1:2]
+        return v2 + v2**3
+
+    def dphi_dv(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        eta = np.asarray(eta)
+        out = np.zeros((*eta.shape[:-1], 1, 3))
+        out[..., 0, 1] = 1.0 + 3.0 * eta[..., 1] ** 2
+        return out
+
+    def dphi_dq(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.zeros((*np.shape(eta)[:-1], 1, 3))
+
+    def d2phi_dvdq(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.zeros((*np.shape(eta)[:-1], 1, 3, 3))
+
+    def d2phi_dv2(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        eta = np.asarray(eta)
+        out = np.zeros((*eta.shape[:-1], 1, 3, 3))
+        out[..., 0, 1, 1] = 6.0 * eta[..., 1]
+        return out
+
+    con = VelocityConstraint(phi, dphi_dq, dphi_dv, d2phi_dvdq, d2phi_dv2, m=1)
+    return ConstrainedSystem(sysm, con)
 
 
 def _se2(x: Any, y: Any, th: Any) -> np.ndarray:

@@ -35,23 +35,34 @@ def metric(system, q: np.ndarray, override=None) -> np.ndarray:
     return np.broadcast_to(G, q.shape[:-1] + G.shape[-2:])
 
 
-def second_derivatives(system, q, v):
+def has_second_derivatives(system) -> bool:
+    """True when the system provides ``D11L``, ``D12L`` and ``D22L``."""
+    return all(hasattr(system, nm) for nm in ("D11L", "D12L", "D22L"))
+
+
+def second_derivatives(system, q, v, need_qq: bool = True):
     """``(L_qq, L_qv, L_vv)`` at ``(q, v)`` as ``(..., n, n)`` arrays, or ``None``.
 
-    ``L_qv[i, j] = ∂²L/∂q_i ∂v_j``. Uses the system's analytic blocks when it has them.
+    ``L_qv[i, j] = ∂²L/∂q_i ∂v_j``. Uses the system's analytic (or its own finite-difference)
+    blocks ``D11L``, ``D12L``, ``D22L``; ``L_qq`` is ``None`` when ``need_qq`` is False.
     """
-    names = ("D11L", "D12L", "D22L")
-    if all(hasattr(system, nm) for nm in names):
-        return tuple(np.asarray(getattr(system, nm)(q, v), dtype=float) for nm in names)
-    return None
+    if not has_second_derivatives(system):
+        return None
+    Lqq = np.asarray(system.D11L(q, v), dtype=float) if need_qq else None
+    Lqv = np.asarray(system.D12L(q, v), dtype=float)
+    return Lqq, Lqv, np.asarray(system.D22L(q, v), dtype=float)
 
 
 def constraint_parts(constraint, q, n):
     """``(mu, a)`` of a linear or affine velocity constraint ``mu(q) v + a(q) = 0``.
 
-    ``a`` is ``None`` when the constraint is linear (``Φ(q, 0) = 0`` identically is not
-    assumed: ``a`` is computed and kept if any entry is non-zero).
+    ``a`` is ``None`` for a linear constraint. Uses ``matrix``/``affine`` of
+    ``LinearVelocityConstraint`` when present, else ``dphi_dv`` and ``residual(q, 0)``.
     """
+    if hasattr(constraint, "matrix") and hasattr(constraint, "is_affine"):
+        mu = np.asarray(constraint.matrix(q), dtype=float)
+        a = np.asarray(constraint.affine(q), dtype=float) if constraint.is_affine else None
+        return mu, a
     zero = np.zeros((*np.shape(q)[:-1], n))
     mu = np.asarray(constraint.dphi_dv(q, zero), dtype=float)
     a = np.asarray(constraint.residual(q, zero), dtype=float)

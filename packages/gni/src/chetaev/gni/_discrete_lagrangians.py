@@ -67,13 +67,13 @@ class AlphaDiscreteLagrangian:
         a = self.alpha
         J = 0.0
         if a != 1.0:
-            d0 = second_derivatives(system, q0, v)
+            d0 = second_derivatives(system, q0, v, need_qq=False)
             if d0 is None:
                 return None
             _, Lqv0, Lvv0 = d0
             J = J + (1.0 - a) * (Lqv0 - Lvv0 / h)
         if a != 0.0:
-            d1 = second_derivatives(system, q1, v)
+            d1 = second_derivatives(system, q1, v, need_qq=False)
             if d1 is None:
                 return None
             _, Lqv1, Lvv1 = d1

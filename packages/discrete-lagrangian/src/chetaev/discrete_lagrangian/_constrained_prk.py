@@ -125,6 +125,11 @@ class ConstrainedPRK:
         Raise :class:`HypothesisError` when H1–H3 / H1'–H2' fail (default True).
     constraint_tol : float
         Tolerance of the initial-data check (|Φ(q0)|, |∂Φ/∂q·v0|).
+    fast_path : bool
+        For s = 2 (RATTLE) on a mechanical system with constant mass, solve the same
+        equations with a reduced Newton iteration in Λ¹ only (m unknowns; Λ² then follows
+        from a linear solve). Identical solution, much cheaper; False forces the generic
+        (V, Λ) Newton iteration.
 
     References
     ----------
@@ -135,6 +140,7 @@ class ConstrainedPRK:
     newton: NewtonOptions = attrs.field(factory=NewtonOptions)
     check_hypotheses: bool = True
     constraint_tol: float = 1e-10
+    fast_path: bool = True
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
 
@@ -152,6 +158,9 @@ class ConstrainedPRK:
         assert isinstance(p, PartitionedTableau)
         hyp = p.satisfies_constrained_hypotheses()
         self._cache["H1"] = bool(hyp.H1)
+        rattle = (coeffs.s == 2 and np.allclose(coeffs.a, [[0, 0], [0.5, 0.5]], atol=1e-15)
+                  and np.allclose(coeffs.ahat, [[0.5, 0], [0.5, 0]], atol=1e-15))
+        self._cache["rattle"] = rattle
         if self.check_hypotheses and not hyp.all:
             raise HypothesisError(
                 f"ConstrainedPRK needs H1–H3 and H1'–H2' (paper §4.3): {hyp.message} "
@@ -185,6 +194,10 @@ class ConstrainedPRK:
 
     def step(self, system: Any, state: State, h: float) -> State:
         """One step (q_k, p_k) → (q_{k+1}, p_{k+1}, λ_{k+1} = Λ^s)."""
+        base = system.system
+        if (self.fast_path and self._cache["rattle"] and base.is_mechanical
+                and getattr(base, "constant_mass", False)):
+            return self._rattle_step(system, base, state, h)
         s = self.coeffs.s
         q, p, v, lam = state.q, state.p, state.v, state.lam
         n, m = q.shape[-1], lam.shape[-1]
@@ -208,4 +221,67 @@ class ConstrainedPRK:
             carry={"V": ev.V, "v_prev": v, "Lam": ev.Lam},
             info={"newton_iterations": sol.iterations, "residual": sol.residual,
                   "newton_rate": sol.rate},
+        )
+
+    def _rattle_step(self, system: Any, base: Any, state: State, h: float) -> State:
+        """RATTLE = eq. (13) with Lobatto IIIA–IIIB(2), constant mass (spec §2.2)::
+
+            p_½ = p_k + (h/2)(−∇V(q_k) + J(q_k)ᵀΛ¹),   q_{k+1} = q_k + h M⁻¹ p_½,
+            Φ(q_{k+1}) = 0                              (Newton in Λ¹, m unknowns)
+            p_{k+1} = p_½ + (h/2)(−∇V(q_{k+1}) + J(q_{k+1})ᵀΛ²),
+            J(q_{k+1}) M⁻¹ p_{k+1} = 0                   (linear in Λ²)
+
+        This is exactly the stage system of eq. (13) for s = 2 (V¹ = V² = M⁻¹p_½).
+        """
+        from ._errors import ConvergenceError
+        from ._solver import newton_solve
+
+        c = system.constraint
+        Minv = base._Minv
+        q, p, v, lam = state.q, state.p, state.v, state.lam
+        car = state.carry
+        F0, J0 = car.get("F"), car.get("J")
+        if F0 is None or np.shape(F0) != q.shape:
+            F0, J0 = -base.gradV(q), c.jacobian(q)
+        Lp = car.get("Lam")
+        if Lp is not None and np.shape(Lp) == (*q.shape[:-1], 2, lam.shape[-1]):
+            L1 = Lp[..., 1, :] + (Lp[..., 1, :] - Lp[..., 0, :])
+        else:
+            L1 = lam
+        hh = 0.5 * h
+        base_half = p + hh * F0
+        MJ0T = (hh * h) * (Minv @ np.swapaxes(J0, -1, -2))  # (..., n, m) = ∂q_{k+1}/∂Λ¹
+
+        def fun_jac(L, want):
+            q1 = q + h * (base_half @ Minv.T) + (MJ0T @ L[..., None])[..., 0]
+            R = c.phi(q1)
+            if not want:
+                return R, None
+            return R, c.jacobian(q1) @ MJ0T
+
+        res = newton_solve(None, L1, options=self.newton,
+                           scale=np.maximum(1.0, np.max(np.abs(q), axis=-1)), fun_jac=fun_jac)
+        if not res.all_converged:
+            bad = ~res.converged
+            raise ConvergenceError(step=state.n, t=state.t,
+                                   residual=float(np.max(res.residual[bad])),
+                                   tol=float(np.min(res.tol[bad])), iterations=res.iterations,
+                                   hint="halve h, or increase NewtonOptions(max_iter=...)")
+        L1 = res.x
+        ph = base_half + hh * (np.swapaxes(J0, -1, -2) @ L1[..., None])[..., 0]
+        q1 = q + h * (ph @ Minv.T)
+        F1, J1 = -base.gradV(q1), c.jacobian(q1)
+        pp = ph + hh * F1
+        JM = J1 @ Minv  # (..., m, n)
+        A = hh * (JM @ np.swapaxes(J1, -1, -2))
+        b = (JM @ pp[..., None])[..., 0]
+        L2 = -(b / A[..., 0]) if b.shape[-1] == 1 else -np.linalg.solve(A, b[..., None])[..., 0]
+        p1 = pp + hh * (np.swapaxes(J1, -1, -2) @ L2[..., None])[..., 0]
+        v1 = p1 @ Minv.T
+        Lam = np.stack([L1, L2], axis=-2)
+        return State(
+            t=state.t + h, q=q1, v=v1, p=p1, lam=L2, n=state.n + 1,
+            carry={"Lam": Lam, "F": F1, "J": J1, "v_prev": v},
+            info={"newton_iterations": res.iterations, "residual": float(np.max(res.residual)),
+                  "newton_rate": res.rate},
         )

@@ -98,9 +98,16 @@ def lie_prk_residual(
     free = np.asarray(getattr(hooks, "free", (False,) * s), dtype=bool)
     H, Lam = unpack(x, s, d, m, free, lam_fixed)
     a, b = coeffs.a, coeffs.b
-    Xi = h * np.einsum("ij,...jk->...ik", a, H)
-    xi = h * np.einsum("j,...jk->...k", b, H)
-    tXi = tau(Xi)  # (..., s, *shape)
+    Xi = h * (a @ H)  # (..., s, d)
+    xi = h * (b @ H)  # (..., d)
+    # one call per retraction function: stack [Ξ^1..Ξ^s, ξ] and [Ξ, −Ξ, ξ, −ξ]
+    Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
+    tX = tau(Xx)
+    tXi = tX[(Ellipsis, slice(0, s)) + (slice(None),) * gnd]
+    t_xi = tX[(Ellipsis, s) + (slice(None),) * gnd]
+    dLinv = tau.dL_inv(np.concatenate([Xx, -Xx], axis=-2))  # (..., 2s+2, d, d)
+    dLinv_Xi, dLinv_xi = dLinv[..., :s, :, :], dLinv[..., s, :, :]
+    dLinv_mXi, dLinv_mxi = dLinv[..., s + 1: 2 * s + 1, :, :], dLinv[..., 2 * s + 1, :, :]
     gk = np.expand_dims(g, axis=-gnd - 1)
     G = G_.compose(gk, tXi)
     dL_Xi = tau.dL(Xi)  # (..., s, d, d)
@@ -112,20 +119,19 @@ def lie_prk_residual(
             F = F + extra_force
     N = _mtv(dL_Xi, F)
     Pi = _mtv(dL_Xi, system.D2L(G, Omega))
-    Nt = _mtv(tau.dL_inv(-Xi), N)  # dLτ⁻¹(−Ξ^j)ᵀ N^j
-    Ntxi_T = tau.dL_inv(-xi)  # (..., d, d)
-    AdT = np.swapaxes(G_.Ad(tau(xi)), -1, -2)
-    ddl = tau.ddL_star(Xi, H, Pi)  # (..., s, d)
+    Nt = _mtv(dLinv_mXi, N)  # dLτ⁻¹(−Ξ^j)ᵀ N^j
+    AdT = np.swapaxes(G_.Ad(t_xi), -1, -2)
+    # (ddLτ_Ξ)*(H, Π) = (dLτ⁻¹(Ξ) dL_deriv(Ξ, H))ᵀ Π
+    ddl = _mtv(tau.dL_deriv(Xi, H), _mtv(dLinv_Xi, Pi))  # (..., s, d)
     wmat = (b[None, :] * a.T) / b[:, None]  # [i, j] = b_j a_ji / b_i
-    lhs_in = Pi + h * np.einsum("ij,...jk->...ik", wmat, ddl)
-    lhs = _mtv(tau.dL_inv(xi)[..., None, :, :], lhs_in)
-    sumN = np.einsum("j,...jk->...k", b, Nt)  # Σ_j b_j Nt^j
-    corr = _mtv(Ntxi_T[..., None, :, :], np.einsum("ij,...jk->...ik", wmat, N))
+    lhs = _mtv(dLinv_xi[..., None, :, :], Pi + h * (wmat @ ddl))
+    sumN = b @ Nt  # Σ_j b_j Nt^j
+    corr = _mtv(dLinv_mxi[..., None, :, :], wmat @ N)
     inner = (mu + h * sumN)[..., None, :] - h * corr
     rhs = _mv(AdT[..., None, :, :], inner)
     R = (lhs - rhs).reshape((*lhs.shape[:-2], s * d))
     mu1 = _mv(AdT, mu + h * sumN)
-    g1 = G_.compose(g, tau(xi))
+    g1 = G_.compose(g, t_xi)
     ev = LieStageEvaluation(g=g, mu=mu, h=h, coeffs=coeffs, H=H, Xi=Xi, xi=xi, G=G,
                             tau_Xi=tXi, Omega=Omega, Lam=Lam, N=N, Nt=Nt, Pi=Pi, g1=g1,
                             mu1=mu1, Ad_tau_xi_T=AdT)

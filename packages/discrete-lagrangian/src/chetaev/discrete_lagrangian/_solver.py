@@ -228,6 +228,8 @@ def newton_solve(
 
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
+    if batch == () and not opts.simplified:
+        return _newton_single(fun_jac, x, opts, scale, f0, j0)
     scale_arr = np.ones(batch) if scale is None else np.broadcast_to(
         np.asarray(scale, dtype=float), batch)
     thr = np.maximum(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * scale_arr, opts.atol)
@@ -298,6 +300,51 @@ def newton_solve(
         jac_inv=Jinv if opts.simplified else None,
         n_jac=n_jac,
     )
+
+
+def _newton_single(fun_jac, x, opts, scale, f0, j0) -> NewtonResult:
+    """The same iteration as the batched loop for one problem, with Python scalars
+    (the per-iteration overhead matters for small single-trajectory steps)."""
+    sc = 1.0 if scale is None else float(np.asarray(scale))
+    thr = max(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * sc, opts.atol)
+    if f0 is not None and j0 is not None:
+        F, J = np.asarray(f0, dtype=float), j0
+        n_jac = 0
+    else:
+        F, J = fun_jac(x, True)
+        n_jac = 1
+    r = float(np.max(np.abs(F))) if F.size else 0.0
+    failed = not np.isfinite(r)
+    it = stall = 0
+    rate = float("nan")
+    while not failed and r > thr and it < opts.max_iter and stall < opts.max_stall:
+        it += 1
+        if F.shape == (1,):
+            j = float(J[0, 0])
+            if j == 0.0 or not np.isfinite(j):
+                failed = True
+                break
+            dx = F / j
+        else:
+            try:
+                dx = np.linalg.solve(J, F)
+            except np.linalg.LinAlgError:
+                failed = True
+                break
+        x_new = x - dx
+        F_new, J_new = fun_jac(x_new, True)
+        n_jac += 1
+        r_new = float(np.max(np.abs(F_new))) if F_new.size else 0.0
+        if not np.isfinite(r_new):
+            failed = True
+            break
+        rate = r_new / r if r > 0 else 0.0
+        stall = stall + 1 if rate >= 1.0 else 0
+        x, F, J, r = x_new, F_new, J_new, r_new
+    return NewtonResult(
+        x=x, converged=np.asarray(bool(r <= thr and not failed)), iterations=it,
+        residual=np.asarray(r if np.isfinite(r) else np.inf), rate=rate, tol=np.asarray(thr),
+        jac_inv=None, n_jac=n_jac)
 
 
 def _norm(F: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:

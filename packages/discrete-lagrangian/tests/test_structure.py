@@ -1,0 +1,268 @@
+"""Structure: symplecticity, reversibility, constraints over long runs, bounded energy,
+exact invariants, batched == single runs."""
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    VPRK,
+    ConstrainedPRK,
+    DiscreteEulerLagrange,
+    LieVPRK,
+    MechanicalSystem,
+    NewtonOptions,
+    State,
+    integrate,
+)
+from chetaev.discrete_lagrangian.testing import (
+    cartesian_pendulum,
+    double_pendulum,
+    free_rigid_body,
+    heavy_top,
+    pendulum_cartesian_from_angle,
+    spherical_pendulum,
+)
+from chetaev.liegroups import SO3
+from chetaev.rktableaux import gauss, lobatto_iiia_iiib
+
+TIGHT = NewtonOptions(tol=1e-15)
+FD_STEP = 1e-3
+FD_W = np.array([-1.0, 8.0, -8.0, 1.0]) / 12.0
+FD_K = np.array([2.0, 1.0, -1.0, -2.0])
+
+
+def _fd_jacobian(f, z):
+    """4th-order central differences of f at z, all perturbations in ONE batched call."""
+    d = z.shape[-1]
+    Z = z + FD_STEP * FD_K[:, None, None] * np.eye(d)[None]  # (4, d, d)
+    out = f(Z.reshape(-1, d)).reshape(4, d, -1)
+    return np.einsum("k,kjd->dj", FD_W, out) / FD_STEP
+
+
+def _omega(n):
+    return np.block([[np.zeros((n, n)), np.eye(n)], [-np.eye(n), np.zeros((n, n))]])
+
+
+def _vprk_map(system, method, h):
+    n = system.n
+
+    def f(Z):
+        q, p = Z[:, :n], Z[:, n:]
+        st = method.initial_state(system, q, system.legendre_inv(q, p))
+        st = attrs.evolve(st, p=p)
+        out = method.step(system, st, h)
+        return np.concatenate([out.q, out.p], axis=-1)
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "method",
+    [VPRK(gauss(2), TIGHT), VPRK(lobatto_iiia_iiib(3), TIGHT),
+     DiscreteEulerLagrange("midpoint", newton=TIGHT),
+     DiscreteEulerLagrange("trapezoidal", newton=TIGHT)],
+    ids=["vprk-gauss2", "vprk-lobatto3", "del-midpoint", "del-trapezoidal"],
+)
+def test_symplecticity_vector_space(method):
+    """JᵀΩJ = Ω for the one-step map on a non-separable Lagrangian (q-dependent mass)."""
+    system = double_pendulum()
+    z = np.array([1.0, -0.5, 0.7, 0.4])
+    J = _fd_jacobian(_vprk_map(system, method, 0.2), z)
+    Om = _omega(2)
+    err = np.max(np.abs(J.T @ Om @ J - Om))
+    assert err < 1e-10, err
+    assert np.max(np.abs(J - np.eye(4))) > 1e-2  # the map is far from the identity
+
+
+def test_non_symplectic_pair_is_detected_by_the_same_check():
+    """Control: the symplecticity check can fail (an explicit non-variational map)."""
+    system = double_pendulum()
+
+    def euler(Z):
+        q, p = Z[:, :2], Z[:, 2:]
+        v = system.legendre_inv(q, p)
+        return np.concatenate([q + 0.2 * v, p + 0.2 * system.D1L(q, v)], axis=-1)
+
+    J = _fd_jacobian(euler, np.array([1.0, -0.5, 0.7, 0.4]))
+    assert np.max(np.abs(J.T @ _omega(2) @ J - _omega(2))) > 1e-3
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_constrained_prk_symplectic_on_constraint_manifold(s):
+    """Eq. (13) is symplectic on T*N: in the chart (θ, p_θ) of the planar pendulum the
+    one-step map has unit Jacobian determinant."""
+    system = cartesian_pendulum()
+    method = ConstrainedPRK(lobatto_iiia_iiib(s), newton=TIGHT)
+    h = 0.2
+
+    def f(Z):
+        th, pth = Z[:, 0], Z[:, 1]
+        q, v = pendulum_cartesian_from_angle(th, pth)
+        out = method.step(system, method.initial_state(system, q, v), h)
+        th1 = np.arctan2(out.q[:, 0], -out.q[:, 1])
+        pth1 = np.einsum("bi,bi->b", out.p, np.stack([np.cos(th1), np.sin(th1)], -1))
+        return np.stack([th1, pth1], -1)
+
+    J = _fd_jacobian(f, np.array([1.1, 0.6]))
+    assert abs(np.linalg.det(J) - 1.0) < 1e-10
+
+
+@pytest.mark.parametrize(
+    ("method", "system_name"),
+    [(VPRK(gauss(2), TIGHT), "double"), (VPRK(lobatto_iiia_iiib(3), TIGHT), "double"),
+     (ConstrainedPRK(lobatto_iiia_iiib(2), TIGHT), "sph"),
+     (ConstrainedPRK(lobatto_iiia_iiib(3), TIGHT), "sph")],
+    ids=["vprk-gauss2", "vprk-lobatto3", "rattle", "cprk3"],
+)
+def test_symmetry_and_reversibility(method, system_name):
+    """Symmetric: step(h) then step(−h) returns the start. Reversible: stepping
+    (q₁, −p₁) forward returns (q₀, −p₀)."""
+    if system_name == "double":
+        system, q0, v0 = double_pendulum(), np.array([1.0, -0.5]), np.array([0.3, 0.8])
+    else:
+        system = spherical_pendulum()
+        q0, v0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)]), np.array([0.0, 0.9, 0.0])
+    h = 0.1
+    st0 = method.initial_state(system, q0, v0)
+    st1 = method.step(system, st0, h)
+    back = method.step(system, State(t=st1.t, q=st1.q, v=st1.v, p=st1.p, lam=st1.lam), -h)
+    np.testing.assert_allclose(back.q, st0.q, atol=1e-13)
+    np.testing.assert_allclose(back.p, st0.p, atol=1e-13)
+    rev = method.step(system, State(t=0.0, q=st1.q, v=-st1.v, p=-st1.p, lam=st1.lam), h)
+    np.testing.assert_allclose(rev.q, st0.q, atol=1e-13)
+    np.testing.assert_allclose(rev.p, -st0.p, atol=1e-13)
+
+
+def test_lie_vprk_symmetric():
+    system = heavy_top()
+    method = LieVPRK(lobatto_iiia_iiib(3), "cayley", TIGHT)
+    st0 = method.initial_state(system, SO3.exp(np.array([0.3, -0.2, 0.5])),
+                               np.array([0.5, 1.0, -0.7]))
+    st1 = method.step(system, st0, 0.1)
+    back = method.step(system, State(t=st1.t, q=st1.q, v=st1.v, p=st1.p), -0.1)
+    np.testing.assert_allclose(back.q, st0.q, atol=1e-12)
+    np.testing.assert_allclose(back.p, st0.p, atol=1e-12)
+
+
+def test_noether_momentum_exact():
+    """A rotation-invariant Lagrangian on R²: every VPRK preserves q × p exactly."""
+    def V(q):
+        r2 = np.sum(q * q, -1)
+        return -1.0 / np.sqrt(r2 + 0.1) + 0.05 * r2**2
+
+    def dV(q):
+        r2 = np.sum(q * q, -1, keepdims=True)
+        return q * ((r2 + 0.1) ** -1.5 + 0.2 * r2)
+
+    system = MechanicalSystem(np.eye(2), V, dV)
+    for method in (VPRK(lobatto_iiia_iiib(3)), VPRK(gauss(2)), DiscreteEulerLagrange()):
+        tr = integrate(system, method, [1.0, 0.0], [0.1, 0.9], h=0.1, n_steps=200)
+        L = tr.q[:, 0] * tr.p[:, 1] - tr.q[:, 1] * tr.p[:, 0]
+        assert np.max(np.abs(L - L[0])) < 1e-12, method.name
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_constraints_after_1e4_steps(s):
+    """Φ(q_k) and ∂Φ/∂q·v_k stay at solver tolerance after 10⁴ steps (batch of 3 ICs)."""
+    system = spherical_pendulum()
+    q0 = np.array([[np.sin(a), 0.0, -np.cos(a)] for a in (0.5, 1.5, 2.5)])
+    v0 = np.array([[0.0, w, 0.0] for w in (0.3, 1.0, 2.0)])
+    n = 10_000 if s == 2 else 2_000
+    tr = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(s)), q0, v0, h=0.05, n_steps=n,
+                   save_every=100)
+    assert tr.success
+    assert tr.final_state().n == n
+    res = np.abs(tr.constraint_residual(kind="all"))
+    assert np.max(res) < 1e-11, np.max(res)
+
+
+def test_energy_bounded_without_drift_1e5_steps():
+    """RATTLE (s = 2) on the spherical pendulum, 10⁵ steps (t = 10⁴): the energy error
+    stays O(h²) and its envelope does not grow (no drift); the constraints stay at solver
+    tolerance throughout."""
+    system = spherical_pendulum()
+    q0 = np.array([np.sin(1.8), 0.0, -np.cos(1.8)])
+    v0 = np.array([0.0, 1.1, 0.0])
+    h, n = 0.1, 100_000
+    tr = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(2)), q0, v0, h=h, n_steps=n,
+                   save_every=20)
+    assert tr.success and tr.final_state().n == n
+    dE = np.abs(tr.energy() - tr.energy()[0])  # (5001,)
+    assert np.max(dE) < 0.05  # O(h²) bounded oscillation
+    k = dE.shape[0] // 10
+    first, last = np.max(dE[:k]), np.max(dE[-k:])
+    assert last < 1.5 * first, (first, last)
+    slope = np.polyfit(tr.t, tr.energy() - tr.energy()[0], 1)[0]
+    assert abs(slope) * tr.t[-1] < 0.1 * np.max(dE)  # no secular trend
+    assert np.max(np.abs(tr.constraint_residual(kind="all"))) < 1e-11
+
+
+def test_batched_equals_single_runs():
+    """100 initial conditions as one vectorized run == 100 separate runs."""
+    system = spherical_pendulum()
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.2, 2.8, 100)
+    phi = rng.uniform(0, 2 * np.pi, 100)
+    q0 = np.stack([np.sin(a) * np.cos(phi), np.sin(a) * np.sin(phi), -np.cos(a)], -1)
+    t1 = np.stack([-np.sin(phi), np.cos(phi), 0 * phi], -1)
+    v0 = rng.uniform(0.2, 1.5, 100)[:, None] * t1
+    for method in (ConstrainedPRK(lobatto_iiia_iiib(2)), ConstrainedPRK(lobatto_iiia_iiib(3))):
+        n = 20 if method.coeffs.s == 2 else 5
+        batch = integrate(system, method, q0, v0, h=0.05, n_steps=n)
+        assert batch.q.shape == (n + 1, 100, 3)
+        for i in range(100):
+            one = integrate(system, method, q0[i], v0[i], h=0.05, n_steps=n)
+            np.testing.assert_allclose(batch.q[:, i], one.q, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(batch.p[:, i], one.p, rtol=0, atol=1e-13)
+
+
+def test_vprk_batched_equals_single():
+    system = double_pendulum()
+    rng = np.random.default_rng(4)
+    q0 = rng.uniform(-1, 1, (20, 2))
+    v0 = rng.uniform(-1, 1, (20, 2))
+    batch = integrate(system, VPRK(lobatto_iiia_iiib(3)), q0, v0, h=0.05, n_steps=10)
+    for i in range(20):
+        one = integrate(system, VPRK(lobatto_iiia_iiib(3)), q0[i], v0[i], h=0.05, n_steps=10)
+        np.testing.assert_allclose(batch.q[:, i], one.q, rtol=0, atol=1e-13)
+
+
+def test_lie_batched_equals_single():
+    system = free_rigid_body()
+    rng = np.random.default_rng(5)
+    g0 = SO3.random(rng, 5)
+    eta0 = rng.normal(size=(5, 3))
+    method = LieVPRK(gauss(2), "cayley")
+    batch = integrate(system, method, g0, eta0, h=0.1, n_steps=5)
+    assert batch.q.shape == (6, 5, 3, 3)
+    for i in range(5):
+        one = integrate(system, method, g0[i], eta0[i], h=0.1, n_steps=5)
+        np.testing.assert_allclose(batch.q[:, i], one.q, rtol=0, atol=1e-13)
+
+
+def test_rattle_fast_path_equals_generic_stage_system():
+    system = spherical_pendulum()
+    q0, v0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)]), np.array([0.0, 0.8, 0.0])
+    a = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(2), TIGHT), q0, v0, h=0.05,
+                  n_steps=100)
+    b = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(2), TIGHT, fast_path=False), q0, v0,
+                  h=0.05, n_steps=100)
+    np.testing.assert_allclose(a.q, b.q, atol=1e-13)
+    np.testing.assert_allclose(a.p, b.p, atol=1e-13)
+    np.testing.assert_allclose(a.lam, b.lam, atol=1e-9)
+
+
+def test_restart_bitwise_with_implicit_method(tmp_path):
+    system = spherical_pendulum()
+    q0, v0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)]), np.array([0.0, 0.8, 0.0])
+    for method in (ConstrainedPRK(lobatto_iiia_iiib(3)), ConstrainedPRK(lobatto_iiia_iiib(2))):
+        full = integrate(system, method, q0, v0, h=0.05, n_steps=30)
+        part = integrate(system, method, q0, v0, h=0.05, n_steps=17)
+        part.save(tmp_path / "p.npz")
+        from chetaev.discrete_lagrangian import Trajectory
+
+        loaded = Trajectory.load(tmp_path / "p.npz", system=system)
+        rest = integrate(system, method, loaded.final_state(), None, h=0.05, n_steps=13)
+        np.testing.assert_array_equal(rest.q[-1], full.q[-1])
+        np.testing.assert_array_equal(rest.p[-1], full.p[-1])
+        np.testing.assert_array_equal(rest.lam[-1], full.lam[-1])

@@ -10,7 +10,6 @@ from chetaev.discrete_lagrangian import (
     HolonomicConstraint,
     HypothesisError,
     InputError,
-    TrivializedLagrangianSystem,
 )
 from chetaev.liegroups import SE2, SO3, Product, Rn
 from chetaev.nh_integrators._homogeneous import spherical_kepler, tait_bryan
@@ -24,6 +23,7 @@ from chetaev.nh_integrators._lie_testing import (
     disc_reference,
     turntable_ball,
     vertical_disc,
+    vertical_disc_general,
 )
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib, symplectic_pair
 
@@ -79,6 +79,9 @@ def _problem(name):
     elif name == "disc_nonlinear":
         sysc = vertical_disc(constraint="nonlinear")
         g0, eta0 = disc_initial()
+    elif name == "disc_general":
+        sysc = vertical_disc_general(quartic=0.5)
+        g0, eta0 = disc_initial()
     elif name == "ball":
         sysc = turntable_ball()
         g0, eta0 = ball_initial()
@@ -89,7 +92,7 @@ def _problem(name):
     return sysc, g0, eta0
 
 
-@pytest.mark.parametrize("name", ["disc", "disc_nonlinear", "ball", "kepler"])
+@pytest.mark.parametrize("name", ["disc", "disc_nonlinear", "disc_general", "ball", "kepler"])
 @pytest.mark.parametrize("s", [2, 3, 4])
 @pytest.mark.parametrize("kind", ["cayley", "exp"])
 def test_analytic_jacobian_matches_finite_differences(name, s, kind):
@@ -99,11 +102,13 @@ def test_analytic_jacobian_matches_finite_differences(name, s, kind):
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     rng = np.random.default_rng(s)
     d, m = model.d, model.m
-    mu0 = eta0 @ model.inertia.T
+    mu0 = np.asarray(sysc.D2L(g0, eta0))
+    nE = (s - 1) * d if model.general else 0
     for lam1 in (0.3 * np.ones(m), None):
         nl = s if lam1 is None else s - 1
         x = np.concatenate([np.tile(eta0, s) + 0.3 * rng.normal(size=s * d),
-                            0.2 * rng.normal(size=nl * m)])
+                            0.2 * rng.normal(size=nl * m),
+                            np.tile(eta0, s - 1)[:nE] + 0.1 * rng.normal(size=nE)])
         kw = dict(ops=ops, model=model, a=a, b=b, h=0.2, g0=g0, mu0=mu0, lam1=lam1)
         _, J, _ = lie_nh_residual(x, **kw)
         Jfd = _fd(lambda y, kw=kw: lie_nh_residual(y, jacobian=False, **kw)[0], x)
@@ -189,12 +194,13 @@ def test_input_validation():
     )
     with pytest.raises(InputError, match="HolonomicConstraint"):
         LieNonholonomicPRK(2).initial_state(hol, g0, eta0)
-    gen = ConstrainedSystem(
-        TrivializedLagrangianSystem(SE2, lambda g, e: 0.5 * np.sum(e * e, -1), lambda g, e: 0 * e,
-                                    lambda g, e: e),
-        sysc.constraint,
-    )
-    with pytest.raises(InputError, match="TrivializedMechanicalSystem"):
+    class NotALagrangian:
+        group = SE2
+        n = 3
+        D1L = D2L = D22L = None  # enough for ConstrainedSystem, not for the method
+
+    gen = ConstrainedSystem(NotALagrangian(), sysc.constraint)
+    with pytest.raises(InputError, match="TrivializedLagrangianSystem"):
         LieNonholonomicPRK(2).initial_state(gen, g0, eta0)
 
 
@@ -214,7 +220,7 @@ def test_constraint_holds_at_every_inner_stage(s):
     x, aux, _, _, ok, _ = lie_nh_newton(x0, tol=1e-13, max_iter=30, ops=ops, model=model, a=a,
                                         b=b, h=0.1, g0=g0, mu0=eta0, lam1=np.zeros(1))
     assert ok
-    assert np.max(np.abs(aux["eta"][:, 2])) < 1e-15
+    assert np.max(np.abs(aux["eta"][:, 2])) < 1e-15  # ηⁱ, i = 2..s
     D, _ = ops.dL_and_tensor(0.1 * a @ x[: 3 * s].reshape(s, 3))
     Om = np.einsum("iab,ib->ia", D, x[: 3 * s].reshape(s, 3))
     assert np.max(np.abs(Om[:, 2])) > 1e-9  # ~1e-7 (s = 3), ~2e-8 (s = 4) in the first step

@@ -5,9 +5,14 @@ reduced dynamics (DOP853, rtol 1e-13); constraint at the nodes; symmetry of the 
 import attrs
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import integrate
+from chetaev.discrete_lagrangian import integrate, reference_solution
 from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
-from chetaev.nh_integrators._lie_testing import disc_initial, disc_reference, vertical_disc
+from chetaev.nh_integrators._lie_testing import (
+    disc_initial,
+    disc_reference,
+    vertical_disc,
+    vertical_disc_general,
+)
 
 T_FINAL = 3.0
 # asymptotic ranges (at h = 0.2 the λ error of s = 2, 4 is still pre-asymptotic)
@@ -106,3 +111,38 @@ def test_disc_general_velocity_constraint_orders(disc, s):
         assert np.max(np.abs(tr.v[:, 1])) < 1e-12
     assert abs(_slope(STEPS[s], eg) - method.order) <= 0.25, eg
     assert abs(_slope(STEPS[s], el) - method.multiplier_order) <= 0.25, el
+
+
+def test_general_lagrangian_path_reproduces_mechanical_path(disc):
+    """The same disc as a TrivializedLagrangianSystem (inner-stage velocities as unknowns,
+    D₂ℓ(Gⁱ, ηⁱ) = Mⁱ) gives the mechanical path's iterates to round-off."""
+    _, g0, eta0, *_ = disc
+    for s in (2, 3, 4):
+        ta = integrate(vertical_disc(), LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
+        tb = integrate(vertical_disc_general(), LieNonholonomicPRK(s), g0, eta0, h=0.1,
+                       n_steps=20)
+        assert np.max(np.abs(ta.q - tb.q)) < 1e-13
+        assert np.max(np.abs(ta.v - tb.v)) < 1e-13
+        assert np.max(np.abs(ta.lam - tb.lam)) < 1e-12
+
+
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_general_lagrangian_orders(disc, s):
+    """Non-quadratic ℓ = ½ηᵀ𝕀η + (ε/4)v₁⁴ − V (ε = 0.5): orders 2s − 2 and Cor. 5.2.1's λ
+    orders against ``reference_solution`` (DOP853 on the Euler–Poincaré–d'Alembert equations)."""
+    _, g0, eta0, *_ = disc
+    sysc = vertical_disc_general(quartic=0.5)
+    ref = reference_solution(sysc, g0, eta0, np.array([0.0, T_FINAL]))
+    method = LieNonholonomicPRK(s)
+    hs = (0.1, 0.05, 0.025)
+    eg, ee, el = [], [], []
+    for h in hs:
+        tr = integrate(sysc, method, g0, eta0, h=h, t_final=T_FINAL)
+        assert tr.success, tr.message
+        eg.append(np.max(np.abs(tr.q[-1] - ref.q[-1])))
+        ee.append(np.max(np.abs(tr.v[-1] - ref.v[-1])))
+        el.append(np.max(np.abs(tr.lam[-1] - ref.lam[-1])))
+        assert np.max(np.abs(tr.v[:, 1])) < 1e-12
+    assert abs(_slope(hs, eg) - method.order) <= 0.25, eg
+    assert abs(_slope(hs, ee) - method.order) <= 0.25, ee
+    assert abs(_slope(hs, el) - method.multiplier_order) <= 0.25, el

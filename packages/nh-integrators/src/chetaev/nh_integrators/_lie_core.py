@@ -45,26 +45,46 @@ __all__: list[str] = []
 _FD_EPS = 2e-6
 
 
+_F2 = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
 @attrs.frozen(eq=False)
 class _LieModel:
-    """What the step needs from a constrained trivialized mechanical system.
+    """What the step needs from a constrained trivialized Lagrangian system.
 
     All callables broadcast over leading axes; ``G`` has the group's element shape, η and Ω
     are ``(..., d)`` and Λ is ``(..., m)``. Derivatives "in g" are left-trivialized.
+
+    Mechanical systems (ℓ = ½ηᵀ𝕀η − V(g)) set ``inertia``, ``inertia_inv``, ``force`` and
+    ``force_jac``; the stage Legendre maps are then inverted exactly. General trivialized
+    Lagrangians leave ``inertia`` None and set ``D1L, D2L`` (L*_g D₁ℓ, D₂ℓ) and the blocks
+    ``D11L, D12L, D21L, D22L``; the inner-stage velocities ηⁱ (i = 2..s) then become unknowns
+    with the equations D₂ℓ(Gⁱ, ηⁱ) = Mⁱ.
     """
 
     d: int
     m: int
-    inertia: np.ndarray
-    inertia_inv: np.ndarray
-    force: Callable[[np.ndarray], np.ndarray]  # L*_g D₁ℓ(g) → (..., d)
-    force_jac: Callable[[np.ndarray], np.ndarray]  # (..., d, d)
-    phi: Callable[[np.ndarray, np.ndarray], np.ndarray]  # φ(g, η) → (..., m)
-    phi_v: Callable[[np.ndarray, np.ndarray], np.ndarray]  # D₂φ → (..., m, d)
-    phi_g: Callable[[np.ndarray, np.ndarray], np.ndarray]  # L*_g D₁φ → (..., m, d)
+    phi: _F2  # φ(g, η) → (..., m)
+    phi_v: _F2  # D₂φ → (..., m, d)
+    phi_g: _F2  # L*_g D₁φ → (..., m, d)
+    inertia: np.ndarray | None = None
+    inertia_inv: np.ndarray | None = None
+    force: Callable[[np.ndarray], np.ndarray] | None = None  # L*_g D₁ℓ(g) → (..., d)
+    force_jac: Callable[[np.ndarray], np.ndarray] | None = None  # (..., d, d)
+    D1L: _F2 | None = None
+    D2L: _F2 | None = None
+    D11L: _F2 | None = None
+    D12L: _F2 | None = None
+    D21L: _F2 | None = None
+    D22L: _F2 | None = None
     # derivatives of the constraint force D₂φ(g, Ω)ᵀΛ in g and in Ω; None means zero
     cforce_g: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
     cforce_v: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+
+    @property
+    def general(self) -> bool:
+        """True for a general (non-mechanical) trivialized Lagrangian."""
+        return self.inertia is None
 
 
 def lie_nh_residual(
@@ -106,16 +126,17 @@ def lie_nh_residual(
     s = b.shape[0]
     d, m = model.d, model.m
     weighted = lam1 is None
+    general = model.general
+    nE = (s - 1) * d if general else 0
     batch = x.shape[:-1]
+    nx = x.shape[-1]
     H = x[..., : s * d].reshape((*batch, s, d))
+    xl = x[..., s * d : nx - nE]
     if weighted:
-        Lam = x[..., s * d :].reshape((*batch, s, m))
+        Lam = xl.reshape((*batch, s, m))
     else:
         Lam = np.concatenate(
-            [
-                np.broadcast_to(lam1, (*batch, m))[..., None, :],
-                x[..., s * d :].reshape((*batch, s - 1, m)),
-            ],
+            [np.broadcast_to(lam1, (*batch, m))[..., None, :], xl.reshape((*batch, s - 1, m))],
             axis=-2,
         )
     Xi = h * np.einsum("ij,...jd->...id", a, H)
@@ -126,8 +147,11 @@ def lie_nh_residual(
     J = np.einsum("...bac,...a->...bc", Tns, H)  # J^L(Ξ, H)
     Om = np.einsum("...ij,...j->...i", D, H)
     A_c = model.phi_v(G, Om)  # (..., s, m, d)
-    F = model.force(G) + np.einsum("...ma,...m->...a", A_c, Lam)
-    Pi0 = Om @ model.inertia.T
+    if general:
+        F0, Pi0 = model.D1L(G, Om), model.D2L(G, Om)
+    else:
+        F0, Pi0 = model.force(G), Om @ model.inertia.T
+    F = F0 + np.einsum("...ma,...m->...a", A_c, Lam)
     Pi = np.einsum("...ba,...b->...a", D, Pi0)
     AdT, AdTinvT = ops.Ad_pair(T)  # Ad(τ(Ξ)) and Ad*_{τ(−Ξ)} = Ad(τ(Ξ)⁻¹)ᵀ, (..., s, d, d)
     Y = np.einsum("...ij,...j->...i", AdTinvT, F)
@@ -140,32 +164,47 @@ def lie_nh_residual(
     R1 = Pi - DsT_mu1[..., None, :] + h * np.einsum("ij,...jd->...id", C, N)
     inner = mu0[..., None, :] + h * np.einsum("ij,...jd->...id", a, Y)
     Mst = np.einsum("...ba,...b->...a", AdT, inner)
-    eta = Mst @ model.inertia_inv.T
-    R2 = model.phi(G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :], eta[..., 1:, :])
+    Gi = G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :]
+    if general:
+        eta = x[..., nx - nE :].reshape((*batch, s - 1, d))  # ηⁱ, i = 2..s (unknowns)
+    else:
+        eta = Mst[..., 1:, :] @ model.inertia_inv.T
+    R2 = model.phi(Gi, eta)
     parts = [R1.reshape((*batch, s * d)), R2.reshape((*batch, (s - 1) * m))]
     if weighted:
         parts.append(np.einsum("j,...jm->...m", b, Lam))
+    if general:
+        parts.append((model.D2L(Gi, eta) - Mst[..., 1:, :]).reshape((*batch, nE)))
     r = np.concatenate(parts, axis=-1)
     aux = {"G": G, "mu1": mu1, "eta": eta, "Lam": Lam, "M": Mst}
     if not jacobian:
         return r, None, aux
 
     # ---------------------------------------------------------------- Jacobian (chain rule)
-    U = s * d + s * m
-    dH, dLam, dXi_unit = _unit_variations(s, d, m)
-    dXi = h * np.einsum("ik,kpU->ipU", a, dXi_unit)
+    U = s * d + s * m + nE
+    dH, dLam, dE = _unit_variations(s, d, m, nE)
+    dXi = h * np.einsum("ik,kpU->ipU", a, dH)
     zeta = D @ dXi  # left-trivialized variation of Gⁱ (and of τ(Ξⁱ))
     dOm = D @ dH + J @ dXi
-    Fg = model.force_jac(G)
+    if general:
+        dPi0 = model.D22L(G, Om) @ dOm + model.D21L(G, Om) @ zeta
+        Fg = model.D11L(G, Om)
+        FOm = model.D12L(G, Om)
+    else:
+        dPi0 = model.inertia @ dOm
+        Fg = model.force_jac(G)
+        FOm = None
     if model.cforce_g is not None:
         Fg = Fg + model.cforce_g(G, Om, Lam)
     dF = Fg @ zeta + np.swapaxes(A_c, -1, -2) @ dLam
+    if FOm is not None:
+        dF = dF + FOm @ dOm
     if model.cforce_v is not None:
         dF = dF + model.cforce_v(G, Om, Lam) @ dOm
     DT = np.swapaxes(D, -1, -2)
     Q_Pi0 = np.einsum("...bac,...b->...ac", Tns, Pi0)  # ∂(Dᵀp)/∂Ξ at p = Π₀
     Q_F = np.einsum("...bac,...b->...ac", Tns, F)
-    dPi = Q_Pi0 @ dXi + DT @ (model.inertia @ dOm)
+    dPi = Q_Pi0 @ dXi + DT @ dPi0
     # second-derivative term ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) with H, Π₀ fixed: central differences
     Hx, Px = H[..., None, :], Pi0[..., None, :]
     S = _fd_vec(
@@ -176,7 +215,7 @@ def lie_nh_residual(
         + DT @ dF
         + np.swapaxes(Q_Pi0, -1, -2) @ dH
         + S @ dXi
-        + np.swapaxes(J, -1, -2) @ (model.inertia @ dOm)
+        + np.swapaxes(J, -1, -2) @ dPi0
     )
     dY = AdTinvT @ (dF - ops.P(F) @ zeta)
     dnu = h * np.einsum("j,...jpU->...pU", b, dY)
@@ -187,14 +226,16 @@ def lie_nh_residual(
     dR1 = dPi - dDmu[..., None, :, :] + h * np.einsum("ij,...jpU->...ipU", C, dN)
     dinner = h * np.einsum("ij,...jpU->...ipU", a, dY)
     dM = ops.P(Mst) @ zeta + np.swapaxes(AdT, -1, -2) @ dinner
-    deta = model.inertia_inv @ dM
-    Gi = G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :]
-    Phv = model.phi_v(Gi, eta[..., 1:, :])
-    Phg = model.phi_g(Gi, eta[..., 1:, :])
-    dR2 = Phg @ zeta[..., 1:, :, :] + Phv @ deta[..., 1:, :, :]
+    zi = zeta[..., 1:, :, :]
+    deta = dE if general else model.inertia_inv @ dM[..., 1:, :, :]
+    dR2 = model.phi_g(Gi, eta) @ zi + model.phi_v(Gi, eta) @ deta
     rows = [dR1.reshape((*batch, s * d, U)), dR2.reshape((*batch, (s - 1) * m, U))]
     if weighted:
         rows.append(np.einsum("j,jmU->mU", b, dLam) * np.ones((*batch, 1, 1)))
+    if general:
+        dR4 = model.D21L(Gi, eta) @ zi + model.D22L(Gi, eta) @ dE - dM[..., 1:, :, :]
+        rows.append(dR4.reshape((*batch, nE, U)))
+    if weighted:
         cols = slice(None)
     else:
         cols = np.r_[0 : s * d, s * d + m : U]
@@ -203,19 +244,26 @@ def lie_nh_residual(
 
 
 @functools.lru_cache(maxsize=64)
-def _unit_variations(s: int, d: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Constant variation arrays: ∂Hⁱ/∂x, ∂Λⁱ/∂x (``(s, p, U)``); the third equals the first
+def _unit_variations(
+    s: int, d: int, m: int, nE: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Constant variation arrays ∂Hⁱ/∂x ``(s, d, U)``, ∂Λⁱ/∂x ``(s, m, U)`` and, for general
+    Lagrangians, ∂ηⁱ/∂x ``(s − 1, d, U)`` (i = 2..s), with U = s·d + s·m + nE columns
     (∂Ξⁱ/∂x = h Σₖ aᵢₖ ∂Hᵏ/∂x is formed by the caller)."""
-    U = s * d + s * m
+    U = s * d + s * m + nE
     dH = np.zeros((s, d, U))
     dLam = np.zeros((s, m, U))
+    dE = np.zeros((max(s - 1, 0) if nE else 0, d, U))
     idx = np.arange(s)
     jd, jm = np.arange(d)[None, :], np.arange(m)[None, :]
     dH[idx[:, None], jd, idx[:, None] * d + jd] = 1.0
     dLam[idx[:, None], jm, s * d + idx[:, None] * m + jm] = 1.0
-    dH.setflags(write=False)
-    dLam.setflags(write=False)
-    return dH, dLam, dH
+    if nE:
+        ie = np.arange(s - 1)[:, None]
+        dE[ie, jd, s * d + s * m + ie * d + jd] = 1.0
+    for arr in (dH, dLam, dE):
+        arr.setflags(write=False)
+    return dH, dLam, dE
 
 
 def _fd_vec(fun: Callable[[np.ndarray], np.ndarray], X: np.ndarray) -> np.ndarray:
@@ -237,6 +285,8 @@ def continuous_multiplier(
 
         λ = −(A 𝕀⁻¹ Aᵀ)⁻¹ [ φ̇_g + A 𝕀⁻¹ (ad*_η 𝕀η + F(g)) ],   A = D₂φ(g, η),
         φ̇_g = d/dε φ(g τ(εη), η)|₀  (left-trivialized derivative along η).
+
+    Mechanical models only (the method itself uses ``ConstrainedSystem.multiplier``).
     """
     A = model.phi_v(g, eta)
     dphig = model.phi_g(g, eta)

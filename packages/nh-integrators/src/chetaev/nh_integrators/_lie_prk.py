@@ -67,6 +67,13 @@ def _check_pair(inst: Any, attribute: Any, pair: Any) -> None:
         )
 
 
+def _as_float(f: Any) -> Any:
+    def wrapped(G: np.ndarray, E: np.ndarray) -> np.ndarray:
+        return np.asarray(f(G, E), dtype=float)
+
+    return wrapped
+
+
 def _constraint_model(system: Any) -> _LieModel:
     """Build the step's ``_LieModel`` from a ``ConstrainedSystem`` on a group."""
     sysm = getattr(system, "system", None)
@@ -83,20 +90,26 @@ def _constraint_model(system: Any) -> _LieModel:
             "LieNonholonomicPRK integrates velocity (nonholonomic) constraints; got a "
             "HolonomicConstraint. Use a holonomic (constrained SPRK) method instead."
         )
-    if not getattr(sysm, "is_mechanical", False) or not hasattr(sysm, "inertia"):
-        raise InputError(
-            "LieNonholonomicPRK supports TrivializedMechanicalSystem (ℓ = ½ηᵀ𝕀η − V(g) with "
-            f"constant inertia); got {type(sysm).__name__}. Write the Lagrangian in that form."
-        )
     d = int(group.dim)
-    inertia = np.asarray(sysm.inertia, dtype=float)
-    inertia_inv = np.linalg.inv(inertia)
-
-    def force(G: np.ndarray) -> np.ndarray:
-        return -np.asarray(sysm.gradV(G), dtype=float)
-
-    def force_jac(G: np.ndarray) -> np.ndarray:
-        return -np.asarray(sysm.hessV(G), dtype=float)
+    names = ("D1L", "D2L", "D11L", "D12L", "D21L", "D22L")
+    mech = bool(getattr(sysm, "is_mechanical", False)) and hasattr(sysm, "inertia")
+    if not mech and not all(hasattr(sysm, k) for k in names):
+        raise InputError(
+            "LieNonholonomicPRK needs a TrivializedMechanicalSystem or a "
+            f"TrivializedLagrangianSystem; {type(sysm).__name__} lacks "
+            f"{[k for k in names if not hasattr(sysm, k)]}."
+        )
+    lag: dict[str, Any] = {}
+    if mech:
+        inertia = np.asarray(sysm.inertia, dtype=float)
+        lag = {
+            "inertia": inertia,
+            "inertia_inv": np.linalg.inv(inertia),
+            "force": lambda G: -np.asarray(sysm.gradV(G), dtype=float),
+            "force_jac": lambda G: -np.asarray(sysm.hessV(G), dtype=float),
+        }
+    else:
+        lag = {k: _as_float(getattr(sysm, k)) for k in names}
 
     def phi(G: np.ndarray, eta: np.ndarray) -> np.ndarray:
         return np.asarray(con.residual(G, eta), dtype=float)
@@ -129,15 +142,12 @@ def _constraint_model(system: Any) -> _LieModel:
     return _LieModel(
         d=d,
         m=int(m),
-        inertia=inertia,
-        inertia_inv=inertia_inv,
-        force=force,
-        force_jac=force_jac,
         phi=phi,
         phi_v=phi_v,
         phi_g=phi_g,
         cforce_g=cforce_g,
         cforce_v=cforce_v,
+        **lag,
     )
 
 
@@ -282,7 +292,7 @@ class LieNonholonomicPRK:
         g0 = np.broadcast_to(g0, batch + ops.elem_shape).copy()
         eta0 = np.broadcast_to(eta0, (*batch, model.d)).copy()
         system.check_initial(g0, eta0, tol=tol)
-        mu0 = eta0 @ model.inertia.T
+        mu0 = np.asarray(system.system.D2L(g0, eta0), dtype=float)
         if lam0 is None:
             lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
         else:
@@ -310,7 +320,9 @@ class LieNonholonomicPRK:
         b = np.asarray(self.pair.first.b, dtype=float)
         s, d, m = a.shape[0], model.d, model.m
         g, eta = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
-        mu = state.p if state.p is not None else eta @ model.inertia.T
+        mu = state.p
+        if mu is None:
+            mu = np.asarray(system.system.D2L(g, eta), dtype=float)
         batch = eta.shape[:-1]
         lam_prev = state.lam if state.lam is not None else np.zeros((*batch, m))
         rule = self.multiplier_rule
@@ -323,7 +335,8 @@ class LieNonholonomicPRK:
         else:
             lam1 = None
         nlam = s if lam1 is None else s - 1
-        N = s * d + nlam * m
+        nE = (s - 1) * d if model.general else 0
+        N = s * d + nlam * m + nE
         carry = state.carry
         same = carry.get("h") == h and np.shape(carry.get("x", ())) == (*batch, N)
         if same and np.shape(carry.get("x_prev", ())) == (*batch, N):
@@ -333,7 +346,8 @@ class LieNonholonomicPRK:
         else:
             guess = np.broadcast_to(np.tile(eta, s), (*batch, s * d))
             lam_guess = np.broadcast_to(np.tile(lam_prev, nlam), (*batch, nlam * m))
-            x0 = np.concatenate([guess, lam_guess], axis=-1)
+            eta_guess = np.broadcast_to(np.tile(eta, s - 1) if nE else eta[..., :0], (*batch, nE))
+            x0 = np.concatenate([guess, lam_guess, eta_guess], axis=-1)
         try:
             # a fresh Jacobian per step beats reusing it across steps here (measured: 3.3
             # iterations/step with the extrapolated guess vs 6.7 with a stale Jacobian)

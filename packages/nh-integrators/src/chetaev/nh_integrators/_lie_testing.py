@@ -31,6 +31,7 @@ __all__ = [
     "sphere_reference",
     "turntable_ball",
     "vertical_disc",
+    "vertical_disc_general",
 ]
 
 _J2 = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -104,6 +105,52 @@ def vertical_disc(
 
     con = VelocityConstraint(phi, dphi_dq, dphi_dv, d2phi_dvdq, d2phi_dv2, m=1)
     return ConstrainedSystem(sysm, con)
+
+
+def vertical_disc_general(
+    mass: float = 1.0, inertia_z: float = 0.5, quartic: float = 0.0
+) -> ConstrainedSystem:
+    """The disc of :func:`vertical_disc` written as a general ``TrivializedLagrangianSystem``
+    with analytic second derivatives, ℓ = ½[m(v₁² + v₂²) + I_z ω²] + (ε/4) v₁⁴ − ½(x² + y²)
+    (ε = ``quartic``; ε = 0 is the mechanical disc, ε ≠ 0 a non-quadratic kinetic energy)."""
+    from chetaev.discrete_lagrangian import TrivializedLagrangianSystem
+    from chetaev.liegroups import SE2
+
+    Id = np.array([mass, mass, inertia_z])
+    mech = vertical_disc(mass, inertia_z).system
+
+    def lag(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        eta = np.asarray(eta)
+        return (0.5 * np.sum(Id * eta * eta, axis=-1) + 0.25 * quartic * eta[..., 0] ** 4
+                - mech.V(g))
+
+    def dl_dg(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(-mech.gradV(g), (*bs(g, eta), 3))
+
+    def dl_deta(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        eta = np.asarray(eta)
+        out = Id * eta
+        out[..., 0] = out[..., 0] + quartic * eta[..., 0] ** 3
+        return out
+
+    def bs(g: np.ndarray, eta: np.ndarray) -> tuple[int, ...]:
+        return np.broadcast_shapes(np.shape(g)[:-2], np.shape(eta)[:-1])
+
+    def d2l_deta2(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        eta = np.asarray(eta)
+        out = np.zeros((*bs(g, eta), 3, 3))
+        out[..., [0, 1, 2], [0, 1, 2]] = Id
+        out[..., 0, 0] += 3.0 * quartic * eta[..., 0] ** 2
+        return out
+
+    def zero(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.zeros((*bs(g, eta), 3, 3))
+
+    def d2l_dg2(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(-mech.hessV(g), (*bs(g, eta), 3, 3))
+
+    sysm = TrivializedLagrangianSystem(SE2, lag, dl_dg, dl_deta, d2l_deta2, zero, d2l_dg2, zero)
+    return ConstrainedSystem(sysm, LinearVelocityConstraint(np.array([[0.0, 1.0, 0.0]])))
 
 
 def _se2(x: Any, y: Any, th: Any) -> np.ndarray:

@@ -330,3 +330,14 @@ def test_reduced_rattle_37_equals_reduced_gni(exp):
         np.testing.assert_allclose(p_tilde, states[k].p[:2], atol=1e-12, rtol=0)
         np.testing.assert_allclose(xi, states[k + 1].carry["xi"], atol=1e-11, rtol=0)
         np.testing.assert_allclose(-lam_tilde, states[k].lam, atol=1e-10, rtol=0)
+
+
+def test_reduced_runs_through_integrate():
+    from chetaev.discrete_lagrangian import integrate
+
+    e2 = BALL_EXPERIMENT_2
+    sysb = _system(e2)
+    traj = integrate(sysb, ReducedGNI(), e2["x0"], e2["v0"], h=0.1, n_steps=20)
+    assert traj.success and traj.q.shape == (21, 2) and traj.v.shape == (21, 5)
+    assert np.max(np.abs(traj.constraint_residual())) < 1e-13
+    assert traj.energy().shape == (21,)

@@ -218,3 +218,34 @@ def test_newton_failure_raises_and_integrate_reports_it():
     traj = integrate(sys_, m, q0, v0, h=0.3, n_steps=3)
     assert not traj.success and "Newton did not converge" in traj.message
     assert GNI("midpoint").step(sys_, s, 0.3).info["newton_iterations"] > 1
+
+
+@pytest.mark.parametrize("variant", ["euler_a", "euler_b", "rattle"])
+@pytest.mark.parametrize("affine", [False, True])
+def test_paper_two_step_equations_11_12_28(variant, affine, particle, affine_particle, runner):
+    """The q-sequence solves the paper's own constant-M equations: (11a)/(12a)/(28a) and
+    μ(q_k)((q_{k+1} − q_{k−1})/(2h) + (1 − 2α)(h/2)M⁻¹V_q(q_k) − Y(q_k)) = 0 with α = 0, 1, ½
+    ((11b), (12b), SHAKE; affine (28b) and its α-version, spec §2.3, §2.6)."""
+    problem = affine_particle if affine else particle
+    alpha = {"euler_a": 0.0, "euler_b": 1.0, "rattle": 0.5}[variant]
+    h = 0.05
+    states = runner(GNI(variant), problem, h, 100)
+    q = np.array([s.q for s in states])
+    lam = np.array([s.lam for s in states])
+    inner, con = problem.system.system, problem.system.constraint
+    M, qk = inner.M(q[0]), q[1:-1]
+    Vq = inner.gradV(qk)
+    mu = con.matrix(qk)
+    # (11a): q_{k+1} − 2q_k + q_{k−1} = −h² M⁻¹(V_q − μᵀλ)   (chetaev sign: λ̃_paper = −λ)
+    lhs = q[2:] - 2 * qk + q[:-2]
+    rhs = -(h**2) * np.linalg.solve(M, (Vq - np.einsum("...ai,...a->...i", mu, lam[1:-1])).T).T
+    assert np.max(np.abs(lhs - rhs)) < 1e-13
+    # (11b)/(12b)/(28b): μ((q_{k+1} − q_{k−1})/(2h) + (1−2α)(h/2) M⁻¹V_q) + a = 0
+    w = (q[2:] - q[:-2]) / (2 * h) + (1 - 2 * alpha) * 0.5 * h * np.linalg.solve(M, Vq.T).T
+    r = np.einsum("...ai,...i->...a", mu, w) + con.affine(qk)
+    assert np.max(np.abs(r)) < 1e-13
+    # and the other sign does NOT hold for A and B (so the test can tell them apart)
+    if alpha != 0.5:
+        w_wrong = w - 2 * (1 - 2 * alpha) * 0.5 * h * np.linalg.solve(M, Vq.T).T
+        r_wrong = np.einsum("...ai,...i->...a", mu, w_wrong) + con.affine(qk)
+        assert np.max(np.abs(r_wrong)) > 1e-4

@@ -3,7 +3,7 @@
 from ._ball import BALL_EXPERIMENT_1, BALL_EXPERIMENT_2, ball_exact_homogeneous, rolling_ball
 from ._composition import Composition
 from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
-from ._gni import GNI, VARIANTS
+from ._gni import GNI, VARIANTS, euler_alpha_ptilde_step
 from ._reduced import ReducedGNI, ReducedSystem, reduced_gni_residual, reduced_rattle_37
 from ._reflection import (
     average_momentum_residual,
@@ -30,6 +30,7 @@ __all__ = [
     "average_momentum_residual",
     "ball_exact_homogeneous",
     "constraint_gram",
+    "euler_alpha_ptilde_step",
     "multiplier_from_post_momentum",
     "node_from_post_momentum",
     "pre_post_from_node",

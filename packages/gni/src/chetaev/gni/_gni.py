@@ -25,6 +25,7 @@ from ._validation import as_points, as_step, check_on_constraint
 __all__ = [
     "GNI",
     "VARIANTS",
+    "euler_alpha_ptilde_step",
     "gni_momentum_step",
     "gni_two_step_jacobian",
     "gni_two_step_residual",
@@ -389,3 +390,29 @@ class GNI:
             t=state.t + h, q=q1, v=v1, p=p_bar, lam=lam1, n=state.n + 1,
             carry={"q_next": q2, "h": h}, info=info,
         )
+
+
+def euler_alpha_ptilde_step(q, p_tilde, lam_tilde, h, alpha, M, grad_V, mu, a=None):
+    """The paper's explicit one-step maps (13) (α = 0, Euler A), (14) (α = 1, Euler B) and
+    (15) (α = ½, RATTLE) on ``(q_k, p̃_k, λ̃_k)`` for a constant mass matrix (spec §2.3).
+
+    Paper sign: ``λ̃ = −λ`` (chetaev); ``p̃_k = M (q_{k+1} − q_{k−1})/(2h)``. Closed form:
+    ``p_{k+1/2} = p̃_k − (h/2)(V_q(q_k) + μᵀλ̃_k)``, ``q_{k+1} = q_k + h M⁻¹ p_{k+1/2}``,
+    ``λ̃_{k+1} = C⁻¹ [μ M⁻¹((2/h) p_{k+1/2} − 2α V_q(q_{k+1})) + (2/h) a]``,
+    ``p̃_{k+1} = p_{k+1/2} − (h/2)(V_q(q_{k+1}) + μᵀλ̃_{k+1})``; ``mu``, ``a`` are callables of
+    ``q`` (``a`` the affine term, spec §2.6). Relation to :class:`GNI` node states:
+    ``p̃_k = M v_k − (1 − 2α)(h/2) V_q(q_k)``, ``λ̃_k = −λ_k``.
+    """
+    Minv = np.linalg.inv(M)
+    m0 = mu(q)
+    p_half = p_tilde - 0.5 * h * (grad_V(q) + np.einsum("...ai,...a->...i", m0, lam_tilde))
+    q1 = q + h * p_half @ Minv.T
+    m1 = mu(q1)
+    g1 = grad_V(q1)
+    C = m1 @ Minv @ np.swapaxes(m1, -1, -2)
+    rhs = np.einsum("...ai,...i->...a", m1 @ Minv, (2.0 / h) * p_half - 2.0 * alpha * g1)
+    if a is not None:
+        rhs = rhs + (2.0 / h) * a(q1)
+    lam1 = np.linalg.solve(C, rhs[..., None])[..., 0]
+    p_tilde1 = p_half - 0.5 * h * (g1 + np.einsum("...ai,...a->...i", m1, lam1))
+    return q1, p_tilde1, lam1

@@ -120,6 +120,14 @@ class ReducedSystem:
         a = self.a(x)
         return r if a is None else r + a
 
+    velocity_residual = residual
+
+    @property
+    def constraint(self):
+        """The system itself: it carries ``residual`` (so ``Trajectory.constraint_residual``
+        works)."""
+        return self
+
     def energy(self, x, v):
         """``½ vᵀ G̃ v + V(x)``."""
         v = np.asarray(v, dtype=float)

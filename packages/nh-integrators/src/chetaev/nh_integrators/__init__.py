@@ -5,12 +5,30 @@ for nonholonomic mechanical systems", arXiv:1810.10926 (eq. 14, App. D, E).
 """
 
 from ._equations import StageModel
+from ._homogeneous import (
+    sphere_lift,
+    sphere_point,
+    sphere_velocity,
+    spherical_kepler,
+    spherical_pendulum,
+    tait_bryan,
+)
+from ._lie_prk import MULTIPLIER_RULES, RETRACTIONS, LieNonholonomicPRK
 from ._nhprk import CONSTRAINT_MOMENTA, FORMS, MULTIPLIER_MODES, NonholonomicPRK
 
 __all__ = [
     "CONSTRAINT_MOMENTA",
     "FORMS",
     "MULTIPLIER_MODES",
+    "MULTIPLIER_RULES",
+    "RETRACTIONS",
+    "LieNonholonomicPRK",
     "NonholonomicPRK",
     "StageModel",
+    "sphere_lift",
+    "sphere_point",
+    "sphere_velocity",
+    "spherical_kepler",
+    "spherical_pendulum",
+    "tait_bryan",
 ]

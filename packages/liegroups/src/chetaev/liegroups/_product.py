@@ -170,6 +170,21 @@ class ProductGroup(MatrixLieGroup):
             for f, x, e in zip(self.factors, self.split(xi), self.split(eta))
         )
 
+    def _hess_map(self, method, xi, eta, u, where):
+        xi = self.check_algebra(xi, where=f"{self.name}.{where}")
+        eta = self.check_algebra(eta, "eta", f"{self.name}.{where}")
+        u = self.check_algebra(u, "u", f"{self.name}.{where}")
+        return self._diag(
+            getattr(f, method)(x, e, v)
+            for f, x, e, v in zip(self.factors, self.split(xi), self.split(eta), self.split(u))
+        )
+
+    def exp_dL_hess(self, xi, eta, u):
+        return self._hess_map("exp_dL_hess", xi, eta, u, "exp_dL_hess")
+
+    def cay_dL_hess(self, xi, eta, u):
+        return self._hess_map("cay_dL_hess", xi, eta, u, "cay_dL_hess")
+
     def exp(self, xi):
         return self._elementwise("exp", xi, "exp")
 

@@ -35,6 +35,10 @@ __all__ = ["Retraction", "retraction"]
 _KINDS = {"exp": "exp", "cayley": "cay", "cay": "cay"}
 
 
+def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return np.einsum("...ij,...j->...i", A, x)
+
+
 def _contract(J: np.ndarray, mu) -> np.ndarray:
     if mu is None:
         return J
@@ -61,6 +65,7 @@ class Retraction:
         self._dL_inv = getattr(g, p + "_dL_inv")
         self._dL_deriv = getattr(g, p + "_dL_deriv")
         self._dL_inv_deriv = getattr(g, p + "_dL_inv_deriv")
+        self._dL_hess = getattr(g, p + "_dL_hess")
 
     def __repr__(self) -> str:
         return f"retraction({self.group.name}, {self.kind!r})"
@@ -124,6 +129,46 @@ class Retraction:
         """As :meth:`dL_deriv` for dR_inv: ``-dL_inv_deriv(-xi, eta)``."""
         xi = self.group.check_algebra(xi, where=f"{self!r}.dR_inv_deriv")
         return _contract(-self._dL_inv_deriv(-xi, eta), mu)
+
+    # ------------------------------------------------------------------ Second derivatives.
+    def dL_hess(self, xi, eta, u) -> np.ndarray:
+        """``(..., d, d)`` matrix ``H`` with ``H delta = d/deps [dL_deriv(xi + eps delta, eta) u]``,
+        the second derivative of ``xi -> dL(xi) eta`` in the directions u and delta (symmetric in
+        them).  For Newton Jacobians of residuals containing ``dL_deriv``.  Closed forms except
+        SE(3) exp (fourth-order differences of the closed-form first derivative, ~1e-12)."""
+        return self._dL_hess(xi, eta, u)
+
+    def dR_hess(self, xi, eta, u) -> np.ndarray:
+        """As :meth:`dL_hess` for dR; equals ``dL_hess(-xi, eta, u)``."""
+        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_hess")
+        return self._dL_hess(-xi, eta, u)
+
+    def dL_inv_hess(self, xi, eta, u) -> np.ndarray:
+        """As :meth:`dL_hess` for dL_inv:
+        ``H delta = d/deps [dL_inv_deriv(xi + eps delta, eta) u]``.
+
+        With D = dL, J(xi, y) = dL_deriv(xi, y), w = D^{-1} eta and K(xi, u) y = J(xi, y) u:
+        ``H = D^{-1} [J(xi, D^{-1} J(xi, w) u) - dL_hess(xi, w, u)
+        - K(xi, u) dL_inv_deriv(xi, eta)]``
+        (exact, from d(D^{-1}) = -D^{-1} dD D^{-1})."""
+        G = self.group
+        where = f"{self!r}.dL_inv_hess"
+        xi = G.check_algebra(xi, where=where)
+        eta = G.check_algebra(eta, "eta", where)
+        u = G.check_algebra(u, "u", where)
+        xi, eta, u = np.broadcast_arrays(xi, eta, u)
+        Di = self._dL_inv(xi)
+        w = _mv(Di, eta)
+        y = _mv(Di, _mv(self._dL_deriv(xi, w), u))
+        Jk = self._dL_deriv(xi[..., None, :], np.eye(G.dim))  # (..., a, i, c): J(xi, e_a)
+        K = np.swapaxes(np.einsum("...aic,...c->...ai", Jk, u), -1, -2)  # (..., i, a)
+        inner = self._dL_deriv(xi, y) - self._dL_hess(xi, w, u) - K @ self._dL_inv_deriv(xi, eta)
+        return Di @ inner
+
+    def dR_inv_hess(self, xi, eta, u) -> np.ndarray:
+        """As :meth:`dL_inv_hess` for dR_inv; equals ``dL_inv_hess(-xi, eta, u)``."""
+        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_inv_hess")
+        return self.dL_inv_hess(-xi, eta, u)
 
     def ddL(self, xi, eta) -> np.ndarray:
         """The paper's second tangent dd^L tau_xi(eta, .) as a ``(..., d, d)`` matrix:

@@ -100,6 +100,11 @@ class RnGroup(MatrixLieGroup):
 
     exp_dL_inv_deriv = exp_dL_deriv
 
+    def exp_dL_hess(self, xi, eta, u):
+        u = self.check_algebra(u, "u", f"{self.name}.dL_hess")
+        eta = np.broadcast_to(eta, np.broadcast_shapes(np.shape(eta), u.shape))
+        return self.exp_dL_deriv(xi, eta)
+
     # Cayley is the identity on R^n as well.
     def cay(self, xi):
         return np.array(self.check_algebra(xi, where=f"{self.name}.cay"))
@@ -111,6 +116,7 @@ class RnGroup(MatrixLieGroup):
     cay_dL_inv = exp_dL
     cay_dL_deriv = exp_dL_deriv
     cay_dL_inv_deriv = exp_dL_deriv
+    cay_dL_hess = exp_dL_hess
 
 
 @functools.cache

@@ -181,5 +181,45 @@ class SE2Group(MatrixLieGroup):
         Jout[..., :2, 2] = col
         return Jout
 
+    def exp_dL_hess(self, xi, eta, u):
+        """Jacobian of ``xi -> exp_dL_deriv(xi, eta) u``.  With eta = (m, m_w), u = (a, a_w),
+        ``exp_dL_deriv(xi, eta) u = m_w (beta J + alpha) a + a_w (gamma m - delta J m
+        + m_w (eps J v + zeta v))`` where alpha = omega f_3, beta = f_2, gamma = omega (f_3 - f_2),
+        delta = f_1 - f_2, eps = omega (2 f_4 - f_3), zeta = f_2 - 2 f_3; their omega-derivatives
+        are alpha' = zeta, beta' = eps, gamma' = 2 f_2 - 2 f_3 - f_1,
+        delta' = omega (2 f_3 - f_2 - 2 f_4), eps' = 4 f_3 - 6 f_4 - f_2,
+        zeta' = omega (4 f_4 - f_3 - 6 f_5)."""
+        where = "SE2.exp_dL_hess"
+        xi = self.check_algebra(xi, where=where)
+        eta = self.check_algebra(eta, "eta", where)
+        u = self.check_algebra(u, "u", where)
+        xi, eta, u = np.broadcast_arrays(xi, eta, u)
+        v, w = xi[..., :2], xi[..., 2]
+        m, mw = eta[..., :2], eta[..., 2]
+        a, aw = u[..., :2], u[..., 2]
+        T = FTable(w * w)
+        f1, f2, f3, f4, f5 = (T.f(n) for n in range(1, 6))
+        eps_, zeta = w * (2.0 * f4 - f3), f2 - 2.0 * f3
+        gamma_p = 2.0 * f2 - 2.0 * f3 - f1
+        delta_p = w * (2.0 * f3 - f2 - 2.0 * f4)
+        eps_p = 4.0 * f3 - 6.0 * f4 - f2
+        zeta_p = w * (4.0 * f4 - f3 - 6.0 * f5)
+        H = np.zeros((*xi.shape[:-1], 3, 3))
+        c, d = aw * mw * zeta, aw * mw * eps_  # d/dv = a_w m_w (eps J + zeta I) = c I + d J
+        H[..., 0, 0] = c
+        H[..., 0, 1] = -d
+        H[..., 1, 0] = d
+        H[..., 1, 1] = c
+        col = (
+            (mw * eps_)[..., None] * _J(a)
+            + (mw * zeta)[..., None] * a
+            + (aw * gamma_p)[..., None] * m
+            - (aw * delta_p)[..., None] * _J(m)
+            + (aw * mw * eps_p)[..., None] * _J(v)
+            + (aw * mw * zeta_p)[..., None] * v
+        )
+        H[..., :2, 2] = col
+        return H
+
 
 SE2 = SE2Group()

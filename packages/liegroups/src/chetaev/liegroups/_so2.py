@@ -99,6 +99,16 @@ class SO2Group(MatrixLieGroup):
     def exp_dL_inv_deriv(self, xi, eta):
         return self.exp_dL_deriv(xi, eta)
 
+    def exp_dL_hess(self, xi, eta, u):
+        return self.exp_dL_deriv(xi, np.asarray(eta) * np.asarray(u))
+
+    def cay_dL_hess(self, xi, eta, u):
+        w = self.check_algebra(xi, where="SO2.cay_dL_hess")
+        eta = self.check_algebra(eta, "eta", "SO2.cay_dL_hess")
+        u = self.check_algebra(u, "u", "SO2.cay_dL_hess")
+        d = 4.0 + w * w
+        return (eta * u * (24.0 * w * w - 32.0) / d**3)[..., None]
+
     def cay(self, xi):
         w = self.check_algebra(xi, where="SO2.cay")[..., 0]
         d = 4.0 + w * w

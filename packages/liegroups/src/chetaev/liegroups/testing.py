@@ -40,6 +40,7 @@ __all__ = [
     "check_group_axioms",
     "check_hat_vee",
     "check_retraction_basic",
+    "check_second_derivatives",
     "check_tangent_identities",
     "check_tangents_fd",
     "sample_algebra",
@@ -302,6 +303,22 @@ def check_derivative_terms(tau: Retraction, rng, batch=(), mode="random") -> Non
         assert_close(_mv(ddL, mu), ref, 1e-13, 1e-12, f"{tau}: ddL closed form (Cayley)")
 
 
+def check_second_derivatives(tau: Retraction, rng, batch=(), mode="random") -> None:
+    """``X_hess(xi, eta, u)`` for X in dL, dR, dL_inv, dR_inv against central differences of
+    ``xi -> X_deriv(xi, eta) u`` (tolerance 1e-7), and the symmetry of the second derivative,
+    ``X_hess(xi, eta, u) v = X_hess(xi, eta, v) u`` (tolerance 1e-11)."""
+    xi = _tau_sample(tau, rng, batch, mode)
+    eta, u, v = (rng.normal(size=xi.shape) for _ in range(3))
+    for name in _DERIV_NAMES:
+        deriv = getattr(tau, name + "_deriv")
+        hess = getattr(tau, name + "_hess")
+        H = hess(xi, eta, u)
+        H_fd = _fd(lambda x, deriv=deriv: _mv(deriv(x, eta), u), xi, step=1e-5)
+        assert_close(H, H_fd, 1e-7, 1e-7, f"{tau}: {name}_hess vs finite differences")
+        assert_close(_mv(H, v), _mv(hess(xi, eta, v), u), 1e-11, 1e-11,
+                     f"{tau}: {name}_hess symmetric in its two directions")
+
+
 def check_batched_equals_looped(tau: Retraction, rng, batch=(3, 1, 2), mode="random") -> None:
     """Every map on a batch equals the same map applied element by element."""
     G = tau.group
@@ -343,4 +360,5 @@ CHECKS_RETRACTION = (
     check_tangents_fd,
     check_tangent_identities,
     check_derivative_terms,
+    check_second_derivatives,
 )

@@ -152,12 +152,13 @@ class SE2Group(MatrixLieGroup):
         return self._make(a, b, -Fi_u)
 
     def exp_dL_deriv(self, xi, eta):
-        """Jacobian of ``xi -> exp_dL(xi) eta``:  with eta = (m, m_w),
+        """Jacobian of ``xi -> exp_dL(xi) eta``; with eta = (m, m_w)::
 
-        d/dv     = m_w (f_2 J + omega f_3 I)
-        d/domega = omega (f_3 - f_2) m - (f_1 - f_2) J m
-                   + m_w (omega (2 f_4 - f_3) J v + (f_2 - 2 f_3) v)
-        (using f_n' = (n f_{n+2} - f_{n+1})/2), bottom row zero.
+            d/dv     = m_w (f_2 J + omega f_3 I)
+            d/domega = omega (f_3 - f_2) m - (f_1 - f_2) J m
+                       + m_w (omega (2 f_4 - f_3) J v + (f_2 - 2 f_3) v)
+
+        (using f_n' = (n f_{n+2} - f_{n+1})/2); the bottom row is zero.
         """
         xi = self.check_algebra(xi, where="SE2.exp_dL_deriv")
         eta = self.check_algebra(eta, "eta", "SE2.exp_dL_deriv")

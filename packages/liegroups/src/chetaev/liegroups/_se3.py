@@ -157,8 +157,8 @@ class SE3Group(MatrixLieGroup):
         """Jacobian of ``xi -> exp_dL_deriv(xi, eta) u``.  Its exact form needs the third
         derivative of the SO(3) tangent; instead the closed-form ``exp_dL_deriv`` is
         differentiated with the fourth-order stencil of :func:`_richardson_jacobian`
-        (accurate to ~1e-12 relative for ``|omega| < 2 pi``; the only non-closed-form quantity in the
-        package)."""
+        (accurate to ~1e-12 relative for ``|omega| < 2 pi``; the only non-closed-form
+        quantity in the package)."""
         xi = self.check_algebra(xi, where="SE3.exp_dL_hess")
         eta = self.check_algebra(eta, "eta", "SE3.exp_dL_hess")
         u = self.check_algebra(u, "u", "SE3.exp_dL_hess")

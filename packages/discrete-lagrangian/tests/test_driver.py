@@ -36,7 +36,8 @@ class _Verlet:
         a1 = system.acceleration(q1, vh)
         v1 = vh + 0.5 * h * a1
         return State(t=state.t + h, q=q1, v=v1, p=system.legendre(q1, v1), n=state.n + 1,
-                     carry={"acc": a1, "count": int(state.carry["count"]) + 1},
+                     carry={"acc": a1, "count": int(state.carry["count"]) + 1,
+                            "hist": [q1, v1], "none": None, "h": h},
                      info={"newton_iterations": 0, "residual": 0.0})
 
 
@@ -86,6 +87,7 @@ def test_save_load_and_bitwise_restart(tmp_path):
     assert rest.final_state().carry["count"] == 20
     with pytest.raises(InputError, match="pass it"):
         loaded.energy()
+    assert loaded.final_state().carry["hist"][1].shape == (2,)
     np.testing.assert_array_equal(loaded.energy(SYS), first.energy())
 
 

@@ -137,10 +137,15 @@ class Trajectory:
                     kind = "array" if isinstance(val, np.generic) else type(val).__name__
                     carry_kinds[k] = kind
                     arrays["carry__" + k] = np.asarray(val)
+                elif isinstance(val, (list, tuple)) and all(
+                        isinstance(x, (np.ndarray, np.generic, int, float)) for x in val):
+                    carry_kinds[k] = f"{type(val).__name__}:{len(val)}"
+                    for i, x in enumerate(val):
+                        arrays[f"carry__{k}__{i}"] = np.asarray(x)
                 else:
                     raise InputError(
                         f"Cannot save carry entry {k!r} of type {type(val).__name__}: "
-                        "carry values must be arrays, numbers or None."
+                        "carry values must be arrays, numbers, lists of arrays or None."
                     )
             final_meta = {"t": f.t, "n": f.n, "info": _jsonable(f.info)}
         meta = {
@@ -175,6 +180,10 @@ class Trajectory:
                         carry[k] = bool(data["carry__" + k])
                     elif kind == "int":
                         carry[k] = int(data["carry__" + k])
+                    elif kind.startswith(("list:", "tuple:")):
+                        typ, length = kind.split(":")
+                        items = [np.array(data[f"carry__{k}__{i}"]) for i in range(int(length))]
+                        carry[k] = items if typ == "list" else tuple(items)
                     else:
                         carry[k] = float(data["carry__" + k])
                 fm = meta["final"]

@@ -1,0 +1,68 @@
+"""Node algebra (spec §1 "Projectors", §2.1 "Reflection form", §2.6): random batches."""
+
+import numpy as np
+import pytest
+from chetaev.gni import (
+    average_momentum_residual,
+    constraint_gram,
+    multiplier_from_post_momentum,
+    node_from_post_momentum,
+    pre_post_from_node,
+    projector_P,
+    projector_Q,
+    reflect,
+    reflection_isometry_residual,
+)
+
+
+def _data(seed, batch=(4,), n=5, m=2, affine=True):
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((*batch, n, n))
+    G = B @ np.swapaxes(B, -1, -2) + n * np.eye(n)
+    mu = rng.standard_normal((*batch, m, n))
+    p = rng.standard_normal((*batch, n))
+    a = rng.standard_normal((*batch, m)) if affine else None
+    return G, mu, p, a
+
+
+@pytest.mark.parametrize("batch", [(), (1,), (3, 2)])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize(("seed", "n"), [(0, 2), (1, 3), (2, 5), (3, 6)])
+def test_reflection_properties(seed, n, affine, batch):
+    m = max(1, n // 2)
+    G, mu, p_plus, a = _data(seed, batch, n, m, affine)
+    Q = projector_Q(G, mu)
+    P = projector_P(G, mu)
+    np.testing.assert_allclose(Q @ Q, Q, atol=1e-10)
+    np.testing.assert_allclose(P + Q, np.broadcast_to(np.eye(n), Q.shape), atol=1e-12)
+    GQ = G @ Q
+    np.testing.assert_allclose(GQ, np.swapaxes(GQ, -1, -2), atol=1e-10)
+    np.testing.assert_allclose(mu @ P, 0 * mu, atol=1e-10)  # P maps into D = ker mu
+    p_minus = reflect(p_plus, G, mu, a)
+    # involution, the averaged-momentum constraint (9b)/(27b), isometry (row 3.9)
+    np.testing.assert_allclose(reflect(p_minus, G, mu, a), p_plus, atol=1e-10)
+    assert np.max(np.abs(average_momentum_residual(p_minus, p_plus, G, mu, a))) < 1e-10
+    assert np.max(np.abs(reflection_isometry_residual(p_minus, p_plus, G, mu, a))) < 1e-9
+    # linear case: p⁻ = (Pᵀ − Qᵀ) p⁺ (paper (8))
+    if a is None:
+        PT, QT = np.swapaxes(P, -1, -2), np.swapaxes(Q, -1, -2)
+        np.testing.assert_allclose(p_minus, np.einsum("...ij,...j->...i", PT - QT, p_plus),
+                                   atol=1e-10)
+    # node data round trip and the impulse p⁻ − p⁺ = h muᵀ λ
+    h = 0.3
+    v, lam, p_bar = node_from_post_momentum(p_plus, G, mu, h, a)
+    pm, pp = pre_post_from_node(v, lam, G, mu, h)
+    np.testing.assert_allclose(pp, p_plus, atol=1e-10)
+    np.testing.assert_allclose(pm, p_minus, atol=1e-10)
+    np.testing.assert_allclose(lam, multiplier_from_post_momentum(p_plus, G, mu, h, a), atol=0)
+    r = np.einsum("...ij,...j->...i", mu, v) + (0 if a is None else a)
+    assert np.max(np.abs(r)) < 1e-10
+    np.testing.assert_allclose(p_bar, np.einsum("...ij,...j->...i", G, v), atol=1e-10)
+
+
+def test_gram_matrix_and_rank_deficiency():
+    G, mu, _, _ = _data(1, (), 4, 2, False)
+    np.testing.assert_allclose(constraint_gram(G, mu), mu @ np.linalg.solve(G, mu.T), atol=1e-14)
+    mu_bad = np.vstack([mu[0], mu[0]])
+    with pytest.raises(np.linalg.LinAlgError):
+        projector_Q(G, mu_bad)

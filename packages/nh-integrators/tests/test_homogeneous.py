@@ -225,3 +225,20 @@ def test_sphere_lift_validation():
         sphere_lift(lambda x: x[..., 2], grad, regularization=0.0)
     with pytest.raises(InputError, match="mass"):
         sphere_lift(lambda x: x[..., 2], grad, mass=-1.0)
+
+
+def test_lobatto3_step_on_so3_costs_milliseconds():
+    """Issue 7: a Lobatto-3 step on SO(3) costs milliseconds at most (CPU time per step through
+    ``step``, analytic Jacobian; ≈ 1 ms on the development machine; see bench_nh_lie.py)."""
+    import time
+
+    sysc = spherical_pendulum()
+    method = LieNonholonomicPRK(3)
+    state = method.initial_state(sysc, PENDULUM_G0, PENDULUM_ETA0)
+    for _ in range(5):
+        state = method.step(sysc, state, 0.1)
+    t0 = time.process_time()
+    for _ in range(50):
+        state = method.step(sysc, state, 0.1)
+    per_step = (time.process_time() - t0) / 50
+    assert per_step < 8e-3, f"{1e3 * per_step:.2f} ms per step"

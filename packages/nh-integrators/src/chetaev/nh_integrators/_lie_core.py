@@ -11,16 +11,18 @@ and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ
 
     Ωⁱ = Dᵢ Hⁱ                                     stage body velocity
     Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame
-    Π₀ⁱ = 𝕀 Ωⁱ,  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
+    Π₀ⁱ = D₂ℓ(Gⁱ, Ωⁱ),  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
     Yʲ = Ad*_{τ(−Ξʲ)} Fʲ
     μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Yʲ]                                     (App. F; (3d))
     R1ᵢ = Πⁱ − D_sᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ = 0,        i = 1..s        (App. F; boxed (3c))
-    Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Yʲ],   ηⁱ = 𝕀⁻¹ Mⁱ       (IIIA weights, eq. 5 of the note)
+    Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Yʲ]                  (IIIA weights, eq. 5 of the note)
     R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s
     R3 = Σⱼ bⱼ Λʲ = 0                                          ("weighted_sum" rule only)
+    R4ᵢ = D₂ℓ(Gⁱ, ηⁱ) − Mⁱ = 0,                                i = 2..s (general ℓ only)
 
-Only mechanical trivialized Lagrangians ℓ = ½ ηᵀ𝕀η + (terms in g) with constant inertia are
-handled here, so D₂ℓ = 𝕀η and the stage Legendre map is inverted exactly.
+For a mechanical ℓ = ½ ηᵀ𝕀η − V(g) the stage Legendre maps are inverted exactly (Π₀ⁱ = 𝕀Ωⁱ,
+ηⁱ = 𝕀⁻¹Mⁱ); for a general trivialized ℓ the inner-stage velocities η²..ηˢ are extra unknowns
+with the equations R4 (spec high-order-nonholonomic §2.4, "if D₂L cannot be inverted").
 
 The Jacobian is assembled by the chain rule with every stage variation stored as an array
 ``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The

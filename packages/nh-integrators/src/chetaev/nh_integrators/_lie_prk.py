@@ -155,13 +155,17 @@ def _constraint_model(system: Any) -> _LieModel:
 class LieNonholonomicPRK:
     """Nonholonomic partitioned RKMK method on a Lie group (Lobatto IIIA–IIIB, any s ≥ 2).
 
-    A map ``(g_k, η_k, λ_k) → (g_{k+1}, η_{k+1}, λ_{k+1})`` for a left-trivialized mechanical
-    system ℓ(g, η) = ½ηᵀ𝕀η − V(g) on any ``chetaev.liegroups`` group (SO(3), SE(2), products
+    A map ``(g_k, η_k, λ_k) → (g_{k+1}, η_{k+1}, λ_{k+1})`` for a left-trivialized system
+    (``TrivializedMechanicalSystem`` ℓ = ½ηᵀ𝕀η − V(g), or a general
+    ``TrivializedLagrangianSystem``) on any ``chetaev.liegroups`` group (SO(3), SE(2), products
     such as SO(3)×R², Rⁿ) with a trivialized linear, affine or general velocity constraint
-    φ(g, η) = 0. Configurations are updated only through the retraction, g_{k+1} = g_k τ(ξ),
-    so they stay on the group to round-off with no projection. The constraint is imposed on
-    the IIIA stage velocities ηⁱ = 𝕀⁻¹Mⁱ at stages 2..s; by H1/H3 the last one is exactly
-    φ(g_{k+1}, η_{k+1}) = 0, so the constraint holds at every node to solver tolerance.
+    φ(g, η) = 0 (``LinearVelocityConstraint`` or ``VelocityConstraint``). Configurations are
+    updated only through the retraction, g_{k+1} = g_k τ(ξ), so they stay on the group to
+    round-off with no projection. The constraint is imposed on the IIIA stage velocities ηⁱ,
+    D₂ℓ(Gⁱ, ηⁱ) = Mⁱ, at stages 2..s; by H1/H3 the last one is exactly φ(g_{k+1}, η_{k+1}) = 0,
+    so the constraint holds at every node to solver tolerance. ``State.p`` holds the
+    trivialized momentum μ_k = D₂ℓ(g_k, η_k): the App. G (Hamiltonian) form is the same map
+    viewed in (g, μ, λ) (spec §2.11), so it is not implemented separately.
 
     Orders (the paper: "theorems 5.1 and 5.2 still hold"; spec §2.10 [checked]; λ₀ from the
     continuous equations): g and η ``2s − 2``; λ ``s`` for even s, ``s − 1`` for odd s. Not

@@ -34,11 +34,24 @@ def test_group(check, G, batch, mode, seed):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("batch", BATCHES, ids=str)
 @pytest.mark.parametrize("tau", RETRACTIONS, ids=repr)
-@pytest.mark.parametrize("check", testing.CHECKS_RETRACTION, ids=lambda c: c.__name__[6:])
+@pytest.mark.parametrize(
+    "check",
+    [c for c in testing.CHECKS_RETRACTION if c is not testing.check_second_derivatives],
+    ids=lambda c: c.__name__[6:],
+)
 @SETTINGS
 @given(seed=seeds)
 def test_retraction(check, tau, batch, mode, seed):
     check(tau, np.random.default_rng(seed), batch, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("batch", BATCHES, ids=str)
+@pytest.mark.parametrize("tau", RETRACTIONS, ids=repr)
+@settings(max_examples=1, deadline=None, database=None)
+@given(seed=seeds)
+def test_second_derivatives(tau, batch, mode, seed):
+    testing.check_second_derivatives(tau, np.random.default_rng(seed), batch, mode)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -58,6 +58,12 @@ class MatrixLieGroup(abc.ABC):
     def __repr__(self) -> str:
         return self.name
 
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name))
+
     # ------------------------------------------------------------------ Factory.
     def identity(self, batch_shape: tuple[int, ...] = ()) -> np.ndarray:
         """Identity element, shape ``(*batch_shape, *shape)``."""

@@ -7,9 +7,11 @@ import pytest
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
     ConstraintViolationError,
+    ConvergenceError,
     HolonomicConstraint,
     HypothesisError,
     InputError,
+    integrate,
 )
 from chetaev.liegroups import SE2, SO3, Product, Rn
 from chetaev.nh_integrators._homogeneous import spherical_kepler, tait_bryan
@@ -224,3 +226,13 @@ def test_constraint_holds_at_every_inner_stage(s):
     D, _ = ops.dL_and_tensor(0.1 * a @ x[: 3 * s].reshape(s, 3))
     Om = np.einsum("iab,ib->ia", D, x[: 3 * s].reshape(s, 3))
     assert np.max(np.abs(Om[:, 2])) > 1e-9  # ~1e-7 (s = 3), ~2e-8 (s = 4) in the first step
+
+
+def test_failed_step_raises_convergence_error_with_advice():
+    sysc, g0, eta0 = _problem("disc")
+    method = LieNonholonomicPRK(3)
+    state = method.initial_state(sysc, g0, eta0)
+    with pytest.raises(ConvergenceError, match=r"step 0 .*Try: halve h"):
+        method.step(sysc, state, 20.0)
+    tr = integrate(sysc, method, g0, eta0, h=20.0, n_steps=2)
+    assert not tr.success and "Newton did not converge" in tr.message

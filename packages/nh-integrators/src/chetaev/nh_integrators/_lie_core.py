@@ -331,14 +331,17 @@ def lie_nh_newton(
     scale = 1.0 + float(np.max(np.abs(kwargs["mu0"]))) + float(np.max(np.abs(x)))
     floor = 64 * np.finfo(float).eps * scale
     prev = np.inf
+    first = np.inf
     it = 0
     Jinv = None if check_rank else jac_inv
     while True:
         need = Jinv is None
         r, J, aux = lie_nh_residual(x, jacobian=need, **kwargs)
         rn = float(np.max(np.abs(r))) if r.size else 0.0
-        if not np.isfinite(rn):
+        if not np.isfinite(rn) or (it >= 3 and rn > 1e6 * first):  # diverging: give up early
             return x, aux, it, rn, False, None
+        if it == 0:
+            first = max(rn, floor)
         if need:
             if check_rank:
                 _check_rank(J)

@@ -242,3 +242,16 @@ def test_lobatto3_step_on_so3_costs_milliseconds():
         state = method.step(sysc, state, 0.1)
     per_step = (time.process_time() - t0) / 50
     assert per_step < 8e-3, f"{1e3 * per_step:.2f} ms per step"
+
+
+def test_continuous_rule_equals_zero_first_on_sphere():
+    """Λ¹ = λ(g_k, η_k) ("continuous", C2 in general form) is Λ¹ = 0 on S², where the exact
+    multiplier vanishes identically (spec §1.2)."""
+    sysc = spherical_pendulum()
+    runs = [
+        integrate(sysc, LieNonholonomicPRK(3, multiplier_rule=rule), PENDULUM_G0, PENDULUM_ETA0,
+                  h=0.1, n_steps=20)
+        for rule in ("continuous", "zero_first")
+    ]
+    assert np.max(np.abs(runs[0].q - runs[1].q)) < 1e-14
+    assert np.max(np.abs(runs[0].lam - runs[1].lam)) < 1e-14

@@ -1,0 +1,333 @@
+"""Experiments of "High-order geometric methods for nonholonomic mechanical systems" (§7).
+
+One function per figure: Fig. 3 (particle orders), Figs. 4–5 (CVT energies), Fig. 6 (chaotic
+ensemble μ(E, k)), Fig. 7 (disc on SE(2), both retractions), Fig. 8 (ball on a turntable).
+Settings the paper omits are the spec's proposals (spec high-order-nonholonomic §5); errors are
+relative ∞-norm errors at the final time (spec A9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from chetaev.discrete_lagrangian import NewtonOptions, integrate
+from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
+from chetaev.rktableaux import lobatto_iiia_iiib
+
+from .._registry import Check, Outcome, check_bound, check_order, experiment
+from ..models import chaotic, cvt, nonholonomic_particle, turntable_ball, vertical_disc
+
+__all__ = [
+    "ball_first_integrals",
+    "chaotic_energy_mse",
+    "cvt_energies",
+    "disc_orders",
+    "particle_orders",
+]
+
+PAPER = "high-order-nonholonomic"
+
+
+def _rel(err: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.max(np.abs(err)) / max(np.max(np.abs(ref)), 1e-300))
+
+
+def _lambda_order(s: int) -> int:
+    """Cor. 5.2.1: λ has order s for even s, s − 1 for odd s."""
+    return s if s % 2 == 0 else s - 1
+
+
+def _grid(T: float, h: float) -> int:
+    n = round(T / h)
+    if n < 1 or abs(n * h - T) > 1e-9 * max(T, 1.0):
+        raise ValueError(f"t_final = {T} is not a multiple of h = {h}; choose h = T/n.")
+    return n
+
+
+def _order_plot(results: dict[Any, dict[str, Any]], labels: tuple[str, ...], title: str):
+    def plot(fig) -> None:
+        axes = fig.subplots(1, len(labels))
+        for ax, key in zip(np.atleast_1d(axes), labels):
+            for name, r in results.items():
+                ax.loglog(r["hs"], r[key], "o-", label=str(name))
+            ax.set_xlabel("h")
+            ax.set_title(f"{title}: error in {key}")
+            ax.grid(True, which="both", alpha=0.3)
+        np.atleast_1d(axes)[0].legend(fontsize=7)
+
+    return plot
+
+
+# ----------------------------------------------------------------------------- Fig. 3
+# Asymptotic regime per s (larger steps for high orders so that three points stay above the
+# round-off floor; the largest steps of s = 4, 5 are pre-asymptotic and not used).
+_PARTICLE_HS = {2: (0.2, 0.1, 0.05, 0.025), 3: (0.2, 0.1, 0.05, 0.025),
+                4: (0.2, 0.1, 0.05, 0.025), 5: (0.4, 0.25, 0.2, 0.125)}
+_NEWTON = NewtonOptions(tol=1e-14)
+
+
+@experiment("high-order-fig3-particle-orders", paper=PAPER,
+            title="Fig. 3: nonholonomic particle, convergence of q, p, λ (Lobatto s = 2..5)",
+            claim="q and p converge with order 2s − 2; λ with order s (even s) or s − 1 (odd s)")
+def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
+                    t_final: float | None = None) -> Outcome:
+    """Errors at T = 2 (spec §5.1 proposal) against the index-reduced ODE (DOP853 1e-13) for
+    Lobatto IIIA–IIIB s = 2, 3, 4, 5, Lagrangian form (``method="hamiltonian"`` for eq. 15).
+    ``h`` scales the largest step of every sweep."""
+    form = method or "lagrangian"
+    T = t_final or nonholonomic_particle.T_FINAL
+    sysm = nonholonomic_particle.system()
+    q0, v0 = nonholonomic_particle.Q0, nonholonomic_particle.V0
+    qr, vr, lr = nonholonomic_particle.reference(np.array([0.0, T]))
+    checks: list[Check] = []
+    results: dict[Any, dict[str, Any]] = {}
+    residual = 0.0
+    for s, hs in _PARTICLE_HS.items():
+        hs = tuple(x * (h / hs[0]) for x in hs) if h else hs
+        prk = NonholonomicPRK(lobatto_iiia_iiib(s), form=form, newton=_NEWTON)
+        eq, ep, el = [], [], []
+        for hh in hs:
+            tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=_grid(T, hh))
+            if not tr.success:
+                raise RuntimeError(f"s = {s}, h = {hh}: {tr.message}")
+            eq.append(_rel(tr.q[-1] - qr[-1], qr[-1]))
+            ep.append(_rel(tr.p[-1] - vr[-1], vr[-1]))
+            el.append(_rel(tr.lam[-1] - lr[-1], lr[-1]))
+            residual = max(residual, float(np.max(np.abs(sysm.residual(tr.q, tr.v)))))
+        results[f"s={s}"] = {"hs": list(hs), "q": eq, "p": ep, "lambda": el}
+        checks.append(check_order(f"s={s}: order of q", hs, eq, 2 * s - 2))
+        checks.append(check_order(f"s={s}: order of p", hs, ep, 2 * s - 2))
+        checks.append(check_order(f"s={s}: order of λ", hs, el, _lambda_order(s)))
+    checks.append(check_bound("max |Φ(q_k, v_k)| at the nodes", residual, 1e-13,
+                              "≤ 1e-13 (solver tolerance 1e-14)"))
+    return Outcome(checks, {"T": T, "form": form, "errors": results},
+                   _order_plot(results, ("q", "p", "lambda"), "particle"),
+                   notes="Initial data q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25), T = 2: spec §5.1 "
+                         "proposals (the paper gives none). Relative ∞-norm errors.")
+
+
+# ----------------------------------------------------------------------------- Figs. 4–5
+@experiment("high-order-fig4-5-cvt-energies", paper=PAPER,
+            title="Figs. 4–5: pendulum-driven CVT, driver/passenger/total energies (Lobatto-2)",
+            claim="h = 0.1 gives bounded energies without drift for each subsystem and the whole; "
+                  "h = π/10 is erratic")
+def cvt_energies(quick: bool = False, method: str | None = None, h: float | None = None,
+                 t_final: float | None = None) -> Outcome:
+    """Both initial conditions (low and high energy) as one batch, ε = ½, Lobatto-2 at
+    h = 0.1 and h = π/10; T = 500 (spec proposal; quick: T = 100)."""
+    s = int(method) if method else 2
+    T = t_final or (100.0 if quick else cvt.T_FINAL)
+    h_good = h or 0.1
+    sysm = cvt.system()
+    q0 = np.stack([cvt.Q0, cvt.Q0])
+    v0 = np.stack([cvt.V0_LOW, cvt.V0_HIGH])
+    prk = NonholonomicPRK(lobatto_iiia_iiib(s))
+    runs = {}
+    for name, hh in (("0.1", h_good), ("pi/10", np.pi / 10)):
+        tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=round(T / hh))
+        if not tr.success:
+            raise RuntimeError(f"h = {hh}: {tr.message}")
+        E = np.stack(cvt.energies(tr.q, tr.v), axis=0)  # (3, N, 2)
+        runs[name] = (tr.t, E - E[:, :1])
+    checks = []
+    t, dE = runs["0.1"]
+    _, dEbad = runs["pi/10"]
+    half = len(t) // 2
+    for j, regime in enumerate(("low", "high")):
+        for k, sub in enumerate(("driver", "passenger", "total")):
+            e = np.abs(dE[k, :, j])
+            if sub == "total":
+                checks.append(check_bound(f"{regime}: max |ΔE_T|, h = 0.1", e.max(), 0.03,
+                                          "bounded, < 0.03 (spec §5.2)"))
+            ratio = e[half:].max() / e[:half].max()
+            checks.append(Check(f"{regime}: {sub} energy, max|ΔE| 2nd half / 1st half (h = 0.1)",
+                                ratio, "no drift: < 1.5", bool(ratio < 1.5)))
+        ratio = np.abs(dEbad[1, :, j]).max() / np.abs(dE[1, :, j]).max()
+        checks.append(Check(f"{regime}: passenger max|ΔE_p|, h = π/10 over h = 0.1", ratio,
+                            "erratic at π/10: > 10", bool(ratio > 10)))
+
+    def plot(fig) -> None:
+        axes = fig.subplots(2, 2, sharex=True)
+        for col, name in enumerate(("0.1", "pi/10")):
+            tt, d = runs[name]
+            for row, regime in enumerate(("low", "high")):
+                ax = axes[row, col]
+                for k, sub in enumerate(("E_d", "E_p", "E_T")):
+                    ax.plot(tt, d[k, :, row], lw=0.6, label=sub)
+                ax.set_title(f"{regime} energy, h = {name}", fontsize=8)
+        axes[0, 0].legend(fontsize=7)
+        axes[1, 0].set_xlabel("t")
+        axes[1, 1].set_xlabel("t")
+
+    data = {"T": T, "s": s, "max_abs_dE": {name: np.abs(d).max(axis=1).tolist()
+                                           for name, (_, d) in runs.items()}}
+    return Outcome(checks, data, plot,
+                   notes="ε = ½, Lobatto-2 and both initial conditions are the paper's; "
+                         "T is a spec proposal. max_abs_dE[h][subsystem][regime].")
+
+
+# ----------------------------------------------------------------------------- Fig. 6
+@experiment("high-order-fig6-chaotic-mse", paper=PAPER,
+            title="Fig. 6: fully chaotic system, ensemble energy MSE μ(E, k) (Lobatto-2, -3)",
+            claim="μ(E, k)/h⁴ (Lobatto-2) and μ(E, k)/h¹⁰ (Lobatto-3) collapse for different h")
+def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float | None = None,
+                       t_final: float | None = None) -> Outcome:
+    """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
+    step sizes at t = 20 must lie in [0.7, 1.4] (spec §8 item 9). The paper's p = 10 for
+    Lobatto-3 is a typo for 8 = 2(2s − 2) (spec A2), recorded as a deficiency check. Full runs
+    (T = 200) also require agreement within a factor 4 at the end (chaos spreads the ratios)."""
+    T = t_final or (20.0 if quick else 200.0)
+    h1 = h or 0.1
+    hs = (h1, h1 / 2)
+    sysm = chaotic.system()
+    q0, v0 = chaotic.ensemble()
+    E0 = chaotic.energy(q0, v0)
+    checks: list[Check] = []
+    curves = {}
+    for s in (2, 3):
+        prk = NonholonomicPRK(lobatto_iiia_iiib(s))
+        mu = {}
+        for hh in hs:
+            tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=round(T / hh))
+            if not tr.success:
+                raise RuntimeError(f"s = {s}, h = {hh}: {tr.message}")
+            mu[hh] = (tr.t, np.mean((chaotic.energy(tr.q, tr.v) - E0) ** 2, axis=-1))
+        curves[s] = mu
+        p = 2 * (2 * s - 2)
+        at20 = [mu[hh][1][np.argmin(np.abs(mu[hh][0] - min(20.0, T)))] for hh in hs]
+        ratio = (at20[0] / hs[0] ** p) / (at20[1] / hs[1] ** p)
+        checks.append(Check(f"Lobatto-{s}: (μ/h^{p}) at h = {hs[0]:g} over h = {hs[1]:g}, "
+                            f"t = {min(20.0, T):g}", ratio, "collapse: in [0.7, 1.4]",
+                            bool(0.7 <= ratio <= 1.4)))
+        if s == 3:
+            r10 = (at20[0] / hs[0] ** 10) / (at20[1] / hs[1] ** 10)
+            checks.append(Check("Lobatto-3: paper's scaling μ/h¹⁰, ratio between the two h",
+                                r10, "collapse: in [0.7, 1.4]", bool(0.7 <= r10 <= 1.4),
+                                deficiency="typo in the paper (spec A2): the collapse is with "
+                                           "h⁸ = h^{2(2s−2)}, not h¹⁰"))
+        if T > 20.0:
+            end = (mu[hs[0]][1][-1] / hs[0] ** p) / (mu[hs[1]][1][-1] / hs[1] ** p)
+            checks.append(Check(f"Lobatto-{s}: μ/h^{p} ratio at t = {T:g}", end,
+                                "within a factor 4 (chaotic spreading)",
+                                bool(0.25 <= end <= 4.0)))
+
+    def plot(fig) -> None:
+        axes = fig.subplots(1, 2)
+        for ax, s in zip(axes, (2, 3)):
+            p = 2 * (2 * s - 2)
+            for hh, (tt, m) in curves[s].items():
+                ax.semilogy(tt[1:], m[1:] / hh**p, lw=0.7, label=f"h = {hh:g}")
+            ax.set_title(f"Lobatto-{s}: μ(E, k)/h^{p}", fontsize=9)
+            ax.set_xlabel("t")
+            ax.legend(fontsize=7)
+
+    return Outcome(checks, {"T": T, "hs": hs, "E0": float(E0[0])}, plot,
+                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06.")
+
+
+# ----------------------------------------------------------------------------- Fig. 7
+@experiment("high-order-fig7-disc-orders", paper=PAPER,
+            title="Fig. 7: vertical disc with spring on SE(2), convergence (cay and exp)",
+            claim="g and η converge with order 2s − 2; λ with order s (even s) or s − 1 (odd s); "
+                  "the constraint holds at the nodes")
+def disc_orders(quick: bool = False, method: str | None = None, h: float | None = None,
+                t_final: float | None = None) -> Outcome:
+    """LieNonholonomicPRK s = 2, 3, 4 with both retractions (``method`` = "cayley" or "exp"
+    to run one), T = 3 (spec §5.4 proposal), against the exact reduced
+    ODE (DOP853 1e-13). The spec's h = 0.2 is pre-asymptotic for λ at s = 2, so the sweep is
+    h ∈ {0.1, 0.05, 0.025}."""
+    T = t_final or vertical_disc.T_FINAL
+    hs = tuple(x * (h / 0.1) for x in (0.1, 0.05, 0.025)) if h else (0.1, 0.05, 0.025)
+    retractions = (method,) if method else ("cayley", "exp")
+    sysm = vertical_disc.lie_system()
+    g0, eta0 = vertical_disc.initial_group()
+    gr, er, lr = vertical_disc.reference(np.array([0.0, T]))
+    checks: list[Check] = []
+    results: dict[Any, dict[str, Any]] = {}
+    v2 = 0.0
+    for kind in retractions:
+        for s in (2, 3, 4):
+            prk = LieNonholonomicPRK(s, retraction=kind)
+            eg, ee, el = [], [], []
+            for hh in hs:
+                tr = integrate(sysm, prk, g0, eta0, h=hh, n_steps=_grid(T, hh))
+                if not tr.success:
+                    raise RuntimeError(f"{kind}, s = {s}, h = {hh}: {tr.message}")
+                eg.append(_rel(tr.q[-1] - gr[-1], gr[-1]))
+                ee.append(_rel(tr.v[-1] - er[-1], er[-1]))
+                el.append(_rel(tr.lam[-1] - lr[-1], lr[-1]))
+                v2 = max(v2, float(np.max(np.abs(tr.v[:, 1]))))
+            results[f"{kind} s={s}"] = {"hs": list(hs), "g": eg, "eta": ee, "lambda": el}
+            checks.append(check_order(f"{kind}, s={s}: order of g", hs, eg, 2 * s - 2))
+            checks.append(check_order(f"{kind}, s={s}: order of η", hs, ee, 2 * s - 2))
+            checks.append(check_order(f"{kind}, s={s}: order of λ", hs, el, _lambda_order(s)))
+    checks.append(check_bound("max |v₂| at the nodes", v2, 1e-12))
+    return Outcome(checks, {"T": T, "errors": results},
+                   _order_plot(results, ("g", "eta", "lambda"), "disc"),
+                   notes="m = 1, I_z = 0.5, (x, y, θ)0 = (1, 0.5, 0.3), η0 = (0.8, 0, 1.2), T = 3: "
+                         "spec §5.4 proposals. Relative ∞-norm errors.")
+
+
+# ----------------------------------------------------------------------------- Fig. 8
+@experiment("high-order-fig8-ball-integrals", paper=PAPER,
+            title="Fig. 8: homogeneous ball on a rotating turntable, first integrals "
+                  "(Lobatto-3, cay)",
+            claim="I1, I2, I3 preserved to solver tolerance; the moving energy bounded without "
+                  "drift")
+def ball_first_integrals(quick: bool = False, method: str | None = None, h: float | None = None,
+                         t_final: float | None = None) -> Outcome:
+    """Physical constraint (spec A1), s = 3, cay, h = 0.1, T = 100 (spec proposals; quick:
+    T = 50). Bounds from spec §8 item 11: |ΔI_k| ≤ 1e-12, |ΔE_mov| ≤ 1e-8 and no growth
+    (max over the second half ≤ 1.5 × the first). The full run adds the convergence against the
+    closed form (T = 4, s = 2, 3, 4)."""
+    T = t_final or (50.0 if quick else turntable_ball.T_FINAL)
+    hh = h or 0.1
+    s = int(method) if method else 3
+    sysm = turntable_ball.system()
+    g0, eta0 = turntable_ball.initial()
+    tr = integrate(sysm, LieNonholonomicPRK(s, retraction="cayley"), g0, eta0, h=hh,
+                   n_steps=round(T / hh))
+    if not tr.success:
+        raise RuntimeError(tr.message)
+    I = turntable_ball.first_integrals(tr.q, tr.v)
+    dI = I - I[0]
+    checks = [check_bound(f"max |ΔI{k + 1}|", np.abs(dI[:, k]).max(), 1e-12) for k in range(3)]
+    emov = np.abs(dI[:, 3])
+    checks.append(check_bound("max |ΔE_mov|", emov.max(), 1e-8, "bounded, ≤ 1e-8 (spec §8)"))
+    halves = [p.max() for p in np.array_split(emov[1:], 2)]
+    growth = halves[1] / halves[0]
+    checks.append(Check("E_mov: max over 2nd half / 1st half", growth, "no drift: ≤ 1.5",
+                        bool(growth <= 1.5)))
+    checks.append(check_bound("max constraint residual",
+                              np.abs(sysm.residual(tr.q, tr.v)).max(), 1e-12))
+    data: dict[str, Any] = {"T": T, "h": hh, "s": s, "max_abs_dI": np.abs(dI).max(0).tolist()}
+    if not quick:
+        gr, _, _ = turntable_ball.reference(np.array([0.0, 4.0]))
+        conv = {}
+        for ss in (2, 3, 4):
+            hs = (0.4, 0.2, 0.1) if ss < 4 else (0.8, 0.4, 0.2)
+            errs = []
+            for hc in hs:
+                tc = integrate(sysm, LieNonholonomicPRK(ss), g0, eta0, h=hc, n_steps=_grid(4.0, hc))
+                errs.append(_rel(tc.q[-1] - gr[-1], gr[-1]))
+            conv[ss] = (hs, errs)
+            checks.append(check_order(f"s={ss}: order of g vs the closed form", hs, errs,
+                                      2 * ss - 2))
+        data["convergence"] = {k: {"hs": list(v[0]), "g": v[1]} for k, v in conv.items()}
+
+    def plot(fig) -> None:
+        axes = fig.subplots(1, 2)
+        for k in range(3):
+            axes[0].plot(tr.t, dI[:, k], lw=0.7, label=f"I{k + 1} − I{k + 1}(0)")
+        axes[0].legend(fontsize=7)
+        axes[0].set_xlabel("t")
+        axes[1].plot(tr.t, dI[:, 3], lw=0.7)
+        axes[1].set_title("E_mov − E_mov(0)", fontsize=9)
+        axes[1].set_xlabel("t")
+
+    return Outcome(checks, data, plot,
+                   notes="r = 1, a = 2/5, Ω = 1, R0 = I, (x, y)0 = (1, 0), ω0 = (0.3, −0.2, 0.5): "
+                         "spec §5.5 proposals; physical constraint (ω = R ω_b).")
+
+

@@ -1,0 +1,258 @@
+"""Experiments of "High-order integrators for Lagrangian systems on homogeneous spaces via
+nonholonomic mechanics" (§5): the spherical pendulum and the spherical Kepler problem on
+S² = SO(3)/SO(2), integrated as nonholonomic systems on SO(3) with ``LieNonholonomicPRK``.
+
+Settings the paper omits are the spec's proposals (homogeneous-spaces-rkmk §7.4, §9 item 1,
+Addendum): m = M = α = ρ = 1, X = e₃; the reference is the ambient ODE on S² ⊂ R³ (DOP853,
+rtol 1e-13), independent of the group lift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from chetaev.discrete_lagrangian import SingularMatrixError, integrate
+from chetaev.nh_integrators import LieNonholonomicPRK
+
+from .._registry import Check, Outcome, check_bound, check_order, experiment
+from ..models import sphere_pendulum, spherical_kepler
+
+__all__ = [
+    "kepler_orbits",
+    "pendulum_energy_by_multiplier_rule",
+    "sphere_orders",
+    "weighted_sum_closure",
+]
+
+PAPER = "homogeneous-spaces-rkmk"
+
+
+def _sphere_errors(model: Any, s: int, kind: str, hs: tuple[float, ...], T: float
+                   ) -> tuple[list[float], list[float], list[float], float]:
+    xr, vr = model.reference(np.array([0.0, T]))
+    sysm = model.lift_system()
+    ex, ev, el, off = [], [], [], 0.0
+    for h in hs:
+        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), model.G0, model.ETA0, h=h,
+                       n_steps=round(T / h))
+        if not tr.success:
+            raise RuntimeError(f"s = {s}, h = {h}: {tr.message}")
+        x, v = model.to_ambient(tr.q, tr.v)
+        ex.append(float(np.max(np.abs(x[-1] - xr[-1]))))
+        ev.append(float(np.max(np.abs(v[-1] - vr[-1]))))
+        el.append(float(np.max(np.abs(tr.lam[-1]))))  # exact multiplier: λ ≡ 0
+        off = max(off, float(np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0))),
+                  float(np.max(np.abs(tr.v[:, 2]))))
+    return ex, ev, el, off
+
+
+@experiment("homogeneous-fig5-sphere-orders", paper=PAPER,
+            title="Fig. 5: spherical pendulum and Kepler problem, convergence "
+                  "(τ = exp, s = 2, 3, 4)",
+            claim="slopes 2, 4, 6 in configuration and velocity; multipliers: s = 2 better than "
+                  "predicted (Λ ≡ 0), order 2 for s = 3 and 4 for s = 4")
+def sphere_orders(quick: bool = False, method: str | None = None, h: float | None = None,
+                  t_final: float | None = None) -> Outcome:
+    """x = g e₃ and ẋ against the ambient ODE at T (pendulum T = 2, h = 0.2/2ʲ; Kepler T = 1,
+    h = 0.1/2ʲ; spec §7.4). ``method`` chooses the retraction (default "exp", as Fig. 5)."""
+    kind = method or "exp"
+    cases = {"pendulum": (sphere_pendulum, (0.2, 0.1, 0.05), 2.0),
+             "kepler": (spherical_kepler, (0.1, 0.05, 0.025), 1.0)}
+    checks: list[Check] = []
+    results: dict[str, dict[str, Any]] = {}
+    off = 0.0
+    for name, (model, hs, T) in cases.items():
+        if h:
+            hs = tuple(x * h / hs[0] for x in hs)
+        T = t_final or T
+        for s in (2, 3, 4):
+            ex, ev, el, o = _sphere_errors(model, s, kind, hs, T)
+            off = max(off, o)
+            results[f"{name} s={s}"] = {"hs": list(hs), "x": ex, "xdot": ev, "Lambda": el}
+            checks.append(check_order(f"{name}, s={s}: order of x", hs, ex, 2 * s - 2))
+            checks.append(check_order(f"{name}, s={s}: order of ẋ", hs, ev, 2 * s - 2))
+            if s == 2:
+                checks.append(check_bound(f"{name}, s=2: max |Λ| (exact 0; F2)", max(el), 1e-11))
+            else:
+                checks.append(check_order(f"{name}, s={s}: order of Λ", hs, el,
+                                          2 if s == 3 else 4))
+    checks.append(check_bound("max(| |x| − 1 |, |η₃|) at the nodes", off, 1e-13))
+
+    def plot(fig) -> None:
+        axes = fig.subplots(1, 2)
+        for key, r in results.items():
+            axes[0].loglog(r["hs"], r["x"], "o-", label=key)
+            if not key.endswith("s=2"):
+                axes[1].loglog(r["hs"], r["Lambda"], "o-", label=key)
+        axes[0].set_title("error in x = g e₃", fontsize=9)
+        axes[1].set_title("|Λ| (exact multiplier 0)", fontsize=9)
+        for ax in axes:
+            ax.set_xlabel("h")
+            ax.legend(fontsize=6)
+
+    return Outcome(checks, {"retraction": kind, "errors": results}, plot,
+                   notes="m = M = α = ρ = 1, X = e₃ (spec §9 item 1); reference: ambient ODE on "
+                         "S² (DOP853, rtol 1e-13).")
+
+
+def _fifths(a: np.ndarray) -> list[float]:
+    return [float(np.max(p)) for p in np.array_split(np.abs(a), 5)]
+
+
+@experiment("homogeneous-fig1-4-pendulum-energy", paper=PAPER,
+            title="Figs. 1–4: spherical pendulum, energy and multipliers per multiplier rule "
+                  "(τ = cay, h = 0.1)",
+            claim="s = 2, 4: energy and multipliers bounded; s = 3 with Λ-concatenation: the "
+                  "multiplier drifts; s = 3 with another closure works well; x stays on S²")
+def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None = None,
+                                       h: float | None = None, t_final: float | None = None
+                                       ) -> Outcome:
+    """Runs (s, rule) = (2, carry), (3, carry), (3, zero_first), (4, carry) to T = 200 (quick:
+    T = 30). Bounded means: max over the last fifth ≤ 1.25 × the first fifth and below the spec
+    §7.4 magnitudes (×1.5). The Fig. 4 closure C3 (Σ bⱼΛʲ = 0) is singular on the lift
+    (spec §9 item 29); Fig. 4 is reproduced with C2 ("zero_first")."""
+    T = t_final or (30.0 if quick else 200.0)
+    hh = h or 0.1
+    kind = method or "cayley"
+    sysm = sphere_pendulum.lift_system()
+    runs = {}
+    for s, rule in ((2, "carry"), (3, "carry"), (3, "zero_first"), (4, "carry")):
+        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind, multiplier_rule=rule),
+                       sphere_pendulum.G0, sphere_pendulum.ETA0, h=hh, n_steps=round(T / hh))
+        if not tr.success:
+            raise RuntimeError(f"s = {s}, {rule}: {tr.message}")
+        x, v = sphere_pendulum.to_ambient(tr.q, tr.v)
+        E = sphere_pendulum.energy(x, v)
+        runs[s, rule] = (tr, E - E[0], x)
+    checks: list[Check] = []
+    bounds = {(2, "carry"): (6.91e-3, 7e-15), (3, "zero_first"): (2.46e-6, 4.67e-5),
+              (4, "carry"): (6.22e-10, 2.94e-7)}
+    on_sphere = 0.0
+    for (s, rule), (tr, dE, x) in runs.items():
+        on_sphere = max(on_sphere, float(np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0))),
+                        float(np.max(np.abs(tr.v[:, 2]))))
+        if (s, rule) not in bounds:
+            continue
+        emax, lmax = bounds[s, rule]
+        checks.append(check_bound(f"s={s} {rule}: max |E − E0|", np.abs(dE).max(), 1.5 * emax,
+                                  f"bounded, ≤ 1.5 × {emax:.2e} (spec §7.4)"))
+        f = _fifths(dE)
+        checks.append(Check(f"s={s} {rule}: energy error, last fifth / first fifth", f[-1] / f[0],
+                            "no drift: ≤ 1.25", bool(f[-1] <= 1.25 * f[0])))
+        checks.append(check_bound(f"s={s} {rule}: max |Λ|", np.abs(tr.lam).max(),
+                                  max(1.5 * lmax, 1e-13), "bounded (spec §7.4)"))
+        if s > 2:
+            fl = _fifths(tr.lam[:, 0])
+            checks.append(Check(f"s={s} {rule}: |Λ|, last fifth / first fifth", fl[-1] / fl[0],
+                                "no drift: ≤ 1.25", bool(fl[-1] <= 1.25 * fl[0])))
+    tr3, _, _ = runs[3, "carry"]
+    late = tr3.t > tr3.t[-1] / 2
+    slope = float(np.polyfit(tr3.t[late], tr3.lam[late, 0], 1)[0])
+    checks.append(Check("s=3 carry: Λ drift per unit time (the paper's instability)", slope,
+                        "drifts: |slope| > 5e-5 (spec: −2.05e-4)", bool(abs(slope) > 5e-5)))
+    fl = _fifths(tr3.lam[:, 0])
+    checks.append(Check("s=3 carry: |Λ|, last fifth / first fifth", fl[-1] / fl[0],
+                        "bounded: ≤ 1.25", bool(fl[-1] <= 1.25 * fl[0]),
+                        deficiency="s = 3 with Λ-concatenation: the multiplier error is "
+                                   "multiplied by R_A(∞) = +1 each step and drifts (spec F6, P6); "
+                                   "use multiplier_rule='zero_first'"))
+    checks.append(check_bound("max(| |x| − 1 |, |η₃|) over all runs", on_sphere, 1e-13,
+                              "x on S², 𝔪-constraint to round-off"))
+
+    def plot(fig) -> None:
+        axes = fig.subplots(1, 2)
+        for (s, rule), (tr, dE, _) in runs.items():
+            axes[0].semilogy(tr.t[1:], np.abs(dE[1:]) + 1e-18, lw=0.6, label=f"s={s} {rule}")
+            axes[1].semilogy(tr.t[1:], np.abs(tr.lam[1:, 0]) + 1e-18, lw=0.6,
+                             label=f"s={s} {rule}")
+        axes[0].set_title("|E − E0|", fontsize=9)
+        axes[1].set_title("|Λ|", fontsize=9)
+        for ax in axes:
+            ax.set_xlabel("t")
+        axes[0].legend(fontsize=6)
+
+    data = {"T": T, "h": hh, "retraction": kind, "lambda_slope_s3_carry": slope,
+            "max_abs_dE": {f"s={s} {r}": float(np.abs(d).max()) for (s, r), (_, d, _) in
+                           runs.items()}}
+    return Outcome(checks, data, plot,
+                   notes="m = M = α = 1 (spec §9 item 1); magnitudes from spec §7.4 (OUR "
+                         "independent check, not in the paper).")
+
+
+@experiment("homogeneous-fig4-weighted-sum-closure", paper=PAPER,
+            title="Fig. 4: s = 3 with the closure Σ bⱼΛʲ = 0 (C3)",
+            claim="the extra equation Σ bⱼΛʲ = 0 'works rather well'")
+def weighted_sum_closure(quick: bool = False, method: str | None = None,
+                         h: float | None = None, t_final: float | None = None) -> Outcome:
+    """One step of the C3 closure on the pendulum lift: the step is well posed (1) or the
+    Newton matrix is singular (0). On the lift C3 is implied by the end-point constraint
+    (discrete Noether identity, spec §9 item 29), so the paper's claim cannot be reproduced."""
+    hh = h or 0.1
+    sysm = sphere_pendulum.lift_system()
+    prk = LieNonholonomicPRK(3, retraction=method or "cayley", multiplier_rule="weighted_sum")
+    state = prk.initial_state(sysm, sphere_pendulum.G0, sphere_pendulum.ETA0)
+    try:
+        prk.step(sysm, state, hh)
+        solvable, msg = 1.0, "step solved"
+    except SingularMatrixError as exc:
+        solvable, msg = 0.0, str(exc)
+    check = Check("C3 step is well posed (1 = solved, 0 = singular)", solvable, "1 (well posed)",
+                  solvable == 1.0,
+                  deficiency="C3 is implied by φ(η_{k+1}) = 0 on a homogeneous-space lift "
+                             "(spec §9 item 29, F5): singular; Fig. 4 is reproduced with C2 "
+                             "('zero_first') in homogeneous-fig1-4-pendulum-energy")
+    return Outcome([check], {"message": msg}, None, notes=msg)
+
+
+@experiment("homogeneous-fig6-kepler-orbits", paper=PAPER,
+            title="Fig. 6: spherical Kepler orbits (τ = exp, h = 0.01, s = 2, 3, 4)",
+            claim="numerical precession as for planar Kepler with symplectic methods; the lower "
+                  "the order, the more noticeable; the orbit stays on S²")
+def kepler_orbits(quick: bool = False, method: str | None = None, h: float | None = None,
+                  t_final: float | None = None) -> Outcome:
+    """Position error against the ambient reference at T = 36 (about 10 radial periods; quick:
+    T = 3.6, one period), energy error, |x| − 1 and |η₃| (spec Addendum: 2.6e-3, 1.3e-7,
+    9.2e-12 at T = 36)."""
+    T = t_final or (3.6 if quick else 36.0)
+    hh = h or 0.01
+    kind = method or "exp"
+    n = round(T / hh)
+    t = hh * np.arange(n + 1)
+    xr, _ = spherical_kepler.reference(t)
+    sysm = spherical_kepler.lift_system()
+    checks: list[Check] = []
+    orbits, errs = {}, {}
+    on_sphere = 0.0
+    for s in (2, 3, 4):
+        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), spherical_kepler.G0,
+                       spherical_kepler.ETA0, h=hh, n_steps=n)
+        if not tr.success:
+            raise RuntimeError(f"s = {s}: {tr.message}")
+        x, v = spherical_kepler.to_ambient(tr.q, tr.v)
+        E = spherical_kepler.energy(x, v)
+        errs[s] = float(np.max(np.abs(x[-1] - xr[-1])))
+        orbits[s] = x
+        on_sphere = max(on_sphere, float(np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0))),
+                        float(np.max(np.abs(tr.v[:, 2]))))
+        checks.append(Check(f"s={s}: max |E − E0|", float(np.abs(E - E[0]).max()),
+                            "bounded, ≤ 1e-3", bool(np.abs(E - E[0]).max() <= 1e-3)))
+    for lo, hi in ((2, 3), (3, 4)):
+        ratio = errs[lo] / errs[hi]
+        checks.append(Check(f"|x − x_ref| at T: s={lo} over s={hi}", ratio,
+                            "lower order drifts more: > 10", bool(ratio > 10)))
+    checks.append(check_bound("max(| |x| − 1 |, |η₃|)", on_sphere, 1e-13))
+
+    def plot(fig) -> None:
+        ax = fig.add_subplot()
+        th = np.linspace(0, 2 * np.pi, 200)
+        ax.plot(np.cos(th), np.sin(th), "k", lw=0.3)
+        for s, x in orbits.items():
+            ax.plot(x[:, 0], x[:, 1], lw=0.5, label=f"s={s}")
+        ax.plot(xr[:, 0], xr[:, 1], "k--", lw=0.4, label="reference")
+        ax.set_aspect("equal")
+        ax.set_title("orbit projected on the (x₁, x₂) plane", fontsize=9)
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, {"T": T, "h": hh, "position_error": errs}, plot,
+                   notes="m = M = ρ = 1, X = e₃ (inferred, spec §7.2).")

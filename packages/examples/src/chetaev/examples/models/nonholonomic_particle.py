@@ -1,0 +1,101 @@
+"""Nonholonomic particle in a harmonic potential (high-order paper §7.1, Fig. 3).
+
+Q = R³, q = (x, y, z)::
+
+    L = ½|v|² − ½(x² + y²),     Φ(q, v) = v_z − y v_x = 0     (A(q) = (−y, 0, 1))
+
+Equations (spec high-order-nonholonomic §5.1): ẍ = −x − λy, ÿ = −y, z̈ = λ with
+λ(q, v) = (v_x v_y − x y)/(1 + y²) (sign convention d/dt ∂L/∂v − ∂L/∂q = Aᵀλ). y(t) is an exact
+harmonic oscillator; the energy ½|v|² + ½(x² + y²) is conserved.
+
+Formulations: the same :class:`ConstrainedSystem` runs in the Lagrangian form (eq. 14) and the
+Hamiltonian form (eq. 15, p = v) of ``NonholonomicPRK``; the GNI also applies (linear
+constraint on a vector space). :func:`reference` integrates the index-reduced ODE with the
+closed-form λ, written here independently of ``chetaev.discrete_lagrangian.reference_solution``.
+
+Initial data and horizon are NOT from the paper (it gives none): the spec §5.1 proposals
+q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25) (so that v_z = y v_x), T = 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    LinearVelocityConstraint,
+    MechanicalSystem,
+)
+
+from ._nh_common import dop853, row
+
+__all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "multiplier", "reference", "system"]
+
+#: Initial configuration (spec §5.1 proposal, not from the paper).
+Q0 = np.array([1.0, 0.5, 0.0])
+#: Initial velocity, v_z = y v_x (spec §5.1 proposal, not from the paper).
+V0 = np.array([0.5, 1.0, 0.25])
+#: Horizon of the convergence study (spec §5.1 proposal).
+T_FINAL = 2.0
+
+
+def system() -> ConstrainedSystem:
+    """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1))."""
+
+    def V(q):
+        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        return g
+
+    def hV(q):
+        H = np.zeros((*np.shape(q)[:-1], 3, 3))
+        H[..., 0, 0] = H[..., 1, 1] = 1.0
+        return H
+
+    def A(q):
+        y = q[..., 1]
+        return row(-y, np.zeros_like(y), np.ones_like(y))
+
+    def dA(q):  # dA[..., a, i, k] = ∂A_ai/∂q_k
+        D = np.zeros((*np.shape(q)[:-1], 1, 3, 3))
+        D[..., 0, 0, 1] = -1.0
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+def energy(q, v) -> np.ndarray:
+    """E = ½|v|² + ½(x² + y²), a first integral."""
+    q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+    return 0.5 * np.sum(v * v, axis=-1) + 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+
+def multiplier(q, v) -> np.ndarray:
+    """Exact λ(q, v) = (v_x v_y − x y)/(1 + y²), shape ``(..., 1)``."""
+    q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+    y = q[..., 1]
+    return ((v[..., 0] * v[..., 1] - q[..., 0] * y) / (1.0 + y * y))[..., None]
+
+
+def exact_y(t, q0=Q0, v0=V0) -> np.ndarray:
+    """The exact y(t) = y₀ cos t + ẏ₀ sin t (the constraint force has no y component)."""
+    t = np.asarray(t, dtype=float)
+    return q0[1] * np.cos(t) + v0[1] * np.sin(t)
+
+
+def _rhs(_t: float, z: np.ndarray) -> np.ndarray:
+    q, v = z[:3], z[3:]
+    lam = multiplier(q, v)[0]
+    acc = np.array([-q[0] - lam * q[1], -q[1], lam])
+    return np.concatenate([v, acc])
+
+
+def reference(t, q0=Q0, v0=V0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q(t), v(t), λ(t)) of the index-reduced ODE, DOP853 at rtol = atol = 1e-13."""
+    z = dop853(_rhs, np.concatenate([q0, v0]), t)
+    q, v = z[:, :3], z[:, 3:]
+    return q, v, multiplier(q, v)

@@ -1,0 +1,213 @@
+"""Experiments of "Discrete second order constrained Lagrangian systems: first results"
+(Borda, Fernández, Grillo 2013; spec ``dsocs-second-order-constraints.md``).
+
+* §4.1, Figs 2–3: the particle with prescribed curvature k ≡ 1 (exact solution known):
+  the discrete trajectory is a circle traversed at constant step length (discrete energy
+  preserved, symmetric method), "slowly left behind" by the exact one; the max x-error over
+  [0, 500] against h has slope ≈ 1.6.
+* §4.2, Figs 5–6: the inertia wheel pendulum with the Lyapunov constraint dV/dt = −F: the
+  pendulum is stabilized upright, V decays; the max θ-error over [0, 2000] against h has
+  slope ≈ 1.3 (reference: DOP853 on the closed-loop ODE instead of the paper's NDSolve).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from chetaev.dsocs import central_difference, convergence_study, iwp_dVdt
+
+from .._registry import Check, Outcome, check_bound, check_order, experiment
+from ..models import curvature_particle, inertia_wheel
+
+__all__ = [
+    "particle_figure_2",
+    "particle_figure_3",
+    "wheel_figure_5",
+    "wheel_figure_6",
+]
+
+PAPER = "dsocs-second-order-constraints"
+
+
+@experiment("dsocs-particle-figure-2", paper=PAPER,
+            title="Fig. 2: particle with prescribed curvature, trajectory over [0, 500]",
+            claim="the discrete trajectory keeps its amplitude and frequency (a circle), the "
+                  "discrete energy is preserved and the method is symmetric; the simulated "
+                  "solution is slowly left behind by the exact one")
+def particle_figure_2(quick: bool = False, method: str | None = None, h: float | None = None,
+                      t_final: float | None = None) -> Outcome:
+    """k ≡ 1, q(0) = 0, q̇(0) = (1, 1), paper start q1 = q0 + h q̇0, h = 0.1, T = 500."""
+    hh = 0.1 if h is None else float(h)
+    T = curvature_particle.T_FINAL if t_final is None else float(t_final)
+    n = round(T / hh)
+    q = curvature_particle.trajectory(hh, n)
+    t = hh * np.arange(n + 1)
+    q_ex, _ = curvature_particle.exact(t)
+    steps = np.linalg.norm(np.diff(q, axis=0), axis=1)
+    fit_c = _circle(q)
+    radius = np.linalg.norm(q - fit_c[:2], axis=1)
+    err = np.abs(q[:, 0] - q_ex[:, 0])
+    m = min(200, n)
+    back = curvature_particle.dsocs(-hh).trajectory(q[m], q[m - 1], m)
+    checks = [
+        check_bound("step length |q_{k+1} − q_k|: relative spread", float(np.ptp(steps) /
+                    steps[0]), 1e-12, "constant (discrete energy L_d preserved)"),
+        check_bound("distance to the fitted circle centre: spread", float(np.ptp(radius)),
+                    1e-10, "constant amplitude (a circle)"),
+        check_bound("reversibility: |q_0 after 200 steps forward and back|",
+                    float(np.linalg.norm(back[-1] - q[0])), 1e-11, "0 (symmetric method)"),
+        Check("max |x_k − x(t_k)| over [0, T] (the 'left behind' effect)", float(err.max()),
+              "O(1) at h = 0.1 over [0, 500], largest near the end (spec: 2.04 at t ≈ 496)",
+              bool(err.max() > 0.5 and t[np.argmax(err)] > 0.9 * T) if T >= 400 else True),
+    ]
+    data = {"h": hh, "T": T, "max_x_error": float(err.max()),
+            "t_at_max": float(t[np.argmax(err)])}
+
+    def plot(fig):
+        ax1 = fig.add_subplot(121)
+        ax1.plot(q[:, 0], q[:, 1], lw=0.5, label="DSOCS")
+        ax1.plot(q_ex[:, 0], q_ex[:, 1], "r--", lw=0.5, label="exact")
+        ax1.set_aspect("equal")
+        ax1.legend(fontsize=7)
+        ax2 = fig.add_subplot(122)
+        w = min(round(10 / hh), n)
+        ax2.plot(t[-w:], q[-w:, 0], label="x_k")
+        ax2.plot(t[-w:], q_ex[-w:, 0], "r--", label="x(t)")
+        ax2.set_xlabel("t (end of the run)")
+        ax2.legend(fontsize=7)
+
+    return Outcome(checks, data, plot)
+
+
+def _circle(q):
+    A = np.column_stack([q[:, 0], q[:, 1], np.ones(len(q))])
+    c = np.linalg.lstsq(A, q[:, 0] ** 2 + q[:, 1] ** 2, rcond=None)[0]
+    return np.array([c[0] / 2, c[1] / 2])
+
+
+@experiment("dsocs-particle-figure-3", paper=PAPER,
+            title="Fig. 3: particle, max x-error over [0, 500] against h",
+            claim="fitted slope ≈ 1.6 (the paper concludes 'convergent of order 1')")
+def particle_figure_3(quick: bool = False, method: str | None = None, h: float | None = None,
+                      t_final: float | None = None) -> Outcome:
+    """h ∈ {0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001} (quick: down to 0.002), exact
+    reference; paper start and the second-order start q1 = q0 + h v0 + ½h²a0 (spec §4.3)."""
+    hs = [0.1, 0.05, 0.02, 0.01, 0.005, 0.002] + ([] if quick else [0.001])
+    if h is not None:
+        hs = [float(h) / 2**k for k in range(4)]
+    T = curvature_particle.T_FINAL if t_final is None else float(t_final)
+    paper = convergence_study("particle", hs=hs, t_final=T, start="paper")
+    second = convergence_study("particle", hs=hs, t_final=T, start="second_order")
+    checks = [
+        check_order("paper start: LS slope of the max x-error", paper.h, paper.error, 1.6,
+                    tol=0.1),
+        check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
+                    second.error, 2.0),
+    ]
+    data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
+            "second_order_start": second.error.tolist()}
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
+        ax.loglog(second.h, second.error, "s-",
+                  label=f"second-order start (slope {second.slope:.2f})")
+        ax.set_xlabel("h")
+        ax.set_ylabel(f"max |x_k − x(t_k)| on [0, {T:g}]")
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, data, plot,
+                   notes="The fitted slope between 1 and 2 is pre-asymptotic: the first-order "
+                         "start gives a persistent O(h) error, the phase drift is O(h²t) "
+                         "(spec §4.3).")
+
+
+@experiment("dsocs-wheel-figure-5", paper=PAPER,
+            title="Fig. 5: inertia wheel pendulum stabilized by the Lyapunov constraint",
+            claim="θ and ψ show damped oscillations, the pendulum stabilizes upright at "
+                  "t ≈ 1000 and V decreases to ≈ 0 at t ≈ 500 (h = 0.1)")
+def wheel_figure_5(quick: bool = False, method: str | None = None, h: float | None = None,
+                   t_final: float | None = None) -> Outcome:
+    """h = 0.1, paper start, [0, 2000] (physical-root branch, 20 000 steps): the discrete
+    constraint dV/dt_d = −F_d ≤ 0 at every step, V_d(500)/V(0), max |θ| on [1000, 2000]."""
+    hh = 0.1 if h is None else float(h)
+    T = inertia_wheel.T_FINAL if t_final is None else float(t_final)
+    n = round(T / hh)
+    nodes = inertia_wheel.trajectory(hh, n)
+    q, v, a = central_difference(nodes[:-2], nodes[1:-1], nodes[2:], hh)
+    dvdt = iwp_dVdt(q, v, a, inertia_wheel.PARAMETERS)
+    F = inertia_wheel.dissipation(q, v)
+    V = inertia_wheel.lyapunov(q, v)
+    V0 = float(inertia_wheel.lyapunov(inertia_wheel.Q0, inertia_wheel.V0))
+    t = hh * np.arange(1, n)
+    checks = [
+        check_bound("max |dV/dt_d + F_d| / (|dV/dt_d| + F_d + 1)",
+                    float(np.max(np.abs(dvdt + F) / (np.abs(dvdt) + F + 1.0))), 1e-8,
+                    "0: the discrete constraint dV/dt = −F holds at every step"),
+    ]
+    if T >= 500:
+        checks.append(check_bound("V_d(t = 500) / V(0)", float(V[np.searchsorted(t, 500.0)] / V0),
+                                  0.02, "≈ 0 on Fig. 5's linear scale (< 2 %)"))
+    if T >= 1500:
+        checks.append(check_bound("max |θ_k| on [1000, T]",
+                                  float(np.max(np.abs(nodes[round(1000 / hh):, 0]))), 0.05,
+                                  "stabilized upright (θ → 0)"))
+    data = {"h": hh, "T": T, "V_end_over_V0": float(V[-1] / V0)}
+    stride = max(1, n // 4000)
+
+    def plot(fig):
+        ax1 = fig.add_subplot(131)
+        ax1.plot(hh * np.arange(n + 1)[::stride], nodes[::stride, 0], lw=0.4)
+        ax1.set_title("θ")
+        ax2 = fig.add_subplot(132)
+        ax2.plot(hh * np.arange(n + 1)[::stride], nodes[::stride, 1], lw=0.4)
+        ax2.set_title("ψ")
+        ax3 = fig.add_subplot(133)
+        ax3.plot(t[::stride], V[::stride], lw=0.6)
+        ax3.set_title("V")
+        for ax in (ax1, ax2, ax3):
+            ax.set_xlabel("t")
+
+    return Outcome(checks, data, plot,
+                   notes="V does not reach 0 on [0, 2000]: it plateaus at about 1.3 % of V(0) "
+                         "(spec §4.2); 'tending to zero' is read on the paper's linear scale.")
+
+
+@experiment("dsocs-wheel-figure-6", paper=PAPER,
+            title="Fig. 6: inertia wheel pendulum, max θ-error against h",
+            claim="fitted slope ≈ 1.3 (the paper concludes 'order 1')")
+def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | None = None,
+                   t_final: float | None = None) -> Outcome:
+    """h ∈ {0.1, 0.05, 0.02, 0.01, 0.005, 0.002}; max |θ_k − θ_ref(t_k)| over [0, 2000]
+    (quick: h ≥ 0.005 on [0, 250], where every maximum of this h range already occurs, see
+    the dsocs tests); reference DOP853 (rtol 1e-13) on the closed-loop ODE."""
+    hs = [0.1, 0.05, 0.02, 0.01, 0.005] + ([] if quick else [0.002])
+    if h is not None:
+        hs = [float(h) / 2**k for k in range(4)]
+    T = (250.0 if quick else inertia_wheel.T_FINAL) if t_final is None else float(t_final)
+    ref = inertia_wheel.reference(T)
+    paper = convergence_study("inertia_wheel", hs=hs, t_final=T, start="paper", reference=ref)
+    second = convergence_study("inertia_wheel", hs=hs, t_final=T, start="second_order",
+                               reference=ref)
+    small = paper.h <= 0.02
+    ratio = paper.error[small] / paper.h[small]
+    checks = [
+        check_order("paper start: LS slope of the max θ-error", paper.h, paper.error, 1.3),
+        check_bound("paper start, h ≤ 0.02: spread of error/h (start-up transient, order 1)",
+                    float(np.ptp(ratio) / np.mean(ratio)) if small.any() else 0.0, 0.1,
+                    "error ≈ 0.66 h (spec §4.2)"),
+        check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
+                    second.error, 2.0),
+    ]
+    data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
+            "second_order_start": second.error.tolist(), "T": T}
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
+        ax.loglog(second.h, second.error, "s-",
+                  label=f"second-order start (slope {second.slope:.2f})")
+        ax.set_xlabel("h")
+        ax.set_ylabel(f"max |θ_k − θ(t_k)| on [0, {T:g}]")
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, data, plot)

@@ -1,0 +1,329 @@
+"""Experiments of "New developments on the Geometric Nonholonomic Integrator" (Ferraro,
+Jiménez, Martín de Diego; spec ``geometric-nonholonomic-integrator.md``).
+
+* Orders of GNI Euler A/B (Thm 5.2), nonholonomic RATTLE, the composition of Remark 5.5 and
+  the affine variant, on the nonlinear nonholonomic particle of the spec (§3, the paper has
+  no §5 example).
+* The ball on a rotating table (§7.4): Fig. 1 (errors against the exact homogeneous-ball
+  solution), Fig. 2 (the stable circle over 10⁴ steps), Fig. 3 (slopes 1, 1, 2 of position,
+  ω and energy errors with the paper's start), and the exact conservation properties
+  (energy for a bi-invariant metric, spec row 3.6; discrete momentum for I1 = I2, row 3.8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from chetaev.discrete_lagrangian import integrate
+from chetaev.gni import GNI, Composition, ReducedGNI, pre_post_from_node
+from chetaev.gni.testing import nonholonomic_particle
+
+from .._registry import Check, Outcome, check_bound, check_order, experiment
+from ..models import chaplygin_ball
+
+__all__ = [
+    "ball_conservation",
+    "ball_figure_1",
+    "ball_figure_2",
+    "ball_figure_3",
+    "particle_orders",
+]
+
+PAPER = "geometric-nonholonomic-integrator"
+
+_VARIANTS = {
+    "euler_a": (lambda: GNI("euler_a"), False, 1, "GNI Euler A (Thm 5.2)"),
+    "euler_b": (lambda: GNI("euler_b"), False, 1, "GNI Euler B (Thm 5.2)"),
+    "rattle": (lambda: GNI("rattle"), False, 2, "nonholonomic RATTLE (Rem. 5.1)"),
+    "composition": (lambda: Composition((GNI("euler_b"), GNI("euler_a"))), False, 2,
+                    "F_A^{h/2}∘F_B^{h/2} (Rem. 5.5)"),
+    "affine_rattle": (lambda: GNI("rattle"), True, 2, "affine RATTLE (Def 6.1)"),
+}
+
+
+@experiment("gni-particle-orders", paper=PAPER,
+            title="Orders of the GNI variants (nonholonomic particle)",
+            claim="GNI Euler A and B are of order 1 (Thm 5.2); RATTLE and the composition of "
+                  "Remark 5.5 are of order 2")
+def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
+                    t_final: float | None = None) -> Outcome:
+    """‖q_N − q(T)‖ and ‖v_N − v(T)‖ at T = 5 against DOP853 (spec §3 particle), N = 50·2^k
+    (k = 0..2 quick, 0..3 full); also the constraint residual of every node."""
+    names = list(_VARIANTS) if method is None else [method]
+    for name in names:
+        if name not in _VARIANTS:
+            raise ValueError(f"unknown method {name!r}; expected one of {sorted(_VARIANTS)}")
+    T = 5.0 if t_final is None else float(t_final)
+    h0 = T / 50 if h is None else float(h)
+    hs = h0 / 2.0 ** np.arange(3 if quick else 4)
+    checks, data = [], {}
+    worst = 0.0
+    for name in names:
+        make, affine, order, label = _VARIANTS[name]
+        problem = nonholonomic_particle(affine=affine)
+        q_ref, v_ref, _ = problem.reference([T])
+        eq, ev = [], []
+        for hh in hs:
+            traj = integrate(problem.system, make(), problem.q0, problem.v0, h=hh,
+                             n_steps=round(T / hh))
+            if not traj.success:
+                raise RuntimeError(f"{label} failed at h = {hh}: {traj.message}")
+            eq.append(float(np.linalg.norm(traj.q[-1] - q_ref[-1])))
+            ev.append(float(np.linalg.norm(traj.v[-1] - v_ref[-1])))
+            worst = max(worst, float(np.max(np.abs(traj.constraint_residual()))))
+        data[name] = {"h": hs.tolist(), "error_q": eq, "error_v": ev, "label": label}
+        checks.append(check_order(f"{label}: order in q", hs, eq, order))
+        checks.append(check_order(f"{label}: order in v", hs, ev, order))
+    checks.append(check_bound("max |Φ(q_k, v_k)| at the nodes", worst, 1e-10,
+                              "0 to solver tolerance (averaged momentum satisfies the "
+                              "constraint, §4)"))
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        for d in data.values():
+            ax.loglog(d["h"], d["error_q"], "o-", label=d["label"])
+        ax.set_xlabel("h")
+        ax.set_ylabel(f"‖q_N − q({T:g})‖")
+        ax.set_title("Nonholonomic particle (spec §3)")
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, data, plot,
+                   notes="The spec's note found order 1 for Remark 5.5 composing the "
+                         "(q, p̃, λ̃) maps; in the node-state form (q, v, λ) the A/B maps are "
+                         "exactly adjoint and the composition is of order 2.")
+
+
+def _run_ball(method, system, state, h, n):
+    xs, ws, states = [state.q], [state.carry["xi"]], [state]
+    for _ in range(n):
+        state = method.step(system, state, h)
+        xs.append(state.q)
+        ws.append(state.carry["xi"])
+        states.append(state)
+    return np.array(xs), ws, states
+
+
+def _centred_energy(x, w, h, mass, inertia):
+    """E_c,k = ½m|(x_{k+1} − x_{k−1})/(2h)|² + ½ω̄ᵀIω̄, ω̄ = (ω_k + ω_{k−1})/2 (spec §4.5), for
+    the nodes x_0..x_{n+1} and increments ω_0..ω_n; returns E_c at k = 1..n."""
+    k = np.arange(1, len(w))
+    xd = (x[k + 1] - x[k - 1]) / (2 * h)
+    wb = 0.5 * (w[k] + w[k - 1])
+    return 0.5 * mass * np.sum(xd**2, 1) + 0.5 * np.sum(np.asarray(inertia) * wb**2, 1)
+
+
+def _ball_errors(experiment_no, hs, T, start, exact):
+    """Max errors over [0, T] of position, ω (vs ω(t_k), or ω(t_k + h/2) for the consistent
+    start) and the centred energy, for each h."""
+    e = chaplygin_ball.EXPERIMENT_1 if experiment_no == 1 else chaplygin_ball.EXPERIMENT_2
+    sysb = chaplygin_ball.system(experiment_no)
+    meth = ReducedGNI()
+    x0, _ = chaplygin_ball.initial(experiment_no)
+    out = []
+    for h in hs:
+        n = round(T / h)
+        tk = h * np.arange(n + 2)
+        t_all = np.concatenate([tk, tk + h / 2])
+        xr, vr = exact(t_all)
+        xr_k, vr_k, vr_half = xr[: n + 2], vr[: n + 2], vr[n + 2:]
+        if start == "paper":
+            s = chaplygin_ball.paper_start(meth, experiment_no, h)
+        else:
+            s = meth.state_from_points(sysb, x0, xr_k[1], vr_half[0, 2:], h)
+        x, w, _ = _run_ball(meth, sysb, s, h, n)
+        x = np.concatenate([x0[None], x])  # x_0 .. x_{n+1}
+        w = np.array(w)  # ω_0 .. ω_n
+        eq = np.max(np.linalg.norm(x[: n + 1] - xr_k[: n + 1], axis=1))
+        w_ref = vr_k[: n + 1, 2:] if start == "paper" else vr_half[: n + 1, 2:]
+        ew = np.max(np.linalg.norm(w - w_ref, axis=1))
+        Ec = _centred_energy(x, w, h, e["mass"], e["inertia"])
+        Er = sysb.energy(xr_k[1: n + 1], vr_k[1: n + 1])
+        eE = np.max(np.abs(Ec - Er))
+        out.append((float(eq), float(ew), float(eE)))
+    return np.array(out)
+
+
+def _error_plot(hs, err, labels, title):
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        for i, lab in enumerate(labels):
+            ax.loglog(hs, err[:, i], "o-", label=lab)
+        ax.loglog(hs, err[0, 0] * (np.asarray(hs) / hs[0]), "k:", label="slope 1")
+        ax.loglog(hs, err[0, 2] * (np.asarray(hs) / hs[0]) ** 2, "k--", label="slope 2")
+        ax.set_xlabel("h")
+        ax.set_ylabel("max error")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+
+    return plot
+
+
+@experiment("gni-ball-figure-1", paper=PAPER,
+            title="Fig. 1: homogeneous ball on a rotating table, errors against the exact "
+                  "solution",
+            claim="the reduced GNI ball scheme (42) converges ('order-one consistent', §7.4)")
+def ball_figure_1(quick: bool = False, method: str | None = None, h: float | None = None,
+                  t_final: float | None = None) -> Outcome:
+    """Experiment 1, T = 10 (quick: 5), h = 0.1/2^k: max errors of position, ω and energy with
+    the paper's start (spec §4.4), and the consistent start (x_1 = x(h), ω_0 = ω(h/2))."""
+    T = (5.0 if quick else 10.0) if t_final is None else float(t_final)
+    h0 = 0.1 if h is None else float(h)
+    hs = h0 / 2.0 ** np.arange(3 if quick else 4)
+
+    def exact(t):
+        return chaplygin_ball.exact_homogeneous(t, 1)
+
+    paper = _ball_errors(1, hs, T, "paper", exact)
+    consistent = _ball_errors(1, hs, T, "consistent", exact)
+    from .._registry import fit_order
+
+    slope = fit_order(hs, paper[:, 0])
+    checks = [
+        Check("paper start: order of the position error", slope,
+              "≥ 1 − 0.25 (paper: order-one consistent; spec [V]: 2)", slope >= 0.75),
+        check_order("paper start: order of the centred energy error", hs, paper[:, 2], 2),
+        check_order("consistent start: order of the position error", hs, consistent[:, 0], 2),
+        check_order("consistent start: order of the ω error (vs ω(t_k + h/2))", hs,
+                    consistent[:, 1], 2),
+    ]
+    data = {"h": hs.tolist(), "paper_start": paper.tolist(),
+            "consistent_start": consistent.tolist(), "T": T}
+    return Outcome(checks, data,
+                   _error_plot(hs, paper, ["position", "ω", "energy"],
+                               f"Exp. 1, paper start, T = {T:g}"),
+                   notes="The paper gives no numbers for Fig. 1; its comparator [29] is not "
+                         "reproduced (equations not given).")
+
+
+def _circle_fit(x, y):
+    A = np.column_stack([x, y, np.ones_like(x)])
+    c = np.linalg.lstsq(A, x**2 + y**2, rcond=None)[0]
+    xc, yc = c[0] / 2, c[1] / 2
+    return np.array([xc, yc, np.sqrt(c[2] + xc**2 + yc**2)])
+
+
+@experiment("gni-ball-figure-2", paper=PAPER,
+            title="Fig. 2: the homogeneous ball's contact point stays on a circle",
+            claim="with h = 0.1 over 10⁴ steps the trajectory stays on the circle of the exact "
+                  "motion (centre (−1.5, 3.5), radius √2/0.4), without drift")
+def ball_figure_2(quick: bool = False, method: str | None = None, h: float | None = None,
+                  t_final: float | None = None) -> Outcome:
+    """Experiment 1, paper start, h = 0.1, 10⁴ steps (quick: 2·10³); circle fits over the
+    first and last 1000 steps."""
+    hh = 0.1 if h is None else float(h)
+    n = (2000 if quick else 10000) if t_final is None else round(float(t_final) / hh)
+    sysb = chaplygin_ball.system(1)
+    meth = ReducedGNI()
+    x0, _ = chaplygin_ball.initial(1)
+    x, w, _ = _run_ball(meth, sysb, chaplygin_ball.paper_start(meth, 1, hh), hh, n - 1)
+    x = np.concatenate([x0[None], x])
+    fit = _circle_fit(x[:, 0], x[:, 1])
+    win = min(1000, n // 2)
+    first = _circle_fit(x[:win, 0], x[:win, 1])
+    last = _circle_fit(x[-win:, 0], x[-win:, 1])
+    exact = np.array([-1.5, 3.5, np.sqrt(2) / 0.4])
+    w3 = float(np.max(np.abs([wi[2] for wi in w])))
+    checks = [
+        check_bound("|fitted centre − (−1.5, 3.5)|", float(np.linalg.norm(fit[:2] - exact[:2])),
+                    0.03, "near the exact centre (O(h) start offset; spec [V] 0.020)"),
+        check_bound("|fitted radius − √2/0.4|", float(abs(fit[2] - exact[2])), 0.02,
+                    "near the exact radius (spec [V] 0.015)"),
+        check_bound("drift: |fit(first window) − fit(last window)|",
+                    float(np.max(np.abs(first - last))), 1e-5, "no secular drift"),
+        check_bound("max |ω3|", w3, 1e-15 * n, "0 (exact solution has ω3 = 0)"),
+    ]
+    data = {"x": x.tolist(), "fit": fit.tolist(), "n_steps": n, "h": hh}
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        ax.plot(x[:, 0], x[:, 1], ".", ms=0.8)
+        ax.plot([0], [0], "k+", ms=10)
+        th = np.linspace(0, 2 * np.pi, 400)
+        ax.plot(exact[0] + exact[2] * np.cos(th), exact[1] + exact[2] * np.sin(th), "r--",
+                lw=0.6, label="exact circle")
+        ax.set_aspect("equal")
+        ax.set_title(f"Exp. 1: (x_k, y_k), h = {hh:g}, {n} steps")
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, data, plot)
+
+
+@experiment("gni-ball-figure-3", paper=PAPER,
+            title="Fig. 3: ball on a rotating table (Exp. 2), error slopes",
+            claim="errors in position and angular velocity decrease like h, the energy error "
+                  "like h² (Fig. 3 guide lines)")
+def ball_figure_3(quick: bool = False, method: str | None = None, h: float | None = None,
+                  t_final: float | None = None) -> Outcome:
+    """Experiment 2, T = 15, paper start, h = 0.1/2^k (k = 0..2 quick, 0..4 full), max errors
+    over [0, T] against DOP853 (rtol 1e-13); with the consistent start every slope is 2."""
+    T = 15.0 if t_final is None else float(t_final)
+    h0 = 0.1 if h is None else float(h)
+    hs = h0 / 2.0 ** np.arange(3 if quick else 5)
+
+    def exact(t):
+        order = np.argsort(t)
+        x, v = chaplygin_ball.reference(t[order], 2)
+        inv = np.empty_like(order)
+        inv[order] = np.arange(len(order))
+        return x[inv], v[inv]
+
+    paper = _ball_errors(2, hs, T, "paper", exact)
+    consistent = _ball_errors(2, hs, T, "consistent", exact)
+    checks = [
+        check_order("paper start: position error slope", hs, paper[:, 0], 1),
+        check_order("paper start: ω error slope (vs ω(t_k))", hs, paper[:, 1], 1),
+        check_order("paper start: centred energy error slope", hs, paper[:, 2], 2),
+        check_order("consistent start: position error slope", hs, consistent[:, 0], 2),
+    ]
+    data = {"h": hs.tolist(), "paper_start": paper.tolist(),
+            "consistent_start": consistent.tolist()}
+    return Outcome(checks, data,
+                   _error_plot(hs, paper, ["position", "ω", "energy"],
+                               "Exp. 2, paper start (Fig. 3)"),
+                   notes="The h sequence of the paper is not given; a halving sequence is "
+                         "used. The O(h) errors come from the first-order start (spec 3.7).")
+
+
+@experiment("gni-ball-conservation", paper=PAPER,
+            title="Exact discrete conservation laws of the ball scheme",
+            claim="energy is preserved for a bi-invariant metric with V = 0 and a fixed table "
+                  "(row 3.6, cited from [23]); the discrete nonholonomic momentum is preserved "
+                  "under a horizontal symmetry (I1 = I2, row 3.8)")
+def ball_conservation(quick: bool = False, method: str | None = None, h: float | None = None,
+                      t_final: float | None = None) -> Outcome:
+    """h = 0.1, 500 steps (quick: 200): E_d = ½p⁻ᵀG̃⁻¹p⁻ for I = 0.4·Id, Ω = 0; and
+    J3 = I3ω3 + (h²/4)ω3‖ω‖²_I for I = (1, 1, 1.2) in experiment 2."""
+    hh = 0.1 if h is None else float(h)
+    n = (200 if quick else 500) if t_final is None else round(float(t_final) / hh)
+    meth = ReducedGNI()
+    sysb = chaplygin_ball.system(1, inertia=(0.4, 0.4, 0.4), table_rate=0.0)
+    x0, v0 = np.zeros(2), np.array([0.3, -0.2, 0.2, 0.3, 1.5])
+    _, _, states = _run_ball(meth, sysb, meth.initial_state(sysb, x0, v0), hh, n)
+    Ed = []
+    for s in states:
+        pm, _ = pre_post_from_node(s.v, s.lam, sysb.metric, sysb.K(s.q), hh)
+        Ed.append(0.5 * pm @ np.linalg.solve(sysb.metric, pm))
+    Ed = np.array(Ed)
+    I = (1.0, 1.0, 1.2)
+    sys2 = chaplygin_ball.system(2, inertia=I)
+    e2 = dict(chaplygin_ball.EXPERIMENT_2, inertia=I)
+    _, w, _ = _run_ball(meth, sys2, chaplygin_ball.paper_start(meth, e2, hh), hh, n)
+    w = np.array(w)
+    J3 = I[2] * w[:, 2] + hh**2 / 4 * w[:, 2] * (w**2 @ np.array(I))
+    checks = [
+        check_bound("bi-invariant, Ω = 0: max |E_d − E_d(0)| / E_d(0)",
+                    float(np.max(np.abs(Ed - Ed[0])) / Ed[0]), 1e-12, "0 (exact)"),
+        check_bound("I1 = I2: max |J3 − J3(0)|", float(np.max(np.abs(J3 - J3[0]))), 1e-12,
+                    "0 (exact)"),
+        Check("I1 = I2: ptp(ω3) (ω3 itself is not conserved)", float(np.ptp(w[:, 2])),
+              "> 1e-3 (the check is not trivial)", bool(np.ptp(w[:, 2]) > 1e-3)),
+    ]
+    data = {"E_d": Ed.tolist(), "J3": J3.tolist()}
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        ax.semilogy(np.maximum(np.abs(Ed - Ed[0]) / Ed[0], 1e-17), label="|ΔE_d|/E_d")
+        ax.semilogy(np.maximum(np.abs(J3 - J3[0]), 1e-17), label="|ΔJ3|")
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+
+    return Outcome(checks, data, plot)

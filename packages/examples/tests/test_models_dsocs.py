@@ -1,0 +1,66 @@
+"""DSOCS models: particle with prescribed curvature, inertia wheel pendulum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from chetaev.examples.models import curvature_particle, inertia_wheel
+
+
+def test_particle_exact_solution_solves_the_ode():
+    t = np.linspace(0.0, 4.0, 401)
+    q, v = curvature_particle.exact(t)
+    rhs = curvature_particle.ode_rhs()
+    f = np.array([rhs(0.0, np.concatenate([qi, vi])) for qi, vi in zip(q, v)])
+    dt = t[1] - t[0]
+    np.testing.assert_allclose((q[2:] - q[:-2]) / (2 * dt), f[1:-1, :2], atol=1e-4)
+    np.testing.assert_allclose((v[2:] - v[:-2]) / (2 * dt), f[1:-1, 2:], atol=1e-4)
+    E = curvature_particle.energy(v)
+    np.testing.assert_allclose(E, 1.0, atol=1e-14)
+    # a circle of radius |v|/(k|v|)·... = 1/k through the origin
+    centre = np.array([-np.sqrt(2) / 2, np.sqrt(2) / 2])
+    np.testing.assert_allclose(np.linalg.norm(q - centre, axis=1), 1.0, atol=1e-14)
+
+
+def test_particle_starts():
+    h = 0.01
+    exact = curvature_particle.start(h, "exact")
+    e_paper = np.linalg.norm(curvature_particle.start(h, "paper") - exact)
+    e_second = np.linalg.norm(curvature_particle.start(h, "second_order") - exact)
+    assert e_paper == pytest.approx(0.5 * h**2 * 2, rel=0.01)  # ½h²|a0|, |a0| = 2
+    assert e_second < 1e-5
+    with pytest.raises(ValueError, match="start kind must be"):
+        curvature_particle.start(h, "fancy")
+
+
+def test_particle_trajectory_and_dsocs_agree():
+    h = 0.1
+    fast = curvature_particle.trajectory(h, 50)
+    generic = curvature_particle.dsocs(h).trajectory(fast[0], fast[1], 50)
+    assert fast.shape == (51, 2)
+    np.testing.assert_allclose(generic, fast, atol=1e-12)
+
+
+def test_wheel_initial_lyapunov_value_and_monotone_reference():
+    V0 = inertia_wheel.lyapunov(inertia_wheel.Q0, inertia_wheel.V0)
+    assert V0 == pytest.approx(14770.1624508, rel=1e-10)  # spec §4.2 [CHECKED]
+    ref = inertia_wheel.reference(20.0)
+    y = ref(np.linspace(0.0, 20.0, 2001))
+    V = inertia_wheel.lyapunov(y[:2].T, y[2:].T)
+    assert np.all(np.diff(V) <= 1e-6 * V[:-1])
+    assert np.all(inertia_wheel.dissipation(y[:2].T, y[2:].T) >= 0)
+    assert V[-1] < V[0]
+
+
+def test_wheel_starts_and_trajectory():
+    h = 0.02
+    q1 = inertia_wheel.start(h, "second_order")
+    ref = inertia_wheel.reference(0.1)
+    assert np.linalg.norm(q1 - ref(h)[:2]) < 1e-4
+    assert np.linalg.norm(inertia_wheel.start(h, "paper") - ref(h)[:2]) > 1e-3
+    nodes = inertia_wheel.trajectory(h, 100)
+    assert nodes.shape == (101, 2) and np.all(np.isfinite(nodes))
+    generic = inertia_wheel.dsocs(h).trajectory(nodes[0], nodes[1], 100)
+    np.testing.assert_allclose(generic, nodes, atol=1e-9)
+    with pytest.raises(ValueError, match="start kind must be"):
+        inertia_wheel.start(h, "fancy")

@@ -76,5 +76,7 @@ def fd_jacobian(
     dx = step_k[..., None] * eye  # (n, ..., n)
     both = np.concatenate([dx, -dx], axis=0)  # (2n, ..., n)
     fx = np.asarray(f(perturb(x, both)))
+    # an output that does not depend on x carries no perturbation axis: broadcast it
+    fx = np.broadcast_to(fx, (2 * n, *batch_shape, *fx.shape[fx.ndim - out_ndim:]))
     diff = (fx[:n] - fx[n:]) / (2.0 * step_k.reshape(step_k.shape + (1,) * out_ndim))
     return np.moveaxis(diff, 0, -1)

@@ -129,6 +129,7 @@ def fd_jacobian_of(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np
     eye = np.eye(N).reshape((N,) + (1,) * (x.ndim - 1) + (N,))
     dx = step_k[..., None] * eye
     F = np.asarray(fun(x + np.concatenate([dx, -dx], axis=0)))
+    F = np.broadcast_to(F, (2 * N, *x.shape[:-1], F.shape[-1]))
     D = (F[:N] - F[N:]) / (2.0 * step_k[..., None])  # (N, ..., N): [k, ..., i]
     return np.moveaxis(D, 0, -1)
 

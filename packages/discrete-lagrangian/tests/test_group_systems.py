@@ -29,7 +29,8 @@ def _general_top(analytic: bool):
         return 0.5 * np.einsum("...i,ij,...j->...", eta, I, eta) - top.V(R)
 
     def dl_dg(R, eta):
-        return np.broadcast_to(-top.gradV(R), (*np.broadcast_shapes(np.shape(R)[:-2], np.shape(eta)[:-1]), 3))
+        batch = np.broadcast_shapes(np.shape(R)[:-2], np.shape(eta)[:-1])
+        return np.broadcast_to(-top.gradV(R), (*batch, 3))
 
     def dl_deta(R, eta):
         return eta @ I.T

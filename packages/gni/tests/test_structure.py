@@ -122,9 +122,10 @@ def test_composition_differs_from_rattle_at_third_order(particle):
     assert abs(slope - 3) < 0.25
 
 
-def test_batched_initial_conditions_match_single_runs(affine_particle, rng):
+@pytest.mark.parametrize("form", ["momentum", "two_step"])
+def test_batched_initial_conditions_match_single_runs(form, affine_particle, rng):
     q, v, _ = _random_states(affine_particle, rng, k=3)
-    m = GNI("midpoint")
+    m = GNI("midpoint", form=form)
     traj = integrate(affine_particle.system, m, q, v, h=0.1, n_steps=30)
     assert traj.q.shape == (31, 3, 3) and traj.lam.shape == (31, 3, 1)
     for i in range(3):

@@ -1,0 +1,140 @@
+"""Models of the high-order nonholonomic paper: parameters, initial data, exact multipliers,
+invariants of the independent reference ODEs, conversions between formulations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from chetaev.examples.models import (
+    chaotic,
+    cvt,
+    nonholonomic_particle,
+    turntable_ball,
+    vertical_disc,
+)
+
+RNG = np.random.default_rng(7)
+
+
+def _on_constraint(sysm, q):
+    """Random velocities satisfying the linear constraint A(q)v = 0 at configurations q."""
+    v = RNG.normal(size=q.shape)
+    A = sysm.constraint.A(q)
+    rhs = np.einsum("...ij,...j->...i", A, v)[..., None]
+    corr = np.linalg.solve(A @ np.swapaxes(A, -1, -2), rhs)[..., 0]
+    return v - np.einsum("...ji,...j->...i", A, corr)
+
+
+def test_particle_data_multiplier_and_reference() -> None:
+    P = nonholonomic_particle
+    sysm = P.system()
+    assert abs(sysm.residual(P.Q0, P.V0)).max() < 1e-15
+    q = RNG.normal(size=(5, 3))
+    v = _on_constraint(sysm, q)
+    assert np.allclose(P.multiplier(q, v), sysm.multiplier(q, v), atol=1e-13)
+    t = np.linspace(0.0, 5.0, 11)
+    qr, vr, lr = P.reference(t)
+    assert np.abs(P.energy(qr, vr) - P.energy(P.Q0, P.V0)).max() < 1e-12
+    assert np.abs(sysm.residual(qr, vr)).max() < 1e-12
+    assert np.abs(qr[:, 1] - P.exact_y(t)).max() < 1e-12
+    assert np.allclose(lr, P.multiplier(qr, vr))
+
+
+def test_cvt_initial_energies_match_the_paper() -> None:
+    for v0, expected in ((cvt.V0_LOW, (0.8, 1.0, 1.8)), (cvt.V0_HIGH, (3.0, 1.0, 4.0))):
+        assert np.allclose(cvt.energies(cvt.Q0, v0), expected, atol=1e-14)
+        assert abs(cvt.system().residual(cvt.Q0, v0)).max() < 1e-15
+
+
+def test_cvt_multiplier_and_reference_invariants() -> None:
+    sysm = cvt.system()
+    q = RNG.normal(size=(5, 3))
+    v = _on_constraint(sysm, q)
+    assert np.allclose(cvt.multiplier(q, v), sysm.multiplier(q, v), atol=1e-13)
+    qr, vr, _ = cvt.reference(np.linspace(0.0, 10.0, 21), v0=cvt.V0_HIGH)
+    Ed, Ep, Et = cvt.energies(qr, vr)
+    for E in (Ed, Ep, Et):  # all three are exact first integrals
+        assert np.abs(E - E[0]).max() < 1e-11
+    assert np.abs(sysm.residual(qr, vr)).max() < 1e-11
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_chaotic_multiplier_any_m(m) -> None:
+    sysm = chaotic.system(m)
+    assert sysm.n == 2 * m + 1
+    q = RNG.normal(size=(4, 2 * m + 1))
+    v = _on_constraint(sysm, q)
+    assert np.allclose(chaotic.multiplier(q, v, m), sysm.multiplier(q, v), atol=1e-12)
+    assert np.allclose(chaotic.energy(q, v, m), sysm.energy(q, v), atol=1e-13)
+
+
+def test_chaotic_ensemble_and_reference() -> None:
+    q0, v0 = chaotic.ensemble()
+    assert q0.shape == (10, 7)
+    assert np.allclose(chaotic.energy(q0, v0), chaotic.E0, atol=1e-14)
+    assert np.abs(chaotic.system().residual(q0, v0)).max() < 1e-15
+    qr, vr, _ = chaotic.reference(np.linspace(0.0, 3.0, 7), q0[4], v0[4])
+    assert np.abs(chaotic.energy(qr, vr) - chaotic.E0).max() < 1e-11
+    assert chaotic.mse(chaotic.energy(q0, v0)) == pytest.approx(0.0, abs=1e-28)
+
+
+def test_chaotic_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="integer >= 2"):
+        chaotic.system(1)
+    with pytest.raises(ValueError, match="defined for m = 3"):
+        chaotic.ensemble(9, m=4)
+    with pytest.raises(ValueError, match="positive integer"):
+        chaotic.ensemble(0)
+
+
+def test_disc_formulations_describe_the_same_state() -> None:
+    D = vertical_disc
+    g0, eta0 = D.initial_group()
+    q0, v0 = D.initial_coordinates()
+    assert np.allclose(D.coordinates(g0), q0)
+    assert np.allclose(D.body_velocity(q0, v0), eta0)
+    lie, coords = D.lie_system(), D.coordinate_system()
+    assert abs(coords.residual(q0, v0)).max() < 1e-15
+    assert abs(lie.residual(g0, eta0)).max() < 1e-15
+    # same energy and the same multiplier in both formulations (same constraint covector)
+    assert lie.energy(g0, eta0) == pytest.approx(coords.energy(q0, v0), abs=1e-14)
+    assert lie.energy(g0, eta0) == pytest.approx(D.energy(q0, v0), abs=1e-14)
+    assert np.allclose(coords.multiplier(q0, v0), D.multiplier(q0, eta0), atol=1e-13)
+    assert np.allclose(lie.multiplier(g0, eta0), D.multiplier(q0, eta0), atol=1e-12)
+
+
+def test_disc_reference_and_conversions() -> None:
+    D = vertical_disc
+    t = np.linspace(0.0, 3.0, 31)
+    g, eta, lam = D.reference(t)
+    pose = D.coordinates(g)
+    assert np.allclose(pose[:, 2], D.POSE0[2] + D.ETA0[2] * t, atol=1e-12)  # θ = θ0 + ωt
+    v = D.spatial_velocity(pose, eta)
+    assert np.abs(D.energy(pose, v) - D.energy(pose[0], v[0])).max() < 1e-11
+    assert np.allclose(D.group_element(pose), g, atol=1e-14)
+    assert np.allclose(lam, D.multiplier(pose, eta))
+
+
+def test_ball_initial_data_satisfy_both_variants() -> None:
+    B = turntable_ball
+    g0, eta0 = B.initial()
+    assert np.allclose(eta0, [0.3, -0.2, 0.5, -0.2, 0.7])
+    assert abs(B.system().residual(g0, eta0)).max() < 1e-15
+    assert abs(B.literal_system().residual(g0, eta0)).max() < 1e-15
+    assert np.allclose(B.first_integrals(g0, eta0), B.first_integrals(g0, eta0, variant="literal"))
+    with pytest.raises(ValueError, match="'physical' or 'literal'"):
+        B.first_integrals(g0, eta0, variant="spatial")
+
+
+def test_ball_closed_form_preserves_the_first_integrals() -> None:
+    B = turntable_ball
+    g, eta, lam = B.reference(np.linspace(0.0, 10.0, 41))
+    I = B.first_integrals(g, eta)
+    assert np.abs(I - I[0]).max() < 1e-11
+    assert np.abs(B.system().residual(g, eta)).max() < 1e-11
+    assert np.allclose(lam, B.multiplier(eta))
+    # the centre moves on a circle of period 2π(1 + a)/(aΩ)
+    p = B.position(g)
+    kappa = B.A_INERTIA * B.TABLE_RATE / (1 + B.A_INERTIA)
+    centre = p[0] + np.array([[0.0, -1.0], [1.0, 0.0]]) @ eta[0, 3:] / kappa
+    assert np.ptp(np.linalg.norm(p - centre, axis=-1)) < 1e-10

@@ -255,3 +255,29 @@ def test_continuous_rule_equals_zero_first_on_sphere():
     ]
     assert np.max(np.abs(runs[0].q - runs[1].q)) < 1e-14
     assert np.max(np.abs(runs[0].lam - runs[1].lam)) < 1e-14
+
+
+def test_kepler_energy_and_multipliers_per_rule():
+    """Spherical Kepler, τ = exp, h = 0.05, T = 30 (our check; the note's addendum has h = 0.01):
+    energy bounded with no drift for s = 3 (both rules) and s = 4; with the default "carry"
+    rule the s = 3 multiplier drifts linearly (≈ +2.8e-4 per unit time here, ∝ h²: the addendum
+    gives +1.2e-5 at h = 0.01), with "zero_first" it stays bounded."""
+    sysc = spherical_kepler()
+    out = {}
+    for s, rule in [(3, "carry"), (3, "zero_first"), (4, "carry")]:
+        tr = integrate(sysc, LieNonholonomicPRK(s, "exp", rule), KEPLER_G0, KEPLER_ETA0, h=0.05,
+                       n_steps=600)
+        assert tr.success, tr.message
+        E = sysc.energy(tr.q, tr.v)
+        out[s, rule] = tr, np.abs(E - E[0])
+    for (s, _), (tr, dE) in out.items():
+        f = _fifths(dE)
+        assert f[-1] < 1.25 * f[0], (s, f)
+        assert np.max(dE) < (3e-5 if s == 3 else 1e-7)
+        assert abs(np.linalg.norm(sphere_point(tr.q[-1])) - 1.0) < 1e-14
+    tr, _ = out[3, "carry"]
+    late = tr.t > 15.0
+    slope = np.polyfit(tr.t[late], tr.lam[late, 0], 1)[0]
+    assert 1.5e-4 < slope < 4e-4, slope
+    fz = _fifths(out[3, "zero_first"][0].lam[:, 0])
+    assert max(fz) < 5e-3 and fz[-1] < 1.25 * fz[0], fz

@@ -181,6 +181,55 @@ def chaotic_ensemble(J: int = 9):
     return q0, v0
 
 
+# ---------------------------------------------------------------- particle x CVT (long runs)
+
+
+def particle_cvt_system(eps: float = 0.5) -> ConstrainedSystem:
+    """The particle (q[:3]) and the CVT (q[3:]) side by side as one decoupled system
+    (n = 6, m = 2), so one long run checks the energy of both."""
+
+    def V(q):
+        a, b = q[..., :3], q[..., 3:]
+        return 0.5 * (a[..., 0] ** 2 + a[..., 1] ** 2) + 0.5 * (
+            b[..., 0] ** 2
+            + b[..., 2] ** 2
+            - 2.0 * np.cos(b[..., 1])
+            + eps * np.sin(2.0 * b[..., 1])
+        )
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        y = q[..., 4]
+        g[..., 4] = np.sin(y) + eps * np.cos(2.0 * y)
+        return g
+
+    def hV(q):
+        H = _zeros_like_q(q, 6, 6)
+        H[..., 0, 0] = H[..., 1, 1] = H[..., 3, 3] = H[..., 5, 5] = 1.0
+        y = q[..., 4]
+        H[..., 4, 4] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
+        return H
+
+    def A(q):
+        M = _zeros_like_q(q, 2, 6)
+        M[..., 0, 0] = -q[..., 1]
+        M[..., 0, 2] = 1.0
+        M[..., 1, 3] = np.sin(q[..., 4])
+        M[..., 1, 5] = 1.0
+        return M
+
+    def dA(q):
+        D = _zeros_like_q(q, 2, 6, 6)
+        D[..., 0, 0, 1] = -1.0
+        D[..., 1, 3, 4] = np.cos(q[..., 4])
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(6), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
 # ---------------------------------------------------------------- Chaplygin sleigh
 
 
@@ -326,6 +375,7 @@ def nh():
         chaotic_system=chaotic_system,
         chaotic_ensemble=chaotic_ensemble,
         sleigh_system=sleigh_system,
+        particle_cvt_system=particle_cvt_system,
         SLEIGH_Q0=SLEIGH_Q0,
         SLEIGH_V0=SLEIGH_V0,
         general_particle_system=general_particle_system,

@@ -14,11 +14,18 @@ from ._homogeneous import (
     tait_bryan,
 )
 from ._lie_prk import MULTIPLIER_RULES, RETRACTIONS, LieNonholonomicPRK
-from ._nhprk import CONSTRAINT_MOMENTA, FORMS, MULTIPLIER_MODES, NonholonomicPRK
+from ._nhprk import (
+    CONSTRAINT_MOMENTA,
+    FORMS,
+    JACOBIAN_REUSE,
+    MULTIPLIER_MODES,
+    NonholonomicPRK,
+)
 
 __all__ = [
     "CONSTRAINT_MOMENTA",
     "FORMS",
+    "JACOBIAN_REUSE",
     "MULTIPLIER_MODES",
     "MULTIPLIER_RULES",
     "RETRACTIONS",

@@ -71,6 +71,31 @@ def stage_model(csys) -> StageModel:
 
     mechanical = bool(getattr(sys_, "is_mechanical", False))
     constant_mass = mechanical and bool(getattr(sys_, "constant_mass", False))
+    if constant_mass and hasattr(sys_, "gradV") and hasattr(sys_, "hessV"):
+        # fast path, L = v.M v/2 - V(q) with constant M: skip the generic wrappers
+        M = np.array(sys_.mass, dtype=float)
+        MT, MinvT = M.T.copy(), np.linalg.inv(M).T.copy()
+        zero = np.zeros((n, n))
+        gradV, hessV = sys_.gradV, sys_.hessV
+        return StageModel(
+            n=n,
+            m=m,
+            D1L=lambda q, v: -gradV(q),
+            D2L=lambda q, v: v @ MT,
+            D11L=lambda q, v: -hessV(q),
+            D12L=lambda q, v: np.broadcast_to(zero, (*q.shape[:-1], n, n)),
+            D21L=lambda q, v: np.broadcast_to(zero, (*q.shape[:-1], n, n)),
+            D22L=lambda q, v: np.broadcast_to(M, (*q.shape[:-1], n, n)),
+            phi=con.residual,
+            phi_q=con.dphi_dq,
+            phi_v=con.dphi_dv,
+            phi_v_lam_q=phi_v_lam_q,
+            phi_v_lam_v=phi_v_lam_v,
+            legendre_inv=lambda q, p: p @ MinvT,
+            constant_D21L_zero=True,
+            A=con.matrix if linear_in_v else None,
+            affine=con.affine if linear_in_v and con.is_affine else None,
+        )
     return StageModel(
         n=n,
         m=m,

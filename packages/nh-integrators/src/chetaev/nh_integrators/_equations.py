@@ -107,7 +107,7 @@ def _matvec(M: Array, x: Array) -> Array:
 
 
 def _T(M: Array) -> Array:
-    return np.swapaxes(M, -1, -2)
+    return M.swapaxes(-1, -2)
 
 
 def lagrangian_sizes(s: int, n: int, m: int, implicit: bool) -> tuple[int, int, int]:
@@ -154,6 +154,7 @@ def lagrangian_residual(
     model: StageModel,
     implicit: bool = False,
     stage_momenta: str = "iiia",
+    aux: dict | None = None,
 ) -> Array:
     """Residual of the Lagrangian-form step (paper eq. 14, App. D; spec §2.4).
 
@@ -169,9 +170,14 @@ def lagrangian_residual(
         ``"iiib"`` (the variant the paper argues against, §5.1: the inner-stage
         constraints 2..s-1 use the IIIB stage momenta ``P^i``, i.e. ``Phi(Q^i, V^i)``;
         the endpoint constraint keeps ``p_{k+1}`` because ``Lambda^s`` enters nothing else).
+    aux : dict, optional
+        Receives the stage arrays ``V, W, Lam, u`` of this evaluation (so that the
+        caller gets the node values of the converged step without re-evaluating).
     """
     s = a.shape[0]
-    V, _Lam, u, Q, G, W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    V, Lam, u, Q, G, W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    if aux is not None:
+        aux.update(V=V, W=W, Lam=Lam, u=u)
     R1 = model.D2L(Q, V) - p[..., None, :] - h * _mix(ahat, W)
     Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
     vc = _constraint_velocity(model, Qc, pkc, u)

@@ -41,30 +41,30 @@ def newton(
     options,
     scale: np.ndarray | float = 1.0,
     jac_inv0: np.ndarray | None = None,
+    simplified: bool | None = None,
 ) -> SolveResult:
     """Solve ``fun(x) = 0`` (batched over leading axes) by Newton's method.
 
     Full Newton solves with ``jac(x)`` at every iteration. Simplified Newton
-    (``options.simplified``) reuses the inverse Jacobian ``jac_inv0`` (for instance from
-    the previous step) and recomputes it when the contraction rate exceeds
-    ``options.refresh_rate``. An entry whose residual stops decreasing for
+    (``simplified``, default ``options.simplified``) reuses the inverse Jacobian
+    ``jac_inv0`` (for instance from the previous step) and recomputes it when the
+    contraction rate exceeds ``options.refresh_rate``. An entry whose residual stops decreasing for
     ``options.max_stall`` iterations is abandoned (reported as not converged).
     """
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
     thr = np.maximum(max(options.tol, 64.0 * _EPS) * np.broadcast_to(scale, batch), options.atol)
     F = fun(x)
-    r = np.max(np.abs(F), axis=-1)
-    simplified = bool(options.simplified)
+    r = np.abs(F).max(axis=-1)
+    simplified = bool(options.simplified if simplified is None else simplified)
     Jinv = jac_inv0 if simplified else None
     n_jac = 0
     stall = 0
     it = 0
-    while it < options.max_iter:
-        if not np.all(np.isfinite(r)):
-            break
+    max_iter, refresh, max_stall = options.max_iter, options.refresh_rate, options.max_stall
+    while it < max_iter:
         todo = r > thr
-        if not np.any(todo):
+        if not todo.any() or not np.isfinite(r).all():
             break
         it += 1
         try:
@@ -72,23 +72,23 @@ def newton(
                 if Jinv is None:
                     Jinv = np.linalg.inv(jac(x))
                     n_jac += 1
-                dx = -(Jinv @ F[..., None])[..., 0]
+                dx = (Jinv @ F[..., None])[..., 0]
             else:
-                dx = -np.linalg.solve(jac(x), F[..., None])[..., 0]
+                dx = np.linalg.solve(jac(x), F[..., None])[..., 0]
                 n_jac += 1
         except np.linalg.LinAlgError:  # singular Jacobian: report as not converged
             break
         if batch:
-            dx = np.where(todo[..., None], dx, 0.0)
-        x = x + dx
+            dx *= todo[..., None]  # converged entries stay put
+        x = x - dx
         F = fun(x)
-        r_new = np.max(np.abs(F), axis=-1)
-        rate = np.max(np.where(todo, r_new / np.where(r > 0, r, 1.0), 0.0))
+        r_new = np.abs(F).max(axis=-1)
+        rate = float((r_new * todo / np.maximum(r, 1e-300)).max())
         r = r_new
-        if simplified and rate > options.refresh_rate and np.any(r > thr):
+        if simplified and rate > refresh:
             Jinv = None
         stall = stall + 1 if rate >= 1.0 else 0
-        if stall >= options.max_stall:
+        if stall >= max_stall:
             break
     converged = np.isfinite(r) & (r <= thr)
     return SolveResult(x, converged, it, r, Jinv if simplified else None, n_jac)

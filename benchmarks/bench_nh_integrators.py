@@ -1,0 +1,220 @@
+"""Benchmark of the nonholonomic PRK methods (chetaev.nh_integrators, issue 6).
+
+Run:  python benchmarks/bench_nh_integrators.py [--quick]
+
+For Lobatto s = 2, 3, 4 on the nonholonomic particle (paper §7.1) and the chaotic
+n = 7 system (§7.3):
+
+* µs per step of one trajectory (``NonholonomicPRK.step``, default options);
+* µs per trajectory-step for a batch of 10^4 initial conditions (the §7.3 ensemble with
+  J = 9999; for the particle, 10^4 consistent perturbations of the §7.1 data), one
+  vectorized computation, with the Jacobian carried between steps (``jacobian_reuse="steps"``);
+* the error at T = 10 against DOP853 at rtol = 1e-13, and the cost of scipy DOP853 on the
+  reduced ODE (lambda eliminated) at the loosest rtol = 10^-k reaching the same error;
+* the long-time energy error max |E - E0| over T = 1000 of NH-PRK (h = 0.1) and of DOP853
+  at that rtol.
+
+Aims (issue 6): single-trajectory Lobatto-3 step under 200 µs; batched cost under 5 µs
+per trajectory-step. The numbers depend on the machine load; see the printed table.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    LinearVelocityConstraint,
+    MechanicalSystem,
+    integrate,
+)
+from chetaev.nh_integrators import NonholonomicPRK
+from chetaev.rktableaux import lobatto_iiia_iiib
+from scipy.integrate import solve_ivp
+
+# ---------------------------------------------------------------- models (broadcasting)
+
+
+def particle():
+    def V(q):
+        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        return g
+
+    def hV(q):
+        H = np.zeros((*q.shape[:-1], 3, 3))
+        H[..., 0, 0] = H[..., 1, 1] = 1.0
+        return H
+
+    def A(q):
+        M = np.zeros((*q.shape[:-1], 1, 3))
+        M[..., 0, 0] = -q[..., 1]
+        M[..., 0, 2] = 1.0
+        return M
+
+    def dA(q):
+        D = np.zeros((*q.shape[:-1], 1, 3, 3))
+        D[..., 0, 0, 1] = -1.0
+        return D
+
+    system = ConstrainedSystem(
+        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+    return system, np.array([1.0, 0.5, 0.0]), np.array([0.5, 1.0, 0.25])
+
+
+def chaotic(m: int = 3):
+    n = 2 * m + 1
+    lo, hi = np.arange(1, m + 1), np.arange(m + 1, 2 * m + 1)
+    j1, j2 = m + 1, m + 2
+
+    def V(q):
+        return 0.5 * (
+            np.sum(q**2, -1)
+            + q[..., j1] ** 2 * q[..., j2] ** 2
+            + np.sum(q[..., lo] ** 2 * q[..., hi] ** 2, -1)
+        )
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., j1] += q[..., j1] * q[..., j2] ** 2
+        g[..., j2] += q[..., j2] * q[..., j1] ** 2
+        g[..., lo] += q[..., lo] * q[..., hi] ** 2
+        g[..., hi] += q[..., hi] * q[..., lo] ** 2
+        return g
+
+    def hV(q):
+        H = np.broadcast_to(np.eye(n), (*q.shape[:-1], n, n)).copy()
+        H[..., j1, j1] += q[..., j2] ** 2
+        H[..., j2, j2] += q[..., j1] ** 2
+        H[..., j1, j2] += 2 * q[..., j1] * q[..., j2]
+        H[..., j2, j1] += 2 * q[..., j1] * q[..., j2]
+        H[..., lo, lo] += q[..., hi] ** 2
+        H[..., hi, hi] += q[..., lo] ** 2
+        H[..., lo, hi] += 2 * q[..., lo] * q[..., hi]
+        H[..., hi, lo] += 2 * q[..., lo] * q[..., hi]
+        return H
+
+    def A(q):
+        row = np.zeros((*q.shape[:-1], 1, n))
+        row[..., 0, 0] = 1.0
+        row[..., 0, m + 1 :] = q[..., m + 1 :]
+        return row
+
+    def dA(q):
+        D = np.zeros((*q.shape[:-1], 1, n, n))
+        for k in range(m + 1, n):
+            D[..., 0, k, k] = 1.0
+        return D
+
+    system = ConstrainedSystem(
+        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+    return system
+
+
+def chaotic_ensemble(J: int):
+    j = np.arange(J + 1)
+    q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
+    q0[:, 0] = np.cos(j * np.pi / (2 * J))
+    v0 = np.zeros((J + 1, 7))
+    v0[:, 1] = np.sin(j * np.pi / (2 * J))
+    return q0, v0
+
+
+def particle_ensemble(k: int, rng):
+    _, q0, v0 = particle()
+    q = q0 + 0.1 * rng.standard_normal((k, 3))
+    v = v0 + 0.1 * rng.standard_normal((k, 3))
+    v[:, 2] = q[:, 1] * v[:, 0]  # on the constraint
+    return q, v
+
+
+# ---------------------------------------------------------------- timing helpers
+
+
+def per_step_us(method, system, q0, v0, h, n):
+    st = method.initial_state(system, q0, v0)
+    st = method.step(system, st, h)  # warm start
+    t0 = time.perf_counter()
+    for _ in range(n):
+        st = method.step(system, st, h)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def dop853(system, q0, v0, T, rtol, t_eval=None):
+    n = system.n
+
+    def rhs(_t, y):
+        return np.concatenate([y[n:], system.acceleration(y[:n], y[n:])])
+
+    t0 = time.perf_counter()
+    sol = solve_ivp(
+        rhs, (0.0, T), np.r_[q0, v0], method="DOP853", rtol=rtol, atol=rtol * 1e-2, t_eval=t_eval
+    )
+    return sol, time.perf_counter() - t0
+
+
+def main(quick: bool) -> None:
+    rng = np.random.default_rng(0)
+    n_single = 50 if quick else 300
+    n_batch = 2 if quick else 5
+    B = 10_000
+    T = 10.0
+    T_long = 100.0 if quick else 1000.0
+    ch = chaotic()
+    cq0, cv0 = chaotic_ensemble(B - 1)
+    ps, pq0, pv0 = particle()
+    pq, pv = particle_ensemble(B, rng)
+    cases = [("particle", ps, pq0, pv0, pq, pv), ("chaotic", ch, cq0[3], cv0[3], cq0, cv0)]
+    print(
+        f"{'system':9s} {'s':>2s} {'single us/step':>15s} {'batch us/traj-step':>19s} "
+        f"{'err(T=10,h=.1)':>15s} {'NH-PRK s':>9s} {'DOP853 rtol':>11s} {'DOP853 s':>9s} "
+        f"{'|dE| NH-PRK':>12s} {'|dE| DOP853':>12s}"
+    )
+    for name, system, q0, v0, qb, vb in cases:
+        ref, _ = dop853(system, q0, v0, T, 1e-13)
+        q_ref = ref.y[: system.n, -1]
+        for s in (2, 3, 4):
+            pair = lobatto_iiia_iiib(s)
+            single = per_step_us(NonholonomicPRK(pair), system, q0, v0, 0.1, n_single)
+            batch = (
+                per_step_us(
+                    NonholonomicPRK(pair, jacobian_reuse="steps"), system, qb, vb, 0.1, n_batch
+                )
+                / qb.shape[0]
+            )
+            t0 = time.perf_counter()
+            sol = integrate(system, NonholonomicPRK(pair), q0, v0, h=0.1, t_final=T)
+            t_nh = time.perf_counter() - t0
+            err = np.abs(sol.q[-1] - q_ref).max()
+            rtol, t_dop = float("nan"), float("nan")
+            for k in range(3, 14):
+                d, t_d = dop853(system, q0, v0, T, 10.0 ** (-k))
+                if np.abs(d.y[: system.n, -1] - q_ref).max() <= err:
+                    rtol, t_dop = 10.0 ** (-k), t_d
+                    break
+            long = integrate(
+                system, NonholonomicPRK(pair), q0, v0, h=0.1, t_final=T_long, save_every=10
+            )
+            E = system.energy(long.q, long.v)
+            dE_nh = np.abs(E - E[0]).max()
+            dE_dop = float("nan")
+            if np.isfinite(rtol):
+                d, _ = dop853(system, q0, v0, T_long, rtol, t_eval=np.linspace(0, T_long, 1001))
+                Ed = system.energy(d.y[: system.n].T, d.y[system.n :].T)
+                dE_dop = np.abs(Ed - Ed[0]).max()
+            print(
+                f"{name:9s} {s:2d} {single:15.0f} {batch:19.2f} {err:15.2e} {t_nh:9.3f} "
+                f"{rtol:11.0e} {t_dop:9.3f} {dE_nh:12.2e} {dE_dop:12.2e}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

@@ -1,0 +1,58 @@
+"""DSOCS models: the discrete second-order constrained systems against the continuous
+formulations (exact solution, SOCS ODE, closed-loop ODE) on TRAJECTORIES, and the generic
+Newton DSOCS against the closed-form / physical-root steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("chetaev.examples")
+
+from chetaev.discrete_lagrangian import integrate
+from chetaev.dsocs import DSOCSIntegrator
+from chetaev.examples.models import curvature_particle, inertia_wheel
+from scipy.integrate import solve_ivp
+
+
+def test_particle_exact_solution_and_socs_ode_agree():
+    t = np.linspace(0.0, 10.0, 11)
+    q, v = curvature_particle.exact(t)
+    sol = solve_ivp(curvature_particle.ode_rhs(), (0.0, 10.0),
+                    [*curvature_particle.Q0, *curvature_particle.V0], method="DOP853",
+                    t_eval=t, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(sol.y[:2].T, q, atol=1e-10)
+    np.testing.assert_allclose(sol.y[2:].T, v, atol=1e-10)
+    # control: negative curvature turns the other way
+    qn, _ = curvature_particle.exact(t, k=-1.0)
+    assert np.max(np.abs(qn - q)) > 0.5
+
+
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_particle_dsocs_follows_the_exact_trajectory(closed_form):
+    h, tf = 0.01, 5.0
+    ds = curvature_particle.dsocs(h, closed_form=closed_form)
+    sol = integrate(ds, DSOCSIntegrator(start="second_order"), curvature_particle.Q0,
+                    curvature_particle.V0, h, t_final=tf)
+    assert sol.success
+    q, v = curvature_particle.exact(sol.t)
+    assert np.max(np.abs(sol.q - q)) < 1e-3
+    assert np.max(np.abs(sol.v[1:] - v[1:])) < 1e-3
+    fast = curvature_particle.trajectory(h, len(sol.t) - 1, kind="second_order")
+    np.testing.assert_allclose(sol.q, fast, atol=1e-10)
+
+
+def test_wheel_dsocs_follows_the_closed_loop_trajectory():
+    h, tf = 0.005, 3.0
+    ref = inertia_wheel.reference(tf)
+    sol = integrate(inertia_wheel.dsocs(h), DSOCSIntegrator(start="second_order"),
+                    inertia_wheel.Q0, inertia_wheel.V0, h, t_final=tf)
+    assert sol.success
+    y = ref(sol.t)
+    assert np.max(np.abs(sol.q[:, 0] - y[0])) < 1e-3
+    assert np.max(np.abs(sol.q[:, 1] - y[1])) < 0.05
+    # the generic Newton DSOCS (with the root safeguard) gives the same nodes
+    nodes = inertia_wheel.trajectory(h, 200, kind="second_order")
+    generic = inertia_wheel.dsocs(h, solver="newton").trajectory(nodes[0], nodes[1], 200)
+    np.testing.assert_allclose(generic, nodes, atol=1e-8)
+    np.testing.assert_allclose(sol.q[:201], nodes, atol=1e-9)

@@ -52,6 +52,11 @@ def test_tangent_and_tensor_match_finite_differences(gname, kind):
     assert np.max(np.abs(D - Dfd)) < 1e-8
     Tfd = _fd(lambda x: ops.dL_and_tensor(x)[0], xi)
     assert np.max(np.abs(T - Tfd)) < 1e-8
+    # second-derivative contraction ∂_ξ(J^L(ξ, v)ᵀp) (closed form for SO(3)/Cayley)
+    v, p = rng.normal(size=G.dim), rng.normal(size=G.dim)
+    S = ops.dtensor_contract(xi, v, p)
+    Sfd = _fd(lambda x: np.einsum("bac,a,b->c", ops.dL_and_tensor(x)[1], v, p), xi)
+    assert np.max(np.abs(S - Sfd)) < 1e-7
     # batched evaluation equals the single one
     Db, Tb = ops.dL_and_tensor(np.stack([xi, 0.5 * xi]))
     assert np.allclose(Db[0], D, atol=1e-15) and np.allclose(Tb[0], T, atol=1e-15)

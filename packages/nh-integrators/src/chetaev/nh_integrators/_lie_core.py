@@ -27,10 +27,10 @@ with the equations R4 (spec high-order-nonholonomic §2.4, "if D₂L cannot be i
 The Jacobian is assembled by the chain rule with every stage variation stored as an array
 ``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
 retraction derivatives are exact (``_lie_ops``) and the model's derivatives come from the
-system (analytic where the system provides them). The only finite-difference piece is the
-second-derivative term ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) (central differences in one broadcast call; it
-enters the Jacobian multiplied by h², never the residual, so it affects only the Newton
-contraction, not the solution).
+system (analytic where the system provides them). The second-derivative term
+∂_Ξ(J^L(Ξ, H)ᵀΠ₀) is in closed form for SO(3) (and products with Rⁿ) with Cayley, and central
+differences of the exact tensor otherwise (one broadcast call; it enters the Jacobian
+multiplied by h², never the residual, so it affects only the Newton contraction).
 """
 
 from __future__ import annotations
@@ -43,9 +43,6 @@ import attrs
 import numpy as np
 
 __all__: list[str] = []
-
-_FD_EPS = 2e-6
-
 
 _F2 = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -207,11 +204,8 @@ def lie_nh_residual(
     Q_Pi0 = np.einsum("...bac,...b->...ac", Tns, Pi0)  # ∂(Dᵀp)/∂Ξ at p = Π₀
     Q_F = np.einsum("...bac,...b->...ac", Tns, F)
     dPi = Q_Pi0 @ dXi + DT @ dPi0
-    # second-derivative term ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) with H, Π₀ fixed: central differences
-    Hx, Px = H[..., None, :], Pi0[..., None, :]
-    S = _fd_vec(
-        lambda Xp: np.einsum("...bac,...a,...b->...c", ops.dL_and_tensor(Xp)[1], Hx, Px), Xi
-    )
+    # second-derivative term ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) with H, Π₀ fixed
+    S = ops.dtensor_contract(Xi, H, Pi0)
     dN = (
         Q_F @ dXi
         + DT @ dF
@@ -266,18 +260,6 @@ def _unit_variations(
     for arr in (dH, dLam, dE):
         arr.setflags(write=False)
     return dH, dLam, dE
-
-
-def _fd_vec(fun: Callable[[np.ndarray], np.ndarray], X: np.ndarray) -> np.ndarray:
-    """Central-difference Jacobian of a vectorized map (..., d) → (..., p): ``(..., p, d)``.
-
-    ``fun`` receives ``(..., 2d, d)`` (perturbations stacked on a new axis before the last).
-    """
-    d = X.shape[-1]
-    E = _FD_EPS * np.concatenate([np.eye(d), -np.eye(d)])
-    vals = fun(X[..., None, :] + E)
-    der = (vals[..., :d, :] - vals[..., d:, :]) / (2 * _FD_EPS)
-    return np.swapaxes(der, -1, -2)
 
 
 def continuous_multiplier(

@@ -185,6 +185,46 @@ class _RetractionOps:
         return _dexp_left(xi, self.ad_basis)
 
 
+    def dtensor_contract(self, xi: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b`` = ∂_ξ(J^L(ξ, v)ᵀ p).
+
+        Closed form for SO(3) with Cayley (q = 1/(4+θ²), M = 2I − ξ̂, m = pᵀMv, w = v × p)::
+
+            S = 16q³ m ξξᵀ + 4q² (ξ wᵀ + w ξᵀ) − 4q² m I
+
+        zero on Rⁿ, factor by factor on products, otherwise central differences of the exact
+        tensor in one broadcast call (this term only enters the Newton matrix).
+        """
+        xi = np.asarray(xi, dtype=float)
+        d = self.d
+        batch = np.broadcast_shapes(xi.shape[:-1], v.shape[:-1], p.shape[:-1])
+        if not self.matrix:
+            return np.zeros((*batch, d, d))
+        if self.so3 and self.kind == "cayley":
+            q = 1.0 / (4.0 + np.sum(xi * xi, axis=-1))
+            M = 2.0 * np.eye(3) - _hat3(xi)
+            m = np.einsum("...b,...ba,...a->...", p, M, v)
+            w = np.cross(v, p)
+            xx = xi[..., :, None] * xi[..., None, :]
+            S = (16.0 * q**3 * m)[..., None, None] * xx
+            S = S + (4.0 * q * q)[..., None, None] * (
+                xi[..., :, None] * w[..., None, :] + w[..., :, None] * xi[..., None, :]
+            )
+            return S - (4.0 * q * q * m)[..., None, None] * np.eye(3)
+        if self.factors is not None:
+            out = np.zeros((*batch, d, d))
+            for k, f in enumerate(self.factors):
+                sl = slice(self.doff[k], self.doff[k + 1])
+                out[..., sl, sl] = f.dtensor_contract(xi[..., sl], v[..., sl], p[..., sl])
+            return out
+        eps = 2e-6
+        E = eps * np.concatenate([np.eye(d), -np.eye(d)])
+        T = self.dL_and_tensor(xi[..., None, :] + E)[1]  # (..., 2d, b, a, c)
+        vals = np.einsum("...kbac,...a,...b->...kc", T, v, p)
+        der = (vals[..., :d, :] - vals[..., d:, :]) / (2 * eps)  # (..., e, c)
+        return np.swapaxes(der, -1, -2)
+
+
 def _dexp_left(xi: np.ndarray, ad_basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """dL for τ = exp and its derivative tensor, via one batched block ``expm``.
 

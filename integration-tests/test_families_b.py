@@ -1,0 +1,93 @@
+"""Every integrator family runs on every nonholonomic / homogeneous-space model it applies to
+(short runs): NonholonomicPRK s = 2, 3 (both forms) and the GNI on the vector-space models,
+LieNonholonomicPRK with both retractions on the Lie-group models. Checks: success, finite
+states, constraint residual at the nodes at solver tolerance, energy (or first integral)
+close to its initial value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("chetaev.examples")
+
+from chetaev.discrete_lagrangian import integrate
+from chetaev.examples.models import (
+    chaotic,
+    cvt,
+    nonholonomic_particle,
+    sphere_pendulum,
+    spherical_kepler,
+    turntable_ball,
+    vertical_disc,
+)
+from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
+from chetaev.rktableaux import lobatto_iiia_iiib
+
+VECTOR_MODELS = {
+    "particle": lambda: (nonholonomic_particle.system(), nonholonomic_particle.Q0,
+                         nonholonomic_particle.V0),
+    "cvt": lambda: (cvt.system(), cvt.Q0, cvt.V0_LOW),
+    "chaotic-ensemble": lambda: (chaotic.system(), *chaotic.ensemble()),
+    "chaotic-m2": lambda: (chaotic.system(2), np.array([0.5, 0.6, 0.4, 1.0, 1.0]),
+                           np.array([-0.3, 0.2, 0.1, 0.3, 0.0])),
+    "disc-coordinates": lambda: (vertical_disc.coordinate_system(),
+                                 *vertical_disc.initial_coordinates()),
+}
+
+LIE_MODELS = {
+    "disc-se2": lambda: (vertical_disc.lie_system(), *vertical_disc.initial_group()),
+    "ball-physical": lambda: (turntable_ball.system(), *turntable_ball.initial()),
+    "ball-literal": lambda: (turntable_ball.literal_system(), *turntable_ball.initial()),
+    "sphere-pendulum": lambda: (sphere_pendulum.lift_system(), sphere_pendulum.G0,
+                                sphere_pendulum.ETA0),
+    "spherical-kepler": lambda: (spherical_kepler.lift_system(), spherical_kepler.G0,
+                                 spherical_kepler.ETA0),
+}
+
+
+def _check(sysm, tr, energy_tol):
+    assert tr.success, tr.message
+    for a in (tr.q, tr.v, tr.lam):
+        assert np.all(np.isfinite(a))
+    assert np.abs(sysm.residual(tr.q, tr.v)).max() < 1e-11  # Newton tol 1e-12 × scale
+    if energy_tol is not None:
+        E = sysm.energy(tr.q, tr.v)
+        assert np.abs(E - E[0]).max() < energy_tol
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_MODELS))
+@pytest.mark.parametrize(("s", "form"), [(2, "lagrangian"), (3, "lagrangian"), (3, "hamiltonian")])
+def test_nonholonomic_prk_on_vector_models(name, s, form) -> None:
+    sysm, q0, v0 = VECTOR_MODELS[name]()
+    tr = integrate(sysm, NonholonomicPRK(lobatto_iiia_iiib(s), form=form), q0, v0, h=0.05,
+                   n_steps=20)
+    _check(sysm, tr, 1e-2)
+    assert tr.q.shape == (21, *np.shape(q0))
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_MODELS))
+@pytest.mark.parametrize("variant", ["rattle", "midpoint", "euler_a"])
+def test_gni_on_vector_models(name, variant) -> None:
+    gni = pytest.importorskip("chetaev.gni")
+    sysm, q0, v0 = VECTOR_MODELS[name]()
+    tr = integrate(sysm, gni.GNI(variant), q0, v0, h=0.05, n_steps=20)
+    _check(sysm, tr, 0.5 if variant == "euler_a" else 5e-2)  # Euler A: first order
+
+
+@pytest.mark.parametrize("name", sorted(LIE_MODELS))
+@pytest.mark.parametrize("kind", ["cayley", "exp"])
+@pytest.mark.parametrize("s", [2, 3])
+def test_lie_nonholonomic_prk_on_group_models(name, kind, s) -> None:
+    sysm, g0, eta0 = LIE_MODELS[name]()
+    tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), g0, eta0, h=0.05, n_steps=20)
+    # the ball's energy is not conserved (affine constraint): check its first integrals
+    _check(sysm, tr, None if name.startswith("ball") else 1e-2)
+    R = tr.q[..., :3, :3]
+    if not name.startswith("disc"):  # SO(3) block stays orthogonal with no projection
+        assert np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)).max() < 1e-13
+    if name.startswith("ball"):
+        variant = name.split("-")[1]
+        I = turntable_ball.first_integrals(tr.q, tr.v, variant=variant)
+        assert np.abs(I[:, :3] - I[0, :3]).max() < 1e-12
+        assert np.abs(I[:, 3] - I[0, 3]).max() < 1e-5

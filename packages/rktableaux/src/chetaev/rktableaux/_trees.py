@@ -26,7 +26,9 @@ __all__ = ["TreeSet", "bicoloured_trees", "elementary_weights", "rooted_trees"]
 class TreeSet:
     """All rooted trees with ``colours`` vertex colours up to order ``max_order``.
 
-    Attributes (all numpy arrays of length ``len(self)``)
+    Every attribute below is a numpy array of length ``len(self)``.
+
+    Attributes
     ----------
     order : int64, the number of vertices |t|.
     gamma : float64, the density γ(t).

@@ -91,3 +91,19 @@ def test_lie_nonholonomic_prk_on_group_models(name, kind, s) -> None:
         I = turntable_ball.first_integrals(tr.q, tr.v, variant=variant)
         assert np.abs(I[:, :3] - I[0, :3]).max() < 1e-12
         assert np.abs(I[:, 3] - I[0, 3]).max() < 1e-5
+
+
+@pytest.mark.parametrize("model", [sphere_pendulum, spherical_kepler])
+@pytest.mark.parametrize("s", [2, 3])
+def test_holonomic_constrained_prk_on_cartesian_sphere_models(model, s) -> None:
+    from chetaev.discrete_lagrangian import ConstrainedPRK
+
+    sysm = model.cartesian_system()
+    x0, v0 = model.initial_ambient()
+    tr = integrate(sysm, ConstrainedPRK(lobatto_iiia_iiib(s)), x0, v0, h=0.05, n_steps=20)
+    assert tr.success, tr.message
+    assert np.all(np.isfinite(tr.q)) and np.all(np.isfinite(tr.v))
+    assert np.abs(np.linalg.norm(tr.q, axis=-1) - 1.0).max() < 1e-12
+    assert np.abs(np.sum(tr.q * tr.v, axis=-1)).max() < 1e-12
+    E = model.energy(tr.q, tr.v)
+    assert np.abs(E - E[0]).max() < 1e-2

@@ -67,3 +67,15 @@ def test_ambient_reference_stays_on_the_sphere_and_conserves_energy(model) -> No
 def test_reference_rejects_bad_times() -> None:
     with pytest.raises(ValueError, match="increasing"):
         sphere_pendulum.reference(np.array([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("model", [sphere_pendulum, spherical_kepler])
+def test_cartesian_formulation_matches_the_model(model) -> None:
+    sysm = model.cartesian_system()
+    x0, v0 = model.initial_ambient()
+    assert np.abs(sysm.residual(x0, v0)).max() < 1e-15
+    assert np.abs(sysm.velocity_residual(x0, v0)).max() < 1e-15
+    assert sysm.energy(x0, v0) == pytest.approx(model.energy(x0, v0), abs=1e-15)
+    # the ambient reference ODE's acceleration is the constrained Cartesian acceleration
+    rhs = model.ambient_rhs()(0.0, np.concatenate([x0, v0]))
+    assert np.allclose(sysm.acceleration(x0, v0), rhs[3:], atol=1e-12)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from chetaev.discrete_lagrangian import ConstrainedSystem, HolonomicConstraint, MechanicalSystem
 from chetaev.nh_integrators import sphere_point, sphere_velocity
 
 from ._nh_common import dop853
 
-__all__ = ["ambient_reference", "ambient_rhs", "lift_state", "to_ambient"]
+__all__ = ["ambient_reference", "ambient_rhs", "cartesian_system", "lift_state", "to_ambient"]
 
 E3 = np.array([0.0, 0.0, 1.0])
 
@@ -60,3 +61,20 @@ def ambient_reference(potential_grad: Callable[[np.ndarray], np.ndarray], x0, v0
     """(x(t), ẋ(t)) of :func:`ambient_rhs`, DOP853 at rtol = atol = 1e-13."""
     z = dop853(ambient_rhs(potential_grad, mass), np.concatenate([x0, v0]), t)
     return z[:, :3], z[:, 3:]
+
+
+def cartesian_system(potential: Callable, potential_grad: Callable, potential_hess: Callable,
+                     mass: float = 1.0) -> ConstrainedSystem:
+    """Holonomic Cartesian formulation on R³: L = (m/2)|ẋ|² − V(x), Φ(x) = ½(|x|² − 1) = 0
+    (analytic constraint Jacobian and Hessian); integrate with the holonomic
+    ``chetaev.discrete_lagrangian.ConstrainedPRK`` (eq. 13 of the high-order paper)."""
+    constraint = HolonomicConstraint(
+        lambda q: 0.5 * (np.sum(q * q, axis=-1, keepdims=True) - 1.0),
+        lambda q: np.asarray(q, dtype=float)[..., None, :].copy(),
+        lambda q: np.broadcast_to(np.eye(3), (*np.shape(q)[:-1], 1, 3, 3)).copy(),
+    )
+    return ConstrainedSystem(
+        MechanicalSystem(mass * np.eye(3), potential, potential_grad,
+                         potential_hess=potential_hess),
+        constraint,
+    )

@@ -6,8 +6,9 @@ formulations:
 * **Lift** to SO(3) (:func:`lift_system`): ℓ_reg(g, η) = (m/2)|η × x₀|² + (M/2)(η·x₀)² +
   γ·(g x₀) with the 𝔪-constraint φ(η) = x₀·η = 0 (``chetaev.nh_integrators.spherical_pendulum``),
   integrated with ``LieNonholonomicPRK``; the continuous multiplier is λ ≡ 0.
-* **Ambient** (Cartesian) on R³ with |x| = 1 (:func:`ambient_rhs`, :func:`reference`):
-  m ẍ = f − (x·f)x − m|ẋ|²x, f = γ.
+* **Ambient** (Cartesian) on R³ with |x| = 1: the reference ODE m ẍ = f − (x·f)x − m|ẋ|²x,
+  f = γ (:func:`ambient_rhs`, :func:`reference`), and the holonomically constrained system
+  Φ(x) = ½(|x|² − 1) (:func:`cartesian_system`, for ``ConstrainedPRK``).
 
 Energy E = (m/2)|ẋ|² + α x₃ (= (m/2)(η₁² + η₂²) + (M/2)η₃² + α(g x₀)₃ on the lift).
 
@@ -24,7 +25,8 @@ from chetaev.nh_integrators import spherical_pendulum, tait_bryan
 
 from . import _sphere_common as _sc
 
-__all__ = ["ALPHA", "ETA0", "G0", "MASS", "REGULARIZATION", "ambient_rhs", "energy",
+__all__ = ["ALPHA", "ETA0", "G0", "MASS", "REGULARIZATION", "ambient_rhs", "cartesian_system",
+           "energy",
            "initial_ambient", "lift_state", "lift_system", "potential_grad", "reference",
            "to_ambient"]
 
@@ -48,6 +50,13 @@ def lift_system(mass: float = MASS, regularization: float = REGULARIZATION,
 def potential_grad(x, alpha: float = ALPHA) -> np.ndarray:
     """Ambient ∇V = (0, 0, α) of V(x) = α x₃."""
     return np.broadcast_to(np.array([0.0, 0.0, alpha]), np.shape(x)).copy()
+
+
+def cartesian_system(mass: float = MASS, alpha: float = ALPHA) -> ConstrainedSystem:
+    """Holonomic Cartesian formulation: q = x ∈ R³, V = α x₃, Φ(x) = ½(|x|² − 1)."""
+    return _sc.cartesian_system(
+        lambda x: alpha * np.asarray(x)[..., 2], lambda x: potential_grad(x, alpha),
+        lambda x: np.zeros((*np.shape(x), 3)), mass)
 
 
 def energy(x, xdot, mass: float = MASS, alpha: float = ALPHA) -> np.ndarray:

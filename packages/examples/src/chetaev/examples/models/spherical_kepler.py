@@ -5,7 +5,9 @@ centre X. Two formulations:
 
 * **Lift** to SO(3) (:func:`lift_system`, ``chetaev.nh_integrators.spherical_kepler``), 𝔪-constraint
   φ(η) = η₃, integrated with ``LieNonholonomicPRK``; λ ≡ 0;
-* **Ambient** on R³ with |x| = 1 (:func:`ambient_rhs`, :func:`reference`).
+* **Ambient** on R³ with |x| = 1: the reference ODE (:func:`ambient_rhs`, :func:`reference`) and
+  the holonomically constrained system Φ(x) = ½(|x|² − 1) (:func:`cartesian_system`, for
+  ``ConstrainedPRK``).
 
 Energy E = (m/2)|ẋ|² − ρ cot ϑ. Closed (Bertrand-type) orbits; radial period ≈ 3.573.
 
@@ -24,8 +26,8 @@ from chetaev.nh_integrators import spherical_kepler, tait_bryan
 from . import _sphere_common as _sc
 
 __all__ = ["CENTER", "E0", "ETA0", "G0", "MASS", "REGULARIZATION", "RHO", "ambient_rhs",
-           "energy", "initial_ambient", "lift_state", "lift_system", "potential_grad",
-           "reference", "to_ambient"]
+           "cartesian_system", "energy", "initial_ambient", "lift_state", "lift_system",
+           "potential_grad", "reference", "to_ambient"]
 
 #: m, M, ρ (spec proposals, not from the paper).
 MASS, REGULARIZATION, RHO = 1.0, 1.0, 1.0
@@ -54,11 +56,26 @@ def potential_grad(x, rho: float = RHO) -> np.ndarray:
     return (-rho * (1.0 - c * c) ** -1.5)[..., None] * CENTER
 
 
+def _potential(x, rho: float = RHO) -> np.ndarray:
+    c = np.asarray(x, dtype=float) @ CENTER
+    return -rho * c / np.sqrt(1.0 - c * c)
+
+
+def _potential_hess(x, rho: float = RHO) -> np.ndarray:
+    c = np.asarray(x, dtype=float) @ CENTER
+    return (-3.0 * rho * c * (1.0 - c * c) ** -2.5)[..., None, None] * np.outer(CENTER, CENTER)
+
+
+def cartesian_system(mass: float = MASS, rho: float = RHO) -> ConstrainedSystem:
+    """Holonomic Cartesian formulation: q = x ∈ R³, V = −ρ cot ϑ, Φ(x) = ½(|x|² − 1)."""
+    return _sc.cartesian_system(lambda x: _potential(x, rho), lambda x: potential_grad(x, rho),
+                                lambda x: _potential_hess(x, rho), mass)
+
+
 def energy(x, xdot, mass: float = MASS, rho: float = RHO) -> np.ndarray:
     """E = (m/2)|ẋ|² − ρ c/√(1 − c²), c = X·x."""
-    x, xdot = np.asarray(x, dtype=float), np.asarray(xdot, dtype=float)
-    c = x @ CENTER
-    return 0.5 * mass * np.sum(xdot * xdot, axis=-1) - rho * c / np.sqrt(1.0 - c * c)
+    xdot = np.asarray(xdot, dtype=float)
+    return 0.5 * mass * np.sum(xdot * xdot, axis=-1) + _potential(x, rho)
 
 
 def initial_ambient() -> tuple[np.ndarray, np.ndarray]:

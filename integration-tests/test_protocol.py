@@ -1,0 +1,182 @@
+"""Every integrator of every package goes through the shared protocol.
+
+One registry of (method, problem) pairs (diffrax's ``all_ode_solvers``, scipy's
+``test_classes``): ``initial_state`` completes the data and returns a frozen ``State`` at step
+0; ``step`` advances t by h and the step counter by one, keeps the shapes and returns finite
+numbers; ``integrate`` runs it; bad input (NaN, wrong shape) raises a ``ValueError`` subclass
+whose message names the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    VPRK,
+    ConstrainedPRK,
+    DiscreteEulerLagrange,
+    LieVPRK,
+    State,
+    integrate,
+)
+from chetaev.discrete_lagrangian import discretization_maps as dm
+from chetaev.discrete_lagrangian import testing as dlt
+from chetaev.rktableaux import gauss, lobatto_iiia_iiib
+
+Problem = tuple[Any, np.ndarray, np.ndarray, float]
+
+
+# --- problems: (system, q0, v0, h) -------------------------------------------------------------
+
+def pendulum_angle() -> Problem:
+    return dlt.pendulum_angle(), np.array([0.8]), np.array([0.3]), 0.1
+
+
+def spherical_pendulum() -> Problem:
+    q0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
+    v0 = np.array([0.0, 0.7, 0.0])  # tangent: q0 · v0 = 0
+    return dlt.spherical_pendulum(), q0, v0, 0.05
+
+
+def free_rigid_body() -> Problem:
+    system = dlt.free_rigid_body()
+    return system, np.eye(3), np.array([0.3, 1.0, -0.4]), 0.05
+
+
+def heavy_top() -> Problem:
+    return dlt.heavy_top(), np.eye(3), np.array([0.3, 1.0, -0.4]), 0.05
+
+
+def nonholonomic_particle(affine: bool = False) -> Problem:
+    from chetaev.gni.testing import nonholonomic_particle as particle
+
+    p = particle(affine=affine)
+    return p.system, p.q0, p.v0, 0.05
+
+
+def vertical_disc() -> Problem:
+    from chetaev.nh_integrators._lie_testing import disc_initial
+    from chetaev.nh_integrators._lie_testing import vertical_disc as disc
+
+    g0, eta0 = disc_initial()
+    return disc(), g0, eta0, 0.1
+
+
+def sphere_pendulum() -> Problem:
+    from chetaev.nh_integrators import spherical_pendulum as sp
+    from chetaev.nh_integrators import tait_bryan
+
+    return sp(), tait_bryan(0.0, np.pi / 3, 0.0), np.array([1 / 3, 0.0, 0.0]), 0.1
+
+
+def curvature_particle() -> Problem:
+    from chetaev.dsocs import curvature_particle_dsocs
+
+    h = 0.05
+    dsocs = curvature_particle_dsocs(lambda q: 1.0 + 0.3 * q[..., 0], h=h, closed_form=False)
+    return dsocs, np.array([0.0, 0.0]), np.array([1.0, 0.0]), h
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+def _gni(variant: str) -> Any:
+    from chetaev.gni import GNI
+
+    return GNI(variant)
+
+
+def _nhprk(s: int, **kw: Any) -> Any:
+    from chetaev.nh_integrators import NonholonomicPRK
+
+    return NonholonomicPRK(lobatto_iiia_iiib(s), **kw)
+
+
+def _lie_nhprk(s: int, retraction: str) -> Any:
+    from chetaev.nh_integrators import LieNonholonomicPRK
+
+    return LieNonholonomicPRK(lobatto_iiia_iiib(s), retraction=retraction)
+
+
+def _dsocs() -> Any:
+    from chetaev.dsocs import DSOCSIntegrator
+
+    return DSOCSIntegrator(start="second_order")
+
+
+CASES: list[tuple[str, Callable[[], Any], Callable[[], Problem]]] = [
+    ("DEL-midpoint", lambda: DiscreteEulerLagrange("midpoint"), pendulum_angle),
+    ("VPRK-lobatto3", lambda: VPRK(lobatto_iiia_iiib(3)), pendulum_angle),
+    ("VPRK-gauss2", lambda: VPRK(gauss(2)), pendulum_angle),
+    ("ConstrainedPRK-2", lambda: ConstrainedPRK(lobatto_iiia_iiib(2)), spherical_pendulum),
+    ("ConstrainedPRK-3", lambda: ConstrainedPRK(lobatto_iiia_iiib(3)), spherical_pendulum),
+    ("dmap-euler-a", lambda: dm.DiscretizationMapMethod(0.0), spherical_pendulum),
+    ("dmap-midpoint-nullspace", lambda: dm.DiscretizationMapMethod(0.5, nullspace=True),
+     spherical_pendulum),
+    ("dmap-rattle", dm.rattle, spherical_pendulum),
+    ("dmap-euler-ba", dm.euler_ba, spherical_pendulum),
+    ("dmap-triple-jump", lambda: dm.triple_jump(dm.rattle()), spherical_pendulum),
+    ("dmap-baseline", dm.StageConstrainedBaseline, spherical_pendulum),
+    ("LieVPRK-cayley", lambda: LieVPRK(lobatto_iiia_iiib(2), retraction="cayley"),
+     free_rigid_body),
+    ("LieVPRK-exp", lambda: LieVPRK(lobatto_iiia_iiib(3), retraction="exp"), heavy_top),
+    ("LieDmap-rattle", lambda: dm.LieDiscretizationMapMethod("rattle", retraction="exp"),
+     heavy_top),
+    ("NHPRK-3", lambda: _nhprk(3), nonholonomic_particle),
+    ("NHPRK-3-hamiltonian", lambda: _nhprk(3, form="hamiltonian"), nonholonomic_particle),
+    ("NHPRK-2-affine", lambda: _nhprk(2), lambda: nonholonomic_particle(affine=True)),
+    ("LieNHPRK-3-cayley", lambda: _lie_nhprk(3, "cayley"), vertical_disc),
+    ("LieNHPRK-2-exp-S2", lambda: _lie_nhprk(2, "exp"), sphere_pendulum),
+    ("GNI-euler_a", lambda: _gni("euler_a"), nonholonomic_particle),
+    ("GNI-euler_b", lambda: _gni("euler_b"), nonholonomic_particle),
+    ("GNI-rattle", lambda: _gni("rattle"), nonholonomic_particle),
+    ("GNI-midpoint-affine", lambda: _gni("midpoint"), lambda: nonholonomic_particle(True)),
+    ("DSOCS-particle", _dsocs, curvature_particle),
+]
+IDS = [c[0] for c in CASES]
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_initial_state_and_one_step(name: str, make_method, make_problem) -> None:
+    method = make_method()
+    system, q0, v0, h = make_problem()
+    s0 = method.initial_state(system, q0, v0, t0=0.0)
+    assert isinstance(s0, State) and s0.n == 0 and s0.t == 0.0
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        s0.t = 1.0  # type: ignore[misc]
+    s1 = method.step(system, s0, h)
+    assert isinstance(s1, State)
+    assert s1.n == 1 and s1.t == pytest.approx(h, rel=1e-15)
+    assert np.shape(s1.q) == np.shape(s0.q) and np.shape(s1.v) == np.shape(s0.v)
+    for field in ("q", "v", "p", "lam"):
+        value = getattr(s1, field)
+        if value is not None:
+            assert np.all(np.isfinite(value)), f"{name}: State.{field} is not finite"
+    # The step moved the system.
+    assert not np.allclose(s1.q, s0.q, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_integrate_runs_the_method(name: str, make_method, make_problem) -> None:
+    system, q0, v0, h = make_problem()
+    sol = integrate(system, make_method(), q0, v0, h=h, n_steps=5)
+    assert sol.success, sol.message
+    assert sol.t.shape == (6,) and sol.q.shape == (6, *np.shape(q0))
+    assert np.allclose(np.diff(sol.t), h, rtol=1e-12, atol=0)
+    assert np.all(np.isfinite(sol.q)) and np.all(np.isfinite(sol.v))
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_bad_input_raises_value_error(name: str, make_method, make_problem) -> None:
+    system, q0, v0, _ = make_problem()
+    method = make_method()
+    bad_q0 = np.array(q0, dtype=float)
+    bad_q0.flat[0] = np.nan
+    with pytest.raises(ValueError, match=r"(?i)finite|nan"):
+        method.initial_state(system, bad_q0, v0)
+    bad_v0 = np.concatenate([np.ravel(v0), [0.0]])
+    with pytest.raises(ValueError, match=r"(?i)shape|length|dimension|size|expected"):
+        method.initial_state(system, q0, bad_v0)

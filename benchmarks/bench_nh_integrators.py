@@ -70,7 +70,7 @@ def particle():
 
 def chaotic(m: int = 3):
     n = 2 * m + 1
-    lo, hi = np.arange(1, m + 1), np.arange(m + 1, 2 * m + 1)
+    lo, hi = slice(1, m + 1), slice(m + 1, 2 * m + 1)
     j1, j2 = m + 1, m + 2
 
     def V(q):
@@ -94,10 +94,11 @@ def chaotic(m: int = 3):
         H[..., j2, j2] += q[..., j1] ** 2
         H[..., j1, j2] += 2 * q[..., j1] * q[..., j2]
         H[..., j2, j1] += 2 * q[..., j1] * q[..., j2]
-        H[..., lo, lo] += q[..., hi] ** 2
-        H[..., hi, hi] += q[..., lo] ** 2
-        H[..., lo, hi] += 2 * q[..., lo] * q[..., hi]
-        H[..., hi, lo] += 2 * q[..., lo] * q[..., hi]
+        il, ih = np.arange(1, m + 1), np.arange(m + 1, 2 * m + 1)
+        H[..., il, il] += q[..., hi] ** 2
+        H[..., ih, ih] += q[..., lo] ** 2
+        H[..., il, ih] += 2 * q[..., lo] * q[..., hi]
+        H[..., ih, il] += 2 * q[..., lo] * q[..., hi]
         return H
 
     def A(q):

@@ -61,6 +61,22 @@ def particle_system() -> ConstrainedSystem:
     )
 
 
+def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
+    """The particle with an affine constraint Phi = v_z - y v_x - kappa sin(x)."""
+    base = particle_system()
+    con = base.constraint
+
+    def a(q):
+        return (-kappa * np.sin(q[..., 0]))[..., None]
+
+    def da(q):
+        D = _zeros_like_q(q, 1, 3)
+        D[..., 0, 0] = -kappa * np.cos(q[..., 0])
+        return D
+
+    return ConstrainedSystem(base.system, LinearVelocityConstraint(con.A, a, con.dA, da))
+
+
 PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
 PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
@@ -122,8 +138,8 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
     """L = |v|^2/2 - (|q|^2 + q_{m+2}^2 q_{m+3}^2 + sum_i q_{1+i}^2 q_{m+1+i}^2)/2,
     Phi = v_1 + sum_{i >= m+2} q_i v_i (1-based indices as in the paper)."""
     n = 2 * m + 1
-    lo = np.arange(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
-    hi = np.arange(m + 1, 2 * m + 1)  # 0-based indices of q_{m+1+i}
+    lo = slice(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
+    hi = slice(m + 1, 2 * m + 1)  # 0-based indices of q_{m+1+i}
     j1, j2 = m + 1, m + 2  # 0-based q_{m+2}, q_{m+3}
 
     def V(q):
@@ -147,10 +163,11 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
         H[..., j2, j2] += q[..., j1] ** 2
         H[..., j1, j2] += 2 * q[..., j1] * q[..., j2]
         H[..., j2, j1] += 2 * q[..., j1] * q[..., j2]
-        H[..., lo, lo] += q[..., hi] ** 2
-        H[..., hi, hi] += q[..., lo] ** 2
-        H[..., lo, hi] += 2 * q[..., lo] * q[..., hi]
-        H[..., hi, lo] += 2 * q[..., lo] * q[..., hi]
+        il, ih = np.arange(1, m + 1), np.arange(m + 1, 2 * m + 1)
+        H[..., il, il] += q[..., hi] ** 2
+        H[..., ih, ih] += q[..., lo] ** 2
+        H[..., il, ih] += 2 * q[..., lo] * q[..., hi]
+        H[..., ih, il] += 2 * q[..., lo] * q[..., hi]
         return H
 
     def A(q):
@@ -365,6 +382,7 @@ def nh():
 
     return types.SimpleNamespace(
         particle_system=particle_system,
+        affine_particle_system=affine_particle_system,
         PARTICLE_Q0=PARTICLE_Q0,
         PARTICLE_V0=PARTICLE_V0,
         cvt_system=cvt_system,

@@ -20,6 +20,7 @@ def _fd(fun, x, eps=1e-6):
 
 MODELS = [
     "particle_system",
+    "affine_particle_system",
     "cvt_system",
     "chaotic_system",
     "sleigh_system",

@@ -101,3 +101,19 @@ def test_sleigh_orders(nh, s):
     )
     assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 1], FLOOR) - (2 * s - 2)) <= 0.25, err
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_affine_constraint_orders(nh, s):
+    """Affine constraint Phi = v_z - y v_x - 0.3 sin x: q, p orders 2s - 2, lambda order 2."""
+    system = nh.affine_particle_system()
+    q0 = nh.PARTICLE_Q0
+    v0 = np.array([0.5, 1.0, 0.25 + 0.3 * np.sin(1.0)])  # on the affine constraint
+    ref = reference_solution(system, q0, v0, np.array([0.0, T]))
+    hs = [0.2, 0.1, 0.05]
+    err = _errors(system, NonholonomicPRK(lobatto_iiia_iiib(s)), q0, v0, hs, ref)
+    assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
+    assert abs(nh.fit_order(hs, err[:, 1], FLOOR) - (2 * s - 2)) <= 0.25, err
+    assert abs(nh.fit_order(hs, err[:, 2], FLOOR) - 2) <= 0.25, err
+    sol = integrate(system, NonholonomicPRK(lobatto_iiia_iiib(s)), q0, v0, h=0.1, n_steps=20)
+    assert np.abs(system.residual(sol.q, sol.v)).max() < 1e-11

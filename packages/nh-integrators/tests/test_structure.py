@@ -228,6 +228,12 @@ def test_rejects_unknown_options():
         NonholonomicPRK(lobatto_iiia_iiib(2), multiplier_mode="reset")
     with pytest.raises(InputError, match="constraint_momenta"):
         NonholonomicPRK(lobatto_iiia_iiib(2), constraint_momenta="iiib")
+    with pytest.raises(InputError, match="form='lagrangian'"):
+        NonholonomicPRK(
+            lobatto_iiia_iiib(3), form="hamiltonian", constraint_momenta="iiib_rejected"
+        )
+    with pytest.raises(InputError, match="jacobian_reuse"):
+        NonholonomicPRK(lobatto_iiia_iiib(2), jacobian_reuse="never")
 
 
 def test_newton_failure_raises_convergence_error(nh):

@@ -150,6 +150,13 @@ class NonholonomicPRK:
     implicit_velocity: bool | None = None
     jacobian_reuse: str = attrs.field(default="step", validator=_one_of(JACOBIAN_REUSE))
 
+    def __attrs_post_init__(self) -> None:
+        if self.form == "hamiltonian" and self.constraint_momenta != "iiia":
+            raise InputError(
+                "constraint_momenta='iiib_rejected' is implemented for form='lagrangian' "
+                "only (the two forms are the same map). Use form='lagrangian'."
+            )
+
     # ------------------------------------------------------------------ protocol
 
     @property

@@ -213,29 +213,28 @@ def newton_solve(
 
             raise InputError("newton_solve needs `fun` or `fun_jac`.")
         use_fd = jac is None or opts.finite_differences
+        if use_fd:
+            fun_jac = _lazy_fd(fun)
+        else:
 
-        def fun_jac(x, want):
-            F = np.asarray(fun(x), dtype=float)
-            if not want:
-                return F, None
-            return F, (fd_jacobian_of(fun, x) if use_fd else np.asarray(jac(x)))
+            def fun_jac(x, want):
+                F = np.asarray(fun(x), dtype=float)
+                return F, (np.asarray(jac(x)) if want else None)
 
     elif opts.finite_differences:
         base = fun_jac
-
-        def fun_jac(x, want):
-            F, _ = base(x, False)
-            return F, (fd_jacobian_of(lambda y: base(y, False)[0], x) if want else None)
+        fun_jac = _lazy_fd(lambda y: base(y, False)[0])
+    lazy = bool(getattr(fun_jac, "lazy", False))
 
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
     if batch == () and not opts.simplified:
-        return _newton_single(fun_jac, x, opts, scale, f0, j0)
+        return _newton_single(fun_jac, x, opts, scale, f0, j0, lazy)
     scale_arr = np.ones(batch) if scale is None else np.broadcast_to(
         np.asarray(scale, dtype=float), batch)
     thr = np.maximum(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * scale_arr, opts.atol)
     Jinv = jac_inv0 if opts.simplified else None
-    want = Jinv is None
+    want = Jinv is None and not lazy
     if f0 is not None:
         F, J = np.asarray(f0, dtype=float), j0
         n_jac = 0
@@ -264,12 +263,16 @@ def newton_solve(
                 active &= ok
             dx = -np.einsum("...ij,...j->...i", Jinv, F)
         else:
+            if J is None:  # lazy finite-difference Jacobian: only when an update is needed
+                _, J = fun_jac(x, True)
+                n_jac += 1
             dx, ok = _solve(J, F)
             failed |= ~ok & active
             active &= ok
         x_new = np.where(active[..., None], x + dx, x)
-        F_new, J_new = fun_jac(x_new, not opts.simplified)
-        n_jac += int(not opts.simplified)
+        want_new = not opts.simplified and not lazy
+        F_new, J_new = fun_jac(x_new, want_new)
+        n_jac += int(want_new)
         r_new = _norm(F_new, batch)
         bad = active & ~np.isfinite(r_new)
         failed |= bad
@@ -303,23 +306,45 @@ def newton_solve(
     )
 
 
-def _newton_single(fun_jac, x, opts, scale, f0, j0) -> NewtonResult:
+def _lazy_fd(fun):
+    """``fun_jac`` for a finite-difference Jacobian: the residual at the last point is
+    cached, so asking for the Jacobian afterwards costs one (broadcast) call, and the
+    Jacobian is only formed when Newton needs another update."""
+    cache: dict = {"x": None, "F": None}
+
+    def fun_jac(x, want):
+        if cache["x"] is not None and cache["x"].shape == x.shape and np.array_equal(
+                cache["x"], x):
+            F = cache["F"]
+        else:
+            F = np.asarray(fun(x), dtype=float)
+            cache["x"], cache["F"] = np.array(x), F
+        return F, (fd_jacobian_of(fun, x) if want else None)
+
+    fun_jac.lazy = True
+    return fun_jac
+
+
+def _newton_single(fun_jac, x, opts, scale, f0, j0, lazy=False) -> NewtonResult:
     """The same iteration as the batched loop for one problem, with Python scalars
     (the per-iteration overhead matters for small single-trajectory steps)."""
     sc = 1.0 if scale is None else float(np.asarray(scale))
     thr = max(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * sc, opts.atol)
-    if f0 is not None and j0 is not None:
+    if f0 is not None and (j0 is not None or lazy):
         F, J = np.asarray(f0, dtype=float), j0
         n_jac = 0
     else:
-        F, J = fun_jac(x, True)
-        n_jac = 1
+        F, J = fun_jac(x, not lazy)
+        n_jac = int(not lazy)
     r = float(np.max(np.abs(F))) if F.size else 0.0
     failed = not np.isfinite(r)
     it = stall = 0
     rate = float("nan")
     while not failed and r > thr and it < opts.max_iter and stall < opts.max_stall:
         it += 1
+        if J is None:
+            _, J = fun_jac(x, True)
+            n_jac += 1
         if F.shape == (1,):
             j = float(J[0, 0])
             if j == 0.0 or not np.isfinite(j):
@@ -333,8 +358,8 @@ def _newton_single(fun_jac, x, opts, scale, f0, j0) -> NewtonResult:
                 failed = True
                 break
         x_new = x - dx
-        F_new, J_new = fun_jac(x_new, True)
-        n_jac += 1
+        F_new, J_new = fun_jac(x_new, not lazy)
+        n_jac += int(not lazy)
         r_new = float(np.max(np.abs(F_new))) if F_new.size else 0.0
         if not np.isfinite(r_new):
             failed = True

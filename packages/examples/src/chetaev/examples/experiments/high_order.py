@@ -47,14 +47,19 @@ def _grid(T: float, h: float) -> int:
 
 def _order_plot(results: dict[Any, dict[str, Any]], labels: tuple[str, ...], title: str):
     def plot(fig) -> None:
-        axes = fig.subplots(1, len(labels))
-        for ax, key in zip(np.atleast_1d(axes), labels):
+        from matplotlib.ticker import NullFormatter
+
+        axes = np.atleast_1d(fig.subplots(1, len(labels)))
+        for ax, key in zip(axes, labels):
             for name, r in results.items():
-                ax.loglog(r["hs"], r[key], "o-", label=str(name))
-            ax.set_xlabel("h")
-            ax.set_title(f"{title}: error in {key}")
-            ax.grid(True, which="both", alpha=0.3)
-        np.atleast_1d(axes)[0].legend(fontsize=7)
+                ax.loglog(r["hs"], r[key], "o-", ms=3, label=str(name))
+            ax.set_xlabel("h", fontsize=8)
+            ax.set_title(f"{title}: error in {key}", fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(True, which="major", alpha=0.3)
+        axes[0].legend(fontsize=6)
+        fig.tight_layout()
 
     return plot
 

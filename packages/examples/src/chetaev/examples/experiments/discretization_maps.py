@@ -171,20 +171,25 @@ def constraints_and_energy(quick: bool = False, method: str | None = None,
                         "≫ 1e-13 (not on N)", viol[0] > 1e-6))
 
     def plot(fig):
-        ax1 = fig.add_subplot(121)
-        ax2 = fig.add_subplot(122)
+        ax1 = fig.add_subplot(131)
+        ax2 = fig.add_subplot(132)
+        ax3 = fig.add_subplot(133)
         for name in names:
             d = data[name]
             ax1.semilogy(d["t"], np.maximum(d["phi"], 1e-17), label=d["label"], lw=0.6)
-            ax2.plot(d["t"], d["dE"], label=d["label"], lw=0.6)
-        ax1.loglog(hs, viol, "ko-", label="baseline (1.2), vs h")
-        ax1.set_xlabel("t (methods) / h (baseline)")
+            ax3.plot(d["t"], d["dE"], label=d["label"], lw=0.6)
+        ax1.set_xlabel("t")
         ax1.set_ylabel("|φ(q_k)|")
-        ax1.legend(fontsize=7)
-        ax2.set_xlabel("t")
-        ax2.set_ylabel("|E − E0|")
-        ax2.set_title(f"h = {hh:g}")
-        ax2.legend(fontsize=7)
+        ax1.set_title(f"methods, h = {hh:g}", fontsize=8)
+        ax1.legend(fontsize=6)
+        ax2.loglog(hs, viol, "ko-")
+        ax2.set_xlabel("h")
+        ax2.set_ylabel("max |φ(q_k)| on [0, 2]")
+        ax2.set_title("baseline (1.2)", fontsize=8)
+        ax3.set_xlabel("t")
+        ax3.set_ylabel("|E − E0|")
+        ax3.set_title(f"energy, h = {hh:g}", fontsize=8)
+        fig.tight_layout()
 
     return Outcome(checks, data, plot)
 

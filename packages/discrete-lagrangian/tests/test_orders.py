@@ -167,3 +167,28 @@ def test_gauss2_on_holonomic_problem_loses_order():
     order = fit_order(hs, errs, FLOOR)
     assert abs(order - 2) <= 0.25, (order, errs)  # observed order reduction 4 -> 2
     assert method.order is None
+
+
+def test_constrained_prk_general_lagrangian_system():
+    """Eq. (13) through the generic path: a LagrangianSystem (FD second derivatives,
+    Legendre map inverted by Newton) for the Cartesian pendulum, order 4 for s = 3."""
+    from chetaev.discrete_lagrangian import ConstrainedSystem, LagrangianSystem
+
+    sysm = LagrangianSystem(
+        2,
+        lambda q, v: 0.5 * np.sum(v * v, -1) - q[..., 1],
+        lambda q, v: np.broadcast_to([0.0, -1.0], np.broadcast_shapes(q.shape, v.shape)),
+        lambda q, v: v + 0 * q,
+    )
+    system = ConstrainedSystem(sysm, cartesian_pendulum().constraint)
+    th0, om0, T = 1.2, 0.5, 1.0
+    qr, vr = _pendulum_reference(th0, om0, T)
+    q0, v0 = pendulum_cartesian_from_angle(th0, om0)
+    hs = [0.1, 0.05, 0.025]
+    errs = []
+    for h in hs:
+        tr = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(3)), q0, v0, h=h, t_final=T)
+        errs.append(max(np.max(np.abs(tr.q[-1] - qr)), np.max(np.abs(tr.v[-1] - vr))))
+        assert np.max(np.abs(tr.constraint_residual(kind="all"))) < 10 * SOLVER_TOL
+    assert abs(fit_order(hs, errs, FLOOR) - 4) <= 0.25, errs
+    assert tr.stats["fd_second_derivatives"] is True

@@ -266,3 +266,19 @@ def test_restart_bitwise_with_implicit_method(tmp_path):
         np.testing.assert_array_equal(rest.q[-1], full.q[-1])
         np.testing.assert_array_equal(rest.p[-1], full.p[-1])
         np.testing.assert_array_equal(rest.lam[-1], full.lam[-1])
+
+
+def test_simplified_newton_gives_the_same_solution():
+    system = double_pendulum()
+    q0, v0 = np.array([1.0, -0.5]), np.array([0.3, 0.8])
+    a = integrate(system, VPRK(lobatto_iiia_iiib(3), TIGHT), q0, v0, h=0.05, n_steps=20)
+    b = integrate(system, VPRK(lobatto_iiia_iiib(3), NewtonOptions(tol=1e-15, simplified=True)),
+                  q0, v0, h=0.05, n_steps=20)
+    np.testing.assert_allclose(b.q, a.q, atol=1e-13)
+    assert b.stats["newton_iterations"] >= a.stats["newton_iterations"]
+
+
+def test_progress_bar_option_runs():
+    tr = integrate(double_pendulum(), DiscreteEulerLagrange(), [0.1, 0.2], [0.0, 0.1], h=0.1,
+                   n_steps=3, progress=True)
+    assert tr.success

@@ -208,3 +208,33 @@ def test_constrained_system_rejects_non_systems():
 def test_lagrangian_system_requires_callables():
     with pytest.raises(InputError, match="callable"):
         LagrangianSystem(2, 1.0, lambda q, v: q, lambda q, v: v)
+
+
+def test_velocity_constraint_second_derivatives_by_fd():
+    """VelocityConstraint's FD blocks agree with the analytic ones of the same linear
+    constraint written as a LinearVelocityConstraint (dA given in closed form)."""
+    def A(q):
+        z = np.zeros_like(q[..., 0])
+        return np.stack([np.sin(q[..., 1]), q[..., 0] * q[..., 2], np.ones_like(z)], -1)[
+            ..., None, :]
+
+    def dA(q):
+        z = np.zeros_like(q[..., 0])
+        row0 = np.stack([z, np.cos(q[..., 1]), z], -1)
+        row1 = np.stack([q[..., 2], z, q[..., 0]], -1)
+        row2 = np.stack([z, z, z], -1)
+        return np.stack([row0, row1, row2], -2)[..., None, :, :]
+
+    lin = LinearVelocityConstraint(A, dA=dA)
+    gen = VelocityConstraint(
+        lambda q, v: np.einsum("...ai,...i->...a", A(q), v),
+        lambda q, v: np.einsum("...aij,...i->...aj", dA(q), v),
+        lambda q, v: A(q) + 0 * v[..., None, :],
+    )
+    q = RNG.normal(size=(4, 3))
+    v = RNG.normal(size=(4, 3))
+    np.testing.assert_allclose(gen.d2phi_dvdq(q, v), lin.d2phi_dvdq(q, v), atol=1e-9)
+    np.testing.assert_allclose(gen.d2phi_dv2(q, v), 0.0, atol=1e-9)
+    np.testing.assert_allclose(lin.dphi_dq(q, v), gen.dphi_dq(q, v), atol=1e-14)
+    fd = LinearVelocityConstraint(A)  # dA by finite differences
+    np.testing.assert_allclose(fd.matrix_grad(q), lin.matrix_grad(q), atol=1e-9)

@@ -1,0 +1,109 @@
+"""The residual-builder hooks, exercised by writing the nonholonomic PRK of eq. (14)
+(spec §2.4) on top of ``prk_residual`` / ``solve_stages``: hook (i) the force A(Q)ᵀΛ,
+hook (ii) the IIIA-weighted momentum constraints Φ(Q^i, v_k^i) = 0 for i = 2..s, hook (iii)
+Λ^1 = λ_k fixed. Theorem 5.2: q, p of order 2s − 2."""
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    LinearVelocityConstraint,
+    MechanicalSystem,
+    NewtonOptions,
+    State,
+    coefficients_from,
+    reference_solution,
+    solve_stages,
+)
+from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.rktableaux import lobatto_iiia_iiib
+
+
+class NHHooks:
+    """Eq. (14) for Φ = A(q)v with constant mass."""
+
+    def __init__(self, system, s, m):
+        self.system, self.c = system, system.constraint
+        self.m = m
+        self.free = (False,) + (True,) * (s - 1)  # hook (iii): Λ^1 = λ_k is given
+
+    def force(self, Q, V, Lam, jacobian):  # hook (i)
+        A = self.c.matrix(Q)  # (..., s, m, n)
+        F = np.einsum("...iak,...ia->...ik", A, Lam)
+        if not jacobian:
+            return F, None, None, None
+        dA = self.c.matrix_grad(Q)  # [.., a, k, l] = ∂A_ak/∂q_l
+        return F, np.einsum("...iakl,...ia->...ikl", dA, Lam), None, np.swapaxes(A, -1, -2)
+
+    def equations(self, ev):  # hook (ii)
+        a = ev.coeffs.a
+        Minv = self.system.system._Minv
+        pk = ev.p[..., None, :] + ev.h * (a @ ev.W)  # IIIA weights (14d)
+        vk = pk @ Minv.T
+        Q = ev.Q[..., 1:, :]
+        A = self.c.matrix(Q)
+        R = np.einsum("...iak,...ik->...ia", A, vk[..., 1:, :])
+        R = R.reshape((*R.shape[:-2], -1))
+        if ev.dW_dx is None:
+            return R, None
+        dvk = Minv @ (ev.h * np.einsum("ij,...jkN->...ikN", a, ev.dW_dx))[..., 1:, :, :]
+        dA = self.c.matrix_grad(Q)
+        J = (np.einsum("...iakl,...ik,ilN->...iaN", dA, vk[..., 1:, :], ev.dQ_dx[1:])
+             + A @ dvk)
+        return R, J.reshape((*J.shape[:-3], -1, J.shape[-1]))
+
+
+def _system():
+    def V(q):
+        return 0.5 * np.sum(q * q, -1) + 0.1 * q[..., 0] ** 3
+
+    def dV(q):
+        g = np.array(q, dtype=float)
+        g[..., 0] += 0.3 * q[..., 0] ** 2
+        return g
+
+    def A(q):
+        z = np.zeros_like(q[..., 0])
+        return np.stack([-q[..., 1], z, np.ones_like(z)], -1)[..., None, :]
+
+    def dA(q):
+        z = np.zeros_like(q[..., 0])
+        zero = np.stack([z, z, z], -1)
+        row0 = np.stack([z, -np.ones_like(z), z], -1)
+        return np.stack([row0, zero, zero], -2)[..., None, :, :]
+
+    return ConstrainedSystem(MechanicalSystem(np.diag([1.0, 2.0, 0.5]), V, dV),
+                             LinearVelocityConstraint(A, dA=dA))
+
+
+def _nhprk(system, s, q0, v0, h, n):
+    coeffs = coefficients_from(lobatto_iiia_iiib(s))
+    q, p = q0, system.legendre(q0, v0)
+    lam = system.multiplier(q0, v0)  # consistent λ₀ (spec §1.2, A4)
+    for k in range(n):
+        hooks = NHHooks(system, s, 1)
+        V0 = np.broadcast_to(system.legendre_inv(q, p), (s, 3))
+        x0 = np.concatenate([V0.ravel(), np.repeat(lam, s - 1)])
+        lam_fixed = np.broadcast_to(lam, (s, 1))
+        sol = solve_stages(x0, q, p, h, coeffs, system, hooks, NewtonOptions(),
+                           State(t=k * h, q=q, v=V0[0], n=k), lam_fixed=lam_fixed)
+        q, p, lam = sol.ev.q1, sol.ev.p1, sol.ev.Lam[-1]
+    return q, p, lam
+
+
+@pytest.mark.parametrize(("s", "expected"), [(2, 2), (3, 4), (4, 6)])
+def test_nonholonomic_prk_through_hooks(s, expected):
+    system = _system()
+    q0 = np.array([0.3, 0.2, -0.1])
+    v0 = np.array([0.5, -0.4, 0.0])
+    v0[2] = q0[1] * v0[0]  # on the constraint v3 = q2 v1
+    T = 1.0
+    ref = reference_solution(system, q0, v0, [0.0, T])
+    hs = [0.2, 0.1, 0.05] if s == 4 else [0.1, 0.05, 0.025]
+    errs = []
+    for h in hs:
+        q, p, _ = _nhprk(system, s, q0, v0, h, round(T / h))
+        errs.append(max(np.max(np.abs(q - ref.q[-1])), np.max(np.abs(p - ref.p[-1]))))
+        v = system.legendre_inv(q, p)
+        assert abs(system.residual(q, v)[0]) < 1e-12  # Ψ(q_{k+1}, p_{k+1}) = 0 (stage s)
+    assert abs(fit_order(hs, errs, 1e-11) - expected) <= 0.25, errs

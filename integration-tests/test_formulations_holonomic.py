@@ -38,6 +38,9 @@ def test_planar_pendulum_references_agree():
     q, v = planar_pendulum.cartesian_from_angle(th, om)
     np.testing.assert_allclose(ref.q, q, atol=1e-9)
     np.testing.assert_allclose(ref.v, v, atol=1e-9)
+    th_e, om_e = planar_pendulum.exact_angle(T)  # Jacobi elliptic functions
+    np.testing.assert_allclose(planar_pendulum.cartesian_from_angle(th_e, om_e)[0], ref.q,
+                               atol=1e-9)
     # controls: time reversal and a wrong g are far off
     th_rev, _ = planar_pendulum.reference_angle(T, omega0=-planar_pendulum.OMEGA0)
     assert np.max(np.abs(planar_pendulum.cartesian_from_angle(th_rev, om)[0] - ref.q)) > 0.1

@@ -40,6 +40,20 @@ def test_planar_reference_solves_the_ode_and_conserves_energy():
     assert np.ptp(E) < 1e-11
 
 
+@pytest.mark.parametrize(("theta0", "omega0"), [(1.0, 0.5), (1.0, -0.5), (-2.0, 1.3), (0.3, 0.0)])
+def test_planar_exact_elliptic_solution_matches_the_reference(theta0, omega0):
+    t = np.linspace(0.0, 4.0, 41)
+    th, om = planar_pendulum.exact_angle(t, theta0, omega0)
+    th_r, om_r = planar_pendulum.reference_angle(t, theta0, omega0)
+    np.testing.assert_allclose(th, th_r, atol=1e-10)
+    np.testing.assert_allclose(om, om_r, atol=1e-9)
+
+
+def test_planar_exact_solution_refuses_rotations():
+    with pytest.raises(ValueError, match="librations only"):
+        planar_pendulum.exact_angle([0.0, 1.0], 0.0, 10.0)
+
+
 # ------------------------------------------------------------------------------ spherical
 @pytest.mark.parametrize("kind", spherical_pendulum.POTENTIALS)
 def test_spherical_potential_derivatives_by_finite_differences(kind):

@@ -19,6 +19,7 @@ import numpy as np
 from chetaev.discrete_lagrangian import ConstrainedSystem, MechanicalSystem
 from chetaev.discrete_lagrangian.testing import cartesian_pendulum, pendulum_angle
 from scipy.integrate import solve_ivp
+from scipy.special import ellipj, ellipkinc
 
 __all__ = [
     "LENGTH",
@@ -31,6 +32,7 @@ __all__ = [
     "cartesian_system",
     "energy_angle",
     "energy_cartesian",
+    "exact_angle",
     "initial_angle",
     "initial_cartesian",
     "reference_angle",
@@ -112,3 +114,34 @@ def reference_angle(t, theta0: float = THETA0, omega0: float = OMEGA0, g: float 
     if not sol.success:  # pragma: no cover - scipy failure
         raise RuntimeError(f"reference solve failed: {sol.message}")
     return sol.y[0], sol.y[1]
+
+
+def exact_angle(t, theta0: float = THETA0, omega0: float = OMEGA0, g: float = G,
+                length: float = LENGTH):
+    """Exact libration of the pendulum by Jacobi elliptic functions.
+
+    With ``w² = g/ℓ``, ``E = ½θ̇² − w² cos θ`` and modulus ``k = sin(θ_max/2)``
+    (``cos θ_max = −E/w²``): ``sin(θ/2) = k sn(w t + u0 | k²)``, ``θ̇ = 2kw cn(·) dn(·)/cos(θ/2)``,
+    where ``sn(u0) = sin(θ0/2)/k`` and ``cn(u0)`` has the sign of θ̇0.
+
+    Raises
+    ------
+    ValueError
+        If the motion is not a libration (``E ≥ w²``: the pendulum goes over the top).
+    """
+    w2 = g / length
+    E = 0.5 * omega0**2 - w2 * np.cos(theta0)
+    if E >= w2:
+        raise ValueError(f"exact_angle covers librations only (energy {E:g} < g/ℓ = {w2:g}); "
+                         "use reference_angle for rotations")
+    w = np.sqrt(w2)
+    # k² = sin²(θ_max/2) = (1 + E/w²)/2, written so that ω0 = 0 gives k = |sin(θ0/2)| exactly
+    m = np.sin(theta0 / 2) ** 2 + omega0**2 / (4.0 * w2)
+    k = np.sqrt(m)
+    u0 = ellipkinc(np.arcsin(np.clip(np.sin(theta0 / 2) / k, -1.0, 1.0)), m)
+    if omega0 < 0:  # cn(u0) < 0: the mirror point in the half period
+        u0 = 2.0 * ellipkinc(np.pi / 2, m) - u0
+    sn, cn, dn, _ = ellipj(w * np.asarray(t, dtype=float) + u0, m)
+    theta = 2.0 * np.arcsin(k * sn)
+    omega = 2.0 * k * w * cn * dn / np.cos(theta / 2)
+    return theta, omega

@@ -36,6 +36,10 @@ VECTOR_MODELS = {
 }
 
 LIE_MODELS = {
+    "particle-rn": lambda: (nonholonomic_particle.lie_system(), nonholonomic_particle.Q0,
+                            nonholonomic_particle.V0),
+    "cvt-rn": lambda: (cvt.lie_system(), cvt.Q0, cvt.V0_HIGH),
+    "chaotic-rn-ensemble": lambda: (chaotic.lie_system(), *chaotic.ensemble()),
     "disc-se2": lambda: (vertical_disc.lie_system(), *vertical_disc.initial_group()),
     "ball-physical": lambda: (turntable_ball.system(), *turntable_ball.initial()),
     "ball-literal": lambda: (turntable_ball.literal_system(), *turntable_ball.initial()),
@@ -84,7 +88,7 @@ def test_lie_nonholonomic_prk_on_group_models(name, kind, s) -> None:
     # the ball's energy is not conserved (affine constraint): check its first integrals
     _check(sysm, tr, None if name.startswith("ball") else 1e-2)
     R = tr.q[..., :3, :3]
-    if not name.startswith("disc"):  # SO(3) block stays orthogonal with no projection
+    if name.startswith(("ball", "sphere", "spherical")):  # SO(3): orthogonal, no projection
         assert np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)).max() < 1e-13
     if name.startswith("ball"):
         variant = name.split("-")[1]

@@ -1,7 +1,8 @@
 """Formulations of the nonholonomic models agree on TRAJECTORIES (chetaev.examples models).
 
 * Lagrangian (eq. 14) and Hamiltonian (eq. 15) NonholonomicPRK give the same map: q, p, λ at
-  every node to solver tolerance (particle, CVT, chaotic system).
+  every node to solver tolerance (particle, CVT, chaotic system); the same models on the group
+  Rⁿ with LieNonholonomicPRK reproduce it to round-off.
 * Each discrete trajectory follows the model's independent reference ODE at every node, and a
   control (time-reversed initial velocity / mis-scaled time) is far from it: the comparison
   would catch a time-reversed or mis-scaled formulation.
@@ -79,6 +80,25 @@ def test_discrete_trajectory_follows_the_reference_ode(name, form) -> None:
     assert np.abs(qb - qr).max() / scale > 1e3 * err
     qs, _, _ = ref(1.1 * tr.t, q0, v0)
     assert np.abs(qs - qr).max() / scale > 1e3 * err
+
+
+LIE_RN = {"particle": nonholonomic_particle.lie_system, "cvt": cvt.lie_system,
+          "chaotic": chaotic.lie_system}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("s", [2, 3])
+def test_group_rn_formulation_reproduces_the_vector_space_method(name, s) -> None:
+    """The model on the abelian group Rⁿ with LieNonholonomicPRK is the vector-space
+    NonholonomicPRK (τ = id): same trajectory to round-off."""
+    sysm, q0, v0, _ = CASES[name]
+    vec = integrate(sysm, NonholonomicPRK(lobatto_iiia_iiib(s), newton=NewtonOptions(tol=1e-16)),
+                    q0, v0, h=0.1, n_steps=20)
+    lie = integrate(LIE_RN[name](), LieNonholonomicPRK(s), q0, v0, h=0.1, n_steps=20)
+    assert vec.success and lie.success
+    assert np.abs(vec.q - lie.q).max() < 1e-13
+    assert np.abs(vec.v - lie.v).max() < 1e-13
+    assert np.abs(vec.lam - lie.lam).max() < 2e-11  # λ enters through h bₛ Aᵀλ: ~1e3 × eps
 
 
 def test_disc_on_se2_and_in_coordinates_agree() -> None:

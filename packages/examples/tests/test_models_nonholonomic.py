@@ -138,3 +138,14 @@ def test_ball_closed_form_preserves_the_first_integrals() -> None:
     kappa = B.A_INERTIA * B.TABLE_RATE / (1 + B.A_INERTIA)
     centre = p[0] + np.array([[0.0, -1.0], [1.0, 0.0]]) @ eta[0, 3:] / kappa
     assert np.ptp(np.linalg.norm(p - centre, axis=-1)) < 1e-10
+
+
+@pytest.mark.parametrize("module", [nonholonomic_particle, cvt, chaotic])
+def test_group_rn_formulation_has_the_same_pieces(module) -> None:
+    vec, lie = module.system(), module.lie_system()
+    assert lie.group is not None and vec.group is None
+    q = RNG.normal(size=(3, vec.n))
+    v = _on_constraint(vec, q)
+    assert np.allclose(lie.energy(q, v), vec.energy(q, v), atol=1e-13)
+    assert np.allclose(lie.residual(q, v), vec.residual(q, v), atol=1e-13)
+    assert np.allclose(lie.multiplier(q, v), vec.multiplier(q, v), atol=1e-12)

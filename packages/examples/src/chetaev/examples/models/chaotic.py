@@ -26,8 +26,8 @@ from chetaev.discrete_lagrangian import (
 
 from ._nh_common import dop853
 
-__all__ = ["E0", "J_DEFAULT", "M_DEFAULT", "energy", "ensemble", "mse", "multiplier",
-           "reference", "system"]
+__all__ = ["E0", "J_DEFAULT", "M_DEFAULT", "energy", "ensemble", "lie_system", "mse",
+           "multiplier", "reference", "system"]
 
 #: m of the paper's experiment (n = 7).
 M_DEFAULT = 3
@@ -55,8 +55,7 @@ def _grad(q: np.ndarray, m: int) -> np.ndarray:
     return g
 
 
-def system(m: int = M_DEFAULT) -> ConstrainedSystem:
-    """The chaotic system with n = 2m + 1 as a ``ConstrainedSystem`` (analytic Hessian)."""
+def _pieces(m: int):
     lo, hi, j1, j2 = _indices(m)
     n = 2 * m + 1
     tail = np.arange(m + 1, n)
@@ -91,9 +90,26 @@ def system(m: int = M_DEFAULT) -> ConstrainedSystem:
         D[..., 0, tail, tail] = 1.0
         return D
 
+    return np.eye(n), V, gV, hV, A, dA
+
+
+def system(m: int = M_DEFAULT) -> ConstrainedSystem:
+    """The chaotic system with n = 2m + 1 as a ``ConstrainedSystem`` (analytic Hessian);
+    Lagrangian or Hamiltonian form of ``NonholonomicPRK``, or the GNI."""
+    M, V, gV, hV, A, dA = _pieces(m)
     return ConstrainedSystem(
-        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
     )
+
+
+def lie_system(m: int = M_DEFAULT) -> ConstrainedSystem:
+    """The same model on the abelian group Rⁿ, for ``LieNonholonomicPRK``."""
+    from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
+    from chetaev.liegroups import Rn
+
+    M, V, gV, hV, A, dA = _pieces(m)
+    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(2 * m + 1), M, V, gV, hV),
+                             LinearVelocityConstraint(A, dA=dA))
 
 
 def energy(q, v, m: int = M_DEFAULT) -> np.ndarray:

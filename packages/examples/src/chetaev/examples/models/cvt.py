@@ -33,6 +33,7 @@ __all__ = [
     "V0_HIGH",
     "V0_LOW",
     "energies",
+    "lie_system",
     "multiplier",
     "reference",
     "system",
@@ -50,8 +51,7 @@ V0_HIGH = np.array([0.0, np.sqrt(8.0), 0.0])
 T_FINAL = 500.0
 
 
-def system(eps: float = EPS) -> ConstrainedSystem:
-    """The CVT as a ``ConstrainedSystem`` (M = I, A(q) = (sin y, 0, 1))."""
+def _pieces(eps: float):
 
     def V(q):
         x, y, z = q[..., 0], q[..., 1], q[..., 2]
@@ -77,9 +77,26 @@ def system(eps: float = EPS) -> ConstrainedSystem:
         D[..., 0, 0, 1] = np.cos(q[..., 1])
         return D
 
+    return np.eye(3), V, gV, hV, A, dA
+
+
+def system(eps: float = EPS) -> ConstrainedSystem:
+    """The CVT as a ``ConstrainedSystem`` (M = I, A(q) = (sin y, 0, 1)); Lagrangian or
+    Hamiltonian form of ``NonholonomicPRK``, or the GNI."""
+    M, V, gV, hV, A, dA = _pieces(eps)
     return ConstrainedSystem(
-        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
     )
+
+
+def lie_system(eps: float = EPS) -> ConstrainedSystem:
+    """The same model on the abelian group R³, for ``LieNonholonomicPRK``."""
+    from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
+    from chetaev.liegroups import Rn
+
+    M, V, gV, hV, A, dA = _pieces(eps)
+    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), M, V, gV, hV),
+                             LinearVelocityConstraint(A, dA=dA))
 
 
 def energies(q, v, eps: float = EPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

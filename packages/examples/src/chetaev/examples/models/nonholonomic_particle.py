@@ -8,9 +8,10 @@ Equations (spec high-order-nonholonomic §5.1): ẍ = −x − λy, ÿ = −y, z
 λ(q, v) = (v_x v_y − x y)/(1 + y²) (sign convention d/dt ∂L/∂v − ∂L/∂q = Aᵀλ). y(t) is an exact
 harmonic oscillator; the energy ½|v|² + ½(x² + y²) is conserved.
 
-Formulations: the same :class:`ConstrainedSystem` runs in the Lagrangian form (eq. 14) and the
-Hamiltonian form (eq. 15, p = v) of ``NonholonomicPRK``; the GNI also applies (linear
-constraint on a vector space). :func:`reference` integrates the index-reduced ODE with the
+Formulations: :func:`system` runs in the Lagrangian form (eq. 14) and the Hamiltonian form
+(eq. 15, p = v) of ``NonholonomicPRK``, and with the GNI (linear constraint on a vector space);
+:func:`lie_system` is the same model on the group R³ for ``LieNonholonomicPRK``.
+:func:`reference` integrates the index-reduced ODE with the
 closed-form λ, written here independently of ``chetaev.discrete_lagrangian.reference_solution``.
 
 Initial data and horizon are NOT from the paper (it gives none): the spec §5.1 proposals
@@ -28,7 +29,8 @@ from chetaev.discrete_lagrangian import (
 
 from ._nh_common import dop853, row
 
-__all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "multiplier", "reference", "system"]
+__all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "lie_system", "multiplier", "reference",
+           "system"]
 
 #: Initial configuration (spec §5.1 proposal, not from the paper).
 Q0 = np.array([1.0, 0.5, 0.0])
@@ -38,8 +40,7 @@ V0 = np.array([0.5, 1.0, 0.25])
 T_FINAL = 2.0
 
 
-def system() -> ConstrainedSystem:
-    """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1))."""
+def _pieces():
 
     def V(q):
         return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
@@ -63,9 +64,26 @@ def system() -> ConstrainedSystem:
         D[..., 0, 0, 1] = -1.0
         return D
 
+    return np.eye(3), V, gV, hV, A, dA
+
+
+def system() -> ConstrainedSystem:
+    """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1))."""
+    M, V, gV, hV, A, dA = _pieces()
     return ConstrainedSystem(
-        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
     )
+
+
+def lie_system() -> ConstrainedSystem:
+    """The same model on the abelian group R³ (``TrivializedMechanicalSystem(Rn(3), …)``), for
+    ``LieNonholonomicPRK``; on Rⁿ that method is exactly the vector-space NH-PRK."""
+    from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
+    from chetaev.liegroups import Rn
+
+    M, V, gV, hV, A, dA = _pieces()
+    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), M, V, gV, hV),
+                             LinearVelocityConstraint(A, dA=dA))
 
 
 def energy(q, v) -> np.ndarray:

@@ -43,6 +43,9 @@ def _vector_cases():
         "cvt": (cvt.system(), cvt.Q0, cvt.V0_HIGH, lambda t, q0, v0: cvt.reference(t, q0, v0)),
         "chaotic": (chaotic.system(), q0c[3], v0c[3],
                     lambda t, q0, v0: chaotic.reference(t, q0, v0)),
+        "disc-coordinates": (vertical_disc.coordinate_system(),
+                             *vertical_disc.initial_coordinates(),
+                             lambda t, q0, v0: vertical_disc.reference_coordinates(t, q0, v0)),
     }
 
 
@@ -86,7 +89,7 @@ LIE_RN = {"particle": nonholonomic_particle.lie_system, "cvt": cvt.lie_system,
           "chaotic": chaotic.lie_system}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(LIE_RN))
 @pytest.mark.parametrize("s", [2, 3])
 def test_group_rn_formulation_reproduces_the_vector_space_method(name, s) -> None:
     """The model on the abelian group Rⁿ with LieNonholonomicPRK is the vector-space

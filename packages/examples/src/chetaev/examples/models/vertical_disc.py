@@ -51,6 +51,7 @@ __all__ = [
     "lie_system",
     "multiplier",
     "reference",
+    "reference_coordinates",
     "spatial_velocity",
 ]
 
@@ -168,7 +169,25 @@ def multiplier(pose, eta, mass: float = MASS) -> np.ndarray:
             + pose[..., 1] * np.cos(th))[..., None]
 
 
-def reference(t, mass: float = MASS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(g(t), η(t), λ(t)) from the exact reduced ODE (DOP853, rtol 1e-13), from (g₀, η₀)."""
-    g0, eta0 = initial_group()
-    return _lie_testing.disc_reference(g0, eta0, np.asarray(t, dtype=float), mass=mass)
+def reference(t, g0=None, eta0=None, mass: float = MASS
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g(t), η(t), λ(t)) from the exact reduced ODE (DOP853, rtol 1e-13), from (g₀, η₀)
+    (default :func:`initial_group`; η₀ must have v₂ = 0)."""
+    if g0 is None or eta0 is None:
+        g0, eta0 = initial_group()
+    eta0 = np.asarray(eta0, dtype=float)
+    if abs(eta0[1]) > 1e-12:
+        raise ValueError(f"η₀ must satisfy the constraint v₂ = 0, got v₂ = {eta0[1]:g}.")
+    return _lie_testing.disc_reference(np.asarray(g0, dtype=float), eta0,
+                                       np.asarray(t, dtype=float), mass=mass)
+
+
+def reference_coordinates(t, q0=None, v0=None, mass: float = MASS
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The exact motion in the coordinate formulation: (q(t), v(t), λ(t)) with q = (x, y, θ)
+    and v = (ẋ, ẏ, θ̇), from (q₀, v₀) (default :func:`initial_coordinates`)."""
+    if q0 is None or v0 is None:
+        q0, v0 = initial_coordinates()
+    g, eta, lam = reference(t, group_element(q0), body_velocity(q0, v0), mass)
+    q = coordinates(g)
+    return q, spatial_velocity(q, eta), lam

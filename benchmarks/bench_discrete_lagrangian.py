@@ -16,7 +16,12 @@ import sys
 import time
 
 import numpy as np
-from chetaev.discrete_lagrangian import ConstrainedPRK, integrate, reference_solution
+from chetaev.discrete_lagrangian import (
+    ConstrainedPRK,
+    NewtonOptions,
+    integrate,
+    reference_solution,
+)
 from chetaev.discrete_lagrangian.testing import spherical_pendulum
 from chetaev.rktableaux import lobatto_iiia_iiib
 from scipy.integrate import solve_ivp
@@ -86,6 +91,16 @@ def main(quick: bool = False) -> None:
         print(f"{'':<28}{'':>7}{'':>11}{'':>10}{'':>14}{'(err ' + format(derr, '.1e') + ')':>13}"
               f"   ours per trajectory to T: single {1e3 * cpu1:.1f} ms, "
               f"in the batch {1e3 * cpub / (nb * B) * n:.2f} ms")
+    print("\nbatch cost with simplified Newton (one Jacobian inverse per step):")
+    for s in (2, 3):
+        for simplified in (False, True):
+            method = ConstrainedPRK(lobatto_iiia_iiib(s), NewtonOptions(simplified=simplified),
+                                    fast_path=False)
+            nb = 10
+            _, cpub = _cpu(lambda method=method, nb=nb: integrate(
+                system, method, qb, vb, h=0.05, n_steps=nb, save_every=nb))
+            print(f"  generic stage solve s={s} simplified={simplified!s:<5}: "
+                  f"{1e6 * cpub / (nb * B):.2f} us/traj-step")
 
 
 if __name__ == "__main__":

@@ -60,3 +60,18 @@ def test_unknown_method_is_rejected():
         registry["dm-orders-spherical-pendulum"].run(quick=True, method="nope")
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         registry["gni-particle-orders"].run(quick=True, method="nope")
+
+
+def test_method_choices_are_validated():
+    with pytest.raises(ValueError, match="has no method choice"):
+        registry["dsocs-wheel-figure-5"].run(quick=True, method="rattle")
+    with pytest.raises(ValueError, match="expected the retraction"):
+        registry["gni-ball-figure-2"].run(quick=True, method="polar")
+    with pytest.raises(ValueError, match="unknown method 'midpoint'"):
+        registry["dm-lie-heavy-top"].run(quick=True, method="midpoint")
+
+
+def test_ball_figure_2_with_the_exp_retraction():
+    res = registry["gni-ball-figure-2"].run(quick=True, method="exp", t_final=30.0)
+    assert res.outcome.data["n_steps"] == 300
+    assert all(c.ok for c in res.outcome.checks)

@@ -54,6 +54,12 @@ def _run(system, method, q0, v0, h, t_final):
     return traj
 
 
+def _check_names(names) -> None:
+    for name in names:
+        if name not in _METHODS:
+            raise ValueError(f"unknown method {name!r}; expected one of {sorted(_METHODS)}")
+
+
 def _ba_vs_rattle(system, q0, v0, h):
     a = integrate(system, euler_ba(), q0, v0, h=h, n_steps=1)
     b = integrate(system, rattle(), q0, v0, h=h, n_steps=1)
@@ -77,9 +83,7 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
     replaces h0; ``t_final`` replaces T = 1.
     """
     names = list(_METHODS) if method is None else [method]
-    for name in names:
-        if name not in _METHODS:
-            raise ValueError(f"unknown method {name!r}; expected one of {sorted(_METHODS)}")
+    _check_names(names)
     T = 1.0 if t_final is None else float(t_final)
     system = spherical_pendulum.cartesian_system("nonlinear")
     q0, v0 = spherical_pendulum.Q0, spherical_pendulum.V0
@@ -141,6 +145,7 @@ def constraints_and_energy(quick: bool = False, method: str | None = None,
     system = spherical_pendulum.cartesian_system("nonlinear")
     q0, v0 = spherical_pendulum.Q0, spherical_pendulum.V0
     names = ["midpoint", "rattle"] if method is None else [method]
+    _check_names(names)
     checks, data = [], {}
     for name in names:
         make, _, label = _METHODS[name]
@@ -243,6 +248,7 @@ def symplecticity_planar_pendulum(quick: bool = False, method: str | None = None
     stage-constrained baseline is not a map of T*N (its points leave N) and is not tested."""
     hh = 0.1 if h is None else float(h)
     names = ["euler_a", "euler_b", "midpoint", "rattle"] if method is None else [method]
+    _check_names(names)
     checks, data = [], {}
     for name in names:
         make, _, label = _METHODS[name]
@@ -280,7 +286,9 @@ def lie_heavy_top(quick: bool = False, method: str | None = None, h: float | Non
     R_ref, W_ref = ref.q[-1], ref.v[-1]
     sys6 = heavy_top.constrained_system()
     g0, xi0 = heavy_top.initial_constrained()
-    kinds = list(_LIE_KINDS) if method is None or method not in _LIE_KINDS else [method]
+    if method is not None and method not in _LIE_KINDS:
+        raise ValueError(f"unknown method {method!r}; expected one of {sorted(_LIE_KINDS)}")
+    kinds = list(_LIE_KINDS) if method is None else [method]
     retractions = ["cayley"] if quick else ["cayley", "exp"]
     checks, data = [], {}
     worst = 0.0

@@ -75,8 +75,8 @@ def start(h: float, kind: str = "paper", k: float = CURVATURE, q0=Q0, v0=V0):
 
 def trajectory(h: float, n_steps: int, kind: str = "paper", k=CURVATURE):
     """Nodes ``q_0 … q_N`` (N+1, 2) from the paper's data (fast closed-form loop)."""
-    return particle_trajectory(Q0, start(h, kind, k if not callable(k) else CURVATURE), h,
-                               n_steps, k)
+    k0 = float(k(Q0)) if callable(k) else float(k)  # curvature at q0 for the start
+    return particle_trajectory(Q0, start(h, kind, k0), h, n_steps, k)
 
 
 def energy(v, mass: float = MASS):

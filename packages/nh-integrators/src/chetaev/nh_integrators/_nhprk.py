@@ -53,10 +53,10 @@ def _check_pair(inst, attribute, pair):
             )
     res = pair.satisfies_constrained_hypotheses()
     if not res.all:
+        hint = "" if "Use " in res.message else " Use rktableaux.lobatto_iiia_iiib(s), s >= 2."
         raise HypothesisError(
-            f"NonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
-            f"(second, its symplectic conjugate), spec §2.0: {res.message}. "
-            f"Use rktableaux.lobatto_iiia_iiib(s) with s >= 2."
+            "NonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
+            f"(second, its symplectic conjugate), spec §2.0: {res.message}{hint}"
         )
 
 

@@ -161,16 +161,22 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
                               "x on S², 𝔪-constraint to round-off"))
 
     def plot(fig) -> None:
-        axes = fig.subplots(1, 2)
-        for (s, rule), (tr, dE, _) in runs.items():
-            axes[0].semilogy(tr.t[1:], np.abs(dE[1:]) + 1e-18, lw=0.6, label=f"s={s} {rule}")
-            axes[1].semilogy(tr.t[1:], np.abs(tr.lam[1:, 0]) + 1e-18, lw=0.6,
+        axes = fig.subplots(1, 3)
+        for (s, rule), (tr, dE, x) in runs.items():
+            axes[0].plot(x[:, 0], x[:, 1], lw=0.4, label=f"s={s} {rule}")
+            axes[1].semilogy(tr.t[1:], np.abs(dE[1:]) + 1e-18, lw=0.6, label=f"s={s} {rule}")
+            axes[2].semilogy(tr.t[1:], np.abs(tr.lam[1:, 0]) + 1e-18, lw=0.6,
                              label=f"s={s} {rule}")
-        axes[0].set_title("|E − E0|", fontsize=9)
-        axes[1].set_title("|Λ|", fontsize=9)
+        axes[0].set_aspect("equal")
+        axes[0].set_title("x = g e₃ (x₁, x₂) (Fig. 1)", fontsize=8)
+        axes[1].set_title("|E − E0| (Figs. 2, 4a)", fontsize=8)
+        axes[2].set_title("|Λ| (Figs. 3, 4b)", fontsize=8)
         for ax in axes:
-            ax.set_xlabel("t")
-        axes[0].legend(fontsize=6)
+            ax.tick_params(labelsize=6)
+        axes[1].set_xlabel("t", fontsize=8)
+        axes[2].set_xlabel("t", fontsize=8)
+        axes[1].legend(fontsize=5)
+        fig.tight_layout()
 
     data = {"T": T, "h": hh, "retraction": kind, "lambda_slope_s3_carry": slope,
             "max_abs_dE": {f"s={s} {r}": float(np.abs(d).max()) for (s, r), (_, d, _) in
@@ -241,6 +247,8 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
                                   f"bounded, ≤ {bound:.2e} (spec Addendum × 1.5)"))
         if s == 3:
             lam3 = tr
+        if s == 4:
+            eta4 = tr.v
     if T >= 20.0:  # the Λ drift of s = 3 needs several radial periods to stand out
         late = lam3.t > lam3.t[-1] / 2
         slope = float(np.polyfit(lam3.t[late], lam3.lam[late, 0], 1)[0])
@@ -259,15 +267,21 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
     checks.append(check_bound("max(| |x| − 1 |, |η₃|)", on_sphere, 1e-13))
 
     def plot(fig) -> None:
-        ax = fig.add_subplot()
+        ax, ax2 = fig.subplots(1, 2)
         th = np.linspace(0, 2 * np.pi, 200)
         ax.plot(np.cos(th), np.sin(th), "k", lw=0.3)
         for s, x in orbits.items():
             ax.plot(x[:, 0], x[:, 1], lw=0.5, label=f"s={s}")
         ax.plot(xr[:, 0], xr[:, 1], "k--", lw=0.4, label="reference")
         ax.set_aspect("equal")
-        ax.set_title("orbit projected on the (x₁, x₂) plane", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_title("orbits, (x₁, x₂) projection (Fig. 6)", fontsize=8)
+        ax.legend(fontsize=6)
+        for k in range(3):
+            ax2.plot(t, eta4[:, k], lw=0.6, label=f"η{k + 1}")
+        ax2.set_title("η(t), s = 4 (Fig. 7a)", fontsize=8)
+        ax2.set_xlabel("t", fontsize=8)
+        ax2.legend(fontsize=6)
+        fig.tight_layout()
 
     return Outcome(checks, {"T": T, "h": hh, "position_error": errs}, plot,
                    notes="m = M = ρ = 1, X = e₃ (inferred, spec §7.2).")

@@ -71,3 +71,5 @@ def test_overrides_are_honoured() -> None:
     assert r.outcome.data["T"] == 5.0
     with pytest.raises(ValueError, match="multiple of h"):
         registry["high-order-fig3-particle-orders"].run(quick=True, t_final=2.0, h=0.3)
+    with pytest.raises(ValueError, match="stage count"):
+        registry["high-order-fig8-ball-integrals"].run(quick=True, method="cayley")

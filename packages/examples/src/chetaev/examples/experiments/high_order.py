@@ -38,6 +38,20 @@ def _lambda_order(s: int) -> int:
     return s if s % 2 == 0 else s - 1
 
 
+def _stages(method: str | None, default: int) -> int:
+    """The ``method`` override of the Lobatto experiments: the stage count s (2..8)."""
+    if method is None:
+        return default
+    try:
+        s = int(method)
+    except (TypeError, ValueError):
+        s = 0
+    if not 2 <= s <= 8:
+        raise ValueError(f"method must be the Lobatto stage count s (an integer 2..8, e.g. "
+                         f"'3') for this experiment, got {method!r}.")
+    return s
+
+
 def _grid(T: float, h: float) -> int:
     n = round(T / h)
     if n < 1 or abs(n * h - T) > 1e-9 * max(T, 1.0):
@@ -120,8 +134,9 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
 def cvt_energies(quick: bool = False, method: str | None = None, h: float | None = None,
                  t_final: float | None = None) -> Outcome:
     """Both initial conditions (low and high energy) as one batch, ε = ½, Lobatto-2 at
-    h = 0.1 and h = π/10; T = 500 (spec proposal; quick: T = 100)."""
-    s = int(method) if method else 2
+    h = 0.1 and h = π/10; T = 500 (spec proposal; quick: T = 100). ``method``: the stage count
+    s; ``h`` replaces the good step 0.1."""
+    s = _stages(method, 2)
     T = t_final or (100.0 if quick else cvt.T_FINAL)
     h_good = h or 0.1
     sysm = cvt.system()
@@ -285,10 +300,10 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
     """Physical constraint (spec A1), s = 3, cay, h = 0.1, T = 100 (spec proposals; quick:
     T = 50). Bounds from spec §8 item 11: |ΔI_k| ≤ 1e-12, |ΔE_mov| ≤ 1e-8 and no growth
     (max over the second half ≤ 1.5 × the first). The full run adds the convergence against the
-    closed form (T = 4, s = 2, 3, 4)."""
+    closed form (T = 4, s = 2, 3, 4). ``method``: the stage count s of the long run."""
     T = t_final or (50.0 if quick else turntable_ball.T_FINAL)
     hh = h or 0.1
-    s = int(method) if method else 3
+    s = _stages(method, 3)
     sysm = turntable_ball.system()
     g0, eta0 = turntable_ball.initial()
     tr = integrate(sysm, LieNonholonomicPRK(s, retraction="cayley"), g0, eta0, h=hh,

@@ -94,8 +94,8 @@ def sleigh_runs(nh):
     system = nh.sleigh_system()
     runs = {}
     for s in (2, 3):
-        for mode in ("carried", "continuous", "zero"):
-            method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_mode=mode)
+        for mode in ("carry", "continuous", "zero_first"):
+            method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule=mode)
             sol = integrate(system, method, nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=400)
             assert sol.success, sol.message
             E = system.energy(sol.q, sol.v)
@@ -112,7 +112,7 @@ def test_carried_multiplier_develops_growing_mode_on_the_sleigh(sleigh_runs, s):
 
     Measured (h = 0.1, E_0 = 0.585): s=2: |lambda - lambda(q, v)| 0.04 at t = 5 -> 17 at
     t = 15, energy 0.585 -> 0.043; s=3: 0.03 at t = 15 -> 30 at t = 35, energy -> 0.30."""
-    _, dE, dlam = sleigh_runs[s, "carried"]
+    _, dE, dlam = sleigh_runs[s, "carry"]
     early = np.abs(dlam[:50]).max()
     assert np.abs(dlam).max() > 100 * early, (early, np.abs(dlam).max())
     assert np.abs(dE).max() > 0.2  # the energy (0.585) collapses
@@ -123,28 +123,28 @@ def test_carried_multiplier_develops_growing_mode_on_the_sleigh(sleigh_runs, s):
 
 @pytest.mark.parametrize("s", [2, 3])
 def test_continuous_reinitialisation_removes_the_mode(sleigh_runs, s):
-    """multiplier_mode='continuous': energy error 2.9e-4 (s=2) / 8.5e-8 (s=3) over 2000
-    steps instead of collapse; 'zero' (Lambda^1 = 0): 2.8e-2 / 8.9e-5."""
+    """multiplier_rule='continuous': energy error 2.9e-4 (s=2) / 8.5e-8 (s=3) over 400
+    steps instead of collapse; 'zero_first' (Lambda^1 = 0): 2.8e-2 / 8.9e-5."""
     _, dE, _ = sleigh_runs[s, "continuous"]
     assert np.abs(dE).max() < (5e-4 if s == 2 else 2e-7)
-    _, dEz, _ = sleigh_runs[s, "zero"]
+    _, dEz, _ = sleigh_runs[s, "zero_first"]
     assert np.abs(dEz).max() < (5e-2 if s == 2 else 2e-4)
 
 
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_remedies_effect_on_order(nh, s):
     """'continuous' keeps the orders 2s - 2 in q (measured on the sleigh, T = 2: 1.87 / 4.0 /
-    6.0); 'zero' loses them (~1 for s = 2, ~2 for s = 3, 4) and lambda does not converge
+    6.0); 'zero_first' loses them (~1 for s = 2, ~2 for s = 3, 4) and lambda does not converge
     (fitted order < 0.1)."""
     system = nh.sleigh_system()
     T = 2.0
     ref = reference_solution(system, nh.SLEIGH_Q0, nh.SLEIGH_V0, np.array([0.0, T]))
     hs = [0.1, 0.05, 0.025] if s == 2 else [0.2, 0.1, 0.05]
     orders = {}
-    for mode in ("continuous", "zero"):
+    for mode in ("continuous", "zero_first"):
         errs = []
         for h in hs:
-            method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_mode=mode)
+            method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule=mode)
             sol = integrate(system, method, nh.SLEIGH_Q0, nh.SLEIGH_V0, h=h, n_steps=round(T / h))
             errs.append(
                 [np.abs(sol.q[-1] - ref.q[-1]).max(), np.abs(sol.lam[-1] - ref.lam[-1]).max()]
@@ -153,8 +153,8 @@ def test_remedies_effect_on_order(nh, s):
         orders[mode] = (nh.fit_order(hs, errs[:, 0], 5e-13), nh.fit_order(hs, errs[:, 1], 5e-13))
     assert abs(orders["continuous"][0] - (2 * s - 2)) <= 0.25, orders
     zero_q_order = 1.0 if s == 2 else 2.0
-    assert abs(orders["zero"][0] - zero_q_order) <= 0.25, orders
-    assert abs(orders["zero"][1]) < 0.25, orders
+    assert abs(orders["zero_first"][0] - zero_q_order) <= 0.25, orders
+    assert abs(orders["zero_first"][1]) < 0.25, orders
 
 
 # ---------------------------------------------------------------- 10^5 steps

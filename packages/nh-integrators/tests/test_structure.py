@@ -15,7 +15,12 @@ from chetaev.discrete_lagrangian import (
     State,
     integrate,
 )
-from chetaev.nh_integrators import NonholonomicPRK
+from chetaev.nh_integrators import (
+    MULTIPLIER_MODE_ALIASES,
+    MULTIPLIER_RULES,
+    LieNonholonomicPRK,
+    NonholonomicPRK,
+)
 from chetaev.rktableaux import PartitionedTableau, gauss, lobatto_iiia_iiib, symplectic_conjugate
 
 
@@ -234,6 +239,54 @@ def test_rejects_unknown_options():
         )
     with pytest.raises(InputError, match="jacobian_reuse"):
         NonholonomicPRK(lobatto_iiia_iiib(2), jacobian_reuse="never")
+
+
+def test_one_multiplier_rule_vocabulary():
+    """Both classes take ``multiplier_rule`` from the shared ``MULTIPLIER_RULES``."""
+    assert MULTIPLIER_RULES == ("carry", "zero_first", "continuous", "weighted_sum")
+    pair = lobatto_iiia_iiib(2)
+    assert NonholonomicPRK(pair).multiplier_rule == "carry"
+    assert LieNonholonomicPRK(2).multiplier_rule == "carry"
+    for rule in MULTIPLIER_RULES[:3]:
+        assert NonholonomicPRK(pair, multiplier_rule=rule).multiplier_rule == rule
+        assert LieNonholonomicPRK(2, multiplier_rule=rule).multiplier_rule == rule
+    with pytest.raises(InputError, match=r"weighted_sum.*not offered by NonholonomicPRK"):
+        NonholonomicPRK(pair, multiplier_rule="weighted_sum")
+    with pytest.raises(InputError, match="multiplier_rule"):
+        NonholonomicPRK(pair, multiplier_rule="carried-over")
+
+
+@pytest.mark.parametrize("old", ["carried", "continuous", "zero"])
+def test_multiplier_mode_alias_gives_the_same_method(nh, old):
+    """The old keyword ``multiplier_mode`` maps carried -> carry, zero -> zero_first and
+    gives the same (equal) method and the same trajectory bit for bit."""
+    pair = lobatto_iiia_iiib(3)
+    new = MULTIPLIER_MODE_ALIASES[old]
+    m_old = NonholonomicPRK(pair, multiplier_mode=old)
+    m_new = NonholonomicPRK(pair, multiplier_rule=new)
+    assert m_old == m_new and m_old.multiplier_rule == new
+    assert NonholonomicPRK(pair, multiplier_rule=old) == m_new  # old value, new keyword
+    assert NonholonomicPRK(pair, multiplier_mode=old, multiplier_rule=new) == m_new
+    assert attrs.evolve(m_old, multiplier_rule="carry").multiplier_rule == "carry"
+    system = nh.sleigh_system()
+    runs = [
+        integrate(system, m, nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20)
+        for m in (m_old, m_new)
+    ]
+    assert np.array_equal(runs[0].q, runs[1].q) and np.array_equal(runs[0].lam, runs[1].lam)
+    if old != "carried":  # the rule is really applied (differs from the carried map)
+        carried = integrate(
+            system, NonholonomicPRK(pair), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20
+        )
+        assert not np.array_equal(carried.lam, runs[0].lam)
+
+
+def test_multiplier_mode_alias_conflicts_are_refused():
+    pair = lobatto_iiia_iiib(2)
+    with pytest.raises(InputError, match="contradicts multiplier_rule='continuous'"):
+        NonholonomicPRK(pair, multiplier_mode="zero", multiplier_rule="continuous")
+    with pytest.raises(InputError, match="old spelling of `multiplier_rule`"):
+        NonholonomicPRK(pair, multiplier_mode="zero_first")
 
 
 def test_newton_failure_raises_convergence_error(nh):

@@ -13,20 +13,16 @@ from ._homogeneous import (
     spherical_pendulum,
     tait_bryan,
 )
-from ._lie_prk import MULTIPLIER_RULES, RETRACTIONS, LieNonholonomicPRK
-from ._nhprk import (
-    CONSTRAINT_MOMENTA,
-    FORMS,
-    JACOBIAN_REUSE,
-    MULTIPLIER_MODES,
-    NonholonomicPRK,
-)
+from ._lie_prk import RETRACTIONS, LieNonholonomicPRK
+from ._nhprk import CONSTRAINT_MOMENTA, FORMS, JACOBIAN_REUSE, NonholonomicPRK
+from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
 
 __all__ = [
     "CONSTRAINT_MOMENTA",
     "FORMS",
     "JACOBIAN_REUSE",
     "MULTIPLIER_MODES",
+    "MULTIPLIER_MODE_ALIASES",
     "MULTIPLIER_RULES",
     "RETRACTIONS",
     "LieNonholonomicPRK",

@@ -23,11 +23,11 @@ from chetaev.discrete_lagrangian import (
 
 from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
+from ._rules import MULTIPLIER_RULES
 
 __all__ = ["MULTIPLIER_RULES", "RETRACTIONS", "LieNonholonomicPRK"]
 
 RETRACTIONS = ("cayley", "exp")
-MULTIPLIER_RULES = ("carry", "zero_first", "continuous", "weighted_sum")
 
 
 def _one_of(options: tuple[str, ...]):
@@ -181,7 +181,8 @@ class LieNonholonomicPRK:
     retraction : {"cayley", "exp"}
         τ. Both use exact closed forms of d^Lτ and of its derivative (no truncated series).
     multiplier_rule : {"carry", "zero_first", "continuous", "weighted_sum"}
-        Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6).
+        Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6); the same
+        keyword and values as :class:`NonholonomicPRK` (shared constant ``MULTIPLIER_RULES``).
         ``"carry"`` (default; the high-order paper and the homogeneous-spaces paper's
         Λ-concatenation): Λ¹ = λ_k = Λˢ of the previous step. ``"zero_first"``: Λ¹ = 0
         (C2). ``"continuous"``: Λ¹ = λ(g_k, η_k) from the continuous formula (C2, general).

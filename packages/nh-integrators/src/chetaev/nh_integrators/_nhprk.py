@@ -22,14 +22,21 @@ from chetaev.discrete_lagrangian import (
 
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
+from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
 from ._solve import newton as _newton
 
-__all__ = ["CONSTRAINT_MOMENTA", "FORMS", "JACOBIAN_REUSE", "MULTIPLIER_MODES", "NonholonomicPRK"]
+__all__ = [
+    "CONSTRAINT_MOMENTA",
+    "FORMS",
+    "JACOBIAN_REUSE",
+    "MULTIPLIER_MODES",
+    "MULTIPLIER_RULES",
+    "NonholonomicPRK",
+]
 
 FORMS = ("lagrangian", "hamiltonian")
 _MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
-MULTIPLIER_MODES = ("carried", "continuous", "zero")
 JACOBIAN_REUSE = ("iteration", "step", "steps")
 
 
@@ -115,12 +122,25 @@ class NonholonomicPRK:
         argues against in §5.1, which imposes the inner-stage constraints with the IIIB
         stage momenta ``P^i`` (order ``s - 2`` approximations); kept for negative tests:
         for ``s = 3``, ``lambda`` does not converge and ``q``, ``p`` drop to order 2.
-    multiplier_mode : {"carried", "continuous", "zero"}
-        How ``Lambda^1`` of a step is chosen. ``"carried"`` (the paper):
-        ``Lambda^1 = lambda_k``. The remedies for the growing alternating multiplier mode
-        (see README): ``"continuous"`` re-initialises ``Lambda^1`` from the continuous
-        formula ``lambda(q_k, v_k)`` at every step; ``"zero"`` uses ``Lambda^1 = 0``
-        (the rule of the homogeneous-spaces paper).
+    multiplier_rule : {"carry", "zero_first", "continuous"}
+        How ``Lambda^1`` of a step is chosen (the same vocabulary as
+        :class:`LieNonholonomicPRK`, constant ``MULTIPLIER_RULES``). ``"carry"`` (default,
+        the paper): ``Lambda^1 = lambda_k``. The remedies for the growing alternating
+        multiplier mode (see README): ``"continuous"`` re-initialises ``Lambda^1`` from the
+        continuous formula ``lambda(q_k, v_k)`` at every step; ``"zero_first"`` uses
+        ``Lambda^1 = 0`` (the rule of the homogeneous-spaces paper). ``"weighted_sum"``
+        (``Lambda^1`` unknown, ``sum_j b_j Lambda^j = 0``) is refused with an
+        :class:`InputError`: it was designed for homogeneous-space lifts, where the
+        continuous multiplier vanishes (and where it is degenerate, spec
+        homogeneous-spaces-rkmk §3.6 F5); on a vector space with ``lambda != 0`` it forces
+        the stage average of ``lambda`` to zero, which contradicts eq. (14) and loses
+        convergence of ``lambda``. Use :class:`LieNonholonomicPRK` for those lifts.
+    multiplier_mode : {"carried", "continuous", "zero"}, optional
+        Old spelling, kept as an alias: ``"carried"`` -> ``"carry"``, ``"zero"`` ->
+        ``"zero_first"``, ``"continuous"`` -> ``"continuous"``. Init-only: after
+        construction the attribute is ``None`` and ``multiplier_rule`` holds the rule.
+        Passing both with different meanings is an :class:`InputError`. The old values
+        are also accepted as ``multiplier_rule`` (it took ``multiplier_mode``'s position).
     implicit_velocity : bool or None
         Force the implicit ``v_k^i`` unknowns (True) or the explicit ``FL^{-1}`` path
         (False). ``None``: explicit for mechanical systems, implicit otherwise.
@@ -146,11 +166,46 @@ class NonholonomicPRK:
     form: str = attrs.field(default="lagrangian", validator=_one_of(FORMS))
     newton: NewtonOptions = attrs.field(factory=NewtonOptions)
     constraint_momenta: str = attrs.field(default="iiia", validator=_one_of(CONSTRAINT_MOMENTA))
-    multiplier_mode: str = attrs.field(default="carried", validator=_one_of(MULTIPLIER_MODES))
+    multiplier_rule: str | None = None
     implicit_velocity: bool | None = None
     jacobian_reuse: str = attrs.field(default="step", validator=_one_of(JACOBIAN_REUSE))
+    multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        rule = self.multiplier_rule
+        if rule in MULTIPLIER_MODE_ALIASES:  # old values accepted here too (positional use)
+            rule = MULTIPLIER_MODE_ALIASES[rule]
+        if rule is not None and rule not in MULTIPLIER_RULES:
+            raise InputError(
+                f"`multiplier_rule` must be one of {MULTIPLIER_RULES}, got {rule!r}. "
+                "Pick one of the listed values."
+            )
+        if self.multiplier_mode is not None:
+            if self.multiplier_mode not in MULTIPLIER_MODE_ALIASES:
+                raise InputError(
+                    f"`multiplier_mode` (old spelling of `multiplier_rule`) must be one of "
+                    f"{MULTIPLIER_MODES}, got {self.multiplier_mode!r}. Prefer "
+                    f"multiplier_rule= one of {MULTIPLIER_RULES[:3]}."
+                )
+            alias = MULTIPLIER_MODE_ALIASES[self.multiplier_mode]
+            if rule is not None and rule != alias:
+                raise InputError(
+                    f"multiplier_mode={self.multiplier_mode!r} (= multiplier_rule={alias!r}) "
+                    f"contradicts multiplier_rule={rule!r}. Pass multiplier_rule only."
+                )
+            rule = alias
+        rule = "carry" if rule is None else rule
+        if rule == "weighted_sum":
+            raise InputError(
+                "multiplier_rule='weighted_sum' (sum_j b_j Lambda^j = 0) is not offered by "
+                "NonholonomicPRK: it was designed for homogeneous-space lifts, whose continuous "
+                "multiplier vanishes (and there it is rank deficient, spec "
+                "homogeneous-spaces-rkmk §3.6 F5); on a vector space with a nonzero multiplier "
+                "it forces the stage average of lambda to zero, contradicting eq. (14). Use "
+                "'carry', 'continuous' or 'zero_first' (or LieNonholonomicPRK for lifts)."
+            )
+        object.__setattr__(self, "multiplier_rule", rule)
+        object.__setattr__(self, "multiplier_mode", None)
         if self.form == "hamiltonian" and self.constraint_momenta != "iiia":
             raise InputError(
                 "constraint_momenta='iiib_rejected' is implemented for form='lagrangian' "
@@ -252,9 +307,9 @@ class NonholonomicPRK:
         q, v, p = state.q, state.v, state.p
         if p is None:
             p = np.asarray(system.system.D2L(q, v))
-        if self.multiplier_mode == "carried" and state.lam is not None:
+        if self.multiplier_rule == "carry" and state.lam is not None:
             lam = np.asarray(state.lam, dtype=np.float64)
-        elif self.multiplier_mode != "zero":  # "continuous", or no carried value yet
+        elif self.multiplier_rule != "zero_first":  # "continuous", or no carried value yet
             lam = np.asarray(system.multiplier(q, v), dtype=np.float64)
         else:
             lam = np.zeros((*q.shape[:-1], model.m))
@@ -335,8 +390,8 @@ class NonholonomicPRK:
                 tol=float(self.newton.tol),
                 iterations=int(np.max(result.iterations)),
                 hint="halve h, or increase NewtonOptions(max_iter=...); with "
-                "multiplier_mode='carried' a growing alternating multiplier mode can "
-                "cause this: try multiplier_mode='continuous'",
+                "multiplier_rule='carry' a growing alternating multiplier mode can "
+                "cause this: try multiplier_rule='continuous'",
             )
         x = result.x
         if self.form == "lagrangian":

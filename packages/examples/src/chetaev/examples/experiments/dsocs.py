@@ -114,6 +114,11 @@ def particle_figure_3(quick: bool = False, method: str | None = None, h: float |
         check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
                     second.error, 2.0),
     ]
+    if h is None and T == curvature_particle.T_FINAL:
+        rel = abs(paper.error[0] / 2.0441 - 1.0)
+        checks.append(Check("paper start, h = 0.1: max x-error vs independent reproduction",
+                            float(paper.error[0]), "2.0441 (spec [CHECKED], rel. diff ≤ 1e-3)",
+                            bool(rel <= 1e-3)))
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist()}
 
@@ -211,6 +216,12 @@ def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | No
         check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
                     second.error, 2.0),
     ]
+    if h is None and T >= 250.0:
+        for hv, ref in ((0.1, 0.3287), (0.05, 8.044e-2)):
+            e = float(paper.error[list(paper.h).index(hv)])
+            checks.append(Check(f"paper start, h = {hv:g}: max θ-error vs independent "
+                                "reproduction", e, f"{ref:.4g} (spec [CHECKED], rel. diff ≤ 2e-3)",
+                                bool(abs(e / ref - 1.0) <= 2e-3)))
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist(), "T": T}
 

@@ -93,6 +93,13 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
                          "exactly adjoint and the composition is of order 2.")
 
 
+def _regression(name: str, measured: float, expected: float, rel: float) -> Check:
+    """Agreement with the spec's independent reproduction ([V] numbers)."""
+    return Check(f"{name} vs independent reproduction", measured,
+                 f"{expected:.4g} (spec [V], rel. diff ≤ {rel:g})",
+                 bool(abs(measured / expected - 1.0) <= rel))
+
+
 def _retraction(method: str | None) -> str:
     """``method`` of the ball experiments is the retraction of the reduced GNI."""
     if method is None:
@@ -197,6 +204,9 @@ def ball_figure_1(quick: bool = False, method: str | None = None, h: float | Non
         check_order("consistent start: order of the ω error (vs ω(t_k + h/2))", hs,
                     consistent[:, 1], 2),
     ]
+    if h is None and T == 10.0 and ret == "cayley":
+        checks.append(_regression("paper start, h = 0.1: max position error on [0, 10]",
+                                  paper[0, 0], 4.011e-2, 0.01))
     data = {"h": hs.tolist(), "paper_start": paper.tolist(),
             "consistent_start": consistent.tolist(), "T": T}
     return Outcome(checks, data,
@@ -287,6 +297,12 @@ def ball_figure_3(quick: bool = False, method: str | None = None, h: float | Non
         check_order("paper start: centred energy error slope", hs, paper[:, 2], 2),
         check_order("consistent start: position error slope", hs, consistent[:, 0], 2),
     ]
+    if h is None and T == 15.0 and ret == "cayley":
+        # (the spec's energy figure 6.06e-3 is not compared: its centred-energy window is not
+        # fully specified; ours gives 6.26e-3 with the same slope 2)
+        for i, (what, ref) in enumerate(zip(("position", "ω"), (4.51e-3, 5.85e-3))):
+            checks.append(_regression(f"paper start, h = 0.1: max {what} error", paper[0, i],
+                                      ref, 0.01))
     data = {"h": hs.tolist(), "paper_start": paper.tolist(),
             "consistent_start": consistent.tolist()}
     return Outcome(checks, data,

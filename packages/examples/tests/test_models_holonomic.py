@@ -151,3 +151,20 @@ def test_heavy_top_euler_poisson_invariants_and_agreement_with_reconstruction():
     np.testing.assert_allclose(heavy_top.energy(ref.q, ref.v), E, atol=1e-9)
     np.testing.assert_allclose(heavy_top.vertical_momentum(ref.q, ref.v),
                                np.einsum("ti,ti->t", gam, om @ Ip.T), atol=1e-9)
+
+
+def test_heavy_top_constraint_jacobians_by_finite_differences():
+    from chetaev.liegroups import Product, Rn
+
+    group = Product(SO3, Rn(3))
+    s6 = heavy_top.constrained_system()
+    g = group.from_parts([SO3.exp(np.array([0.2, -0.5, 0.9])), np.array([0.3, 0.1, -0.4])])
+    eps = 1e-6
+    cols = [(s6.constraint.phi(g @ group.exp(eps * e)) - s6.constraint.phi(g @ group.exp(-eps * e)))
+            / (2 * eps) for e in np.eye(6)]
+    np.testing.assert_allclose(s6.constraint.jacobian(g), np.stack(cols, -1), atol=1e-8)
+    s9 = heavy_top.matrix_system()
+    q = (SO3.exp(np.array([0.2, -0.5, 0.9])) + 0.1).ravel()
+    cols = [(s9.constraint.phi(q + eps * e) - s9.constraint.phi(q - eps * e)) / (2 * eps)
+            for e in np.eye(9)]
+    np.testing.assert_allclose(s9.constraint.jacobian(q), np.stack(cols, -1), atol=1e-8)

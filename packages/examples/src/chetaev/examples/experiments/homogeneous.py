@@ -62,11 +62,13 @@ def sphere_orders(quick: bool = False, method: str | None = None, h: float | Non
     checks: list[Check] = []
     results: dict[str, dict[str, Any]] = {}
     off = 0.0
-    for name, (model, hs, T) in cases.items():
-        if h:
-            hs = tuple(x * h / hs[0] for x in hs)
+    for name, (model, hs0, T) in cases.items():
         T = t_final or T
         for s in (2, 3, 4):
+            # the pendulum's s = 4 error reaches round-off (~2e-13) at h = 0.05: larger steps
+            hs = (0.25, 0.2, 0.125, 0.1) if (name, s) == ("pendulum", 4) else hs0
+            if h:
+                hs = tuple(x * h / hs[0] for x in hs)
             ex, ev, el, o = _sphere_errors(model, s, kind, hs, T)
             off = max(off, o)
             results[f"{name} s={s}"] = {"hs": list(hs), "x": ex, "xdot": ev, "Lambda": el}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import integrate
 from chetaev.discrete_lagrangian.discretization_maps import (
@@ -259,8 +260,52 @@ def _explicit_euler_defect(h: float) -> float:
     return float(np.max(np.abs(h * h * (g / L) * np.cos(th))))
 
 
+class _Dissipative:
+    """Control for the symplecticity checks: RATTLE followed by the momentum scaling
+    p ↦ (1 − h) p (stays on Leg(TN); not symplectic: it scales ω_N by 1 − h)."""
+
+    name = "RATTLE + momentum damping (control)"
+
+    def __init__(self):
+        self._inner = rattle()
+
+    def initial_state(self, system, q0, v0, t0: float = 0.0):
+        return self._inner.initial_state(system, q0, v0, t0)
+
+    def step(self, system, state, h):
+        new = self._inner.step(system, state, h)
+        return attrs.evolve(new, p=(1.0 - h) * new.p, v=(1.0 - h) * new.v)
+
+
+def sphere_symplecticity_defect(make, h: float = 0.1, eps: float = 1e-6,
+                                points: Any = ((1.0, 0.2, 0.3, 0.8), (2.0, -1.0, -0.5, 0.4),
+                                               (0.7, 2.5, 1.1, -0.6))) -> float:
+    """max |DFᵀJDF − J| of one step on the spherical pendulum (nonlinear V) in the canonical
+    chart (θ, φ, p_θ, p_φ) of T*S² (cotangent lift of spherical coordinates; on Leg(TN) with
+    M = I, p·dq = p_θ dθ + p_φ dφ), central differences."""
+    L = spherical_pendulum.LENGTH
+    pts = np.asarray(points, dtype=float)
+    offs = np.concatenate([np.eye(4), -np.eye(4)]) * eps
+    z = (pts[:, None, :] + offs[None]).reshape(-1, 4)
+    st2 = np.sin(z[:, 0]) ** 2
+    y = np.stack([z[:, 0], z[:, 1], z[:, 2] / L**2, z[:, 3] / (L**2 * st2)], -1)
+    q0, v0 = spherical_pendulum.cartesian_from_spherical(y, L)
+    traj = integrate(spherical_pendulum.cartesian_system("nonlinear"), make(), q0, v0, h=h,
+                     n_steps=1)
+    if not traj.success:
+        raise RuntimeError(traj.message)
+    y1 = spherical_pendulum.spherical_from_cartesian(traj.q[-1], traj.p[-1], L)
+    z1 = np.stack([y1[:, 0], y1[:, 1], L**2 * y1[:, 2], L**2 * np.sin(y1[:, 0]) ** 2 * y1[:, 3]],
+                  -1).reshape(len(pts), 8, 4)
+    DF = np.swapaxes((z1[:, :4] - z1[:, 4:]) / (2 * eps), -1, -2)  # [k, i, j] = ∂z1_i/∂z_j
+    J = np.block([[np.zeros((2, 2)), np.eye(2)], [-np.eye(2), np.zeros((2, 2))]])
+    defect = np.swapaxes(DF, -1, -2) @ J @ DF - J
+    return float(np.max(np.abs(defect)))
+
+
 @experiment("dm-symplecticity", paper=PAPER,
-            title="Symplecticity on T*N (planar pendulum, chart (θ, p_θ))",
+            title="Symplecticity on T*N (planar pendulum, chart (θ, p_θ); spherical pendulum, "
+                  "chart (θ, φ, p_θ, p_φ))",
             claim="the discretization-map methods are symplectic on Leg(TN) ≅ T*N (Thm. 4.5)")
 def symplecticity_planar_pendulum(quick: bool = False, method: str | None = None,
                                   h: float | None = None, t_final: float | None = None
@@ -277,6 +322,16 @@ def symplecticity_planar_pendulum(quick: bool = False, method: str | None = None
         data[name] = d
         checks.append(check_bound(f"{label}: max |det DF − 1|", d, 1e-7,
                                   "0 (symplectic; FD error ≈ 1e-9)"))
+        d2 = sphere_symplecticity_defect(make, hh)
+        data[f"{name}-sphere"] = d2
+        checks.append(check_bound(f"{label}, spherical pendulum: max |DFᵀJDF − J|", d2, 1e-7,
+                                  "0 (symplectic on T*S²; FD error ≈ 1e-9)"))
+    sphere_control = sphere_symplecticity_defect(_Dissipative, hh)
+    data["control_sphere"] = sphere_control
+    checks.append(Check("control: RATTLE + damping p ↦ (1 − h)p, spherical pendulum, "
+                        "max |DFᵀJDF − J|", sphere_control,
+                        "> 1e-3 (the measurement detects a non-symplectic map)",
+                        sphere_control > 1e-3))
     control = _explicit_euler_defect(hh)
     data["control_explicit_euler"] = control
     checks.append(Check("control: explicit Euler in the chart, max |det DF − 1|", control,

@@ -69,3 +69,18 @@ def test_every_registered_experiment_names_a_known_paper() -> None:
 def test_run_experiments_rejects_unknown_names() -> None:
     with pytest.raises(KeyError):
         run_experiments(["no-such-experiment"])
+
+
+def test_cli_list_and_bad_option(capsys) -> None:
+    from chetaev.examples import registry
+    from chetaev.examples._cli import main
+
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in registry)
+    assert main(["run", "no-such-experiment"]) == 2
+    assert "chetaev-examples list" in capsys.readouterr().err
+    dsocs = next(n for n, e in registry.items() if e.paper == "dsocs-second-order-constraints")
+    assert main(["run", dsocs, "--quick", "--method", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chetaev-examples run {dsocs}: ") and len(err) > 40

@@ -42,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"unknown experiment {args.name!r}; `chetaev-examples list` shows the names",
                   file=sys.stderr)
             return 2
-        (result,) = run_experiments([args.name], quick=args.quick, out=args.out,
-                                    method=args.method, h=args.h, t_final=args.t_final)
+        try:
+            (result,) = run_experiments([args.name], quick=args.quick, out=args.out,
+                                        method=args.method, h=args.h, t_final=args.t_final)
+        except ValueError as err:  # bad --method / --h / --t-final: say why, no traceback
+            print(f"chetaev-examples run {args.name}: {err}", file=sys.stderr)
+            return 2
         e = result.experiment
         print(f"{e.title}  [{PAPERS[e.paper]}]\nclaim: {e.claim}")
         for c in result.outcome.checks:

@@ -149,26 +149,23 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
             + np.sum(q[..., lo] ** 2 * q[..., hi] ** 2, axis=-1)
         )
 
+    pairs = [(j1, j2)] + [(1 + i, m + 1 + i) for i in range(m)]  # coupled q_i^2 q_j^2 terms
+    partner = np.zeros((n, n))  # partner[j, i] = 1 when (i, j) is a pair
+    for i, j in pairs:
+        partner[i, j] = partner[j, i] = 1.0
+    rows = np.array([i for i, j in pairs] + [j for i, j in pairs])
+    cols = np.array([j for i, j in pairs] + [i for i, j in pairs])
+    diag = np.arange(n) * (n + 1)
+    off = rows * n + cols
+
     def gV(q):
-        g = np.array(q, dtype=float, copy=True)
-        g[..., j1] += q[..., j1] * q[..., j2] ** 2
-        g[..., j2] += q[..., j2] * q[..., j1] ** 2
-        g[..., lo] += q[..., lo] * q[..., hi] ** 2
-        g[..., hi] += q[..., hi] * q[..., lo] ** 2
-        return g
+        return q * (1.0 + (q * q) @ partner)
 
     def hV(q):
-        H = np.broadcast_to(np.eye(n), (*q.shape[:-1], n, n)).copy()
-        H[..., j1, j1] += q[..., j2] ** 2
-        H[..., j2, j2] += q[..., j1] ** 2
-        H[..., j1, j2] += 2 * q[..., j1] * q[..., j2]
-        H[..., j2, j1] += 2 * q[..., j1] * q[..., j2]
-        il, ih = np.arange(1, m + 1), np.arange(m + 1, 2 * m + 1)
-        H[..., il, il] += q[..., hi] ** 2
-        H[..., ih, ih] += q[..., lo] ** 2
-        H[..., il, ih] += 2 * q[..., lo] * q[..., hi]
-        H[..., ih, il] += 2 * q[..., lo] * q[..., hi]
-        return H
+        H = np.zeros((*q.shape[:-1], n * n))
+        H[..., diag] = 1.0 + (q * q) @ partner
+        H[..., off] = 2.0 * q[..., rows] * q[..., cols]
+        return H.reshape(*q.shape[:-1], n, n)
 
     def A(q):
         row = np.zeros((*q.shape[:-1], 1, n))

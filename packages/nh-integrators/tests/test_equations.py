@@ -56,6 +56,34 @@ def test_lagrangian_jacobian_matches_finite_differences(nh, model_name, s, impli
 
 
 @pytest.mark.parametrize("model_name", MODELS)
+@pytest.mark.parametrize("s", [2, 3, 4])
+def test_fast_path_equals_generic_code(nh, model_name, s):
+    """LagrangianStep (the step's fast path) and the generic residual/Jacobian code agree
+    to round-off (the FD test above checks the Jacobian against the residual)."""
+    system = getattr(nh, model_name)()
+    model = stage_model(system)
+    if model.legendre_inv is None:
+        pytest.skip("the fast path needs an explicit Legendre inverse")
+    pair = lobatto_iiia_iiib(s)
+    a, ahat = pair.first.a, pair.second.a
+    n, m = model.n, model.m
+    rng = np.random.default_rng(7 * s)
+    N = sum(eq.lagrangian_sizes(s, n, m, False))
+    x = 0.3 * rng.normal(size=(3, N))
+    q, p = 0.5 * rng.normal(size=(3, n)), 0.5 * rng.normal(size=(3, n))
+    lam = rng.normal(size=(3, m))
+    args = (q, p, lam, 0.2, a, ahat, model)
+    step = eq.LagrangianStep(*args)
+    R, J = step.residual(x), step.jacobian(x)
+    Rg = eq.lagrangian_residual(x, *args, generic=True)
+    Jg = eq.lagrangian_jacobian(x, *args, generic=True)
+    np.testing.assert_allclose(R, Rg, rtol=0, atol=1e-13 * max(1.0, np.abs(Rg).max()))
+    np.testing.assert_allclose(J, Jg, rtol=0, atol=1e-13 * max(1.0, np.abs(Jg).max()))
+    J1 = eq.LagrangianStep(q[1], p[1], lam[1], *args[3:]).jacobian(x[1])  # unbatched
+    np.testing.assert_allclose(J1, Jg[1], rtol=0, atol=1e-13 * max(1.0, np.abs(Jg).max()))
+
+
+@pytest.mark.parametrize("model_name", MODELS)
 @pytest.mark.parametrize("s", [2, 3])
 def test_hamiltonian_jacobian_matches_finite_differences(nh, model_name, s):
     system = getattr(nh, model_name)()

@@ -95,6 +95,10 @@ def stage_model(csys) -> StageModel:
             constant_D21L_zero=True,
             A=con.matrix if linear_in_v else None,
             affine=con.affine if linear_in_v and con.is_affine else None,
+            A_grad=con.matrix_grad if linear_in_v else None,
+            affine_grad=con.affine_grad if linear_in_v and con.is_affine else None,
+            mass=M,
+            mass_inv=np.linalg.inv(M),
         )
     return StageModel(
         n=n,
@@ -114,4 +118,6 @@ def stage_model(csys) -> StageModel:
         constant_D21L_zero=constant_mass,
         A=con.matrix if linear_in_v else None,
         affine=con.affine if linear_in_v and con.is_affine else None,
+        A_grad=con.matrix_grad if linear_in_v else None,
+        affine_grad=con.affine_grad if linear_in_v and con.is_affine else None,
     )

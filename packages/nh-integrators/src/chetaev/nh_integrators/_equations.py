@@ -41,10 +41,12 @@ import numpy as np
 Array = np.ndarray
 
 __all__ = [
+    "LagrangianStep",
     "StageModel",
     "hamiltonian_jacobian",
     "hamiltonian_output",
     "hamiltonian_residual",
+    "lagrangian_constants",
     "lagrangian_jacobian",
     "lagrangian_output",
     "lagrangian_residual",
@@ -71,7 +73,10 @@ class StageModel:
     - ``constant_D21L_zero``: True when ``D12L = D21L = 0`` (constant mass matrix);
     - ``A(q)`` ``(..., m, n)`` and ``affine(q)`` ``(..., m)`` (or None): set for linear or
       affine constraints ``Phi = A(q) v + a(q)``, so ``phi`` and ``phi_v`` reuse one
-      evaluation of ``A`` per stage.
+      evaluation of ``A`` per stage; ``A_grad(q)`` ``(..., m, n, n)`` (``[a, i, j] =
+      dA_ai/dq_j``) and ``affine_grad(q)`` ``(..., m, n)`` (or None) their derivatives;
+    - ``mass``, ``mass_inv`` ``(n, n)``: the constant mass matrix and its inverse when
+      ``L = v.M v/2 - V(q)`` (then ``D2L = M v``, ``FL^{-1}(p) = M^{-1} p``).
     """
 
     n: int
@@ -91,6 +96,10 @@ class StageModel:
     constant_D21L_zero: bool = False
     A: Callable[[Array], Array] | None = None
     affine: Callable[[Array], Array] | None = None
+    A_grad: Callable[[Array], Array] | None = None
+    affine_grad: Callable[[Array], Array] | None = None
+    mass: Array | None = None
+    mass_inv: Array | None = None
 
 
 # --------------------------------------------------------------------------------------
@@ -155,6 +164,7 @@ def lagrangian_residual(
     implicit: bool = False,
     stage_momenta: str = "iiia",
     aux: dict | None = None,
+    generic: bool = False,
 ) -> Array:
     """Residual of the Lagrangian-form step (paper eq. 14, App. D; spec §2.4).
 
@@ -173,7 +183,16 @@ def lagrangian_residual(
     aux : dict, optional
         Receives the stage arrays ``V, W, Lam, u`` of this evaluation (so that the
         caller gets the node values of the converged step without re-evaluating).
+    generic : bool
+        Use the generic code even where :class:`LagrangianStep` applies (explicit
+        ``FL^{-1}``, ``"iiia"``); for cross-checking the two implementations.
     """
+    if not implicit and stage_momenta == "iiia" and not generic:  # fast path, same equations
+        step = LagrangianStep(q, p, lam, h, a, ahat, model)
+        R = step.residual(x)
+        if aux is not None:
+            aux.update(V=step.V, W=step.W, Lam=step.Lam, u=None)
+        return R
     s = a.shape[0]
     V, Lam, u, Q, G, W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
     if aux is not None:
@@ -235,8 +254,11 @@ def lagrangian_jacobian(
     model: StageModel,
     implicit: bool = False,
     stage_momenta: str = "iiia",
+    generic: bool = False,
 ) -> Array:
     """Analytic Jacobian ``d(residual)/dx``, shape ``(..., N, N)``.
+
+    ``generic=True`` bypasses :class:`LagrangianStep` (cross-checks).
 
     Blocks (see :func:`lagrangian_residual`), with ``Wq = dW/dQ``, ``Wv = dW/dV`` at each stage::
 
@@ -245,6 +267,8 @@ def lagrangian_jacobian(
         dR1_i/dLam_l = -h ahat_il D2Phi_l^T
         dp_k^i/dV_l  = h^2 sum_j a_ij a_jl Wq_j + h a_il Wv_l,   dp_k^i/dLam_l = h a_il D2Phi_l^T
     """
+    if not implicit and stage_momenta == "iiia" and not generic:  # fast path
+        return LagrangianStep(q, p, lam, h, a, ahat, model).jacobian(x)
     s = a.shape[0]
     n, m = model.n, model.m
     V, Lam, u, Q, G, _W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
@@ -320,6 +344,157 @@ def lagrangian_jacobian(
         J[..., nV + nL :, nV : nV + nL] = dR3_dL.reshape(*lead, nU, nL)
         J[..., nV + nL :, nV + nL :] = dR3_dU.reshape(*lead, nU, nU)
     return J
+
+
+# --------------------------------------------------------------------------------------
+# Fast path of the Lagrangian form: explicit FL^{-1} and IIIA constraint momenta (the
+# method's default). Same equations as lagrangian_residual / lagrangian_jacobian, with the
+# per-(tableau, h) constant arrays built once and the stage values of the last residual
+# evaluation reused by the Jacobian at the same point (chord Newton evaluates both there).
+
+
+def lagrangian_constants(a: Array, ahat: Array, h: float, model: StageModel) -> dict:
+    """The per-``(a, ahat, h, model)`` constant arrays of :class:`LagrangianStep`."""
+    s = a.shape[0]
+    n = model.n
+    ha, hahat = h * a, h * ahat
+    # stacked rows: R1_i (i = 1..s) then p_k^i (i = 2..s)
+    c3 = h * h * np.concatenate(
+        [-np.einsum("ij,jl->ilj", ahat, a), np.einsum("ij,jl->ilj", a[1:], a)], axis=0
+    )
+    cL = np.concatenate([-hahat[:, 1:], ha[1:, 1:]], axis=0)  # (2s-1, s-1)
+    cV = np.concatenate([-hahat, ha[1:]], axis=0)  # (2s-1, s): Wv terms
+    out = {
+        "ha": ha,
+        "ha1": np.ascontiguousarray(ha[1:]),
+        "hahat": hahat,
+        "c3": np.ascontiguousarray(c3.reshape(-1, s)),
+        "c3shape": c3.shape,
+        "cL": cL[:, None, :, None],
+        "cV": cV[:, None, :, None],
+        "ha1L": ha[1:][:, None, :, None],
+    }
+    if model.mass is not None:
+        rows = np.zeros((2 * s - 1, n, s, n))
+        for i in range(s):
+            rows[i, :, i, :] = model.mass
+        out["mass_rows"] = rows
+    return out
+
+
+class LagrangianStep:
+    """Residual and analytic Jacobian of one Lagrangian-form step (eq. 14, App. D), for the
+    explicit ``FL^{-1}`` path with IIIA constraint momenta; the same functions as
+    :func:`lagrangian_residual` / :func:`lagrangian_jacobian` (which call it there).
+
+    ``residual(x)`` stores the stage arrays of its last evaluation (``V, W, Lam``);
+    ``jacobian(x)`` reuses them when called at the same ``x``.
+    """
+
+    __slots__ = ("Lam", "V", "W", "_c", "_lamb", "_last", "_model", "_pb", "_qb", "_s")
+
+    def __init__(self, q, p, lam, h, a, ahat, model: StageModel, consts: dict | None = None):
+        self._model = model
+        self._c = consts if consts is not None else lagrangian_constants(a, ahat, h, model)
+        self._s = a.shape[0]
+        self._qb = q[..., None, :]
+        self._pb = p[..., None, :]
+        self._lamb = lam[..., None, :]
+        self._last = None
+        self.V = self.W = self.Lam = None
+
+    def _stages(self, x):
+        model, c, s, lead = self._model, self._c, self._s, x.shape[:-1]
+        n, m = model.n, model.m
+        nV = s * n
+        V = x[..., :nV].reshape(*lead, s, n)
+        Lam = np.concatenate([self._lamb, x[..., nV:].reshape(*lead, s - 1, m)], axis=-2)
+        Q = self._qb + c["ha"] @ V
+        AQ = model.A(Q) if model.A is not None else model.phi_v(Q, V)  # (..., s, m, n)
+        W = model.D1L(Q, V) + (Lam[..., None, :] @ AQ)[..., 0, :]
+        pk = self._pb + c["ha1"] @ W  # IIIA-weighted constraint momenta, i = 2..s (14d)
+        if model.mass_inv is not None:
+            vc = pk @ model.mass_inv.T
+        else:
+            vc = model.legendre_inv(Q[..., 1:, :], pk)
+        st = (x, V, Lam, Q, AQ, W, vc)
+        self._last = st
+        self.V, self.W, self.Lam = V, W, Lam
+        return st
+
+    def residual(self, x):
+        """Residual ``[R1 (s*n), R2 ((s-1)*m)]`` of :func:`lagrangian_residual`."""
+        model, c, lead = self._model, self._c, x.shape[:-1]
+        _x, V, _Lam, Q, AQ, W, vc = self._stages(x)
+        D2L = V @ model.mass.T if model.mass is not None else model.D2L(Q, V)
+        R1 = D2L - self._pb - c["hahat"] @ W
+        if model.A is not None:
+            R2 = (AQ[..., 1:, :, :] @ vc[..., None])[..., 0]
+            if model.affine is not None:
+                R2 = R2 + model.affine(Q[..., 1:, :])
+        else:
+            R2 = model.phi(Q[..., 1:, :], vc)
+        return np.concatenate([R1.reshape(*lead, -1), R2.reshape(*lead, -1)], axis=-1)
+
+    def jacobian(self, x):
+        """Analytic Jacobian of :meth:`residual` (blocks as in :func:`lagrangian_jacobian`)."""
+        model, c, s, lead = self._model, self._c, self._s, x.shape[:-1]
+        n, m = model.n, model.m
+        st = self._last
+        if st is None or st[0] is not x:
+            st = self._stages(x)
+        _x, V, Lam, Q, AQ, _W, vc = st
+        nV, nL = s * n, (s - 1) * m
+        N = nV + nL
+        mech = model.constant_D21L_zero
+        Qc = Q[..., 1:, :]
+        if model.A_grad is not None:
+            H = model.A_grad(Q)  # (..., s, m, n, n)
+            Wq = model.D11L(Q, V) + np.einsum("...aij,...a->...ij", H, Lam)
+            Cq = np.einsum("...aij,...i->...aj", H[..., 1:, :, :, :], vc)
+            if model.affine_grad is not None:
+                Cq = Cq + model.affine_grad(Qc)
+        else:
+            Wq = model.D11L(Q, V) + model.phi_v_lam_q(Q, V, Lam)
+            Cq = model.phi_q(Qc, vc)
+        Wv = None if mech else model.D12L(Q, V)
+        if model.phi_v_lam_v is not None:
+            extra = model.phi_v_lam_v(Q, V, Lam)
+            Wv = extra if Wv is None else Wv + extra
+        # rows R1_i (i = 1..s) and p_k^i (i = 2..s), columns V: sum_j c3[i, l, j] Wq_j
+        k = len(lead)
+        Wt = np.moveaxis(Wq, -3, -1).reshape(*lead, n * n, s)
+        rows_V = (Wt @ c["c3"].T).reshape(*lead, n, n, 2 * s - 1, s)
+        rows_V = rows_V.transpose(*range(k), k + 2, k, k + 3, k + 1)  # (..., 2s-1, n, s, n)
+        if Wv is not None:
+            rows_V = rows_V + c["cV"] * np.swapaxes(Wv, -3, -2)[..., None, :, :, :]
+        if model.mass is not None:
+            rows_V = rows_V + c["mass_rows"]  # delta_il M on the R1 rows
+        else:
+            rows_V = np.array(rows_V)
+            R1v = rows_V[..., :s, :, :, :]
+            _blockdiag_view(R1v)[...] += model.D22L(Q, V)
+            if not mech:
+                R1v += _coef_blocks_left(c["ha"], model.D21L(Q, V))
+        G1 = np.swapaxes(np.swapaxes(AQ[..., 1:, :, :], -1, -2), -3, -2)  # (..., n, s-1, m)
+        rows_L = c["cL"] * G1[..., None, :, :, :]  # (..., 2s-1, n, s-1, m)
+        top = np.concatenate(
+            [rows_V.reshape(*lead, 2 * s - 1, n, nV), rows_L.reshape(*lead, 2 * s - 1, n, nL)],
+            axis=-1,
+        )  # (..., 2s-1, n, N)
+        R1 = top[..., :s, :, :]
+        dpk = top[..., s:, :, :]  # (..., s-1, n, N)
+        # R2_i = Phi(Q^i, FL^{-1}(Q^i, p_k^i)): d/dx = Ceff_i dQ^i/dx + Cp_i dp_k^i/dx
+        Cv = AQ[..., 1:, :, :] if model.A is not None else model.phi_v(Qc, vc)
+        if model.mass_inv is not None:
+            Cp = Cv @ model.mass_inv
+        else:
+            Cp = _T(np.linalg.solve(model.D22L(Qc, vc), _T(Cv)))
+        Ceff = Cq if mech else Cq - Cp @ model.D21L(Qc, vc)
+        R2 = Cp @ dpk  # (..., s-1, m, N)
+        R2v = R2[..., :nV].reshape(*lead, s - 1, m, s, n)
+        R2v += c["ha1L"] * Ceff[..., :, :, None, :]
+        return np.concatenate([R1.reshape(*lead, nV, N), R2.reshape(*lead, nL, N)], axis=-2)
 
 
 def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: bool = False):

@@ -170,6 +170,7 @@ class NonholonomicPRK:
     implicit_velocity: bool | None = None
     jacobian_reuse: str = attrs.field(default="step", validator=_one_of(JACOBIAN_REUSE))
     multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
+    _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         rule = self.multiplier_rule
@@ -206,11 +207,27 @@ class NonholonomicPRK:
             )
         object.__setattr__(self, "multiplier_rule", rule)
         object.__setattr__(self, "multiplier_mode", None)
+        first, second = self.pair.first, self.pair.second
+        tab = tuple(
+            np.ascontiguousarray(np.asarray(t, dtype=np.float64))
+            for t in (first.a, first.b, second.a, first.c)
+        )
+        self._cache["tableau"] = tab  # (a, b, ahat, c), built once
         if self.form == "hamiltonian" and self.constraint_momenta != "iiia":
             raise InputError(
                 "constraint_momenta='iiib_rejected' is implemented for form='lagrangian' "
                 "only (the two forms are the same map). Use form='lagrangian'."
             )
+
+    def _constants(self, h: float, model) -> dict:
+        """Per-(h, model) constant arrays of the fast Lagrangian path (built once)."""
+        hit = self._cache.get("consts")
+        if hit is not None and hit[0] == h and hit[1] is model:
+            return hit[2]
+        a, _b, ahat, _c = self._cache["tableau"]
+        consts = eq.lagrangian_constants(a, ahat, h, model)
+        self._cache["consts"] = (h, model, consts)
+        return consts
 
     # ------------------------------------------------------------------ protocol
 
@@ -301,8 +318,7 @@ class NonholonomicPRK:
         """
         h = float(h)
         model = self._model(system)
-        first, second = self.pair.first, self.pair.second
-        a, b, ahat = np.asarray(first.a), np.asarray(first.b), np.asarray(second.a)
+        a, b, ahat, c = self._cache["tableau"]
         s = a.shape[0]
         q, v, p = state.q, state.v, state.p
         if p is None:
@@ -313,25 +329,17 @@ class NonholonomicPRK:
             lam = np.asarray(system.multiplier(q, v), dtype=np.float64)
         else:
             lam = np.zeros((*q.shape[:-1], model.m))
-        history = state.carry.get("history") if state.carry.get("h") == h else None
+        carry = state.carry
+        history = carry.get("history") if carry.get("h") == h else None
         guess = None
         if history and history[-1].shape[:-1] == q.shape[:-1]:
             guess = _predict(history)
 
+        fast = False
         if self.form == "lagrangian":
             implicit = self._implicit(model)
-            args = (
-                q,
-                p,
-                lam,
-                h,
-                a,
-                ahat,
-                model,
-                implicit,
-                "iiia" if self.constraint_momenta == "iiia" else "iiib",
-            )
-            if guess is None or guess.shape[:-1] != q.shape[:-1]:
+            fast = not implicit and self.constraint_momenta == "iiia"
+            if guess is None:
                 parts = [
                     np.repeat(v[..., None, :], s, axis=-2).reshape(*q.shape[:-1], -1),
                     np.repeat(lam[..., None, :], s - 1, axis=-2).reshape(*q.shape[:-1], -1),
@@ -341,17 +349,32 @@ class NonholonomicPRK:
                         np.repeat(v[..., None, :], s - 1, axis=-2).reshape(*q.shape[:-1], -1)
                     )
                 guess = np.concatenate(parts, axis=-1)
+            if fast:  # explicit FL^{-1}, IIIA momenta: constants built once per (h, model)
+                equations = eq.LagrangianStep(
+                    q, p, lam, h, a, ahat, model, self._constants(h, model)
+                )
+                fun, jac = equations.residual, equations.jacobian
+            else:
+                args = (
+                    q,
+                    p,
+                    lam,
+                    h,
+                    a,
+                    ahat,
+                    model,
+                    implicit,
+                    "iiia" if self.constraint_momenta == "iiia" else "iiib",
+                )
+                aux: dict = {}
 
-            aux: dict = {}
+                def fun(x):
+                    return eq.lagrangian_residual(x, *args, aux=aux)
 
-            def fun(x):
-                return eq.lagrangian_residual(x, *args, aux=aux)
-
-            def jac(x):
-                return eq.lagrangian_jacobian(x, *args)
+                def jac(x):
+                    return eq.lagrangian_jacobian(x, *args)
         else:
-            c = np.asarray(first.c)
-            if guess is None or guess.shape[:-1] != q.shape[:-1]:
+            if guess is None:
                 lead = q.shape[:-1]
                 Q0 = q[..., None, :] + h * c[:, None] * v[..., None, :]
                 P0 = np.repeat(p[..., None, :], s, axis=-2)
@@ -367,12 +390,12 @@ class NonholonomicPRK:
             def jac(x):
                 return eq.hamiltonian_jacobian(x, *hargs)
 
-        jac_inv0 = state.carry.get("jac_inv") if state.carry.get("h") == h else None
-        if self.jacobian_reuse != "steps":
-            jac_inv0 = None
-        if jac_inv0 is not None and jac_inv0.shape[:-2] != guess.shape[:-1]:
-            jac_inv0 = None
-        scale = 1.0 + np.maximum(np.max(np.abs(p), axis=-1), np.max(np.abs(v), axis=-1))
+        jac_inv0 = None
+        if self.jacobian_reuse == "steps" and carry.get("h") == h:
+            jac_inv0 = carry.get("jac_inv")
+            if jac_inv0 is not None and jac_inv0.shape[:-2] != guess.shape[:-1]:
+                jac_inv0 = None
+        scale = 1.0 + np.maximum(np.abs(p).max(axis=-1), np.abs(v).max(axis=-1))
         result = _newton(
             fun,
             jac,
@@ -382,7 +405,8 @@ class NonholonomicPRK:
             jac_inv0=jac_inv0,
             simplified=self.jacobian_reuse != "iteration",
         )
-        if not np.all(result.converged):
+        converged = bool(result.converged.all())
+        if not converged:
             raise ConvergenceError(
                 step=state.n,
                 t=state.t,
@@ -394,8 +418,13 @@ class NonholonomicPRK:
                 "cause this: try multiplier_rule='continuous'",
             )
         x = result.x
-        if self.form == "lagrangian":
+        if fast:
             # node values from the last residual evaluation (at x): eq. (14a), lambda = Lambda^s
+            q1 = q + h * (b @ equations.V)
+            p1 = p + h * (b @ equations.W)
+            lam1 = equations.Lam[..., -1, :]
+            v1 = p1 @ model.mass_inv.T if model.mass_inv is not None else model.legendre_inv(q1, p1)
+        elif self.form == "lagrangian":
             q1 = q + h * (b @ aux["V"])
             p1 = p + h * (b @ aux["W"])
             lam1 = aux["Lam"][..., -1, :]
@@ -408,10 +437,10 @@ class NonholonomicPRK:
         if self.jacobian_reuse == "steps" and result.jac_inv is not None:
             carry["jac_inv"] = result.jac_inv
         info = {
-            "newton_iterations": int(np.max(result.iterations)),
+            "newton_iterations": int(result.iterations),
             "jacobians": int(result.n_jac),
-            "converged": bool(np.all(result.converged)),
-            "residual": float(np.max(result.residual)),
+            "converged": converged,
+            "residual": float(result.residual.max()),
         }
         return State(
             t=state.t + h,

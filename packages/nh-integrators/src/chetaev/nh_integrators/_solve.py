@@ -53,6 +53,8 @@ def newton(
     """
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
+    if not batch:
+        return _newton_single(fun, jac, x, options, float(scale), jac_inv0, simplified)
     thr = np.maximum(max(options.tol, 64.0 * _EPS) * np.broadcast_to(scale, batch), options.atol)
     F = fun(x)
     r = np.abs(F).max(axis=-1)
@@ -92,3 +94,45 @@ def newton(
             break
     converged = np.isfinite(r) & (r <= thr)
     return SolveResult(x, converged, it, r, Jinv if simplified else None, n_jac)
+
+
+def _newton_single(fun, jac, x, options, scale, jac_inv0, simplified) -> SolveResult:
+    """:func:`newton` for one unbatched system (same rule, Python scalars: a single
+    trajectory's step is dominated by per-call overhead)."""
+    thr = max(max(options.tol, 64.0 * _EPS) * scale, options.atol)
+    F = fun(x)
+    r = float(np.abs(F).max())
+    simplified = bool(options.simplified if simplified is None else simplified)
+    Jinv = jac_inv0 if simplified else None
+    n_jac = 0
+    stall = 0
+    it = 0
+    max_iter, refresh, max_stall = options.max_iter, options.refresh_rate, options.max_stall
+    inv, solve = np.linalg.inv, np.linalg.solve
+    while it < max_iter and r > thr and r < np.inf:  # r < inf: stops on inf and NaN
+        it += 1
+        try:
+            if simplified:
+                if Jinv is None:
+                    Jinv = inv(jac(x))
+                    n_jac += 1
+                dx = Jinv @ F
+            else:
+                dx = solve(jac(x), F)
+                n_jac += 1
+        except np.linalg.LinAlgError:  # singular Jacobian: report as not converged
+            break
+        x = x - dx
+        F = fun(x)
+        r_new = float(np.abs(F).max())
+        rate = r_new / max(r, 1e-300)
+        r = r_new
+        if simplified and rate > refresh:
+            Jinv = None
+        stall = stall + 1 if rate >= 1.0 else 0
+        if stall >= max_stall:
+            break
+    converged = bool(r <= thr)  # False for NaN
+    return SolveResult(
+        x, np.bool_(converged), it, np.float64(r), Jinv if simplified else None, n_jac
+    )

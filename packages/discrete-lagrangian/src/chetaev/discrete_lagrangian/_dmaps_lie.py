@@ -244,6 +244,15 @@ class LieDiscretizationMapMethod:
     kind: str = attrs.field(validator=_kind_validator)
     retraction: str = attrs.field(default="cayley", validator=_retraction_validator)
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True))
+    _cache: dict = attrs.field(init=False, factory=dict, repr=False, eq=False, hash=False)
+
+    def _problem(self, system) -> _LieProblem:
+        """The extracted problem, built once per system object (not once per step)."""
+        key = id(system)
+        hit = self._cache.get(key)
+        if hit is None or hit[0] is not system:
+            hit = self._cache[key] = (system, _lie_problem(system, self.retraction))
+        return hit[1]
 
     @property
     def order(self) -> int:
@@ -260,7 +269,7 @@ class LieDiscretizationMapMethod:
     # -- protocol ------------------------------------------------------------------------
     def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
         """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0``."""
-        prob = _lie_problem(system, self.retraction)
+        prob = self._problem(system)
         g0 = as_group_element(q0, prob.group, "q0")
         xi0 = as_vector(v0, "v0", n=prob.d)
         t0 = as_float(t0, "t0")
@@ -286,7 +295,7 @@ class LieDiscretizationMapMethod:
         return State(t=t0, q=g0, v=xi0, p=_mv(prob.I, xi0), lam=lam0, n=0)
 
     def step(self, system, state: State, h: float) -> State:
-        prob = _lie_problem(system, self.retraction)
+        prob = self._problem(system)
         h = check_step(h)
         if self.kind == "lobatto2":
             mid = _euler_step(prob, "euler_a", state, 0.5 * h, self.newton)

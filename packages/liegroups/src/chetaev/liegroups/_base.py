@@ -19,6 +19,21 @@ homogeneous-spaces-rkmk §2):
 
   and likewise for dL_inv.  The group classes implement the retraction pieces under the names
   ``exp_*`` / ``cay_*``; users reach them through :func:`chetaev.liegroups.retraction`.
+
+Validation and the internal fast path
+-------------------------------------
+Inputs are validated ONCE, at the public boundary.  Every public map ``m`` (``exp``, ``log``,
+``exp_dL``, ``cay_dL_inv_deriv``, ...) converts its arguments to float64, checks their trailing
+shape and finiteness (and group membership where documented, ``check=True``) and then calls the
+unchecked kernel ``_k_<m>`` with the same positional arguments.  A kernel assumes validated
+float64 arrays, performs no checks and raises nothing on good input; it returns exactly what
+the public method returns.  Library code that already holds validated arrays (a
+:class:`~chetaev.liegroups.Retraction` after checking ``xi`` once, a ``Product`` delegating to its
+factors, composite maps such as ``dL_inv_hess``) calls kernels through ``_kernel``, never the
+public methods, so nothing is checked twice.  Groups that define no kernel for some ``m`` fall
+back to the public method (correct, only slower): ``G._kernel(m)`` returns ``(fn, checked)``
+with ``checked = True`` when ``fn`` validates by itself.  Kernels are private: user code calls
+the public methods (or the retraction object), which keep every guarantee of this package.
 """
 
 from __future__ import annotations
@@ -63,6 +78,20 @@ class MatrixLieGroup(abc.ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.name))
+
+    # ------------------------------------------------------------------ Internal fast path.
+    def _kernel(self, name: str):
+        """``(fn, checked)``: the unchecked kernel ``_k_<name>`` of the public map ``name`` if
+        the group defines one (``checked=False``: the caller must pass validated float64
+        arrays), else the public method itself (``checked=True``).  See the module docstring."""
+        k = getattr(self, "_k_" + name, None)
+        return (k, False) if k is not None else (getattr(self, name), True)
+
+    def _k_as_matrix(self, g):
+        return g
+
+    def _k_from_matrix(self, M):
+        return M
 
     # ------------------------------------------------------------------ Factory.
     def identity(self, batch_shape: tuple[int, ...] = ()) -> np.ndarray:

@@ -22,6 +22,7 @@ whole region, so the switch is invisible at the 1e-16 level.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "SERIES_THETA_SQ",
     "FTable",
     "blocked",
+    "cross3",
     "hat3",
     "iso_apply",
     "iso_from_coeffs",
@@ -68,13 +70,52 @@ def use_series(theta_sq: np.ndarray, n: int) -> np.ndarray:
     return theta_sq < _series_rule(n)[0]
 
 
+@functools.cache
+def _series_coeffs(n: int) -> np.ndarray:
+    """Power-series coefficients ``(-1)^k / (2k + n)!`` of ``f_n`` (cached, read-only)."""
+    c = np.array([(-1.0) ** k / math.factorial(2 * k + n) for k in range(_series_rule(n)[1])])
+    c.flags.writeable = False
+    return c
+
+
+#: arrays up to this many entries sum the series as one matrix product with the powers of s
+#: (two numpy calls instead of one per term: the per-call overhead dominates for the few-element
+#: arrays of single-trajectory integrators); larger ones use Horner's rule (cache friendly).
+#: Both are exact to rounding on the series region (they differ by <= 1 ulp).
+SMALL_SERIES: int = 64
+
+
 def _series(n: int, s: np.ndarray) -> np.ndarray:
-    coeffs = [(-1.0) ** k / math.factorial(2 * k + n) for k in range(_series_rule(n)[1])]
+    coeffs = _series_coeffs(n)
+    if s.size <= SMALL_SERIES:
+        P = np.empty((s.size, coeffs.size))
+        P[:, 0] = 1.0
+        P[:, 1:] = s.reshape(-1, 1)
+        np.multiply.accumulate(P, axis=1, out=P)
+        return (P @ coeffs).reshape(s.shape)
     out = np.full_like(s, coeffs[-1])
-    for c in reversed(coeffs[:-1]):
+    for c in coeffs[-2::-1]:
         out *= s
         out += c
     return out
+
+
+#: f_n computed together by FTable._small_block, and their series coefficients as columns
+#: (each column holds exactly the terms of _series_coeffs(n); the rest are zeros)
+_BLOCK_NS = (3, 4, 5, 6, 7)
+
+
+def _block_coeffs() -> np.ndarray:
+    K = max(_series_rule(n)[1] for n in _BLOCK_NS)
+    C = np.zeros((K, len(_BLOCK_NS)))
+    for j, n in enumerate(_BLOCK_NS):
+        c = _series_coeffs(n)
+        C[: c.size, j] = c
+    C.flags.writeable = False
+    return C
+
+
+_BLOCK_COEFFS = _block_coeffs()
 
 
 class FTable:
@@ -105,10 +146,25 @@ class FTable:
             f2[small] = _series(2, ss)
         self._f[0], self._f[1], self._f[2] = f0, f1, f2
 
+    def _small_block(self) -> None:
+        """Few-element arrays with every s in the series region of f_3..f_7 (the usual case for
+        the small steps of integrators): all five series from ONE matrix product."""
+        s = self._flat
+        P = np.empty((s.size, _BLOCK_COEFFS.shape[0]))
+        P[:, 0] = 1.0
+        P[:, 1:] = s[:, None]
+        np.multiply.accumulate(P, axis=1, out=P)
+        V = P @ _BLOCK_COEFFS
+        for j, n in enumerate(_BLOCK_NS):
+            self._f[n] = V[:, j]
+
     def _flat_f(self, n: int) -> np.ndarray:
         if n not in self._f:
             if n <= 2:
                 self._base()
+            elif (n in _BLOCK_NS and self._flat.size <= SMALL_SERIES
+                  and bool(np.all(use_series(self._flat, 3)))):
+                self._small_block()
             else:
                 s = self._flat
                 lower = self._flat_f(n - 2)
@@ -146,6 +202,8 @@ def blocked(core, x: np.ndarray, n_in: int, out_trailing: tuple[int, ...], dtype
     ``(N, *out_trailing)`` array) to ``x`` with arbitrary leading batch axes, in blocks of
     :data:`CHUNK` elements so that all temporaries stay in cache (large batches run 2-4x faster
     than one whole-array pass).  This is cache blocking, not a per-element loop."""
+    if x.ndim == n_in + 1 and x.shape[0] <= CHUNK:  # already flat and small: no reshapes
+        return core(x)
     batch = x.shape[: x.ndim - n_in]
     n = int(np.prod(batch, dtype=np.int64))
     flat = x.reshape((n, *x.shape[x.ndim - n_in :]))
@@ -206,6 +264,18 @@ def vee3(X: np.ndarray) -> np.ndarray:
     )
 
 
+def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a × b`` for (..., 3) arrays (broadcasting); the same products and differences as
+    ``np.cross`` without its axis bookkeeping (which dominates for few-element arrays)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = np.empty((*np.broadcast_shapes(a0.shape, b0.shape), 3))
+    out[..., 0] = a1 * b2 - a2 * b1
+    out[..., 1] = a2 * b0 - a0 * b2
+    out[..., 2] = a0 * b1 - a1 * b0
+    return out
+
+
 def _e(x):
     return np.asarray(x)[..., None]
 
@@ -222,15 +292,15 @@ def iso_matrix(w, r, p, q) -> np.ndarray:
 
 def iso_apply(w, eta, r, p, q) -> np.ndarray:
     """``(r I + p hat(w) + q hat(w)^2) eta``, shape (..., 3)."""
-    we = np.cross(w, eta)
-    return _e(r) * eta + _e(p) * we + _e(q) * np.cross(w, we)
+    we = cross3(w, eta)
+    return _e(r) * eta + _e(p) * we + _e(q) * cross3(w, we)
 
 
 def iso_jac(w, eta, r, p, q, r1, p1, q1) -> np.ndarray:
     """Jacobian in w of ``D(w) eta = r eta + p w×eta + q w×(w×eta)`` with r, p, q functions of
     s = |w|^2 and r1, p1, q1 their s-derivatives.  Shape (..., 3, 3)."""
-    we = np.cross(w, eta)
-    wwe = np.cross(w, we)
+    we = cross3(w, eta)
+    wwe = cross3(w, we)
     u = _e(r1) * eta + _e(p1) * we + _e(q1) * wwe
     J = 2.0 * _outer(u, w)
     J -= _e(_e(p)) * hat3(eta)
@@ -246,8 +316,8 @@ def iso_jac(w, eta, r, p, q, r1, p1, q1) -> np.ndarray:
 def iso_hess(w, eta, v, r, p, q, r1, p1, q1, r2, p2, q2) -> np.ndarray:
     """Jacobian in w of ``iso_jac(w, eta, ...) @ v``, shape (..., 3, 3) (second derivative of
     ``D(w) eta`` contracted with v in its first slot)."""
-    we = np.cross(w, eta)
-    wwe = np.cross(w, we)
+    we = cross3(w, eta)
+    wwe = cross3(w, we)
     wv = np.einsum("...i,...i->...", w, v)
     weta = np.einsum("...i,...i->...", w, eta)
     ev = np.einsum("...i,...i->...", eta, v)
@@ -262,7 +332,7 @@ def iso_hess(w, eta, v, r, p, q, r1, p1, q1, r2, p2, q2) -> np.ndarray:
     du += _e(_e(q1)) * Q
     H = 2.0 * _outer(u, v) + 2.0 * _e(_e(wv)) * du
     # d/dw [ -p eta×v ]
-    H -= 2.0 * _e(_e(p1)) * _outer(np.cross(eta, v), w)
+    H -= 2.0 * _e(_e(p1)) * _outer(cross3(eta, v), w)
     # d/dw [ q ((w.eta) v + w (eta.v) - 2 eta (w.v)) ]
     t = _e(weta) * v + w * _e(ev) - 2.0 * eta * _e(wv)
     H += 2.0 * _e(_e(q1)) * _outer(t, w)

@@ -9,6 +9,8 @@ trivialized tangents and their derivatives) is block diagonal.  Retractions act 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._base import MatrixLieGroup
@@ -48,6 +50,10 @@ class ProductGroup(MatrixLieGroup):
         self.shape = (self.matrix_dim, self.matrix_dim)
         self._d_off = np.cumsum([0, *self.dims])
         self._m_off = np.cumsum([0, *self.msizes])
+        # block structure, fixed at construction (no per-call dispatch on it)
+        self._dsl = [slice(int(a), int(b)) for a, b in zip(self._d_off[:-1], self._d_off[1:])]
+        self._msl = [slice(int(a), int(b)) for a, b in zip(self._m_off[:-1], self._m_off[1:])]
+        self._kcache: dict[str, list] = {}
 
     def __eq__(self, other):
         return isinstance(other, ProductGroup) and other.factors == self.factors
@@ -127,9 +133,7 @@ class ProductGroup(MatrixLieGroup):
         return self.from_parts([f.inverse(p) for f, p in zip(self.factors, parts)])
 
     def Ad(self, g):
-        g = np.asarray(g, dtype=np.float64)
-        parts = [f.from_matrix(B) for f, B in zip(self.factors, self._blocks_of(g))]
-        return self._diag(f.Ad(p) for f, p in zip(self.factors, parts))
+        return self._k_Ad(np.asarray(g, dtype=np.float64))
 
     # Algebra.
     def hat(self, xi):
@@ -142,84 +146,153 @@ class ProductGroup(MatrixLieGroup):
     def ad(self, xi):
         return self._diag(f.ad(x) for f, x in zip(self.factors, self.split(xi)))
 
-    # Factor-wise maps.
-    def _elementwise(self, method, xi, where):
-        xi = self.check_algebra(xi, where=f"{self.name}.{where}")
-        return self.from_parts(
-            [getattr(f, method)(x) for f, x in zip(self.factors, self.split(xi))]
-        )
+    # Factor-wise maps: public methods validate once, then the kernels below run the factors'
+    # kernels on slices and write the blocks into one preallocated array (``_base.py``).
+    def _fk(self, name: str) -> list:
+        """Per-factor kernels of ``name`` (cached)."""
+        ks = self._kcache.get(name)
+        if ks is None:
+            ks = []
+            for f in self.factors:
+                fn, checked = f._kernel(name)
+                if checked and name in ("log", "cay_inv"):  # membership is checked once, here
+                    fn = functools.partial(fn, check=False)
+                ks.append(fn)
+            self._kcache[name] = ks
+        return ks
 
-    def _inverse_map(self, method, g, check, where):
-        g = self.check_element(g, "g", f"{self.name}.{where}")
-        if check:
-            self._require_element(g, f"{self.name}.{where}")
-        parts = [f.from_matrix(B) for f, B in zip(self.factors, self._blocks_of(g))]
+    def _k_elementwise(self, name, xi):
+        out = np.zeros((*xi.shape[:-1], self.matrix_dim, self.matrix_dim))
+        for k, am, ds, ms in zip(self._fk(name), self._fk("as_matrix"), self._dsl, self._msl):
+            out[..., ms, ms] = am(k(xi[..., ds]))
+        return out
+
+    def _k_inverse_map(self, name, g):
         return np.concatenate(
-            [getattr(f, method)(p, check=False) for f, p in zip(self.factors, parts)], -1
-        )
+            [k(fm(g[..., ms, ms]))
+             for k, fm, ms in zip(self._fk(name), self._fk("from_matrix"), self._msl)], -1)
 
-    def _matrix_map(self, method, xi, where):
-        xi = self.check_algebra(xi, where=f"{self.name}.{where}")
-        return self._diag(getattr(f, method)(x) for f, x in zip(self.factors, self.split(xi)))
+    def _k_matrix_map(self, name, xi):
+        out = np.zeros((*xi.shape[:-1], self.dim, self.dim))
+        for k, ds in zip(self._fk(name), self._dsl):
+            out[..., ds, ds] = k(xi[..., ds])
+        return out
 
-    def _deriv_map(self, method, xi, eta, where):
-        xi = self.check_algebra(xi, where=f"{self.name}.{where}")
-        eta = self.check_algebra(eta, "eta", f"{self.name}.{where}")
-        return self._diag(
-            getattr(f, method)(x, e)
-            for f, x, e in zip(self.factors, self.split(xi), self.split(eta))
-        )
+    def _k_deriv_map(self, name, xi, eta):
+        out = np.zeros((*np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1]), self.dim, self.dim))
+        for k, ds in zip(self._fk(name), self._dsl):
+            out[..., ds, ds] = k(xi[..., ds], eta[..., ds])
+        return out
 
-    def _hess_map(self, method, xi, eta, u, where):
-        xi = self.check_algebra(xi, where=f"{self.name}.{where}")
-        eta = self.check_algebra(eta, "eta", f"{self.name}.{where}")
-        u = self.check_algebra(u, "u", f"{self.name}.{where}")
-        return self._diag(
-            getattr(f, method)(x, e, v)
-            for f, x, e, v in zip(self.factors, self.split(xi), self.split(eta), self.split(u))
-        )
+    def _k_hess_map(self, name, xi, eta, u):
+        batch = np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1], u.shape[:-1])
+        out = np.zeros((*batch, self.dim, self.dim))
+        for k, ds in zip(self._fk(name), self._dsl):
+            out[..., ds, ds] = k(xi[..., ds], eta[..., ds], u[..., ds])
+        return out
+
+    def _k_Ad(self, g):
+        out = np.zeros((*g.shape[:-2], self.dim, self.dim))
+        for k, fm, ds, ms in zip(self._fk("Ad"), self._fk("from_matrix"), self._dsl, self._msl):
+            out[..., ds, ds] = k(fm(g[..., ms, ms]))
+        return out
+
+    def _k_exp(self, xi):
+        return self._k_elementwise("exp", xi)
+
+    def _k_cay(self, xi):
+        return self._k_elementwise("cay", xi)
+
+    def _k_log(self, g):
+        return self._k_inverse_map("log", g)
+
+    def _k_cay_inv(self, g):
+        return self._k_inverse_map("cay_inv", g)
+
+    def _k_exp_dL(self, xi):
+        return self._k_matrix_map("exp_dL", xi)
+
+    def _k_exp_dL_inv(self, xi):
+        return self._k_matrix_map("exp_dL_inv", xi)
+
+    def _k_cay_dL(self, xi):
+        return self._k_matrix_map("cay_dL", xi)
+
+    def _k_cay_dL_inv(self, xi):
+        return self._k_matrix_map("cay_dL_inv", xi)
+
+    def _k_exp_dL_deriv(self, xi, eta):
+        return self._k_deriv_map("exp_dL_deriv", xi, eta)
+
+    def _k_exp_dL_inv_deriv(self, xi, eta):
+        return self._k_deriv_map("exp_dL_inv_deriv", xi, eta)
+
+    def _k_cay_dL_deriv(self, xi, eta):
+        return self._k_deriv_map("cay_dL_deriv", xi, eta)
+
+    def _k_cay_dL_inv_deriv(self, xi, eta):
+        return self._k_deriv_map("cay_dL_inv_deriv", xi, eta)
+
+    def _k_exp_dL_hess(self, xi, eta, u):
+        return self._k_hess_map("exp_dL_hess", xi, eta, u)
+
+    def _k_cay_dL_hess(self, xi, eta, u):
+        return self._k_hess_map("cay_dL_hess", xi, eta, u)
+
+    # Public factor-wise maps.
+    def _checked(self, name, where, *args):
+        args = [self.check_algebra(a, nm, f"{self.name}.{where}")
+                for a, nm in zip(args, ("xi", "eta", "u"))]
+        return getattr(self, "_k_" + name)(*args)
+
+    def _inverse_public(self, name, g, check):
+        where = f"{self.name}.{name}"
+        g = self.check_element(g, "g", where)
+        if check:
+            self._require_element(g, where)
+        return getattr(self, "_k_" + name)(g)
 
     def exp_dL_hess(self, xi, eta, u):
-        return self._hess_map("exp_dL_hess", xi, eta, u, "exp_dL_hess")
+        return self._checked("exp_dL_hess", "exp_dL_hess", xi, eta, u)
 
     def cay_dL_hess(self, xi, eta, u):
-        return self._hess_map("cay_dL_hess", xi, eta, u, "cay_dL_hess")
+        return self._checked("cay_dL_hess", "cay_dL_hess", xi, eta, u)
 
     def exp(self, xi):
-        return self._elementwise("exp", xi, "exp")
+        return self._checked("exp", "exp", xi)
 
     def log(self, g, check: bool = True):
-        return self._inverse_map("log", g, check, "log")
+        return self._inverse_public("log", g, check)
 
     def exp_dL(self, xi):
-        return self._matrix_map("exp_dL", xi, "exp_dL")
+        return self._checked("exp_dL", "exp_dL", xi)
 
     def exp_dL_inv(self, xi):
-        return self._matrix_map("exp_dL_inv", xi, "exp_dL_inv")
+        return self._checked("exp_dL_inv", "exp_dL_inv", xi)
 
     def exp_dL_deriv(self, xi, eta):
-        return self._deriv_map("exp_dL_deriv", xi, eta, "exp_dL_deriv")
+        return self._checked("exp_dL_deriv", "exp_dL_deriv", xi, eta)
 
     def exp_dL_inv_deriv(self, xi, eta):
-        return self._deriv_map("exp_dL_inv_deriv", xi, eta, "exp_dL_inv_deriv")
+        return self._checked("exp_dL_inv_deriv", "exp_dL_inv_deriv", xi, eta)
 
     def cay(self, xi):
-        return self._elementwise("cay", xi, "cay")
+        return self._checked("cay", "cay", xi)
 
     def cay_inv(self, g, check: bool = True):
-        return self._inverse_map("cay_inv", g, check, "cay_inv")
+        return self._inverse_public("cay_inv", g, check)
 
     def cay_dL(self, xi):
-        return self._matrix_map("cay_dL", xi, "cay_dL")
+        return self._checked("cay_dL", "cay_dL", xi)
 
     def cay_dL_inv(self, xi):
-        return self._matrix_map("cay_dL_inv", xi, "cay_dL_inv")
+        return self._checked("cay_dL_inv", "cay_dL_inv", xi)
 
     def cay_dL_deriv(self, xi, eta):
-        return self._deriv_map("cay_dL_deriv", xi, eta, "cay_dL_deriv")
+        return self._checked("cay_dL_deriv", "cay_dL_deriv", xi, eta)
 
     def cay_dL_inv_deriv(self, xi, eta):
-        return self._deriv_map("cay_dL_inv_deriv", xi, eta, "cay_dL_inv_deriv")
+        return self._checked("cay_dL_inv_deriv", "cay_dL_inv_deriv", xi, eta)
 
 
 def Product(*factors: MatrixLieGroup) -> ProductGroup:

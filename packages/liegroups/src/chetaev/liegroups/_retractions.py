@@ -57,15 +57,21 @@ class Retraction:
     def __init__(self, group: MatrixLieGroup, kind: str):
         self.group = group
         self.kind = "exp" if _KINDS[kind] == "exp" else "cayley"
-        self._p = _KINDS[kind]
-        g, p = group, self._p
-        self._tau = getattr(g, p)
-        self._tau_inv = getattr(g, "log" if p == "exp" else "cay_inv")
-        self._dL = getattr(g, p + "_dL")
-        self._dL_inv = getattr(g, p + "_dL_inv")
-        self._dL_deriv = getattr(g, p + "_dL_deriv")
-        self._dL_inv_deriv = getattr(g, p + "_dL_inv_deriv")
-        self._dL_hess = getattr(g, p + "_dL_hess")
+        self._p = p = _KINDS[kind]
+        # (kernel, checked) per role, looked up once (``_base.py``, "internal fast path"): the
+        # public methods below validate their arguments once and call the unchecked kernels;
+        # for a group without kernels they call its public (self-validating) methods.
+        names = {
+            "tau": p, "tau_inv": "log" if p == "exp" else "cay_inv", "dL": p + "_dL",
+            "dL_inv": p + "_dL_inv", "dL_deriv": p + "_dL_deriv",
+            "dL_inv_deriv": p + "_dL_inv_deriv", "dL_hess": p + "_dL_hess",
+        }
+        self._where = {role: f"{group.name}.{name}" for role, name in names.items()}
+        k = {role: group._kernel(name) for role, name in names.items()}
+        self._tau, self._tau_inv = k["tau"], k["tau_inv"]
+        self._dL, self._dL_inv = k["dL"], k["dL_inv"]
+        self._dL_deriv, self._dL_inv_deriv = k["dL_deriv"], k["dL_inv_deriv"]
+        self._dL_hess = k["dL_hess"]
 
     def __repr__(self) -> str:
         return f"retraction({self.group.name}, {self.kind!r})"
@@ -82,53 +88,83 @@ class Retraction:
     def dim(self) -> int:
         return self.group.dim
 
+    # ------------------------------------------------------------------ Validation (once).
+    def _a(self, x, name: str, role: str) -> np.ndarray:
+        return self.group.check_algebra(x, name, self._where[role])
+
+    def _run1(self, k, xi, role):
+        fn, checked = k
+        return fn(xi) if checked else fn(self._a(xi, "xi", role))
+
+    def _run2(self, k, xi, eta, role):
+        fn, checked = k
+        if checked:
+            return fn(xi, eta)
+        return fn(self._a(xi, "xi", role), self._a(eta, "eta", role))
+
+    def _run3(self, k, xi, eta, u, role):
+        fn, checked = k
+        if checked:
+            return fn(xi, eta, u)
+        return fn(self._a(xi, "xi", role), self._a(eta, "eta", role), self._a(u, "u", role))
+
+    def _neg(self, xi, method: str) -> np.ndarray:
+        return -self.group.check_algebra(xi, where=f"{self!r}.{method}")
+
     # ------------------------------------------------------------------ Maps.
     def __call__(self, xi) -> np.ndarray:
         """``tau(xi)``: ``(..., dim)`` -> elements ``(..., *group.shape)``."""
-        return self._tau(xi)
+        return self._run1(self._tau, xi, "tau")
 
     def inv(self, g, check: bool = True) -> np.ndarray:
         """``tau^{-1}(g)``: elements -> ``(..., dim)``; validates membership unless
         ``check=False``."""
-        return self._tau_inv(g, check=check)
+        fn, checked = self._tau_inv
+        if checked:
+            return fn(g, check=check)
+        where = self._where["tau_inv"]
+        g = self.group.check_element(g, "g", where)
+        if check:
+            self.group._require_element(g, where)
+        return fn(g)
 
     # ------------------------------------------------------------------ Trivialized tangents.
     def dL(self, xi) -> np.ndarray:
         """``(..., d, d)``: d/deps tau(xi + eps delta)|_0 = tau(xi) hat(dL(xi) delta)."""
-        return self._dL(xi)
+        return self._run1(self._dL, xi, "dL")
 
     def dR(self, xi) -> np.ndarray:
         """``(..., d, d)``: d/deps tau(xi + eps delta)|_0 = hat(dR(xi) delta) tau(xi); = dL(-xi)."""
-        return self._dL(-self.group.check_algebra(xi, where=f"{self!r}.dR"))
+        return self._dL[0](self._neg(xi, "dR"))
 
     def dL_inv(self, xi) -> np.ndarray:
         """``(..., d, d)`` inverse of :meth:`dL`."""
-        return self._dL_inv(xi)
+        return self._run1(self._dL_inv, xi, "dL_inv")
 
     def dR_inv(self, xi) -> np.ndarray:
         """``(..., d, d)`` inverse of :meth:`dR`; = dL_inv(-xi)."""
-        return self._dL_inv(-self.group.check_algebra(xi, where=f"{self!r}.dR_inv"))
+        return self._dL_inv[0](self._neg(xi, "dR_inv"))
 
     # ------------------------------------------------------------------ Derivative terms.
     def dL_deriv(self, xi, eta, mu=None) -> np.ndarray:
         """Jacobian ``J`` ``(..., d, d)`` with ``J delta = d/deps [dL(xi + eps delta) eta]``;
         with ``mu`` given, the ``(..., d)`` vector ``J^T mu`` (= grad_xi <mu, dL(xi) eta>)."""
-        return _contract(self._dL_deriv(xi, eta), mu)
+        return _contract(self._run2(self._dL_deriv, xi, eta, "dL_deriv"), mu)
 
     def dR_deriv(self, xi, eta, mu=None) -> np.ndarray:
         """As :meth:`dL_deriv` for dR: ``d/deps [dR(xi + eps delta) eta]``;
         equals ``-dL_deriv(-xi, eta)``."""
-        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_deriv")
-        return _contract(-self._dL_deriv(-xi, eta), mu)
+        return _contract(-self._run2(self._dL_deriv, self._neg(xi, "dR_deriv"), eta,
+                                     "dL_deriv"), mu)
 
     def dL_inv_deriv(self, xi, eta, mu=None) -> np.ndarray:
         """As :meth:`dL_deriv` for dL_inv: ``J delta = d/deps [dL_inv(xi + eps delta) eta]``."""
-        return _contract(self._dL_inv_deriv(xi, eta), mu)
+        return _contract(self._run2(self._dL_inv_deriv, xi, eta, "dL_inv_deriv"), mu)
 
     def dR_inv_deriv(self, xi, eta, mu=None) -> np.ndarray:
         """As :meth:`dL_deriv` for dR_inv: ``-dL_inv_deriv(-xi, eta)``."""
-        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_inv_deriv")
-        return _contract(-self._dL_inv_deriv(-xi, eta), mu)
+        return _contract(-self._run2(self._dL_inv_deriv, self._neg(xi, "dR_inv_deriv"), eta,
+                                     "dL_inv_deriv"), mu)
 
     # ------------------------------------------------------------------ Second derivatives.
     def dL_hess(self, xi, eta, u) -> np.ndarray:
@@ -136,12 +172,11 @@ class Retraction:
         the second derivative of ``xi -> dL(xi) eta`` in the directions u and delta (symmetric in
         them).  For Newton Jacobians of residuals containing ``dL_deriv``.  Closed forms except
         SE(3) exp (fourth-order differences of the closed-form first derivative, ~1e-12)."""
-        return self._dL_hess(xi, eta, u)
+        return self._run3(self._dL_hess, xi, eta, u, "dL_hess")
 
     def dR_hess(self, xi, eta, u) -> np.ndarray:
         """As :meth:`dL_hess` for dR; equals ``dL_hess(-xi, eta, u)``."""
-        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_hess")
-        return self._dL_hess(-xi, eta, u)
+        return self._run3(self._dL_hess, self._neg(xi, "dR_hess"), eta, u, "dL_hess")
 
     def dL_inv_hess(self, xi, eta, u) -> np.ndarray:
         """As :meth:`dL_hess` for dL_inv:
@@ -156,30 +191,41 @@ class Retraction:
         xi = G.check_algebra(xi, where=where)
         eta = G.check_algebra(eta, "eta", where)
         u = G.check_algebra(u, "u", where)
+        return self._dL_inv_hess_k(xi, eta, u)
+
+    def _dL_inv_hess_k(self, xi, eta, u) -> np.ndarray:
+        """Kernel of :meth:`dL_inv_hess` (validated float64 inputs)."""
+        d = self.group.dim
         xi, eta, u = np.broadcast_arrays(xi, eta, u)
-        Di = self._dL_inv(xi)
+        dL_inv, dL_deriv = self._dL_inv[0], self._dL_deriv[0]
+        Di = dL_inv(xi)
         w = _mv(Di, eta)
-        y = _mv(Di, _mv(self._dL_deriv(xi, w), u))
-        Jk = self._dL_deriv(xi[..., None, :], np.eye(G.dim))  # (..., a, i, c): J(xi, e_a)
+        y = _mv(Di, _mv(dL_deriv(xi, w), u))
+        Jk = dL_deriv(xi[..., None, :], np.eye(d))  # (..., a, i, c): J(xi, e_a)
         K = np.swapaxes(np.einsum("...aic,...c->...ai", Jk, u), -1, -2)  # (..., i, a)
-        inner = self._dL_deriv(xi, y) - self._dL_hess(xi, w, u) - K @ self._dL_inv_deriv(xi, eta)
+        inner = dL_deriv(xi, y) - self._dL_hess[0](xi, w, u) - K @ self._dL_inv_deriv[0](xi, eta)
         return Di @ inner
 
     def dR_inv_hess(self, xi, eta, u) -> np.ndarray:
         """As :meth:`dL_inv_hess` for dR_inv; equals ``dL_inv_hess(-xi, eta, u)``."""
-        xi = self.group.check_algebra(xi, where=f"{self!r}.dR_inv_hess")
-        return self.dL_inv_hess(-xi, eta, u)
+        return self.dL_inv_hess(self._neg(xi, "dR_inv_hess"), eta, u)
 
     def ddL(self, xi, eta) -> np.ndarray:
         """The paper's second tangent dd^L tau_xi(eta, .) as a ``(..., d, d)`` matrix:
         ``d/deps [dL(xi + eps delta) eta] = dL(xi) ddL(xi, eta) delta``
         (high-order-nonholonomic §2.8); = dL_inv(xi) @ dL_deriv(xi, eta)."""
-        return np.einsum("...ij,...jk->...ik", self._dL_inv(xi), self._dL_deriv(xi, eta))
+        where = f"{self!r}.ddL"
+        xi = self.group.check_algebra(xi, where=where)
+        eta = self.group.check_algebra(eta, "eta", where)
+        return np.einsum("...ij,...jk->...ik", self._dL_inv[0](xi), self._dL_deriv[0](xi, eta))
 
     def ddL_star(self, xi, eta, pi) -> np.ndarray:
         """Dual ``(dd^L tau_xi)^*(eta, pi) = ddL(xi, eta)^T pi``, shape ``(..., d)``
         (high-order-nonholonomic §2.8, eq. (26))."""
         return _contract(self.ddL(xi, eta), pi)
+
+
+_CACHE: dict = {}
 
 
 def retraction(group: MatrixLieGroup, kind: str = "cayley") -> Retraction:
@@ -203,4 +249,8 @@ def retraction(group: MatrixLieGroup, kind: str = "cayley") -> Retraction:
         raise LieGroupError(
             f"retraction: unknown kind {kind!r}; expected 'exp' or 'cayley'."
         )
-    return Retraction(group, kind)
+    key = (group, _KINDS[kind])
+    tau = _CACHE.get(key)
+    if tau is None or tau.group is not group:  # one object per group and kind (immutable)
+        tau = _CACHE[key] = Retraction(group, kind)
+    return tau

@@ -118,6 +118,45 @@ class RnGroup(MatrixLieGroup):
     cay_dL_inv_deriv = exp_dL_deriv
     cay_dL_hess = exp_dL_hess
 
+    # Unchecked kernels (validated float64 inputs; see ``_base.py``).
+    def _k_as_matrix(self, g):
+        n = self.n
+        M = np.zeros((*g.shape[:-1], n + 1, n + 1))
+        idx = np.arange(n + 1)
+        M[..., idx, idx] = 1.0
+        M[..., :n, n] = g
+        return M
+
+    def _k_from_matrix(self, M):
+        return np.array(M[..., : self.n, self.n])
+
+    def _k_Ad(self, g):
+        return self._eye(g.shape[:-1])
+
+    def _k_exp(self, xi):
+        return np.array(xi)
+
+    def _k_log(self, g):
+        return np.array(g)
+
+    _k_cay = _k_exp
+    _k_cay_inv = _k_log
+
+    def _k_exp_dL(self, xi):
+        return self._eye(xi.shape[:-1])
+
+    _k_exp_dL_inv = _k_cay_dL = _k_cay_dL_inv = _k_exp_dL
+
+    def _k_exp_dL_deriv(self, xi, eta):
+        return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape), self.n))
+
+    _k_exp_dL_inv_deriv = _k_cay_dL_deriv = _k_cay_dL_inv_deriv = _k_exp_dL_deriv
+
+    def _k_exp_dL_hess(self, xi, eta, u):
+        return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape, u.shape), self.n))
+
+    _k_cay_dL_hess = _k_exp_dL_hess
+
 
 @functools.cache
 def _rn_cached(n: int) -> RnGroup:

@@ -112,40 +112,39 @@ class SO3Group(MatrixLieGroup):
     def bracket(self, xi, eta):
         return np.cross(np.asarray(xi, dtype=np.float64), np.asarray(eta, dtype=np.float64))
 
-    # Exponential.
+    # Exponential.  Public methods validate (shape, dtype, finiteness, membership) and call the
+    # unchecked kernels ``_k_*`` (the internal fast path documented in ``_base.py``).
     def exp(self, xi):
-        w = self.check_algebra(xi, where="SO3.exp")
-        return blocked(_exp_core, w, 1, (3, 3))
+        return self._k_exp(self.check_algebra(xi, where="SO3.exp"))
 
     def log(self, g, check: bool = True):
         R = self.check_element(g, "g", "SO3.log")
         if check:
             self._require_element(R, "SO3.log")
-        return blocked(_log_core, R, 2, (3,))
+        return self._k_log(R)
 
     def exp_dL(self, xi):
-        w = self.check_algebra(xi, where="SO3.exp_dL")
-        return blocked(_exp_dl_core, w, 1, (3, 3))
+        return self._k_exp_dL(self.check_algebra(xi, where="SO3.exp_dL"))
 
     def _exp_dl_inv_c(self, T: FTable):
         return (T.f(3) - 2.0 * T.f(4)) / (2.0 * T.f(2))
 
     def exp_dL_inv(self, xi):
-        w = self.check_algebra(xi, where="SO3.exp_dL_inv")
-        return blocked(_exp_dl_inv_core, w, 1, (3, 3))
+        return self._k_exp_dL_inv(self.check_algebra(xi, where="SO3.exp_dL_inv"))
 
     def exp_dL_deriv(self, xi, eta):
         w = self.check_algebra(xi, where="SO3.exp_dL_deriv")
-        eta = self.check_algebra(eta, "eta", "SO3.exp_dL_deriv")
-        (r, p, q), (r1, p1, q1) = _exp_dl_coeffs(FTable(sq3(w)), 1)
-        return iso_jac(w, eta, r, p, q, r1, p1, q1)
+        return self._k_exp_dL_deriv(w, self.check_algebra(eta, "eta", "SO3.exp_dL_deriv"))
+
+    def exp_dL_inv_deriv(self, xi, eta):
+        w = self.check_algebra(xi, where="SO3.exp_dL_inv_deriv")
+        return self._k_exp_dL_inv_deriv(w, self.check_algebra(eta, "eta",
+                                                               "SO3.exp_dL_inv_deriv"))
 
     def exp_dL_hess(self, xi, eta, v):
         """``(..., 3, 3)`` Jacobian of ``xi -> exp_dL_deriv(xi, eta) @ v`` (second derivative of
         ``exp_dL(xi) eta``; used for SE(3))."""
-        w = np.asarray(xi, dtype=np.float64)
-        c0, c1, c2 = _exp_dl_coeffs(FTable(sq3(w)), 2)
-        return iso_hess(w, eta, v, *c0, *c1, *c2)
+        return self._k_exp_dL_hess(np.asarray(xi, dtype=np.float64), eta, v)
 
     def exp_dL_apply(self, xi, eta):
         w = np.asarray(xi, dtype=np.float64)
@@ -154,33 +153,82 @@ class SO3Group(MatrixLieGroup):
 
     # Cayley (closed forms).
     def cay(self, xi):
-        w = self.check_algebra(xi, where="SO3.cay")
-        return blocked(_cay_core, w, 1, (3, 3))
+        return self._k_cay(self.check_algebra(xi, where="SO3.cay"))
 
     def cay_inv(self, g, check: bool = True):
         R = self.check_element(g, "g", "SO3.cay_inv")
         if check:
             self._require_element(R, "SO3.cay_inv")
-        return blocked(_cay_inv_core, R, 2, (3,))
+        return self._k_cay_inv(R)
 
     def cay_dL(self, xi):
-        w = self.check_algebra(xi, where="SO3.cay_dL")
-        return blocked(_cay_dl_core, w, 1, (3, 3))
+        return self._k_cay_dL(self.check_algebra(xi, where="SO3.cay_dL"))
 
     def cay_dL_inv(self, xi):
-        w = self.check_algebra(xi, where="SO3.cay_dL_inv")
-        return blocked(_cay_dl_inv_core, w, 1, (3, 3))
+        return self._k_cay_dL_inv(self.check_algebra(xi, where="SO3.cay_dL_inv"))
 
     def cay_dL_deriv(self, xi, eta):
         w = self.check_algebra(xi, where="SO3.cay_dL_deriv")
-        eta = self.check_algebra(eta, "eta", "SO3.cay_dL_deriv")
+        return self._k_cay_dL_deriv(w, self.check_algebra(eta, "eta", "SO3.cay_dL_deriv"))
+
+    def cay_dL_inv_deriv(self, xi, eta):
+        w = self.check_algebra(xi, where="SO3.cay_dL_inv_deriv")
+        return self._k_cay_dL_inv_deriv(w, self.check_algebra(eta, "eta",
+                                                               "SO3.cay_dL_inv_deriv"))
+
+    def cay_dL_hess(self, xi, eta, v):
+        """Second derivative of ``cay_dL(xi) eta`` contracted with v (see :meth:`exp_dL_hess`)."""
+        return self._k_cay_dL_hess(np.asarray(xi, dtype=np.float64), eta, v)
+
+    # ------------------------------------------------------------------ Unchecked kernels.
+    # Inputs are float64 arrays already validated by a public method (``_base.py``).
+    def _k_Ad(self, g):
+        return g
+
+    def _k_exp(self, w):
+        return blocked(_exp_core, w, 1, (3, 3))
+
+    def _k_log(self, R):
+        return blocked(_log_core, R, 2, (3,))
+
+    def _k_exp_dL(self, w):
+        return blocked(_exp_dl_core, w, 1, (3, 3))
+
+    def _k_exp_dL_inv(self, w):
+        return blocked(_exp_dl_inv_core, w, 1, (3, 3))
+
+    def _k_exp_dL_deriv(self, w, eta):
+        (r, p, q), (r1, p1, q1) = _exp_dl_coeffs(FTable(sq3(w)), 1)
+        return iso_jac(w, eta, r, p, q, r1, p1, q1)
+
+    def _k_exp_dL_inv_deriv(self, w, eta):
+        # d(D^{-1}) eta = -D^{-1} J(w, D^{-1} eta)   (exact; see _base._inverse_deriv)
+        Di = self._k_exp_dL_inv(w)
+        y = np.einsum("...ij,...j->...i", Di, eta)
+        return -(Di @ self._k_exp_dL_deriv(w, y))
+
+    def _k_exp_dL_hess(self, w, eta, v):
+        c0, c1, c2 = _exp_dl_coeffs(FTable(sq3(w)), 2)
+        return iso_hess(w, eta, v, *c0, *c1, *c2)
+
+    def _k_cay(self, w):
+        return blocked(_cay_core, w, 1, (3, 3))
+
+    def _k_cay_inv(self, R):
+        return blocked(_cay_inv_core, R, 2, (3,))
+
+    def _k_cay_dL(self, w):
+        return blocked(_cay_dl_core, w, 1, (3, 3))
+
+    def _k_cay_dL_inv(self, w):
+        return blocked(_cay_dl_inv_core, w, 1, (3, 3))
+
+    def _k_cay_dL_deriv(self, w, eta):
         (r, p, q), (r1, p1, q1) = _cay_dl_coeffs(sq3(w), 1)
         return iso_jac(w, eta, r, p, q, r1, p1, q1)
 
-    def cay_dL_inv_deriv(self, xi, eta):
+    def _k_cay_dL_inv_deriv(self, w, eta):
         # d/dw [eta + w x eta / 2 + w (w . eta) / 4] = -hat(eta)/2 + ((w.eta) I + w eta^T)/4
-        w = self.check_algebra(xi, where="SO3.cay_dL_inv_deriv")
-        eta = self.check_algebra(eta, "eta", "SO3.cay_dL_inv_deriv")
         J = -0.5 * hat3(eta) + 0.25 * (w[..., :, None] * eta[..., None, :])
         we = 0.25 * np.einsum("...i,...i->...", w, eta)
         J[..., 0, 0] += we
@@ -188,9 +236,7 @@ class SO3Group(MatrixLieGroup):
         J[..., 2, 2] += we
         return J
 
-    def cay_dL_hess(self, xi, eta, v):
-        """Second derivative of ``cay_dL(xi) eta`` contracted with v (see :meth:`exp_dL_hess`)."""
-        w = np.asarray(xi, dtype=np.float64)
+    def _k_cay_dL_hess(self, w, eta, v):
         c0, c1, c2 = _cay_dl_coeffs(sq3(w), 2)
         return iso_hess(w, eta, v, *c0, *c1, *c2)
 

@@ -20,7 +20,7 @@ def _shape_str(shape: tuple[int, ...]) -> str:
 
 def check_finite(x: np.ndarray, name: str, where: str) -> np.ndarray:
     """Raise if ``x`` holds NaN or inf; return ``x``."""
-    if not np.all(np.isfinite(x)):
+    if not np.isfinite(x).all():
         n_bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
         raise LieGroupError(
             f"{where}: `{name}` contains {n_bad} NaN or inf entr{'y' if n_bad == 1 else 'ies'}; "

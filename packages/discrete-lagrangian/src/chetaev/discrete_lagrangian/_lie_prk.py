@@ -23,9 +23,14 @@ Hooks (duck typed, like the vector-space ones of ``_prk``):
     (e.g. ``J(G^i)ᵀ Λ^i`` for a holonomic Φ, ``(∂φ/∂η)ᵀ Λ^i`` for a nonholonomic φ);
 ``equations(ev)`` → ``(..., E)``: extra equations (E = number of free multiplier entries).
 
-The Jacobian is formed by central finite differences in ONE broadcast call (the second
-derivatives of the retraction terms, d(ddLτ*)/dξ, are not available in closed form);
-Newton then converges linearly with a contraction ~1e-9 and the residual itself is exact.
+Newton Jacobian (issue 4: analytic when the system gives second derivatives, finite
+differences otherwise).  Without hooks and for a system with closed-form second derivatives
+(``system.fd_second_derivatives`` False: D11ℓ, D12ℓ, D21ℓ, D22ℓ), :func:`lie_prk_jacobian`
+differentiates (26) exactly by the chain rule, using the retraction's closed-form derivative
+terms (``tau.dL_deriv``, ``tau.dL_inv_deriv``) and second derivative (``tau.dL_hess``, for the
+ddLτ* term) and δ[Ad*_{τ(ξ)} v] = ad(dLτ(ξ) δξ)ᵀ Ad*_{τ(ξ)} v.  Otherwise (hooks present, or
+finite-difference second derivatives) the Jacobian is formed by central finite differences
+of the residual in ONE broadcast call.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import numpy as np
 
 from ._prk import PRKCoefficients, unpack
 
-__all__ = ["LieStageEvaluation", "lie_prk_residual", "solve_lie_stages"]
+__all__ = ["LieStageEvaluation", "lie_prk_jacobian", "lie_prk_residual", "solve_lie_stages"]
 
 
 @attrs.define(eq=False)
@@ -118,7 +123,8 @@ def lie_prk_residual(
         if extra_force is not None:
             F = F + extra_force
     N = _mtv(dL_Xi, F)
-    Pi = _mtv(dL_Xi, system.D2L(G, Omega))
+    P = system.D2L(G, Omega)
+    Pi = _mtv(dL_Xi, P)
     Nt = _mtv(dLinv_mXi, N)  # dLτ⁻¹(−Ξ^j)ᵀ N^j
     AdT = np.swapaxes(G_.Ad(t_xi), -1, -2)
     # (ddLτ_Ξ)*(H, Π) = (dLτ⁻¹(Ξ) dL_deriv(Ξ, H))ᵀ Π
@@ -134,7 +140,8 @@ def lie_prk_residual(
     g1 = G_.compose(g, t_xi)
     ev = LieStageEvaluation(g=g, mu=mu, h=h, coeffs=coeffs, H=H, Xi=Xi, xi=xi, G=G,
                             tau_Xi=tXi, Omega=Omega, Lam=Lam, N=N, Nt=Nt, Pi=Pi, g1=g1,
-                            mu1=mu1, Ad_tau_xi_T=AdT)
+                            mu1=mu1, Ad_tau_xi_T=AdT,
+                            extra={"dL_Xi": dL_Xi, "dL_inv_all": dLinv, "D1L": F, "D2L": P})
     if hooks is not None:
         R2 = hooks.equations(ev)
         if R2 is not None:
@@ -142,9 +149,111 @@ def lie_prk_residual(
     return R, ev
 
 
+def _has_analytic_second_derivatives(system: Any) -> bool:
+    return (not getattr(system, "fd_second_derivatives", True)
+            and all(hasattr(system, n) for n in ("D11L", "D12L", "D21L", "D22L")))
+
+
+def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarray:
+    """Exact Jacobian ``∂R/∂H`` ``(..., s d, s d)`` of the hook-free residual (26) at the
+    evaluation ``ev`` of :func:`lie_prk_residual` (chain rule; see the module docstring).
+
+    Notation: D_i = dLτ(Ξ^i), B_i = dLτ⁻¹(Ξ^i), E_i = dLτ⁻¹(−Ξ^i), C = dLτ⁻¹(ξ),
+    C₋ = dLτ⁻¹(−ξ); for a map x ↦ M(x) and a covector v, ``T_M(x, v)`` is the Jacobian of
+    x ↦ M(x)ᵀv (rows ``J_M(x, e_k)ᵀ v``); Q^i = B_iᵀΠ^i.  With δΞ^i = h Σ_k a_ik δH^k,
+    δξ = h Σ_k b_k δH^k::
+
+        δΩ = D δH + J_D(Ξ, H) δΞ,   δF = D11ℓ D δΞ + D12ℓ δΩ,   δP = D21ℓ D δΞ + D22ℓ δΩ
+        δN = Dᵀ δF + T_D(Ξ, F) δΞ,  δΠ = Dᵀ δP + T_D(Ξ, P) δΞ,  δÑ = Eᵀ δN − T_B(−Ξ, N) δΞ
+        δQ = Bᵀ δΠ + T_B(Ξ, Π) δΞ
+        δddl = [∇²_Ξ ⟨Q, D(Ξ) H⟩] δΞ + T_D(Ξ, Q)ᵀ δH + J_D(Ξ, H)ᵀ δQ
+        δlhs_i = Cᵀ δS^i + T_B(ξ, S^i) δξ,            S^i = Π^i + h Σ_j w_ij ddl^j
+        δrhs_i = Ad*_{τ(ξ)} [h Σ_j b_j δÑ^j − h (C₋ᵀ δW^i − T_B(−ξ, W^i) δξ)]
+                 + ad(D(ξ) δξ)ᵀ rhs_i,                W^i = Σ_j w_ij N^j
+
+    (w_ij = b_j a_ji / b_i; the ∇² term uses ``tau.dL_hess``).
+    """
+    G_ = system.group
+    d = G_.dim
+    c = ev.coeffs
+    s, h = c.s, ev.h
+    a, b = np.asarray(c.a), np.asarray(c.b)
+    n = s * d
+    H, Xi, xi, G, Om = ev.H, ev.Xi, ev.xi, ev.G, ev.Omega
+    eye = np.eye(d)
+    wmat = (b[None, :] * a.T) / b[:, None]
+    # constant derivative maps of Ξ, ξ, H with respect to the unknowns (flattened s·d)
+    dXi = h * np.einsum("ik,pq->ipkq", a, eye).reshape(s, d, n)
+    dxi = h * np.einsum("k,pq->pkq", b, eye).reshape(d, n)
+    dH = np.eye(n).reshape(s, d, n)
+
+    # retraction pieces, one call each: dL and its derivative at Ξ (and ξ), dL_inv at ±Ξ, ±ξ
+    # (dL(Ξ), dL_inv at [Ξ, ξ, −Ξ, −ξ], D1ℓ, D2ℓ are reused from the residual evaluation)
+    Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
+    D, Dxi = ev.extra["dL_Xi"], tau.dL(xi)
+    Jd = tau.dL_deriv(Xi[..., None, :], eye)  # (..., s, k, d, d): J_D(Ξ, e_k)
+    Y = np.concatenate([Xx, -Xx], axis=-2)  # [Ξ, ξ, −Ξ, −ξ]
+    Binv = ev.extra["dL_inv_all"]
+    Jb = tau.dL_inv_deriv(Y[..., None, :], eye)  # (..., 2s+2, k, d, d)
+    B, C = Binv[..., :s, :, :], Binv[..., s, :, :]
+    E, Cm = Binv[..., s + 1: 2 * s + 1, :, :], Binv[..., 2 * s + 1, :, :]
+    JbX, JbXi = Jb[..., :s, :, :, :], Jb[..., s, :, :, :]
+    JbmX, Jbmxi = Jb[..., s + 1: 2 * s + 1, :, :, :], Jb[..., 2 * s + 1, :, :, :]
+
+    def T(Jk, v):  # rows k: J(x, e_k)ᵀ v   → (..., k, d)
+        return np.einsum("...kij,...i->...kj", Jk, v)
+
+    def Jv(Jk, eta):  # J(x, eta) = Σ_k eta_k J(x, e_k)
+        return np.einsum("...kij,...k->...ij", Jk, eta)
+
+    # system pieces
+    F, P = ev.extra["D1L"], ev.extra["D2L"]
+    A11, A12 = system.D11L(G, Om), system.D12L(G, Om)
+    A21, A22 = system.D21L(G, Om), system.D22L(G, Om)
+    N, Pi = ev.N, ev.Pi
+    JH = Jv(Jd, H)  # J_D(Ξ^i, H^i)
+    Q = _mtv(B, Pi)
+
+    DdXi = D @ dXi  # (..., s, d, n)
+    dOm = D @ dH + JH @ dXi
+    dF = A11 @ DdXi + A12 @ dOm
+    dP = A21 @ DdXi + A22 @ dOm
+    Dt = np.swapaxes(D, -1, -2)
+    dN = Dt @ dF + T(Jd, F) @ dXi
+    dPi = Dt @ dP + T(Jd, P) @ dXi
+    dNt = np.swapaxes(E, -1, -2) @ dN - T(JbmX, N) @ dXi
+    dQ = np.swapaxes(B, -1, -2) @ dPi + T(JbX, Pi) @ dXi
+    # ∇²_Ξ ⟨Q, D(Ξ) H⟩: rows k = dL_hess(Ξ, H, e_k)ᵀ Q
+    Hs = tau.dL_hess(Xi[..., None, :], H[..., None, :], eye)  # (..., s, k, d, d)
+    hessQ = np.einsum("...kij,...i->...kj", Hs, Q)
+    dddl = hessQ @ dXi + np.swapaxes(T(Jd, Q), -1, -2) @ dH + np.swapaxes(JH, -1, -2) @ dQ
+    ddl = _mtv(JH, Q)
+    S = Pi + h * (wmat @ ddl)
+    dS = dPi + h * np.einsum("ij,...jpn->...ipn", wmat, dddl)
+    dlhs = (np.swapaxes(C, -1, -2)[..., None, :, :] @ dS
+            + (T(JbXi[..., None, :, :, :], S) @ dxi))
+    W = wmat @ N
+    dW = np.einsum("ij,...jpn->...ipn", wmat, dN)
+    dcorr = (np.swapaxes(Cm, -1, -2)[..., None, :, :] @ dW
+             - T(Jbmxi[..., None, :, :, :], W) @ dxi)
+    dsumN = np.einsum("j,...jpn->...pn", b, dNt)
+    dinner = h * (dsumN[..., None, :, :] - dcorr)
+    AdT = ev.Ad_tau_xi_T
+    inner = (ev.mu + h * (b @ ev.Nt))[..., None, :] - h * _mtv(Cm[..., None, :, :], W)
+    rhs = _mv(AdT[..., None, :, :], inner)  # (..., s, d)
+    # ad(z)ᵀ y = Σ_l z_l ad(e_l)ᵀ y: matrix with columns ad(e_l)ᵀ y
+    adE = G_.ad(eye)  # (l, m, k): ad(e_l)
+    Cad = np.einsum("lmk,...m->...kl", adE, rhs)  # (..., s, k, l)
+    drhs = AdT[..., None, :, :] @ dinner + Cad @ (Dxi @ dxi)[..., None, :, :]
+    dR = dlhs - drhs
+    return dR.reshape((*dR.shape[:-3], n, n))
+
+
 def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
                      lam_fixed=None):
-    """Solve :func:`lie_prk_residual` = 0 by Newton (FD Jacobian in one broadcast call).
+    """Solve :func:`lie_prk_residual` = 0 by Newton: analytic Jacobian
+    (:func:`lie_prk_jacobian`) without hooks for systems with closed-form second derivatives,
+    else finite differences of the residual in one broadcast call.
 
     Returns ``(x, ev, iterations, residual, rate)``; raises :class:`ConvergenceError`.
     """
@@ -159,7 +268,24 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
         return R
 
     scale = 1.0 + np.max(np.abs(mu), axis=-1)
-    res = newton_solve(fun, x0, None, options=options, scale=scale)
+    if hooks is None and _has_analytic_second_derivatives(system):
+        cache: dict = {}
+
+        def fun_jac(x, want):
+            # lazy: Newton asks for the Jacobian only when it needs another update, at the
+            # point whose residual it already has (reuse that evaluation)
+            if last[0] is not None and last[0].shape == x.shape and np.array_equal(last[0], x):
+                R, ev = cache["R"], last[1]
+            else:
+                R, ev = lie_prk_residual(x, g, mu, h, coeffs, system, tau, None, lam_fixed)
+                last[0], last[1], cache["R"] = np.array(x), ev, R
+            return R, (lie_prk_jacobian(ev, system, tau) if want else None)
+
+        fun_jac.lazy = True
+
+        res = newton_solve(None, x0, options=options, scale=scale, fun_jac=fun_jac)
+    else:
+        res = newton_solve(fun, x0, None, options=options, scale=scale)
     if not res.all_converged:
         bad = ~res.converged
         raise ConvergenceError(

@@ -54,7 +54,18 @@ def test_reflection_properties(seed, n, affine, batch):
     pm, pp = pre_post_from_node(v, lam, G, mu, h)
     np.testing.assert_allclose(pp, p_plus, atol=1e-10)
     np.testing.assert_allclose(pm, p_minus, atol=1e-10)
-    np.testing.assert_allclose(lam, multiplier_from_post_momentum(p_plus, G, mu, h, a), atol=0)
+    # the multiplier is the impulse of the (independently computed) reflection: p⁻ − p⁺ = h muᵀ λ
+    np.testing.assert_allclose(p_minus - p_plus, h * np.einsum("...ai,...a->...i", mu, lam),
+                               atol=1e-10)
+    # multiplier_from_post_momentum against the definition: the averaged momentum
+    # p⁺ + (h/2) muᵀ λ satisfies mu G⁻¹ p + a = 0, solved here with an explicit inverse
+    lam_direct = multiplier_from_post_momentum(p_plus, G, mu, h, a)
+    Ginv = np.linalg.inv(G)
+    C = mu @ Ginv @ np.swapaxes(mu, -1, -2)
+    rhs = -np.einsum("...ai,...ij,...j->...a", mu, Ginv, p_plus) - (0 if a is None else a)
+    np.testing.assert_allclose(lam_direct, (2.0 / h) * np.einsum("...ab,...b->...a",
+                                                                np.linalg.inv(C), rhs),
+                               atol=1e-9)
     r = np.einsum("...ij,...j->...i", mu, v) + (0 if a is None else a)
     assert np.max(np.abs(r)) < 1e-10
     np.testing.assert_allclose(p_bar, np.einsum("...ij,...j->...i", G, v), atol=1e-10)

@@ -136,7 +136,7 @@ def test_batched_initial_conditions_match_single_runs(form, affine_particle, rng
 
 
 def test_rattle_energy_bounded_without_drift(particle):
-    """Long run (h = 0.1, 3000 steps): the energy error oscillates and does not grow."""
+    """Long run (h = 0.1, 2000 steps): the energy error oscillates and does not grow."""
     traj = integrate(particle.system, GNI("rattle"), particle.q0, particle.v0, h=0.1, n_steps=2000)
     E = particle.system.energy(traj.q, traj.v)
     dE = np.abs(E - E[0])

@@ -136,12 +136,17 @@ def nonholonomic_particle(affine: bool = False) -> ParticleProblem:
 
 
 def convergence_order(h, err, floor=1e-11):
-    """Slope of ``log err`` against ``log h`` (np.polyfit) over points above ``floor``."""
+    """Slope of ``log err`` against ``log h`` (np.polyfit) over points above ``floor``.
+
+    At least three points must lie above ``floor`` (two points always fit a line exactly, so
+    they cannot show that the errors follow a power law); non-finite errors are dropped.
+    """
     h = np.asarray(h, dtype=float)
     err = np.asarray(err, dtype=float)
-    keep = err > floor
-    if keep.sum() < 2:
-        raise ValueError(f"fewer than two errors above the round-off floor {floor:g}: {err}")
+    keep = np.isfinite(err) & (err > floor)
+    if keep.sum() < 3:
+        raise ValueError(f"fewer than three errors above the round-off floor {floor:g}: {err}; "
+                         "use larger step sizes")
     return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])
 
 

@@ -198,49 +198,56 @@ def chaotic_ensemble(J: int = 9):
 # ---------------------------------------------------------------- particle x CVT (long runs)
 
 
-def particle_cvt_system(eps: float = 0.5) -> ConstrainedSystem:
-    """The particle (q[:3]) and the CVT (q[3:]) side by side as one decoupled system
-    (n = 6, m = 2), so one long run checks the energy of both."""
+def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
+    """The particle (q[:3]) and ``n_cvt`` copies of the CVT (q[3 + 3k : 6 + 3k]) side by
+    side as one decoupled system (n = 3 + 3 n_cvt, m = 1 + n_cvt), so one long run checks
+    the energy of all of them (each CVT copy can carry its own initial condition)."""
+    n, m = 3 + 3 * n_cvt, 1 + n_cvt
+    xs = 3 + 3 * np.arange(n_cvt)  # CVT x, y, z at xs, xs + 1, xs + 2
+    ys, zs = xs + 1, xs + 2
+    rows = 1 + np.arange(n_cvt)
 
     def V(q):
-        a, b = q[..., :3], q[..., 3:]
-        return 0.5 * (a[..., 0] ** 2 + a[..., 1] ** 2) + 0.5 * (
-            b[..., 0] ** 2
-            + b[..., 2] ** 2
-            - 2.0 * np.cos(b[..., 1])
-            + eps * np.sin(2.0 * b[..., 1])
+        a = q[..., :3]
+        return 0.5 * (a[..., 0] ** 2 + a[..., 1] ** 2) + 0.5 * np.sum(
+            q[..., xs] ** 2
+            + q[..., zs] ** 2
+            - 2.0 * np.cos(q[..., ys])
+            + eps * np.sin(2.0 * q[..., ys]),
+            axis=-1,
         )
 
     def gV(q):
         g = np.array(q, dtype=float, copy=True)
         g[..., 2] = 0.0
-        y = q[..., 4]
-        g[..., 4] = np.sin(y) + eps * np.cos(2.0 * y)
+        y = q[..., ys]
+        g[..., ys] = np.sin(y) + eps * np.cos(2.0 * y)
         return g
 
     def hV(q):
-        H = _zeros_like_q(q, 6, 6)
-        H[..., 0, 0] = H[..., 1, 1] = H[..., 3, 3] = H[..., 5, 5] = 1.0
-        y = q[..., 4]
-        H[..., 4, 4] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
+        H = _zeros_like_q(q, n, n)
+        H[..., [0, 1], [0, 1]] = 1.0
+        H[..., xs, xs] = H[..., zs, zs] = 1.0
+        y = q[..., ys]
+        H[..., ys, ys] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
         return H
 
     def A(q):
-        M = _zeros_like_q(q, 2, 6)
+        M = _zeros_like_q(q, m, n)
         M[..., 0, 0] = -q[..., 1]
         M[..., 0, 2] = 1.0
-        M[..., 1, 3] = np.sin(q[..., 4])
-        M[..., 1, 5] = 1.0
+        M[..., rows, xs] = np.sin(q[..., ys])
+        M[..., rows, zs] = 1.0
         return M
 
     def dA(q):
-        D = _zeros_like_q(q, 2, 6, 6)
+        D = _zeros_like_q(q, m, n, n)
         D[..., 0, 0, 1] = -1.0
-        D[..., 1, 3, 4] = np.cos(q[..., 4])
+        D[..., rows, xs, ys] = np.cos(q[..., ys])
         return D
 
     return ConstrainedSystem(
-        MechanicalSystem(np.eye(6), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
     )
 
 

@@ -163,10 +163,12 @@ def test_remedies_effect_on_order(nh, s):
 @pytest.fixture(scope="module")
 def long_run(nh):
     """10^5 Lobatto-2 steps of h = 0.1 (T = 10^4) of the particle and the CVT (eps = 1/2,
-    both initial conditions), run as one decoupled product system with a batch of 2."""
-    system = nh.particle_cvt_system(0.5)
-    q0 = np.stack([np.r_[nh.PARTICLE_Q0, nh.CVT_Q0]] * 2)
-    v0 = np.stack([np.r_[nh.PARTICLE_V0, nh.CVT_V0_LOW], np.r_[nh.PARTICLE_V0, nh.CVT_V0_HIGH]])
+    both initial conditions), run as one decoupled product system particle x CVT x CVT
+    (n = 9, m = 3): one unbatched trajectory, so each subsystem is integrated once and
+    the step takes the single-trajectory path."""
+    system = nh.particle_cvt_system(0.5, n_cvt=2)
+    q0 = np.r_[nh.PARTICLE_Q0, nh.CVT_Q0, nh.CVT_Q0]
+    v0 = np.r_[nh.PARTICLE_V0, nh.CVT_V0_LOW, nh.CVT_V0_HIGH]
     sol = integrate(
         system, NonholonomicPRK(lobatto_iiia_iiib(2)), q0, v0, h=0.1, n_steps=100_000, save_every=10
     )
@@ -174,8 +176,10 @@ def long_run(nh):
     res = np.abs(system.residual(sol.q, sol.v)).max()
     qa, va = sol.q[..., :3], sol.v[..., :3]
     Epart = 0.5 * np.sum(va**2, -1) + 0.5 * (qa[..., 0] ** 2 + qa[..., 1] ** 2)
-    _, _, Ecvt = nh.cvt_energies(sol.q[..., 3:], sol.v[..., 3:])
-    return sol.t, Epart - Epart[0], Ecvt - Ecvt[0], res
+    Ecvt = np.stack(
+        [nh.cvt_energies(sol.q[..., k : k + 3], sol.v[..., k : k + 3])[2] for k in (3, 6)], -1
+    )
+    return sol.t, (Epart - Epart[0])[:, None], Ecvt - Ecvt[0], res
 
 
 def test_energy_bounded_without_drift_over_1e5_steps(long_run):

@@ -35,6 +35,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
     rattle,
     triple_jump,
 )
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 # --------------------------------------------------------------------------------------------
@@ -109,8 +110,8 @@ def run(method, h, T, system=PENDULUM, q0=Q0, v0=V0):
 
 
 def observed_order(hs, errs):
-    """Slope of the log–log least-squares fit through all points (all above round-off)."""
-    return float(np.polyfit(np.log(hs), np.log(errs), 1)[0])
+    """Log–log slope (``fit_order``): at least 3 points, each above the 1e-10 floor."""
+    return fit_order(hs, errs, floor=1e-10)
 
 
 # --------------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def test_nonholonomic_prk_through_hooks(s, expected):
     v0[2] = q0[1] * v0[0]  # on the constraint v3 = q2 v1
     T = 1.0
     ref = reference_solution(system, q0, v0, [0.0, T])
-    hs = [0.2, 0.1, 0.05] if s == 4 else [0.1, 0.05, 0.025]
+    hs = [1 / 4, 1 / 5, 1 / 6, 1 / 8, 1 / 10] if s == 4 else [0.1, 0.05, 0.025]
     errs = []
     for h in hs:
         q, p, _ = _nhprk(system, s, q0, v0, h, round(T / h))

@@ -25,16 +25,26 @@ __all__ = [
 ]
 
 
-def fit_order(hs: Any, errors: Any, floor: float = 1e-11) -> float:
+def fit_order(hs: Any, errors: Any, floor: float = 1e-11, min_points: int = 3) -> float:
     """Slope of log(error) against log(h) (np.polyfit) on the points above ``floor``.
 
-    Raises ``ValueError`` if fewer than 2 points lie above the floor.
+    Points at or below ``floor`` (the round-off floor) are left out of the fit. A slope
+    through two points cannot tell an asymptotic order from a pre-asymptotic one, so at
+    least ``min_points`` (default 3) points must remain.
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``min_points`` errors above ``floor``: use larger steps.
     """
     hs = np.asarray(hs, dtype=float)
     errors = np.asarray(errors, dtype=float)
     keep = errors > floor
-    if np.count_nonzero(keep) < 2:
-        raise ValueError(f"fewer than 2 errors above the floor {floor:g}: {errors}")
+    if np.count_nonzero(keep) < min_points:
+        raise ValueError(
+            f"only {np.count_nonzero(keep)} of the errors {errors} lie above the round-off "
+            f"floor {floor:g}; a fit needs at least {min_points}: use larger steps."
+        )
     return float(np.polyfit(np.log(hs[keep]), np.log(errors[keep]), 1)[0])
 
 

@@ -73,3 +73,11 @@ def test_overrides_are_honoured() -> None:
         registry["high-order-fig3-particle-orders"].run(quick=True, t_final=2.0, h=0.3)
     with pytest.raises(ValueError, match="stage count"):
         registry["high-order-fig8-ball-integrals"].run(quick=True, method="cayley")
+
+
+@pytest.mark.parametrize("name", ["gni-particle-orders", "homogeneous-fig5-sphere-orders"])
+def test_convergence_experiments_refuse_h_that_misses_t_final(name: str) -> None:
+    """The last node is compared with the reference at T: an h with T/h not an integer
+    would compare the solution at n h ≠ T, so it is refused before any run."""
+    with pytest.raises(ValueError, match="not a multiple of h"):
+        registry[name].run(quick=True, h=0.03)

@@ -17,6 +17,7 @@ from chetaev.rktableaux import lobatto_iiia_iiib
 
 from .._registry import Check, Outcome, check_bound, check_order, experiment, fit_order
 from ..models import chaotic, cvt, nonholonomic_particle, turntable_ball, vertical_disc
+from ._common import grid_steps
 
 __all__ = [
     "ball_first_integrals",
@@ -50,13 +51,6 @@ def _stages(method: str | None, default: int) -> int:
         raise ValueError(f"method must be the Lobatto stage count s (an integer 2..8, e.g. "
                          f"'3') for this experiment, got {method!r}.")
     return s
-
-
-def _grid(T: float, h: float) -> int:
-    n = round(T / h)
-    if n < 1 or abs(n * h - T) > 1e-9 * max(T, 1.0):
-        raise ValueError(f"t_final = {T} is not a multiple of h = {h}; choose h = T/n.")
-    return n
 
 
 def _order_plot(results: dict[Any, dict[str, Any]], labels: tuple[str, ...], title: str):
@@ -107,7 +101,7 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
         prk = NonholonomicPRK(lobatto_iiia_iiib(s), form=form, newton=_NEWTON)
         eq, ep, el = [], [], []
         for hh in hs:
-            tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=_grid(T, hh))
+            tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=grid_steps(T, hh))
             if not tr.success:
                 raise RuntimeError(f"s = {s}, h = {hh}: {tr.message}")
             eq.append(_rel(tr.q[-1] - qr[-1], qr[-1]))
@@ -271,7 +265,7 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
             prk = LieNonholonomicPRK(s, retraction=kind)
             eg, ee, el = [], [], []
             for hh in hs:
-                tr = integrate(sysm, prk, g0, eta0, h=hh, n_steps=_grid(T, hh))
+                tr = integrate(sysm, prk, g0, eta0, h=hh, n_steps=grid_steps(T, hh))
                 if not tr.success:
                     raise RuntimeError(f"{kind}, s = {s}, h = {hh}: {tr.message}")
                 eg.append(_rel(tr.q[-1] - gr[-1], gr[-1]))
@@ -332,7 +326,7 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
             eg, ee = [], []
             for hc in hs:
                 tc = integrate(sysm, LieNonholonomicPRK(ss, newton=_NEWTON), g0, eta0, h=hc,
-                               n_steps=_grid(4.0, hc))
+                               n_steps=grid_steps(4.0, hc))
                 eg.append(_rel(tc.q[-1] - gr[-1], gr[-1]))
                 ee.append(_rel(tc.v[-1] - er[-1], er[-1]))
             conv[ss] = (hs, eg, ee)

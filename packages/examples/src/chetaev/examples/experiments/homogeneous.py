@@ -17,6 +17,7 @@ from chetaev.nh_integrators import LieNonholonomicPRK
 
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import sphere_pendulum, spherical_kepler
+from ._common import grid_steps
 
 __all__ = [
     "kepler_orbits",
@@ -35,7 +36,7 @@ def _sphere_errors(model: Any, s: int, kind: str, hs: tuple[float, ...], T: floa
     ex, ev, el, off = [], [], [], 0.0
     for h in hs:
         tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), model.G0, model.ETA0, h=h,
-                       n_steps=round(T / h))
+                       n_steps=grid_steps(T, h))
         if not tr.success:
             raise RuntimeError(f"s = {s}, h = {h}: {tr.message}")
         x, v = model.to_ambient(tr.q, tr.v)

@@ -5,7 +5,7 @@ reduced dynamics (DOP853, rtol 1e-13); constraint at the nodes; symmetry of the 
 import attrs
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import integrate, reference_solution
+from chetaev.discrete_lagrangian import InputError, integrate, reference_solution
 from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
 from chetaev.nh_integrators._lie_testing import (
     disc_initial,
@@ -126,14 +126,16 @@ def test_general_lagrangian_path_reproduces_mechanical_path(disc):
         assert np.max(np.abs(ta.lam - tb.lam)) < 1e-12
 
 
+@pytest.mark.parametrize("form", ["lagrangian", "hamiltonian"])
 @pytest.mark.parametrize("s", [2, 3, 4])
-def test_general_lagrangian_orders(disc, s):
+def test_general_lagrangian_orders(disc, s, form):
     """Non-quadratic ℓ = ½ηᵀ𝕀η + (ε/4)v₁⁴ − V (ε = 0.5): orders 2s − 2 and Cor. 5.2.1's λ
-    orders against ``reference_solution`` (DOP853 on the Euler–Poincaré–d'Alembert equations)."""
+    orders against ``reference_solution`` (DOP853 on the Euler–Poincaré–d'Alembert equations),
+    in the App. F (Lagrangian) and the App. G (Hamiltonian, Legendre map inverted) forms."""
     _, g0, eta0, *_ = disc
     sysc = vertical_disc_general(quartic=0.5)
     ref = reference_solution(sysc, g0, eta0, np.array([0.0, T_FINAL]))
-    method = LieNonholonomicPRK(s)
+    method = LieNonholonomicPRK(s, form=form)
     hs = (0.1, 0.05, 0.025)
     eg, ee, el = [], [], []
     for h in hs:
@@ -146,3 +148,36 @@ def test_general_lagrangian_orders(disc, s):
     assert abs(_slope(hs, eg) - method.order) <= 0.25, eg
     assert abs(_slope(hs, ee) - method.order) <= 0.25, ee
     assert abs(_slope(hs, el) - method.multiplier_order) <= 0.25, el
+
+
+def test_hamiltonian_form_is_the_same_map(disc):
+    """App. G (form="hamiltonian": stage velocities ηⁱ = Fℓ⁻¹(Gⁱ, Mⁱ) eliminated) and App. F
+    (form="lagrangian": ηⁱ unknowns with D₂ℓ(Gⁱ, ηⁱ) = Mⁱ) give the same map (spec §2.11).
+    Mechanical system: Fℓ⁻¹ = 𝕀⁻¹μ, identical trajectories. The mechanical disc written as a
+    general TrivializedLagrangianSystem: equal to the mechanical path to round-off.
+    Non-quadratic ℓ (ε = 0.5, Legendre map inverted by Newton): equal to the Lagrangian form to
+    round-off (measured ≤ 4e-14)."""
+    _, g0, eta0, *_ = disc
+    for s in (2, 3, 4):
+        mech_l = integrate(vertical_disc(), LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
+        mech_h = integrate(vertical_disc(), LieNonholonomicPRK(s, form="hamiltonian"), g0, eta0,
+                           h=0.1, n_steps=20)
+        assert np.array_equal(mech_l.q, mech_h.q) and np.array_equal(mech_l.lam, mech_h.lam)
+        gen_h = integrate(vertical_disc_general(), LieNonholonomicPRK(s, form="hamiltonian"), g0,
+                          eta0, h=0.1, n_steps=20)
+        assert np.max(np.abs(gen_h.q - mech_l.q)) < 1e-13
+        assert np.max(np.abs(gen_h.v - mech_l.v)) < 1e-13
+        assert np.max(np.abs(gen_h.lam - mech_l.lam)) < 1e-12
+        sysc = vertical_disc_general(quartic=0.5)
+        tl = integrate(sysc, LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
+        th = integrate(sysc, LieNonholonomicPRK(s, form="hamiltonian"), g0, eta0, h=0.1,
+                       n_steps=20)
+        assert th.success, th.message
+        for a_, b_ in [(tl.q, th.q), (tl.v, th.v), (tl.p, th.p), (tl.lam, th.lam)]:
+            assert np.max(np.abs(a_ - b_)) < 1e-12
+        assert np.max(np.abs(th.v[:, 1])) < 1e-12  # the constraint at every node
+
+
+def test_form_is_checked():
+    with pytest.raises(InputError, match="form"):
+        LieNonholonomicPRK(2, form="symplectic")

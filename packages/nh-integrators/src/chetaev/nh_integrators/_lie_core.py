@@ -98,6 +98,7 @@ def lie_nh_residual(
     mu0: np.ndarray,
     lam1: np.ndarray | None,
     jacobian: bool = True,
+    legendre_inv: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
     """Residual (and Jacobian) of one Lie-group NH-PRK step.
 
@@ -115,6 +116,10 @@ def lie_nh_residual(
         Step size.
     g0, mu0, lam1
         ``g_k`` (element shape), ``μ_k`` ``(..., d)``, and Λ¹ ``(..., m)`` or None.
+    legendre_inv
+        App. G (Hamiltonian) form for a general ℓ: ``(Gⁱ, Mⁱ) ↦ ηⁱ = Fℓ⁻¹(Gⁱ, Mⁱ) = D₂H``
+        eliminates the inner-stage velocities (no unknowns ηⁱ, no equations R4); their
+        variations follow from the Legendre map, δη = (D₂₂ℓ)⁻¹(δM − D₂₁ℓ ζ).
 
     Returns
     -------
@@ -126,7 +131,8 @@ def lie_nh_residual(
     d, m = model.d, model.m
     weighted = lam1 is None
     general = model.general
-    nE = (s - 1) * d if general else 0
+    implicit_eta = general and legendre_inv is None
+    nE = (s - 1) * d if implicit_eta else 0
     batch = x.shape[:-1]
     nx = x.shape[-1]
     H = x[..., : s * d].reshape((*batch, s, d))
@@ -164,15 +170,17 @@ def lie_nh_residual(
     inner = mu0[..., None, :] + h * np.einsum("ij,...jd->...id", a, Y)
     Mst = np.einsum("...ba,...b->...a", AdT, inner)
     Gi = G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :]
-    if general:
+    if implicit_eta:
         eta = x[..., nx - nE :].reshape((*batch, s - 1, d))  # ηⁱ, i = 2..s (unknowns)
+    elif general:
+        eta = legendre_inv(Gi, Mst[..., 1:, :])  # App. G: ηⁱ = D₂H(Gⁱ, Mⁱ)
     else:
         eta = Mst[..., 1:, :] @ model.inertia_inv.T
     R2 = model.phi(Gi, eta)
     parts = [R1.reshape((*batch, s * d)), R2.reshape((*batch, (s - 1) * m))]
     if weighted:
         parts.append(np.einsum("j,...jm->...m", b, Lam))
-    if general:
+    if implicit_eta:
         parts.append((model.D2L(Gi, eta) - Mst[..., 1:, :]).reshape((*batch, nE)))
     r = np.concatenate(parts, axis=-1)
     aux = {"G": G, "mu1": mu1, "eta": eta, "Lam": Lam, "M": Mst}
@@ -223,12 +231,19 @@ def lie_nh_residual(
     dinner = h * np.einsum("ij,...jpU->...ipU", a, dY)
     dM = ops.P(Mst) @ zeta + np.swapaxes(AdT, -1, -2) @ dinner
     zi = zeta[..., 1:, :, :]
-    deta = dE if general else model.inertia_inv @ dM[..., 1:, :, :]
+    if implicit_eta:
+        deta = dE
+    elif general:  # δη = (D₂₂ℓ)⁻¹ (δM − D₂₁ℓ ζ) at (Gⁱ, ηⁱ)
+        deta = np.linalg.solve(
+            model.D22L(Gi, eta), dM[..., 1:, :, :] - model.D21L(Gi, eta) @ zi
+        )
+    else:
+        deta = model.inertia_inv @ dM[..., 1:, :, :]
     dR2 = model.phi_g(Gi, eta) @ zi + model.phi_v(Gi, eta) @ deta
     rows = [dR1.reshape((*batch, s * d, U)), dR2.reshape((*batch, (s - 1) * m, U))]
     if weighted:
         rows.append(np.einsum("j,jmU->mU", b, dLam) * np.ones((*batch, 1, 1)))
-    if general:
+    if implicit_eta:
         dR4 = model.D21L(Gi, eta) @ zi + model.D22L(Gi, eta) @ dE - dM[..., 1:, :, :]
         rows.append(dR4.reshape((*batch, nE, U)))
     if weighted:

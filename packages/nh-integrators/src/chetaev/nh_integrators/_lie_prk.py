@@ -25,6 +25,8 @@ from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
 from ._rules import MULTIPLIER_RULES
 
+FORMS = ("lagrangian", "hamiltonian")
+
 __all__ = ["MULTIPLIER_RULES", "RETRACTIONS", "LieNonholonomicPRK"]
 
 RETRACTIONS = ("cayley", "exp")
@@ -165,7 +167,8 @@ class LieNonholonomicPRK:
     D₂ℓ(Gⁱ, ηⁱ) = Mⁱ, at stages 2..s; by H1/H3 the last one is exactly φ(g_{k+1}, η_{k+1}) = 0,
     so the constraint holds at every node to solver tolerance. ``State.p`` holds the
     trivialized momentum μ_k = D₂ℓ(g_k, η_k): the App. G (Hamiltonian) form is the same map
-    viewed in (g, μ, λ) (spec §2.11), so it is not implemented separately.
+    viewed in (g, μ, λ) (spec §2.11); ``form="hamiltonian"`` solves it with the stage
+    velocities eliminated through the inverse Legendre map (see ``form``).
 
     Orders (the paper: "theorems 5.1 and 5.2 still hold"; spec §2.10 [checked]; λ₀ from the
     continuous equations): g and η ``2s − 2``; λ ``s`` for even s, ``s − 1`` for odd s. Not
@@ -194,6 +197,16 @@ class LieNonholonomicPRK:
     newton : NewtonOptions
         ``tol`` (relative to 1 + |μ_k| + |x|) and ``max_iter`` of the per-step Newton solve
         (full Newton with the analytic Jacobian; it continues to round-off once converged).
+    form : {"lagrangian", "hamiltonian"}
+        As in :class:`NonholonomicPRK`. ``"lagrangian"`` (App. F): for a general
+        ``TrivializedLagrangianSystem`` the inner-stage velocities η²..ηˢ are extra unknowns
+        with D₂ℓ(Gⁱ, ηⁱ) = Mⁱ. ``"hamiltonian"`` (App. G, H obtained from ℓ through the
+        Legendre map): ηⁱ = D₂H(Gⁱ, Mⁱ) = Fℓ⁻¹(Gⁱ, Mⁱ) is eliminated, using
+        ``system.legendre_inv(g, μ)`` when the system has one and otherwise inverting
+        D₂ℓ(Gⁱ, ·) = Mⁱ by an inner Newton solve to round-off (its derivative enters the
+        Jacobian through the implicit-function theorem). Both forms are the same map
+        (spec §2.11): tested equal to ~1e-13; for a mechanical system Fℓ⁻¹ = 𝕀⁻¹μ and the two
+        forms run the same code.
 
     Notes
     -----
@@ -217,6 +230,7 @@ class LieNonholonomicPRK:
     retraction: str = attrs.field(default="cayley", validator=_one_of(RETRACTIONS))
     multiplier_rule: str = attrs.field(default="carry", validator=_one_of(MULTIPLIER_RULES))
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=1e-13, max_iter=30))
+    form: str = attrs.field(default="lagrangian", validator=_one_of(FORMS))
     _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     # ------------------------------------------------------------------ protocol
@@ -340,7 +354,12 @@ class LieNonholonomicPRK:
         else:
             lam1 = None
         nlam = s if lam1 is None else s - 1
-        nE = (s - 1) * d if model.general else 0
+        legendre_inv = None
+        if model.general and self.form == "hamiltonian":
+            legendre_inv = getattr(system.system, "legendre_inv", None)
+            if legendre_inv is None:
+                legendre_inv = _NumericalLegendreInverse(model, eta)
+        nE = (s - 1) * d if model.general and legendre_inv is None else 0
         N = s * d + nlam * m + nE
         carry = state.carry
         same = carry.get("h") == h and np.shape(carry.get("x", ())) == (*batch, N)
@@ -369,6 +388,7 @@ class LieNonholonomicPRK:
                 g0=g,
                 mu0=mu,
                 lam1=lam1,
+                legendre_inv=legendre_inv,
             )
         except _SingularStepJacobian as err:
             raise SingularMatrixError(
@@ -402,3 +422,37 @@ class LieNonholonomicPRK:
             carry={"x": x, "x_prev": carry.get("x") if same else None, "h": h},
             info={"newton_iterations": it, "residual": res},
         )
+
+
+class _NumericalLegendreInverse:
+    """η = Fℓ⁻¹(G, M): solves D₂ℓ(G, η) = M by Newton with D₂₂ℓ, batched, to round-off.
+
+    Starts from the solution of the previous call when the shapes agree (the outer Newton
+    iterates change little), else from η_k. Entries that do not converge are returned as NaN,
+    so the outer Newton reports failure and the step raises ``ConvergenceError``.
+    """
+
+    def __init__(self, model: _LieModel, eta_k: np.ndarray) -> None:
+        self.model = model
+        self.eta_k = eta_k
+        self.last: np.ndarray | None = None
+
+    def __call__(self, G: np.ndarray, M: np.ndarray) -> np.ndarray:
+        model = self.model
+        if self.last is not None and self.last.shape == M.shape:
+            eta = self.last.copy()
+        else:
+            eta = np.broadcast_to(self.eta_k[..., None, :], M.shape).copy()
+        floor = 16.0 * np.finfo(float).eps * (1.0 + np.abs(M).max())
+        prev = np.inf
+        for _ in range(50):
+            r = model.D2L(G, eta) - M
+            rn = float(np.abs(r).max())
+            if rn <= floor or (rn > 0.5 * prev and rn < 1e-10 * (1.0 + np.abs(M).max())):
+                break
+            eta = eta - np.linalg.solve(model.D22L(G, eta), r[..., None])[..., 0]
+            prev = rn
+        else:
+            eta = np.where(np.abs(r).max(axis=-1, keepdims=True) <= 1e-10, eta, np.nan)
+        self.last = eta
+        return eta

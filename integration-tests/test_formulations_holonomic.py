@@ -22,6 +22,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
 from chetaev.examples.models import (
     heavy_top,
     planar_pendulum,
+    sphere_pendulum,
     spherical_pendulum,
 )
 from chetaev.rktableaux import lobatto_iiia_iiib
@@ -125,3 +126,20 @@ def test_heavy_top_discrete_formulations_agree():
     np.testing.assert_allclose(b.q[:, :3, :3], a.q, atol=2e-3)
     np.testing.assert_allclose(c.q.reshape(-1, 3, 3), a.q, atol=2e-3)
     np.testing.assert_allclose(b.v[:, :3], a.v, atol=5e-3)
+
+
+def test_the_two_spherical_pendulum_modules_describe_the_same_motion():
+    """``spherical_pendulum`` (discretization-maps paper, intrinsic (θ, φ) reference) with the
+    linear potential V = g q_z, g = α, and ``sphere_pendulum`` (homogeneous-spaces paper,
+    ambient reference on TS²) give the same trajectory from the latter's initial data; a
+    different g or a reversed velocity is caught."""
+    x0, v0 = sphere_pendulum.initial_ambient()
+    alpha = sphere_pendulum.ALPHA
+    a, va = sphere_pendulum.reference(T, x0, v0)
+    b, vb = spherical_pendulum.reference_spherical(T, q0=x0, v0=v0, kind="linear", g=alpha)
+    assert np.max(np.abs(a - b)) < 1e-10 and np.max(np.abs(va - vb)) < 1e-10
+    wrong_g, _ = spherical_pendulum.reference_spherical(T, q0=x0, v0=v0, kind="linear",
+                                                        g=1.1 * alpha)
+    reversed_v, _ = spherical_pendulum.reference_spherical(T, q0=x0, v0=-v0, kind="linear",
+                                                           g=alpha)
+    assert np.max(np.abs(a - wrong_g)) > 1e-2 and np.max(np.abs(a - reversed_v)) > 1e-2

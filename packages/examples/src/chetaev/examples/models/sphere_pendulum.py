@@ -15,6 +15,12 @@ Energy E = (m/2)|ẋ|² + α x₃ (= (m/2)(η₁² + η₂²) + (M/2)η₃² + �
 Initial data [paper]: g₀ = Tait–Bryan (0, π/3, 0), η₀ = (1/3, 0, 0), λ₀ = 0; h = 0.1, τ = cay
 (Figs. 1–4), τ = exp for the convergence study (Fig. 5). Not in the paper (spec §9 item 1):
 m = M = α = 1 (E₀ = 5/9), T = 200 for the long runs, T = 2 with h = 0.2/2ʲ for convergence.
+
+Not to be confused with :mod:`.spherical_pendulum`, the Cartesian spherical pendulum of the
+discretization-maps paper (spec B2) for the holonomic methods, with g = 9.81, a proposed
+nonlinear potential and other initial data. Two modules, because the papers use different
+parameters, initial data and formulations (S² lift to SO(3) here, R³ with |q| = ℓ and
+minimal coordinates there); the physics is the same (see that module).
 """
 
 from __future__ import annotations

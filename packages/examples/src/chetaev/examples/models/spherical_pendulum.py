@@ -14,6 +14,15 @@ Potentials (spec §5 B2, **proposed**; the paper has no numerical example):
 Initial data (proposed): ``q0 = (sin 1, 0, −cos 1)``, ``v0 = (0, 1, 0)``; g = 9.81, ℓ = 1.
 Invariants: energy; for the linear potential also the vertical angular momentum
 ``L_z = x ẏ − y ẋ``.
+
+Not to be confused with :mod:`.sphere_pendulum`, the same physical system as used by the
+homogeneous-spaces paper (§5.1): there it is lifted to SO(3) for ``LieNonholonomicPRK`` (with
+an ambient Cartesian reference), with that paper's data (α = m = 1, g₀ = R_y(π/3),
+η₀ = (1/3, 0, 0)). The two modules are kept apart because the parameters, initial data,
+potentials (this one adds the nonlinear term of spec B2) and formulations differ, and each
+reproduces its own paper's numbers; with ``potential="linear"``, g = α, m = 1 and the same
+initial point and velocity they describe the same motion (tested in
+``integration-tests/test_formulations_holonomic.py``).
 """
 
 from __future__ import annotations

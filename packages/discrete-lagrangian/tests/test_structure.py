@@ -282,3 +282,28 @@ def test_progress_bar_option_runs():
     tr = integrate(double_pendulum(), DiscreteEulerLagrange(), [0.1, 0.2], [0.0, 0.1], h=0.1,
                    n_steps=3, progress=True)
     assert tr.success
+
+
+def test_lam_conventions():
+    """``lam`` conventions (State docstring): ConstrainedPRK stores the raw Λ^s, an
+    O(h^{s−1}) approximation of λ(t_k); discretization-map methods store λ(q_k, v_k)."""
+    from chetaev.discrete_lagrangian.discretization_maps import rattle
+    from chetaev.discrete_lagrangian.testing import fit_order
+
+    system = spherical_pendulum()
+    q0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
+    v0 = np.array([0.0, 0.9, 0.0])
+    tr = integrate(system, rattle(), q0, v0, h=0.1, t_final=1.0)
+    np.testing.assert_array_equal(tr.lam, system.multiplier(tr.q, tr.v))
+    prk = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(2)), q0, v0, h=0.1, t_final=1.0)
+    np.testing.assert_allclose(prk.q, tr.q, rtol=0, atol=1e-13)  # same method ...
+    assert np.max(np.abs(prk.lam[1:] - tr.lam[1:])) > 1e-3  # ... different multiplier
+    np.testing.assert_array_equal(prk.lam[0], tr.lam[0])  # both start from λ₀
+    hs = [0.1, 0.05, 0.025]
+    for s, expected in ((3, 2), (4, 3)):  # measured 1.98 and 3.00
+        errs = []
+        for h in hs:
+            t = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(s)), q0, v0, h=h,
+                          t_final=1.0)
+            errs.append(np.max(np.abs(t.lam[1:] - system.multiplier(t.q[1:], t.v[1:]))))
+        assert abs(fit_order(hs, errs) - expected) <= 0.25, (s, errs)

@@ -113,8 +113,13 @@ class ConstrainedPRK:
         Φ(Q^i) = 0 (i = 2..s),   ∂Φ/∂q(q_{k+1}) · ∂H/∂p(q_{k+1}, p_{k+1}) = 0
         q_{k+1} = q_k + h Σ_j b_j V^j,     p_{k+1} = p_k + h Σ_j b̂_j W^j
 
-    The multiplier stored at node k+1 is Λ^s of step k; ``lam[0]`` is the consistent
-    continuous λ₀ (spec §1.2).
+    The multiplier stored at node k+1 (``State.lam``, ``Trajectory.lam[k+1]``) is the raw
+    Λ^s of step k, which approximates λ(t_{k+1}) with order s − 1 only (measured on the
+    spherical pendulum: ≈ 1, 1.98, 3.00 for s = 2, 3, 4), not with the method's order
+    2s − 2; ``lam[0]`` is the consistent continuous λ₀ (spec §1.2). This differs from the
+    discretization-map methods (``rattle()`` gives the same q, p as s = 2 here), which
+    store the continuous λ(q_k, v_k); ``system.multiplier(traj.q, traj.v)`` gives that
+    for any method.
 
     Arguments
     ---------

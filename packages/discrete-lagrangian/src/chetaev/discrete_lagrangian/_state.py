@@ -25,7 +25,21 @@ class State:
     p : ndarray or None
         Momentum ``(..., n)`` (trivialized momentum μ on a group), when the method has one.
     lam : ndarray or None
-        Multiplier ``(..., m)`` assigned to this node.
+        Multiplier ``(..., m)`` assigned to this node, in the sign convention
+        d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ. What it is depends on the method family (both
+        conventions are pinned by ``tests/test_structure.py::test_lam_conventions``):
+
+        * PRK methods (:class:`ConstrainedPRK`, ``LieVPRK`` with a constraint, the
+          nonholonomic PRKs): the raw stage multiplier Λ^s of the step that ended at this
+          node — an approximation of λ(t_k) of order s − 1 only (measured 2.0 and 3.0 for
+          s = 3, 4; order 1 for s = 2), not of the method's order 2s − 2;
+        * discretization-map methods (``chetaev.discrete_lagrangian.discretization_maps``):
+          the consistent continuous λ(q_k, v_k) of ``ConstrainedSystem.multiplier``
+          evaluated at the discrete node (their discrete multipliers carry arbitrary
+          factors of h and are kept in ``info["lam_left"]``, ``info["lam_right"]``).
+
+        In both, the initial state holds the consistent λ₀ = λ(q₀, v₀). For a λ comparable
+        across methods use ``system.multiplier(traj.q, traj.v)``.
     n : int
         Step counter (0 for the initial state).
     carry : dict

@@ -23,6 +23,13 @@ Lie-group methods (§6)
     :class:`LieDiscretizationMapMethod` with kind ``"euler_a"``, ``"euler_b"``,
     ``"lobatto2"`` ((6.4)–(6.7)), ``"rattle"`` ((6.8)–(6.10)) and retraction ``"cayley"`` or
     ``"exp"``.
+Multipliers
+    ``State.lam`` / ``Trajectory.lam[k]`` is the consistent continuous multiplier
+    λ(q_k, v_k) (``ConstrainedSystem.multiplier``) at the discrete node, so it is
+    comparable across methods; the paper's discrete multipliers (scaled by h, split between
+    the step points) are in ``State.info["lam_left"]`` and ``["lam_right"]``. The PRK methods
+    (``ConstrainedPRK``) store the raw stage multiplier Λ^s instead (see ``State``).
+    Exception: :class:`StageConstrainedBaseline` stores its stage multiplier ν/h².
 Baseline
     :class:`StageConstrainedBaseline`: the stage-constrained variational integrator the
     paper criticises (eq. (1.2)); its step points leave the constraint set at O(h²).

@@ -7,22 +7,12 @@ from collections.abc import Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
-__all__ = ["dop853", "hat", "row"]
+__all__ = ["dop853", "row"]
 
 
 def row(*entries: np.ndarray) -> np.ndarray:
     """Stack arrays of equal shape into a ``(..., 1, n)`` constraint matrix."""
     return np.stack(entries, axis=-1)[..., None, :]
-
-
-def hat(w: np.ndarray) -> np.ndarray:
-    """so(3) hat map, ``(..., 3) -> (..., 3, 3)``."""
-    w = np.asarray(w, dtype=float)
-    Z = np.zeros((*w.shape[:-1], 3, 3))
-    Z[..., 0, 1], Z[..., 0, 2] = -w[..., 2], w[..., 1]
-    Z[..., 1, 0], Z[..., 1, 2] = w[..., 2], -w[..., 0]
-    Z[..., 2, 0], Z[..., 2, 1] = -w[..., 1], w[..., 0]
-    return Z
 
 
 def dop853(rhs: Callable[[float, np.ndarray], np.ndarray], z0: np.ndarray, t: np.ndarray,

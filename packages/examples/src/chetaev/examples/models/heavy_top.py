@@ -74,12 +74,7 @@ SO3xR3 = Product(SO3, Rn(3))
 _IU = np.triu_indices(3)
 
 
-def _hat(w):
-    w = np.asarray(w, dtype=float)
-    z = np.zeros_like(w[..., 0])
-    return np.stack([np.stack([z, -w[..., 2], w[..., 1]], -1),
-                     np.stack([w[..., 2], z, -w[..., 0]], -1),
-                     np.stack([-w[..., 1], w[..., 0], z], -1)], -2)
+_hat = SO3.hat  # so(3) hat map, (..., 3) -> (..., 3, 3)
 
 
 def _gamma(R):

@@ -8,8 +8,9 @@ Equations (spec high-order-nonholonomic §5.1): ẍ = −x − λy, ÿ = −y, z
 λ(q, v) = (v_x v_y − x y)/(1 + y²) (sign convention d/dt ∂L/∂v − ∂L/∂q = Aᵀλ). y(t) is an exact
 harmonic oscillator; the energy ½|v|² + ½(x² + y²) is conserved.
 
-Formulations: :func:`system` runs in the Lagrangian form (eq. 14) and the Hamiltonian form
-(eq. 15, p = v) of ``NonholonomicPRK``, and with the GNI (linear constraint on a vector space);
+Formulations: :func:`system` (``chetaev.gni.testing.harmonic_particle``, reused) runs in the
+Lagrangian form (eq. 14) and the Hamiltonian form (eq. 15, p = v) of ``NonholonomicPRK``,
+and with the GNI (linear constraint on a vector space);
 :func:`lie_system` is the same model on the group R³ for ``LieNonholonomicPRK``.
 :func:`reference` integrates the index-reduced ODE with the
 closed-form λ, written here independently of ``chetaev.discrete_lagrangian.reference_solution``.
@@ -21,13 +22,10 @@ q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25) (so that v_z = y v_x), T = 2.
 from __future__ import annotations
 
 import numpy as np
-from chetaev.discrete_lagrangian import (
-    ConstrainedSystem,
-    LinearVelocityConstraint,
-    MechanicalSystem,
-)
+from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.gni.testing import harmonic_particle
 
-from ._nh_common import dop853, row
+from ._nh_common import dop853
 
 __all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "lie_system", "multiplier", "reference",
            "system"]
@@ -40,39 +38,13 @@ V0 = np.array([0.5, 1.0, 0.25])
 T_FINAL = 2.0
 
 
-def _pieces():
-
-    def V(q):
-        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
-
-    def gV(q):
-        g = np.array(q, dtype=float, copy=True)
-        g[..., 2] = 0.0
-        return g
-
-    def hV(q):
-        H = np.zeros((*np.shape(q)[:-1], 3, 3))
-        H[..., 0, 0] = H[..., 1, 1] = 1.0
-        return H
-
-    def A(q):
-        y = q[..., 1]
-        return row(-y, np.zeros_like(y), np.ones_like(y))
-
-    def dA(q):  # dA[..., a, i, k] = ∂A_ai/∂q_k
-        D = np.zeros((*np.shape(q)[:-1], 1, 3, 3))
-        D[..., 0, 0, 1] = -1.0
-        return D
-
-    return np.eye(3), V, gV, hV, A, dA
-
-
 def system() -> ConstrainedSystem:
-    """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1))."""
-    M, V, gV, hV, A, dA = _pieces()
-    return ConstrainedSystem(
-        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
+    """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1)).
+
+    This is :func:`chetaev.gni.testing.harmonic_particle` (the method packages' public test
+    problem), reused rather than written a second time; the reference below stays independent.
+    """
+    return harmonic_particle().system
 
 
 def lie_system() -> ConstrainedSystem:
@@ -81,9 +53,12 @@ def lie_system() -> ConstrainedSystem:
     from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
     from chetaev.liegroups import Rn
 
-    M, V, gV, hV, A, dA = _pieces()
-    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), M, V, gV, hV),
-                             LinearVelocityConstraint(A, dA=dA))
+    cs = system()
+    mech, con = cs.system, cs.constraint
+    return ConstrainedSystem(
+        TrivializedMechanicalSystem(Rn(3), np.eye(3), mech.V, mech.gradV, mech.hessV),
+        LinearVelocityConstraint(con.A, dA=con.dA),
+    )
 
 
 def energy(q, v) -> np.ndarray:

@@ -140,3 +140,26 @@ def test_restart_from_a_saved_trajectory_is_bit_for_bit(tmp_path):
     full = integrate(ds, m, np.zeros(2), np.ones(2), h, n_steps=80)
     np.testing.assert_array_equal(cont.q[-1], full.q[-1])
     np.testing.assert_array_equal(cont.v[-1], full.v[-1])
+
+
+def test_problem_specific_solver_reports_its_measured_residual():
+    """The closed-form/R-branch solvers' residual of eq. (4) is evaluated, not assumed 0,
+    and a solver returning a non-finite point raises (no silent NaN)."""
+    h = 0.05
+    ds = curvature_particle_dsocs(k_var, h)  # closed-form step
+    q0 = np.array([0.1, -0.2])
+    q1 = q0 + h * np.array([0.6, 0.8])
+    q2, info = ds.step(q0, q1)
+    assert info["residual"] == float(np.max(np.abs(ds.residual(q0, q1, q2))))
+    assert 0.0 <= info["residual"] < 1e-13
+    wheel = inertia_wheel_dsocs(0.1)
+    q0w = np.array([0.3, 0.0])
+    q1w = q0w + 0.1 * np.array([0.1, 0.2])
+    q2w, info = wheel.step(q0w, q1w)
+    # rows of size Σ|∂g/∂q2| ≈ 2e10: measured residual 5.8e-8, i.e. 3e-18 relative
+    sens = np.abs(wheel.jacobian_q2(q0w, q1w, q2w)).sum(-1)
+    assert 0.0 < info["residual"] <= 1e-16 * np.max(sens)
+    bad = DSOCS(ds.discrete_lagrangian, ds.kinematic_constraint, ds.variational_constraint,
+                h=h, solver=lambda q0, q1: np.full(np.shape(q1), np.nan))
+    with pytest.raises(DSOCSConvergenceError, match=r"step 7 \(t = 0.35\).*non-finite"):
+        bad.step(q0, q1, step_index=7, t=0.35)

@@ -264,7 +264,18 @@ class DSOCS:
         q1 = as_points(q1, "q1", q0.shape[-1])
         if self.solver is not None:
             q2 = np.asarray(self.solver(q0, q1), float)
-            info = {"newton_iterations": 0, "residual": 0.0, "rejected_roots": 0}
+            # the residual of eq. (4) at the solver's point is measured, not assumed
+            with np.errstate(invalid="ignore", over="ignore"):
+                r = self.residual(q0, q1, q2) if np.all(np.isfinite(q2)) else np.full(1, np.nan)
+            resid = float(np.max(np.abs(r))) if r.size else 0.0
+            if not np.isfinite(resid):
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=resid, tol=self.tol, iterations=0,
+                    hint="the problem-specific solver returned a non-finite point (no real "
+                    "root of eq. (4) from these nodes); halve h or use the generic Newton "
+                    "solve (solver=None)",
+                )
+            info = {"newton_iterations": 0, "residual": resid, "rejected_roots": 0}
             return q2, info
         x0 = 2.0 * q1 - q0 if guess is None else np.asarray(guess, float)
 

@@ -54,14 +54,21 @@ def test_reduced_gni_and_lie_nhprk_discrete_trajectories_agree():
     assert a.success and b.success
     xb = turntable_ball.position(b.q)
     xe, _ = ball_exact_homogeneous(a.t, x0, v0, PARAMS["inertia"], 1.0, R, OM)
-    assert np.max(np.abs(a.q - xe)) < 2e-2
-    assert np.max(np.abs(xb - xe)) < 2e-2
-    np.testing.assert_allclose(a.q, xb, atol=2e-2)
-    np.testing.assert_allclose(a.v[:, :2], b.v[:, 3:], atol=2e-2)
+    # both are second order: 2.48e-4 at h = 0.05 over [0, 10] (a first-order error, O(h),
+    # would be two orders of magnitude larger)
+    assert np.max(np.abs(a.q - xe)) < 5e-4
+    assert np.max(np.abs(xb - xe)) < 5e-4
+    # ... and for the homogeneous ball the two discrete maps coincide (measured 6e-15 in x,
+    # 3e-15 in the velocities over 200 steps), as GNI RATTLE and the s = 2 NH-PRK do on
+    # vector spaces (test_gni_vs_nhprk.py)
+    np.testing.assert_allclose(a.q, xb, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(a.v[:, :2], b.v[:, 3:], atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("experiment", [1, 2])
-def test_reduced_gni_retractions_agree_with_reference(experiment):
+@pytest.mark.parametrize(("experiment", "bound"), [(1, 4e-3), (2, 2e-4)])
+def test_reduced_gni_retractions_agree_with_reference(experiment, bound):
+    """h = 0.1 on [0, 5] (initial_state start, second order): measured max position errors
+    1.77e-3 (Exp. 1, both retractions) and 6.1e-5 / 6.1e-6 (Exp. 2, Cayley / exp)."""
     x0, v0 = chaplygin_ball.initial(experiment)
     t = np.linspace(0.0, 5.0, 51)
     xr, _ = chaplygin_ball.reference(t, experiment)
@@ -69,6 +76,6 @@ def test_reduced_gni_retractions_agree_with_reference(experiment):
         tr = integrate(chaplygin_ball.system(experiment), ReducedGNI(retraction=kind), x0, v0,
                        h=0.1, t_final=5.0)
         assert tr.success
-        assert np.max(np.abs(tr.q - xr)) < 5e-2
+        assert np.max(np.abs(tr.q - xr)) < bound
         assert np.max(np.abs(chaplygin_ball.constraint_residual(tr.q, tr.v, experiment))) \
             < 1e-12

@@ -36,8 +36,9 @@ def test_particle_dsocs_follows_the_exact_trajectory(closed_form):
                     curvature_particle.V0, h, t_final=tf)
     assert sol.success
     q, v = curvature_particle.exact(sol.t)
-    assert np.max(np.abs(sol.q - q)) < 1e-3
-    assert np.max(np.abs(sol.v[1:] - v[1:])) < 1e-3
+    # second order: measured 1.33e-4 (q) and 1.67e-4 (v); an O(h) start would give ~1e-2
+    assert np.max(np.abs(sol.q - q)) < 3e-4
+    assert np.max(np.abs(sol.v[1:] - v[1:])) < 3e-4
     fast = curvature_particle.trajectory(h, len(sol.t) - 1, kind="second_order")
     np.testing.assert_allclose(sol.q, fast, atol=1e-10)
 
@@ -49,8 +50,10 @@ def test_wheel_dsocs_follows_the_closed_loop_trajectory():
                     inertia_wheel.Q0, inertia_wheel.V0, h, t_final=tf)
     assert sol.success
     y = ref(sol.t)
-    assert np.max(np.abs(sol.q[:, 0] - y[0])) < 1e-3
-    assert np.max(np.abs(sol.q[:, 1] - y[1])) < 0.05
+    # second order: measured 2.9e-5 in θ and 4.5e-3 in ψ (|ψ| up to 155), both a quarter at
+    # h/2; the paper's first-order start would give θ errors of about 0.66 h = 3.3e-3
+    assert np.max(np.abs(sol.q[:, 0] - y[0])) < 1e-4
+    assert np.max(np.abs(sol.q[:, 1] - y[1])) < 1e-2
     # the generic Newton DSOCS (with the root safeguard) gives the same nodes
     nodes = inertia_wheel.trajectory(h, 200, kind="second_order")
     generic = inertia_wheel.dsocs(h, solver="newton").trajectory(nodes[0], nodes[1], 200)

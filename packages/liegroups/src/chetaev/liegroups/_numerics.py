@@ -223,7 +223,36 @@ def sq3(w: np.ndarray) -> np.ndarray:
 
 
 def iso_from_coeffs(w, a, b, c) -> np.ndarray:
-    """``a I + b hat(w) + c w w^T`` as (..., 3, 3), built entry by entry."""
+    """``a I + b hat(w) + c w w^T`` as (..., 3, 3).  Entry (i, j) is
+    ``(c w_min(i,j)) w_max(i,j) [+ a if i = j] [± b w_k]``, the same operations in the same order for every
+    batch size (few whole-array operations: their count, not their size, dominates for the
+    few-element arrays of single-trajectory integrators)."""
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if w.size > 3 * SMALL_SERIES:
+        return _iso_from_coeffs_entrywise(w, a, b, c)
+    cw = c[..., None] * w
+    M = cw[..., :, None] * w[..., None, :]
+    shape = (*np.broadcast_shapes(w.shape[:-1], a.shape, b.shape), 3, 3)
+    if M.shape != shape:
+        M = np.array(np.broadcast_to(M, shape))
+    M[..., 1, 0] = M[..., 0, 1]  # (c w_i) w_j with i < j on both sides of the diagonal
+    M[..., 2, 0] = M[..., 0, 2]
+    M[..., 2, 1] = M[..., 1, 2]
+    diag = M.reshape((*shape[:-2], 9))[..., ::4]  # a view of the diagonal
+    diag += a[..., None]
+    bw = b[..., None] * w
+    M[..., 0, 1] -= bw[..., 2]
+    M[..., 1, 0] += bw[..., 2]
+    M[..., 0, 2] += bw[..., 1]
+    M[..., 2, 0] -= bw[..., 1]
+    M[..., 1, 2] -= bw[..., 0]
+    M[..., 2, 1] += bw[..., 0]
+    return M
+
+
+def _iso_from_coeffs_entrywise(w, a, b, c) -> np.ndarray:
+    """:func:`iso_from_coeffs` entry by entry (bitwise the same result; faster for large
+    batches, where the strided outer product of the few-call version costs more)."""
     x, y, z = w[..., 0], w[..., 1], w[..., 2]
     a, b, c = np.broadcast_arrays(a, b, c)
     M = np.empty((*np.broadcast_shapes(x.shape, a.shape), 3, 3))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from chetaev.liegroups import SO3
 
+from ._errors import InputError
 from ._reduced import ReducedSystem
 
 __all__ = [
@@ -78,8 +79,22 @@ def rolling_ball(inertia=(1.0, 1.0, 1.0), mass=1.0, radius=1.0, table_rate=0.0) 
 
 def ball_exact_homogeneous(t, x0, v0, inertia, mass=1.0, radius=1.0, table_rate=1.0):
     """Exact solution for I1 = I2 = I3 = I (spec §4.3): the contact point moves on a circle,
-    the velocity rotates at ``κ = IΩ/(m r² + I)``. Returns ``(x (…, 2), v (…, 5))``."""
-    I = float(np.asarray(inertia).ravel()[0])
+    the velocity rotates at ``κ = IΩ/(m r² + I)``; for a fixed table (Ω = 0) it moves on a
+    straight line at constant velocity. Returns ``(x (…, 2), v (…, 5))``.
+
+    Raises
+    ------
+    InputError
+        If the three moments of inertia are not equal (there is no closed form then: use
+        ``rolling_ball(...).reference``).
+    """
+    I_all = np.broadcast_to(np.asarray(inertia, dtype=float).ravel(), (3,))
+    if not np.allclose(I_all, I_all[0], rtol=1e-14, atol=0.0):
+        raise InputError(
+            f"ball_exact_homogeneous needs I1 = I2 = I3 (a homogeneous ball); got {inertia}. "
+            "For other inertias use rolling_ball(...).reference(x0, v0, t)"
+        )
+    I = float(I_all[0])
     m, r, Om = float(mass), float(radius), float(table_rate)
     t = np.asarray(t, dtype=float)[..., None]
     x0 = np.asarray(x0, dtype=float)
@@ -89,8 +104,13 @@ def ball_exact_homogeneous(t, x0, v0, inertia, mass=1.0, radius=1.0, table_rate=
     xd0, yd0 = v0[0], v0[1]
     xd = xd0 * c - yd0 * s
     yd = xd0 * s + yd0 * c
-    x = x0[0] + (xd0 * s + yd0 * (c - 1.0)) / kappa
-    y = x0[1] + (yd0 * s - xd0 * (c - 1.0)) / kappa
+    # (sin κt)/κ and (1 − cos κt)/κ, continuous at κ = 0 (fixed table: uniform motion)
+    kt = kappa * t
+    sinc = t * np.sinc(kt / np.pi)
+    versc = t * np.where(np.abs(kt) < 1e-4, 0.5 * kt * (1.0 - kt**2 / 12.0),
+                         (1.0 - np.cos(kt)) / np.where(kt == 0.0, 1.0, kt))
+    x = x0[0] + xd0 * sinc - yd0 * versc
+    y = x0[1] + yd0 * sinc + xd0 * versc
     w1 = (Om * x - yd) / r
     w2 = (xd + Om * y) / r
     w3 = np.full_like(x, v0[4])

@@ -1,0 +1,34 @@
+"""The closed-form homogeneous-ball solution (spec §4.3): valid input only, Ω = 0 limit."""
+
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import InputError
+from chetaev.gni import BALL_EXPERIMENT_1, ball_exact_homogeneous, rolling_ball
+
+
+@pytest.mark.parametrize("table_rate", [1.0, 1e-7, 0.0, -0.3])
+def test_exact_solution_matches_the_reference_ode(table_rate):
+    e = BALL_EXPERIMENT_1
+    I, m, r = e["inertia"], e["mass"], e["radius"]
+    x0 = np.array(e["x0"])
+    xd = np.array([1.0, 1.0])
+    w = np.array([(table_rate * x0[0] - xd[1]) / r, (xd[0] + table_rate * x0[1]) / r, 0.3])
+    v0 = np.concatenate([xd, w])
+    t = np.array([0.0, 0.5, 3.0, 7.0])
+    xe, ve = ball_exact_homogeneous(t, x0, v0, I, m, r, table_rate)
+    assert np.all(np.isfinite(xe)) and np.all(np.isfinite(ve))
+    xr, vr = rolling_ball(I, m, r, table_rate).reference(x0, v0, t)
+    np.testing.assert_allclose(xe, xr, atol=1e-10)
+    np.testing.assert_allclose(ve, vr, atol=1e-10)
+
+
+def test_fixed_table_is_uniform_motion():
+    x0, v0 = np.array([1.0, 2.0]), np.array([0.5, -0.25, 0.25, 0.5, 0.1])
+    xe, ve = ball_exact_homogeneous([0.0, 4.0], x0, v0, (0.4, 0.4, 0.4), table_rate=0.0)
+    np.testing.assert_allclose(xe[-1], x0 + 4.0 * v0[:2], atol=1e-15)
+    np.testing.assert_allclose(ve, np.stack([v0, v0]), atol=1e-15)
+
+
+def test_unequal_inertia_is_refused():
+    with pytest.raises(InputError, match=r"needs I1 = I2 = I3.*reference"):
+        ball_exact_homogeneous([1.0], (1.0, 0.0), np.zeros(5), (1.0, 1.1, 1.2))

@@ -94,3 +94,20 @@ def test_convergence_error_message():
     import pickle
 
     assert str(pickle.loads(pickle.dumps(err))) == str(err)
+
+
+def test_raise_unless_converged_reports_the_failed_batch_entry():
+    """Batched solve: entry 0 converges (x² = 1), entry 1 cannot (x² = −1, no real root).
+    The error names step, time, and the residual of the entry that failed."""
+    from chetaev.discrete_lagrangian import State, raise_unless_converged
+
+    c = np.array([[1.0], [-1.0]])
+    res = newton_solve(lambda x: x * x - c, np.array([[2.0], [0.5]]),
+                       jac=lambda x: 2 * x[..., None], options=NewtonOptions(max_iter=15))
+    assert bool(res.converged[0]) and not bool(res.converged[1])
+    state = State(t=2.5, q=np.zeros((2, 1)), v=np.zeros((2, 1)), n=25)
+    with pytest.raises(ConvergenceError, match=r"at step 25 \(t = 2.5\): residual [1-9]") as e:
+        raise_unless_converged(res, state)
+    assert e.value.residual >= 0.5  # |x² + 1| ≥ 1 for real x: the failed entry, not entry 0
+    ok = newton_solve(lambda x: x * x - 1.0, np.array([[2.0]]), jac=lambda x: 2 * x[..., None])
+    assert raise_unless_converged(ok, state) is ok

@@ -28,7 +28,7 @@ from ._prk import (
     solve_stages,
 )
 from ._reference import ReferenceSolution, reference_solution
-from ._solver import NewtonOptions, NewtonResult, newton_solve
+from ._solver import NewtonOptions, NewtonResult, newton_solve, raise_unless_converged
 from ._state import State
 from ._systems import (
     LagrangianSystem,
@@ -75,6 +75,7 @@ __all__ = [
     "lie_prk_residual",
     "newton_solve",
     "prk_residual",
+    "raise_unless_converged",
     "reference_solution",
     "solve_lie_stages",
     "solve_stages",

@@ -238,8 +238,7 @@ class ConstrainedPRK:
 
         This is exactly the stage system of eq. (13) for s = 2 (V¹ = V² = M⁻¹p_½).
         """
-        from ._errors import ConvergenceError
-        from ._solver import newton_solve
+        from ._solver import newton_solve, raise_unless_converged
 
         c = system.constraint
         Minv = base._Minv
@@ -266,13 +265,7 @@ class ConstrainedPRK:
 
         res = newton_solve(None, L1, options=self.newton,
                            scale=np.maximum(1.0, np.max(np.abs(q), axis=-1)), fun_jac=fun_jac)
-        if not res.all_converged:
-            bad = ~res.converged
-            raise ConvergenceError(step=state.n, t=state.t,
-                                   residual=float(np.max(res.residual[bad])),
-                                   tol=float(np.min(res.tol[bad])), iterations=res.iterations,
-                                   hint="halve h, or increase NewtonOptions(max_iter=...)")
-        L1 = res.x
+        L1 = raise_unless_converged(res, state).x
         ph = base_half + hh * (np.swapaxes(J0, -1, -2) @ L1[..., None])[..., 0]
         q1 = q + h * (ph @ Minv.T)
         F1, J1 = -base.gradV(q1), c.jacobian(q1)

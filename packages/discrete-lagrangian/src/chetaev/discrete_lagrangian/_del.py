@@ -20,8 +20,8 @@ import attrs
 import numpy as np
 
 from ._common import vector_initial_data
-from ._errors import ConvergenceError, InputError
-from ._solver import NewtonOptions, newton_solve
+from ._errors import InputError
+from ._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ._state import State
 from ._validation import as_float
 
@@ -163,13 +163,7 @@ class DiscreteEulerLagrange:
 
         res = newton_solve(None, x0, options=self.newton,
                            scale=1.0 + np.max(np.abs(p), axis=-1), fun_jac=fun_jac)
-        if not res.all_converged:
-            bad = ~res.converged
-            raise ConvergenceError(step=state.n, t=state.t,
-                                   residual=float(np.max(res.residual[bad])),
-                                   tol=float(np.min(res.tol[bad])), iterations=res.iterations,
-                                   hint="halve h, or increase NewtonOptions(max_iter=...)")
-        q1 = res.x
+        q1 = raise_unless_converged(res, state).x
         p1 = ld.D2(system, q, q1, h)
         v1 = system.legendre_inv(q1, p1)
         return State(t=state.t + h, q=q1, v=v1, p=p1, n=state.n + 1, carry={"dq": q1 - q},

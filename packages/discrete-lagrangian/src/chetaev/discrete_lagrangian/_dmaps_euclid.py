@@ -19,8 +19,8 @@ import numpy as np
 
 from . import _dmaps_kernels as K
 from ._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
-from ._errors import ConvergenceError, InputError
-from ._solver import NewtonOptions, newton_solve
+from ._errors import InputError
+from ._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ._state import State
 
 __all__ = [
@@ -137,12 +137,7 @@ def check_step(h: float) -> float:
 
 def _solve(fun, jac, x0, options, state, scale=None):
     res = newton_solve(fun, x0, jac=jac, options=options, scale=scale)
-    if not res.all_converged:
-        raise ConvergenceError(
-            step=state.n, t=state.t, residual=float(np.max(res.residual)),
-            tol=float(np.max(res.tol)), iterations=int(res.iterations), hint=_HINT,
-        )
-    return res
+    return raise_unless_converged(res, state, _HINT)
 
 
 def _node_multiplier(prob, q1, v1):

@@ -324,8 +324,7 @@ def solve_stages(
 
     Raises :class:`ConvergenceError` (with ``step=state.n`` and ``t=state.t``) on failure.
     """
-    from ._errors import ConvergenceError
-    from ._solver import newton_solve
+    from ._solver import newton_solve, raise_unless_converged
 
     if hooks is None:
         hooks = StageHooks(coeffs.s)
@@ -351,16 +350,7 @@ def solve_stages(
     if scale is None:
         scale = residual_scale(p, last[1].W, h)
     res = newton_solve(None, x0, options=options, scale=scale, fun_jac=fun_jac, f0=R0, j0=J0)
-    if not res.all_converged:
-        bad = ~res.converged
-        raise ConvergenceError(
-            step=state.n,
-            t=state.t,
-            residual=float(np.max(res.residual[bad])),
-            tol=float(np.min(res.tol[bad])),
-            iterations=res.iterations,
-            hint="halve h, or increase NewtonOptions(max_iter=...)",
-        )
+    raise_unless_converged(res, state)
     if last[0] is not None and last[0].shape == res.x.shape and np.array_equal(last[0], res.x):
         ev = last[1]  # the last evaluation was at the solution (the usual case)
     else:

@@ -30,7 +30,13 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-__all__ = ["NewtonOptions", "NewtonResult", "fd_jacobian_of", "newton_solve"]
+__all__ = [
+    "NewtonOptions",
+    "NewtonResult",
+    "fd_jacobian_of",
+    "newton_solve",
+    "raise_unless_converged",
+]
 
 _EPS = float(np.finfo(np.float64).eps)
 _ROUNDOFF_FACTOR = 64.0
@@ -119,6 +125,32 @@ class NewtonResult:
     def all_converged(self) -> bool:
         """True when every problem converged."""
         return bool(np.all(self.converged))
+
+
+DEFAULT_HINT = "halve h, or increase NewtonOptions(max_iter=...)"
+
+
+def raise_unless_converged(res: NewtonResult, state, hint: str = DEFAULT_HINT) -> NewtonResult:
+    """Return ``res`` if every batch entry converged, else raise ``ConvergenceError``.
+
+    The one place where a step's Newton failure becomes an error: the message names the
+    step ``state.n`` and time ``state.t`` the step starts from, the worst residual and the
+    tolerance among the entries that did NOT converge (batched runs), the iteration count
+    and ``hint``.
+    """
+    if res.all_converged:
+        return res
+    from ._errors import ConvergenceError
+
+    bad = ~np.asarray(res.converged, dtype=bool)
+    residual = np.asarray(res.residual)
+    tol = np.asarray(res.tol)
+    raise ConvergenceError(
+        step=state.n, t=state.t,
+        residual=float(np.max(np.broadcast_to(residual, bad.shape)[bad])),
+        tol=float(np.min(np.broadcast_to(tol, bad.shape)[bad])),
+        iterations=int(np.max(res.iterations)), hint=hint,
+    )
 
 
 def fd_jacobian_of(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:

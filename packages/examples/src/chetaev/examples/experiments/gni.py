@@ -44,8 +44,10 @@ _VARIANTS = {
 
 @experiment("gni-particle-orders", paper=PAPER,
             title="Orders of the GNI variants (nonholonomic particle)",
-            claim="GNI Euler A and B are of order 1 (Thm 5.2); RATTLE and the composition of "
-                  "Remark 5.5 are of order 2")
+            claim="GNI Euler A and B are globally first-order convergent (Thm 5.2); "
+                  "nonholonomic RATTLE is second order (cited from [24]); the composition of "
+                  "Remark 5.5 'still generates a second order method'; affine RATTLE: order 2 "
+                  "(spec row 3.10, not claimed by the paper)")
 def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                     t_final: float | None = None) -> Outcome:
     """‖q_N − q(T)‖ and ‖v_N − v(T)‖ at T = 5 against DOP853 (spec §3 particle), N = 50·2^k

@@ -5,7 +5,12 @@ reduced dynamics (DOP853, rtol 1e-13); constraint at the nodes; symmetry of the 
 import attrs
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import InputError, integrate, reference_solution
+from chetaev.discrete_lagrangian import (
+    ConvergenceError,
+    InputError,
+    integrate,
+    reference_solution,
+)
 from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
 from chetaev.nh_integrators._lie_testing import (
     disc_initial,
@@ -181,3 +186,18 @@ def test_hamiltonian_form_is_the_same_map(disc):
 def test_form_is_checked():
     with pytest.raises(InputError, match="form"):
         LieNonholonomicPRK(2, form="symplectic")
+
+
+@pytest.mark.parametrize("form", ["lagrangian", "hamiltonian"])
+def test_non_invertible_legendre_map_fails_loudly(disc, form):
+    """ℓ with (ε/4)v₁⁴, ε = −0.5: Fℓ has a fold at v₁² = 2/3 and the initial momentum sits at
+    its maximum, so the stage Legendre maps cannot be inverted: the step reports a
+    ConvergenceError (integrate returns success=False with the message) and never NaN."""
+    _, g0, eta0, *_ = disc
+    sysc = vertical_disc_general(quartic=-0.5)
+    method = LieNonholonomicPRK(3, form=form)
+    with pytest.raises(ConvergenceError, match="did not converge"):
+        method.step(sysc, method.initial_state(sysc, g0, eta0), 0.1)
+    tr = integrate(sysc, method, g0, eta0, h=0.1, n_steps=5)
+    assert not tr.success and "did not converge" in tr.message
+    assert np.all(np.isfinite(tr.q)) and np.all(np.isfinite(tr.v))

@@ -78,6 +78,12 @@ def _order_plot(results: dict[Any, dict[str, Any]], labels: tuple[str, ...], tit
 _PARTICLE_HS = {2: (0.2, 0.1, 0.05, 0.025), 3: (0.2, 0.1, 0.05, 0.025),
                 4: (0.2, 0.1, 0.05, 0.025), 5: (0.4, 0.25, 0.2, 0.125)}
 _NEWTON = NewtonOptions(tol=1e-14)
+#: Order fits against a DOP853 reference (rtol = atol = 1e-13) use only relative errors above
+#: 10 × its tolerance: closer to it the reference's own error and the accumulated round-off
+#: (measured up to ~20 % at 2e-13) bend the slope.
+_REF_FLOOR = 1e-12
+#: Fig. 7, s = 4: with h = 0.1/2^k the error reaches 6e-13 at h = 0.025 (below the floor).
+_DISC_HS_S4 = (0.15, 0.1, 0.075, 0.05)
 
 
 @experiment("high-order-fig3-particle-orders", paper=PAPER,
@@ -109,9 +115,12 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
             el.append(_rel(tr.lam[-1] - lr[-1], lr[-1]))
             residual = max(residual, float(np.max(np.abs(sysm.residual(tr.q, tr.v)))))
         results[f"s={s}"] = {"hs": list(hs), "q": eq, "p": ep, "lambda": el}
-        checks.append(check_order(f"s={s}: order of q", hs, eq, 2 * s - 2))
-        checks.append(check_order(f"s={s}: order of p", hs, ep, 2 * s - 2))
-        checks.append(check_order(f"s={s}: order of λ", hs, el, _lambda_order(s)))
+        checks.append(check_order(f"s={s}: order of q", hs, eq, 2 * s - 2,
+                                      floor=_REF_FLOOR))
+        checks.append(check_order(f"s={s}: order of p", hs, ep, 2 * s - 2,
+                                      floor=_REF_FLOOR))
+        checks.append(check_order(f"s={s}: order of λ", hs, el, _lambda_order(s),
+                                      floor=_REF_FLOOR))
     checks.append(check_bound("max |Φ(q_k, v_k)| at the nodes", residual, 1e-13,
                               "≤ 1e-13 (solver tolerance 1e-14)"))
     return Outcome(checks, {"T": T, "form": form, "errors": results},
@@ -250,7 +259,8 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
     """LieNonholonomicPRK s = 2, 3, 4 with both retractions (``method`` = "cayley" or "exp"
     to run one), T = 3 (spec §5.4 proposal), against the exact reduced
     ODE (DOP853 1e-13). The spec's h = 0.2 is pre-asymptotic for λ at s = 2, so the sweep is
-    h ∈ {0.1, 0.05, 0.025}."""
+    h ∈ {0.1, 0.05, 0.025}; for s = 4 it is h ∈ {0.15, 0.1, 0.075, 0.05}, which keeps the
+    errors above the reference floor 1e-12 (at h = 0.025 they are 6e-13)."""
     T = t_final or vertical_disc.T_FINAL
     hs = tuple(x * (h / 0.1) for x in (0.1, 0.05, 0.025)) if h else (0.1, 0.05, 0.025)
     retractions = (method,) if method else ("cayley", "exp")
@@ -263,8 +273,9 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
     for kind in retractions:
         for s in (2, 3, 4):
             prk = LieNonholonomicPRK(s, retraction=kind)
+            hs_s = hs if s < 4 else tuple(x * (hs[0] / 0.1) for x in _DISC_HS_S4)
             eg, ee, el = [], [], []
-            for hh in hs:
+            for hh in hs_s:
                 tr = integrate(sysm, prk, g0, eta0, h=hh, n_steps=grid_steps(T, hh))
                 if not tr.success:
                     raise RuntimeError(f"{kind}, s = {s}, h = {hh}: {tr.message}")
@@ -272,10 +283,13 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
                 ee.append(_rel(tr.v[-1] - er[-1], er[-1]))
                 el.append(_rel(tr.lam[-1] - lr[-1], lr[-1]))
                 v2 = max(v2, float(np.max(np.abs(tr.v[:, 1]))))
-            results[f"{kind} s={s}"] = {"hs": list(hs), "g": eg, "eta": ee, "lambda": el}
-            checks.append(check_order(f"{kind}, s={s}: order of g", hs, eg, 2 * s - 2))
-            checks.append(check_order(f"{kind}, s={s}: order of η", hs, ee, 2 * s - 2))
-            checks.append(check_order(f"{kind}, s={s}: order of λ", hs, el, _lambda_order(s)))
+            results[f"{kind} s={s}"] = {"hs": list(hs_s), "g": eg, "eta": ee, "lambda": el}
+            checks.append(check_order(f"{kind}, s={s}: order of g", hs_s, eg, 2 * s - 2,
+                                      floor=_REF_FLOOR))
+            checks.append(check_order(f"{kind}, s={s}: order of η", hs_s, ee, 2 * s - 2,
+                                      floor=_REF_FLOOR))
+            checks.append(check_order(f"{kind}, s={s}: order of λ", hs_s, el, _lambda_order(s),
+                                      floor=_REF_FLOOR))
     checks.append(check_bound("max |v₂| at the nodes", v2, 1e-12))
     return Outcome(checks, {"T": T, "errors": results},
                    _order_plot(results, ("g", "eta", "lambda"), "disc"),

@@ -37,7 +37,8 @@ def _toy(quick: bool = False, h: float = 0.1) -> Outcome:
         ax = fig.add_subplot()
         ax.plot([0, 1], [0, h])
 
-    return Outcome(checks=[Check("value", h, "≤ 1", h <= 1)], data={"h": h}, plot=plot)
+    checks = [Check("value", h, "≤ 1", h <= 1), Check("max |x|", 0.25, "|x| ≤ 1", True)]
+    return Outcome(checks=checks, data={"h": h}, plot=plot)
 
 
 def test_report_files(tmp_path) -> None:
@@ -54,7 +55,8 @@ def test_report_files(tmp_path) -> None:
     (entry,) = data["experiments"]
     assert entry["name"] == "toy" and entry["mark"] == "pass"
     assert entry["checks"][0]["measured"] == 0.5
-    assert "Toy" in paths["html"].read_text() and "| value | 0.500 | ≤ 1 | pass |" in (
+    assert "| max \\|x\\| | 0.25 | \\|x\\| ≤ 1 | pass |" in paths["md"].read_text()
+    assert "Toy" in paths["html"].read_text() and "| value | 0.5 | ≤ 1 | pass |" in (
         paths["md"].read_text())
 
 

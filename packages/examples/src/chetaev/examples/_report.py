@@ -73,7 +73,12 @@ def _fmt(x: float) -> str:
         return str(x)
     if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e4):
         return f"{x:.2e}"
-    return f"{x:.3f}"
+    return f"{x:.4g}"
+
+
+def _md_cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (norms |x| would split the cell)."""
+    return text.replace("|", "\\|")
 
 
 def write_report(results: list[Result], out: Path, quick: bool) -> dict[str, Path]:
@@ -102,7 +107,8 @@ def write_report(results: list[Result], out: Path, quick: bool) -> dict[str, Pat
             rows = []
             for c in r.outcome.checks:
                 note = f" ({c.deficiency})" if c.deficiency else ""
-                md.append(f"| {c.name} | {_fmt(c.measured)} | {c.claim} | {c.mark}{note} |")
+                md.append(f"| {_md_cell(c.name)} | {_fmt(c.measured)} | {_md_cell(c.claim)} | "
+                          f"{c.mark}{_md_cell(note)} |")
                 rows.append(
                     f"<tr class='{c.mark.lower()}'><td>{html.escape(c.name)}</td>"
                     f"<td>{_fmt(c.measured)}</td><td>{html.escape(c.claim)}</td>"

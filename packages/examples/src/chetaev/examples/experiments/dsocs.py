@@ -89,6 +89,21 @@ def particle_figure_2(quick: bool = False, method: str | None = None, h: float |
     return Outcome(checks, data, plot)
 
 
+def _slopes_plot(paper, second, ylabel):
+    """Log–log error against h for the paper start and the second-order start."""
+
+    def plot(fig):
+        ax = fig.add_subplot(111)
+        ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
+        ax.loglog(second.h, second.error, "s-",
+                  label=f"second-order start (slope {second.slope:.2f})")
+        ax.set_xlabel("h")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+
+    return plot
+
+
 def _circle(q):
     A = np.column_stack([q[:, 0], q[:, 1], np.ones(len(q))])
     c = np.linalg.lstsq(A, q[:, 0] ** 2 + q[:, 1] ** 2, rcond=None)[0]
@@ -123,16 +138,7 @@ def particle_figure_3(quick: bool = False, method: str | None = None, h: float |
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist()}
 
-    def plot(fig):
-        ax = fig.add_subplot(111)
-        ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
-        ax.loglog(second.h, second.error, "s-",
-                  label=f"second-order start (slope {second.slope:.2f})")
-        ax.set_xlabel("h")
-        ax.set_ylabel(f"max |x_k − x(t_k)| on [0, {T:g}]")
-        ax.legend(fontsize=7)
-
-    return Outcome(checks, data, plot,
+    return Outcome(checks, data, _slopes_plot(paper, second, f"max |x_k − x(t_k)| on [0, {T:g}]"),
                    notes="The fitted slope between 1 and 2 is pre-asymptotic: the first-order "
                          "start gives a persistent O(h) error, the phase drift is O(h²t) "
                          "(spec §4.3).")
@@ -227,16 +233,7 @@ def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | No
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist(), "T": T}
 
-    def plot(fig):
-        ax = fig.add_subplot(111)
-        ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
-        ax.loglog(second.h, second.error, "s-",
-                  label=f"second-order start (slope {second.slope:.2f})")
-        ax.set_xlabel("h")
-        ax.set_ylabel(f"max |θ_k − θ(t_k)| on [0, {T:g}]")
-        ax.legend(fontsize=7)
-
-    return Outcome(checks, data, plot)
+    return Outcome(checks, data, _slopes_plot(paper, second, f"max |θ_k − θ(t_k)| on [0, {T:g}]"))
 
 
 def _fd_flow_jacobian(ds, q0, q1, eps=1e-6):

@@ -163,3 +163,49 @@ def test_problem_specific_solver_reports_its_measured_residual():
                 h=h, solver=lambda q0, q1: np.full(np.shape(q1), np.nan))
     with pytest.raises(DSOCSConvergenceError, match=r"step 7 \(t = 0.35\).*non-finite"):
         bad.step(q0, q1, step_index=7, t=0.35)
+
+
+def test_model_functions_check_their_inputs():
+    """Bad nodes, steps and options raise DSOCSInputError (no silent NaN or broadcasting)."""
+    from chetaev.dsocs import (
+        iwp_physical_step,
+        iwp_trajectory,
+        particle_closed_form_step,
+        particle_discrete_circle,
+        particle_residual,
+    )
+
+    q0, q1 = np.zeros((3, 2)), np.full((3, 2), 0.1)
+    with pytest.raises(DSOCSInputError, match="h must be a finite nonzero"):
+        particle_closed_form_step(q0, q1, 0.0, 1.0)
+    with pytest.raises(DSOCSInputError, match=r"q1 must have shape \(\.\.\., 2\)"):
+        particle_closed_form_step(q0, q1[:, :1], 0.1, 1.0)
+    with pytest.raises(DSOCSInputError, match="do not broadcast"):
+        particle_residual(q0, q1[:2], q1, 0.1, 1.0)
+    with pytest.raises(DSOCSInputError, match="q0 contains NaN"):
+        iwp_physical_step(q0 * np.nan, q1, 0.1)
+    with pytest.raises(DSOCSInputError, match="h must be a finite nonzero"):
+        iwp_physical_step(q0, q1, np.nan)
+    with pytest.raises(DSOCSInputError, match="finite nonzero curvature"):
+        particle_discrete_circle(q0, q1, 0.0)
+    with pytest.raises(DSOCSInputError, match="rule must be 'R-branch' or 'paper'"):
+        iwp_trajectory(q0[0], q1[0], 0.1, 10, rule="Paper")
+    with pytest.raises(DSOCSInputError, match=r"shape \(2,\)"):
+        iwp_trajectory(q0, q1, 0.1, 10)
+
+
+def test_exact_particle_solution_takes_a_batch():
+    from chetaev.dsocs import particle_exact_solution
+
+    t = np.linspace(0.0, 2.0, 5)
+    q0 = np.array([[0.0, 0.0], [1.0, -1.0]])
+    v0 = np.array([[1.0, 0.0], [0.3, 0.4]])
+    q, v = particle_exact_solution(t, 2.0, q0, v0)
+    assert q.shape == v.shape == (5, 2, 2)
+    for i in range(2):
+        qi, vi = particle_exact_solution(t, 2.0, q0[i], v0[i])
+        np.testing.assert_allclose(q[:, i], qi, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(v[:, i], vi, rtol=0, atol=1e-15)
+    # constant speed |v0| along the circle
+    speed = np.broadcast_to(np.linalg.norm(v0, axis=-1), (5, 2))
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-1), speed, rtol=1e-14)

@@ -16,6 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._errors import DSOCSInputError
+from ._validation import step_points
+
 __all__ = [
     "curvature_particle_dsocs",
     "particle_closed_form_step",
@@ -39,7 +42,7 @@ def _k_at(k, q):
 
 def particle_residual(q0, q1, q2, h: float, k) -> np.ndarray:
     """Eqs. (6)–(7), (6) multiplied by |v|³, → (..., 2)."""
-    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    h, q0, q1, q2 = step_points(h, q0, q1, q2, n=2)
     v = (q2 - q0) / (2 * h)
     a = (q2 - 2 * q1 + q0) / h**2
     nv = np.sqrt(np.sum(v * v, -1))
@@ -50,7 +53,7 @@ def particle_residual(q0, q1, q2, h: float, k) -> np.ndarray:
 
 def particle_residual_jacobian(q0, q1, q2, h: float, k) -> np.ndarray:
     """∂(6)–(7)/∂q2 (analytic) → (..., 2, 2)."""
-    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    h, q0, q1, q2 = step_points(h, q0, q1, q2, n=2)
     v = (q2 - q0) / (2 * h)
     a = (q2 - 2 * q1 + q0) / h**2
     nv = np.sqrt(np.sum(v * v, -1))
@@ -64,8 +67,12 @@ def particle_residual_jacobian(q0, q1, q2, h: float, k) -> np.ndarray:
 
 
 def particle_closed_form_step(q0, q1, h: float, k) -> np.ndarray:
-    """Unique solution q2 of (6)–(7): q2 = q1 + R(φ)(q1 − q0) (spec §2.2, closed form)."""
-    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    """Unique solution q2 of (6)–(7): q2 = q1 + R(φ)(q1 − q0) (spec §2.2, closed form).
+
+    ``q0``, ``q1``: (..., 2) nodes (leading batch axes broadcast); ``k`` a number or a
+    callable k(q) → (...); returns (..., 2).
+    """
+    h, q0, q1 = step_points(h, q0, q1, n=2)
     a = q1 - q0
     s = np.sqrt(np.sum(a * a, -1))
     c = _k_at(k, q1) * s * np.sign(h)
@@ -81,7 +88,12 @@ def particle_discrete_circle(q0, q1, k: float):
 
     R_d = (1 + √(1 + k²s²))/(2k), C_d = (q0 + q1)/2 + R_d cos(φ/2) n̂ (spec §2.2).
     """
-    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    q0, q1 = step_points(1.0, q0, q1, n=2)[1:]
+    k = float(k)
+    if not np.isfinite(k) or k == 0.0:
+        raise DSOCSInputError(
+            f"k must be a finite nonzero curvature (a straight line has no circle); got {k!r}."
+        )
     a = q1 - q0
     s = np.sqrt(np.sum(a * a, -1))
     c = k * s
@@ -96,13 +108,15 @@ def particle_discrete_circle(q0, q1, k: float):
 def particle_exact_solution(t, k: float, q0, v0):
     """Exact constant-k motion: circle of radius 1/(k|v0|)·|v0|, angular speed ω = k|v0|.
 
-    q(t) = q0 + (sin ωt/ω) v0 + ((1 − cos ωt)/ω) J v0, J = rotation by +90°. Returns
-    (q(t), v(t)) with a leading time axis.
+    q(t) = q0 + (sin ωt/ω) v0 + ((1 − cos ωt)/ω) J v0, J = rotation by +90°. ``q0``,
+    ``v0``: (..., 2) (leading batch axes allowed). Returns (q(t), v(t)), each of shape
+    ``(*t.shape, ..., 2)`` (time axes first).
     """
-    t = np.asarray(t, float)[..., None]
-    q0, v0 = np.asarray(q0, float), np.asarray(v0, float)
-    w = k * np.sqrt(np.sum(v0 * v0))
-    Jv = np.array([-v0[1], v0[0]])
+    q0, v0 = step_points(1.0, q0, v0, names=("q0", "v0"), n=2)[1:]
+    t = np.asarray(t, float)
+    t = t.reshape(t.shape + (1,) * len(np.broadcast_shapes(q0.shape, v0.shape)))
+    w = k * np.sqrt(np.sum(v0 * v0, -1, keepdims=True))
+    Jv = np.stack([-v0[..., 1], v0[..., 0]], -1)
     q = q0 + np.sin(w * t) / w * v0 + (1 - np.cos(w * t)) / w * Jv
     v = np.cos(w * t) * v0 + np.sin(w * t) * Jv
     return q, v

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._errors import DSOCSInputError
 
-__all__ = ["as_points", "as_step", "fd_jacobian"]
+__all__ = ["as_points", "as_step", "fd_jacobian", "step_points"]
 
 
 def as_points(x, name: str, n: int | None = None) -> np.ndarray:
@@ -45,6 +45,34 @@ def as_step(h, name: str = "h", allow_negative: bool = True) -> float:
         sign = "nonzero" if allow_negative else "positive"
         raise DSOCSInputError(f"{name} must be a finite {sign} number; got {h!r}.")
     return val
+
+
+def step_points(h, *points, names=("q0", "q1", "q2"), n: int | None = None):
+    """Validate a step's nodes and step size: ``(h, q0, q1, ...)`` cleaned.
+
+    Each node must be a finite ``(..., n)`` array (``n`` from the first one when not given)
+    and the nodes must broadcast together; ``h`` must be finite and nonzero.
+
+    Raises
+    ------
+    DSOCSInputError
+        With the offending name, shape or value in the message.
+    """
+    h = as_step(h)
+    out = []
+    for x, name in zip(points, names):
+        arr = as_points(x, name, n)
+        n = arr.shape[-1]
+        out.append(arr)
+    try:
+        np.broadcast_shapes(*(a.shape for a in out))
+    except ValueError as exc:
+        shapes = ", ".join(f"{nm}: {a.shape}" for nm, a in zip(names, out))
+        raise DSOCSInputError(
+            f"the batch shapes of the nodes do not broadcast ({shapes}); pass nodes with the "
+            "same leading batch axes."
+        ) from exc
+    return (h, *out)
 
 
 def fd_jacobian(fun, x: np.ndarray, rel_eps: float = 1e-6) -> np.ndarray:

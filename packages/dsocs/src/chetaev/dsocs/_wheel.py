@@ -24,6 +24,9 @@ import math
 import attrs
 import numpy as np
 
+from ._errors import DSOCSInputError
+from ._validation import step_points
+
 __all__ = [
     "InertiaWheelParameters",
     "inertia_wheel_dsocs",
@@ -198,7 +201,7 @@ def iwp_step_coefficients(q0, q1, h: float, params: InertiaWheelParameters = _P)
     R = c0 − (I/h²)δ + ρ tanh(G0 + Dδ).
     """
     p = params
-    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    h, q0, q1 = step_points(h, q0, q1, n=2)
     th0, ps0, th1, ps1 = q0[..., 0], q0[..., 1], q1[..., 0], q1[..., 1]
     s1 = np.sin(th1)
     sig = np.sin(ps1 - p.n * th1)
@@ -254,7 +257,7 @@ def _solve_R(c0, G0, D, kap, rho, iters: int = 60):
 def iwp_physical_step(q0, q1, h: float, params: InertiaWheelParameters = _P) -> np.ndarray:
     """The R-branch root of (9)–(10): the physical q2 (spec §2.3 "Root selection")."""
     p = params
-    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    h, q0, q1 = step_points(h, q0, q1, n=2)
     c = iwp_step_coefficients(q0, q1, h, p)
     kap = p.I / h**2
     delta = _solve_R(c["c0"], c["G0"], c["D"], kap, p.rho)
@@ -264,7 +267,7 @@ def iwp_physical_step(q0, q1, h: float, params: InertiaWheelParameters = _P) -> 
 
 def iwp_spurious_step(q0, q1, h: float, params: InertiaWheelParameters = _P) -> np.ndarray:
     """The G = 0 root θ2 = −E/D of (10) (spurious: V_d constant, no dissipation)."""
-    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    h, q0, q1 = step_points(h, q0, q1, n=2)
     c = iwp_step_coefficients(q0, q1, h, params)
     theta2 = 2 * q1[..., 0] - q0[..., 0] - c["G0"] / c["D"]
     return np.stack([theta2, _psi2(q0, q1, theta2, h, params)], -1)
@@ -353,7 +356,7 @@ def inertia_wheel_dsocs(h: float, params: InertiaWheelParameters = _P, solver: s
     elif solver == "newton":
         kwargs["root_filter"] = iwp_root_filter(h, p)
     elif solver != "newton-unsafe":
-        from ._errors import DSOCSInputError
+
 
         raise DSOCSInputError(
             f"solver must be 'R-branch', 'newton', 'newton-unsafe' or 'paper'; got {solver!r}."
@@ -373,6 +376,17 @@ def iwp_trajectory(q0, q1, h: float, n_steps: int, params: InertiaWheelParameter
     steps whose chosen root has G = 0 (the paper rule's failure; 0 for the R-branch).
     """
     p = params
+    if rule not in ("R-branch", "paper"):
+        raise DSOCSInputError(f"rule must be 'R-branch' or 'paper'; got {rule!r}.")
+    if int(n_steps) != n_steps or n_steps < 1:
+        raise DSOCSInputError(f"n_steps must be a positive integer; got {n_steps!r}.")
+    n_steps = int(n_steps)
+    h, q0, q1 = step_points(h, q0, q1, n=2)
+    if q0.ndim != 1 or q1.ndim != 1:
+        raise DSOCSInputError(
+            "iwp_trajectory is the scalar fast loop: q0 and q1 must have shape (2,); for a "
+            "batch use integrate(inertia_wheel_dsocs(h), DSOCSIntegrator(), ...)."
+        )
     I, J, M, rho, n = p.I, p.J, p.M, p.rho, p.n
     gc, hc = p.gc, p.hc
     kap = I / h**2

@@ -209,3 +209,19 @@ def test_exact_particle_solution_takes_a_batch():
     # constant speed |v0| along the circle
     speed = np.broadcast_to(np.linalg.norm(v0, axis=-1), (5, 2))
     np.testing.assert_allclose(np.linalg.norm(v, axis=-1), speed, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"tol": -1.0}, "tol must be a finite positive"), ({"tol": np.nan}, "tol must be"),
+     ({"max_iter": 0}, r"max_iter must be an integer >= 1"),
+     ({"max_deflations": -1}, r"max_deflations must be an integer >= 0"),
+     ({"h": 0.0}, "h must be a finite nonzero"),
+     ({"solver": "closed"}, "solver must be a callable"),
+     ({"root_filter": 3}, "root_filter must be a callable")],
+)
+def test_dsocs_options_are_checked(kwargs, match):
+    ds = curvature_particle_dsocs(k_var, 0.05, closed_form=False)
+    with pytest.raises(DSOCSInputError, match=match):
+        DSOCS(ds.discrete_lagrangian, ds.kinematic_constraint, ds.variational_constraint,
+              **kwargs)

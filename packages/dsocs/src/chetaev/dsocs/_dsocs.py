@@ -73,6 +73,34 @@ def _as_variational(obj) -> VariationalConstraint:
     )
 
 
+def _optional_step(h):
+    return None if h is None else as_step(h)
+
+
+def _optional_callable(_inst, attribute, value):
+    if value is not None and not callable(value):
+        raise DSOCSInputError(
+            f"{attribute.name} must be a callable or None; got {type(value).__name__}."
+        )
+
+
+def _positive_tol(_inst, attribute, value):
+    if not (isinstance(value, (int, float, np.floating)) and np.isfinite(value) and value > 0):
+        raise DSOCSInputError(
+            f"{attribute.name} must be a finite positive number (e.g. 1e-12); got {value!r}."
+        )
+
+
+def _count(lowest: int):
+    def check(_inst, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lowest:
+            raise DSOCSInputError(
+                f"{attribute.name} must be an integer >= {lowest}; got {value!r}."
+            )
+
+    return check
+
+
 @attrs.frozen(eq=False)
 class FlowConditions:
     """Theorem 5.1 diagnostics at a trajectory triple (q0, q1, q2).
@@ -156,13 +184,13 @@ class DSOCS:
     discrete_lagrangian: TwoPointLagrangian = attrs.field(converter=_as_lagrangian)
     kinematic_constraint: KinematicConstraint | None = attrs.field(converter=_as_kinematic)
     variational_constraint: VariationalConstraint = attrs.field(converter=_as_variational)
-    h: float | None = None
+    h: float | None = attrs.field(default=None, converter=_optional_step)
     socs: SOCS | None = None
-    solver: Callable | None = None
-    root_filter: Callable | None = None
-    tol: float = 1e-12
-    max_iter: int = 50
-    max_deflations: int = 3
+    solver: Callable | None = attrs.field(default=None, validator=_optional_callable)
+    root_filter: Callable | None = attrs.field(default=None, validator=_optional_callable)
+    tol: float = attrs.field(default=1e-12, validator=_positive_tol)
+    max_iter: int = attrs.field(default=50, validator=_count(1))
+    max_deflations: int = attrs.field(default=3, validator=_count(0))
     tangent_basis: Callable | None = None
     name: str = "DSOCS"
 

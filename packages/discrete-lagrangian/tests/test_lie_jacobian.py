@@ -6,12 +6,16 @@ The exact chain-rule Jacobian ``lie_prk_jacobian`` is compared with a fourth-ord
 and on a non-mechanical Lagrangian on SO(3)×R² with velocity–configuration coupling (so that
 every second-derivative block D11ℓ, D12ℓ, D21ℓ, D22ℓ enters), for both retractions and two
 symplectic pairs; then whole trajectories with the analytic and the finite-difference Jacobian
-are compared (same Newton tolerance, so they agree to that tolerance).
+are compared (same Newton tolerance, so they agree to that tolerance).  The holonomic §6.3
+version (multipliers Λ^i, constraint and tangency equations) is checked the same way on the
+heavy top with the constraint e₃·R e₁ = 0.
 """
 
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    HolonomicConstraint,
     LieVPRK,
     NewtonOptions,
     TrivializedLagrangianSystem,
@@ -22,6 +26,7 @@ from chetaev.discrete_lagrangian._lie_prk import (
     lie_prk_jacobian,
     lie_prk_residual,
 )
+from chetaev.discrete_lagrangian._lie_vprk import LieHolonomicStageHooks
 from chetaev.discrete_lagrangian._prk import coefficients_from
 from chetaev.discrete_lagrangian.testing import heavy_top
 from chetaev.liegroups import SO3, Product, Rn, retraction
@@ -176,3 +181,65 @@ def test_trajectories_analytic_equal_fd(kind, sysname):
     assert np.max(np.abs(out[False].q - out[True].q)) < 1e-11
     assert np.max(np.abs(out[False].p - out[True].p)) < 1e-11
     assert out[False].stats["newton_iterations"] <= out[True].stats["newton_iterations"]
+
+
+def _constrained_top(analytic_hessian: bool = True):
+    """Heavy top with Φ(R) = e₃·R e₁ = Γ·e₁ (Γ = Rᵀe₃); left-trivialized Jacobian
+    (e₁ × Γ)ᵀ and Hessian ê₁Γ̂ (d/dε Γ(R exp(ε ê_k)) = Γ × e_k)."""
+    e1 = np.array([1.0, 0.0, 0.0])
+
+    def phi(R):
+        return (np.einsum("...ji,j->...i", R, _E3) @ e1)[..., None]
+
+    def jac(R):
+        return np.cross(e1, np.einsum("...ji,j->...i", R, _E3))[..., None, :]
+
+    def hess(R):
+        return (_hat(e1) @ _hat(np.einsum("...ji,j->...i", R, _E3)))[..., None, :, :]
+
+    return ConstrainedSystem(heavy_top(),
+                             HolonomicConstraint(phi, jac, hess if analytic_hessian else None,
+                                                 m=1))
+
+
+@pytest.mark.parametrize("kind", ["cayley", "exp"])
+@pytest.mark.parametrize("s", [2, 3])
+def test_holonomic_analytic_jacobian_matches_finite_differences(s, kind):
+    sysm = _constrained_top()
+    coeffs = coefficients_from(lobatto_iiia_iiib(s))
+    tau = retraction(SO3, kind)
+    hooks = LieHolonomicStageHooks(sysm, s, 1)
+    assert hooks.analytic_stage_jacobian()
+    assert not LieHolonomicStageHooks(_constrained_top(False), s, 1).analytic_stage_jacobian()
+    rng = np.random.default_rng(11)
+    g = SO3.random(rng, (2,))
+    mu = rng.normal(size=(2, 3))
+    x = 0.8 * rng.normal(size=(2, 3 * s + s))
+    h = 0.3
+
+    def f(y):
+        return lie_prk_residual(y, g, mu, h, coeffs, sysm, tau, hooks)[0]
+
+    _, ev = lie_prk_residual(x, g, mu, h, coeffs, sysm, tau, hooks)
+    J = hooks.stage_jacobian(ev, tau)
+    Jfd = _richardson(f, x)
+    assert J.shape == (2, 4 * s, 4 * s)
+    assert np.max(np.abs(J - Jfd)) < 1e-9 * (1.0 + np.max(np.abs(Jfd))), np.max(np.abs(J - Jfd))
+
+
+@pytest.mark.parametrize("kind", ["cayley", "exp"])
+def test_holonomic_trajectories_analytic_equal_fd(kind):
+    sysm = _constrained_top()
+    R0 = SO3.exp(np.array([0.0, 0.0, 0.4])) @ SO3.exp(np.array([0.7, 0.0, 0.0]))
+    J = sysm.constraint.jacobian(R0)[0]
+    eta = np.array([0.6, -0.4, 0.9])
+    eta = eta - (J @ eta) / (J @ J) * J
+    out = {}
+    for fd in (False, True):
+        method = LieVPRK(lobatto_iiia_iiib(3), kind, newton=NewtonOptions(finite_differences=fd))
+        tr = integrate(sysm, method, R0, eta, h=0.05, n_steps=30)
+        assert tr.success, tr.message
+        out[fd] = tr
+    assert np.max(np.abs(out[False].q - out[True].q)) < 1e-11
+    assert np.max(np.abs(out[False].p - out[True].p)) < 1e-11
+    assert np.max(np.abs(sysm.constraint.phi(out[False].q))) < 1e-12

@@ -22,15 +22,20 @@ Hooks (duck typed, like the vector-space ones of ``_prk``):
 ``force(G, Omega, Lam)`` → ``(..., s, d)`` or None: extra trivialized force at G^i
     (e.g. ``J(G^i)ᵀ Λ^i`` for a holonomic Φ, ``(∂φ/∂η)ᵀ Λ^i`` for a nonholonomic φ);
 ``equations(ev)`` → ``(..., E)``: extra equations (E = number of free multiplier entries).
+Optional: ``analytic_stage_jacobian()`` → bool and ``stage_jacobian(ev, tau)`` → the exact
+``(..., s d + E, s d + E)`` Jacobian of the residual with the hook's equations (built on
+:func:`stage_derivatives`); used when the system has closed-form second derivatives.
 
 Newton Jacobian (issue 4: analytic when the system gives second derivatives, finite
 differences otherwise).  Without hooks and for a system with closed-form second derivatives
 (``system.fd_second_derivatives`` False: D11ℓ, D12ℓ, D21ℓ, D22ℓ), :func:`lie_prk_jacobian`
 differentiates (26) exactly by the chain rule, using the retraction's closed-form derivative
 terms (``tau.dL_deriv``, ``tau.dL_inv_deriv``) and second derivative (``tau.dL_hess``, for the
-ddLτ* term) and δ[Ad*_{τ(ξ)} v] = ad(dLτ(ξ) δξ)ᵀ Ad*_{τ(ξ)} v.  Otherwise (hooks present, or
-finite-difference second derivatives) the Jacobian is formed by central finite differences
-of the residual in ONE broadcast call.
+ddLτ* term) and δ[Ad*_{τ(ξ)} v] = ad(dLτ(ξ) δξ)ᵀ Ad*_{τ(ξ)} v.  Hooks may supply the derivatives
+of their force and equations (``stage_jacobian``; the holonomic §6.3 hooks of ``LieVPRK`` do,
+from the constraint's Hessian).  Otherwise (other hooks, or finite-difference second
+derivatives) the Jacobian is formed by central finite differences of the residual in ONE
+broadcast call.
 """
 
 from __future__ import annotations
@@ -42,7 +47,13 @@ import numpy as np
 
 from ._prk import PRKCoefficients, unpack
 
-__all__ = ["LieStageEvaluation", "lie_prk_jacobian", "lie_prk_residual", "solve_lie_stages"]
+__all__ = [
+    "LieStageEvaluation",
+    "lie_prk_jacobian",
+    "lie_prk_residual",
+    "solve_lie_stages",
+    "stage_derivatives",
+]
 
 
 @attrs.define(eq=False)
@@ -155,8 +166,22 @@ def _has_analytic_second_derivatives(system: Any) -> bool:
 
 
 def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarray:
-    """Exact Jacobian ``∂R/∂H`` ``(..., s d, s d)`` of the hook-free residual (26) at the
-    evaluation ``ev`` of :func:`lie_prk_residual` (chain rule; see the module docstring).
+    """Exact Jacobian ``∂R/∂H`` ``(..., s d, s d)`` of the hook-free residual (26); see
+    :func:`stage_derivatives` for the formulas."""
+    dR = stage_derivatives(ev, system, tau)["dR"]
+    return dR.reshape((*dR.shape[:-3], dR.shape[-1], dR.shape[-1]))
+
+
+def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, n_extra: int = 0,
+                      extra_force=None) -> dict:
+    """Derivatives of the stage quantities of (26) at the evaluation ``ev`` of
+    :func:`lie_prk_residual` with respect to the unknowns ``x = (H, extra)`` (chain rule; see
+    the module docstring).  ``n_extra`` trailing unknowns (multipliers) enter only through an
+    extra force with derivatives ``extra_force() -> (dFg, dFl)``: ``dFg`` ``(..., s, d, d)``
+    its left-trivialized derivative in G^i, ``dFl`` ``(..., s, d, n_extra)`` in the extra
+    unknowns.  Returns a dict with ``dR`` ``(..., s, d, s d + n_extra)``, ``dxi``, ``dXi``,
+    ``dNt``,
+    ``dL_xi`` (= dLτ(ξ)) and ``Cad`` (the map y ↦ [v ↦ ad(v)ᵀ y]).
 
     Notation: D_i = dLτ(Ξ^i), B_i = dLτ⁻¹(Ξ^i), E_i = dLτ⁻¹(−Ξ^i), C = dLτ⁻¹(ξ),
     C₋ = dLτ⁻¹(−ξ); for a map x ↦ M(x) and a covector v, ``T_M(x, v)`` is the Jacobian of
@@ -178,14 +203,17 @@ def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarra
     c = ev.coeffs
     s, h = c.s, ev.h
     a, b = np.asarray(c.a), np.asarray(c.b)
-    n = s * d
+    n = s * d + n_extra
     H, Xi, xi, G, Om = ev.H, ev.Xi, ev.xi, ev.G, ev.Omega
     eye = np.eye(d)
     wmat = (b[None, :] * a.T) / b[:, None]
     # constant derivative maps of Ξ, ξ, H with respect to the unknowns (flattened s·d)
-    dXi = h * np.einsum("ik,pq->ipkq", a, eye).reshape(s, d, n)
-    dxi = h * np.einsum("k,pq->pkq", b, eye).reshape(d, n)
-    dH = np.eye(n).reshape(s, d, n)
+    nh = s * d
+    dXi = np.zeros((s, d, n))
+    dXi[..., :nh] = h * np.einsum("ik,pq->ipkq", a, eye).reshape(s, d, nh)
+    dxi = np.zeros((d, n))
+    dxi[:, :nh] = h * np.einsum("k,pq->pkq", b, eye).reshape(d, nh)
+    dH = np.eye(nh, n).reshape(s, d, n)
 
     # retraction pieces, one call each: dL and its derivative at Ξ (and ξ), dL_inv at ±Ξ, ±ξ
     # (dL(Ξ), dL_inv at [Ξ, ξ, −Ξ, −ξ], D1ℓ, D2ℓ are reused from the residual evaluation)
@@ -217,6 +245,10 @@ def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarra
     DdXi = D @ dXi  # (..., s, d, n)
     dOm = D @ dH + JH @ dXi
     dF = A11 @ DdXi + A12 @ dOm
+    if extra_force is not None:
+        dFg, dFl = extra_force()
+        dF = dF + dFg @ DdXi
+        dF[..., nh:] += dFl
     dP = A21 @ DdXi + A22 @ dOm
     Dt = np.swapaxes(D, -1, -2)
     dN = Dt @ dF + T(Jd, F) @ dXi
@@ -245,8 +277,8 @@ def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarra
     adE = G_.ad(eye)  # (l, m, k): ad(e_l)
     Cad = np.einsum("lmk,...m->...kl", adE, rhs)  # (..., s, k, l)
     drhs = AdT[..., None, :, :] @ dinner + Cad @ (Dxi @ dxi)[..., None, :, :]
-    dR = dlhs - drhs
-    return dR.reshape((*dR.shape[:-3], n, n))
+    return {"dR": dlhs - drhs, "dxi": dxi, "dXi": dXi, "dNt": dNt, "dL_xi": Dxi,
+            "Cad": lambda y: np.einsum("lmk,...m->...kl", adE, y)}
 
 
 def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
@@ -268,7 +300,10 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
         return R
 
     scale = 1.0 + np.max(np.abs(mu), axis=-1)
-    if hooks is None and _has_analytic_second_derivatives(system):
+    hook_jac = getattr(hooks, "stage_jacobian", None) if hooks is not None else None
+    if hook_jac is not None and not (lam_fixed is None and hooks.analytic_stage_jacobian()):
+        hook_jac = None
+    if (hooks is None or hook_jac is not None) and _has_analytic_second_derivatives(system):
         cache: dict = {}
 
         def fun_jac(x, want):
@@ -277,9 +312,13 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
             if last[0] is not None and last[0].shape == x.shape and np.array_equal(last[0], x):
                 R, ev = cache["R"], last[1]
             else:
-                R, ev = lie_prk_residual(x, g, mu, h, coeffs, system, tau, None, lam_fixed)
+                R, ev = lie_prk_residual(x, g, mu, h, coeffs, system, tau, hooks, lam_fixed)
                 last[0], last[1], cache["R"] = np.array(x), ev, R
-            return R, (lie_prk_jacobian(ev, system, tau) if want else None)
+            if not want:
+                return R, None
+            if hook_jac is None:
+                return R, lie_prk_jacobian(ev, system, tau)
+            return R, hook_jac(ev, tau)
 
         fun_jac.lazy = True
 

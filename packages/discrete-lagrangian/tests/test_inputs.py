@@ -107,6 +107,8 @@ def test_discrete_lagrangian_kind():
         DiscreteEulerLagrange("simpson")
     with pytest.raises(InputError, match=r"`alpha` must lie in \[0, 1\]"):
         DiscreteEulerLagrange("alpha", 1.5)
+    with pytest.raises(InputError, match="used only by kind='alpha'"):
+        DiscreteEulerLagrange("midpoint", 0.3)  # was silently replaced by ½
 
 
 def test_newton_failure_becomes_unsuccessful_trajectory():

@@ -39,6 +39,7 @@ class DiscreteLagrangian:
     kind : {"midpoint", "trapezoidal", "alpha"}
     alpha : float
         Only for ``kind="alpha"``: the quadrature point (1 − α) q0 + α q1, α ∈ [0, 1].
+        Any other value than the default ½ with another kind raises :class:`InputError`.
     """
 
     kind: str = "midpoint"
@@ -52,8 +53,12 @@ class DiscreteLagrangian:
         a = as_float(self.alpha, "alpha")
         if not 0.0 <= a <= 1.0:
             raise InputError(f"`alpha` must lie in [0, 1], got {a}.")
-        if self.kind == "midpoint":
-            object.__setattr__(self, "alpha", 0.5)
+        if self.kind != "alpha" and a != 0.5:
+            raise InputError(
+                f"`alpha` = {a} is used only by kind='alpha' (the {self.kind} rule has no "
+                f"parameter); pass DiscreteLagrangian('alpha', {a}) or drop alpha."
+            )
+        object.__setattr__(self, "alpha", a)
 
     @property
     def order(self) -> int:

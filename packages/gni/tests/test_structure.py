@@ -157,6 +157,10 @@ def test_bad_input_messages(particle):
         GNI("verlet")
     with pytest.raises(InputError, match="form must be one of"):
         GNI("rattle", form="three_step")
+    with pytest.raises(InputError, match="Composition needs GNI members with form='momentum'"):
+        Composition((GNI("euler_b"), GNI("euler_a", form="two_step")))
+    with pytest.raises(InputError, match="weights must sum to 1"):
+        Composition((GNI("euler_b"), GNI("euler_a")), weights=(0.5, 0.6))
     s = m.initial_state(particle.system, particle.q0, particle.v0)
     with pytest.raises(InputError, match="finite and non-zero"):
         m.step(particle.system, s, 0.0)

@@ -404,6 +404,7 @@ class NonholonomicPRK:
             scale=scale,
             jac_inv0=jac_inv0,
             simplified=self.jacobian_reuse != "iteration",
+            want_inverse=self.jacobian_reuse == "steps",
         )
         converged = bool(result.converged.all())
         if not converged:

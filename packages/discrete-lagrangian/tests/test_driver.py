@@ -126,3 +126,19 @@ def test_constraint_residual_needs_constrained_system():
     tr = integrate(SYS, _Verlet(), Q0, V0, h=0.1, n_steps=2)
     with pytest.raises(InputError, match="needs a ConstrainedSystem"):
         tr.constraint_residual()
+
+
+def test_non_finite_step_stops_the_run_with_a_message():
+    """A step returning NaN (here: a Verlet step from t = 0.3 on) is not stored silently."""
+
+    @attrs.frozen
+    class _Blowup(_Verlet):
+        def step(self, system, state, h):
+            new = _Verlet.step(self, system, state, h)
+            return attrs.evolve(new, q=new.q * np.nan) if state.n == 3 else new
+
+    tr = integrate(SYS, _Blowup(), Q0, V0, h=0.1, n_steps=10)
+    assert not tr.success
+    assert "Step 3 (from t = 0.3) produced non-finite values in q" in tr.message
+    assert "halve h" in tr.message
+    assert len(tr.t) == 4 and np.all(np.isfinite(tr.q))  # nodes 0..3, all finite

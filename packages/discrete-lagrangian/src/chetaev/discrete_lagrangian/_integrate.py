@@ -29,6 +29,11 @@ MESSAGES = {
     "success": "Integration finished: {n} steps of h = {h:g} to t = {t:.6g}.",
     "callback": "Stopped by the callback at step {n} (t = {t:.6g}).",
     "failed": "Step failed: {error}",
+    "nonfinite": (
+        "Step {n} (from t = {t:.6g}) produced non-finite values in {what}; the trajectory "
+        "stops at the last finite state. Try: halve h (the method may be unstable at this step "
+        "size) or check the system's callables for overflow."
+    ),
 }
 
 
@@ -128,6 +133,13 @@ def integrate(
         except ConvergenceError as err:
             success = False
             message = MESSAGES["failed"].format(error=err)
+            k -= 1
+            break
+        bad = [name for name, x in (("q", new.q), ("v", new.v), ("p", new.p), ("lam", new.lam))
+               if x is not None and not np.all(np.isfinite(x))]
+        if bad:  # nothing returns NaN silently
+            success = False
+            message = MESSAGES["nonfinite"].format(n=state.n, t=state.t, what=", ".join(bad))
             k -= 1
             break
         state = new

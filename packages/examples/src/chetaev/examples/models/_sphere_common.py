@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from chetaev.discrete_lagrangian import ConstrainedSystem, HolonomicConstraint, MechanicalSystem
+from chetaev.discrete_lagrangian import ConstrainedSystem, MechanicalSystem
+from chetaev.discrete_lagrangian import testing as _dl_testing
 from chetaev.nh_integrators import sphere_point, sphere_velocity
 
 from ._nh_common import dop853
 
-__all__ = ["ambient_reference", "ambient_rhs", "cartesian_system", "lift_state", "to_ambient"]
+__all__ = ["ambient_reference", "ambient_rhs", "cartesian_system", "lift_state",
+           "sphere_constraint", "to_ambient"]
 
 E3 = np.array([0.0, 0.0, 1.0])
 
@@ -68,13 +70,14 @@ def cartesian_system(potential: Callable, potential_grad: Callable, potential_he
     """Holonomic Cartesian formulation on R³: L = (m/2)|ẋ|² − V(x), Φ(x) = ½(|x|² − 1) = 0
     (analytic constraint Jacobian and Hessian); integrate with the holonomic
     ``chetaev.discrete_lagrangian.ConstrainedPRK`` (eq. 13 of the high-order paper)."""
-    constraint = HolonomicConstraint(
-        lambda q: 0.5 * (np.sum(q * q, axis=-1, keepdims=True) - 1.0),
-        lambda q: np.asarray(q, dtype=float)[..., None, :].copy(),
-        lambda q: np.broadcast_to(np.eye(3), (*np.shape(q)[:-1], 1, 3, 3)).copy(),
-    )
     return ConstrainedSystem(
         MechanicalSystem(mass * np.eye(3), potential, potential_grad,
                          potential_hess=potential_hess),
-        constraint,
+        sphere_constraint(1.0),
     )
+
+
+def sphere_constraint(length: float = 1.0):
+    """``Φ(x) = ½(|x|² − ℓ²)`` with analytic Jacobian and Hessian: the constraint of
+    ``chetaev.discrete_lagrangian.testing.spherical_pendulum``, reused."""
+    return _dl_testing.spherical_pendulum(1.0, length).constraint

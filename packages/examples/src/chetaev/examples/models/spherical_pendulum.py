@@ -30,12 +30,13 @@ from __future__ import annotations
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
-    HolonomicConstraint,
     InputError,
     MechanicalSystem,
     reference_solution,
 )
 from scipy.integrate import solve_ivp
+
+from . import _sphere_common as _sc
 
 __all__ = [
     "LENGTH",
@@ -97,12 +98,8 @@ def cartesian_system(kind: str = "nonlinear", g: float = G,
                      length: float = LENGTH) -> ConstrainedSystem:
     """The constrained Cartesian formulation (analytic constraint Hessian)."""
     V, dV, d2V = potential(kind, g)
-    constraint = HolonomicConstraint(
-        lambda q: 0.5 * (np.sum(q * q, axis=-1, keepdims=True) - length**2),
-        lambda q: np.asarray(q, dtype=float)[..., None, :].copy(),
-        lambda q: np.broadcast_to(np.eye(3), (*np.shape(q)[:-1], 1, 3, 3)).copy(),
-    )
-    return ConstrainedSystem(MechanicalSystem(np.eye(3), V, dV, d2V), constraint)
+    return ConstrainedSystem(MechanicalSystem(np.eye(3), V, dV, d2V),
+                             _sc.sphere_constraint(length))
 
 
 def energy(q, v, kind: str = "nonlinear", g: float = G):

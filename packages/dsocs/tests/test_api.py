@@ -65,6 +65,8 @@ def test_failed_step_becomes_an_unsuccessful_trajectory():
     assert "Try:" in sol.message
     with pytest.raises(DSOCSConvergenceError, match="halve h"):
         ds.step(np.zeros(2), np.ones(2) * 0.1)
+    with pytest.raises(DSOCSConvergenceError, match=r"at step 1 \(t = 0.1\)"):
+        ds.trajectory(np.zeros(2), np.ones(2) * 0.1, 5)
 
 
 def test_root_filter_rejecting_everything_raises():

@@ -417,7 +417,11 @@ class DSOCS:
         return q2, info
 
     def trajectory(self, q0, q1, n_steps: int) -> np.ndarray:
-        """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics)."""
+        """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics).
+
+        Raises :class:`DSOCSConvergenceError` naming the failed step k and t_k = k h (``nan``
+        when the DSOCS was built without ``h``).
+        """
         q0 = as_points(q0, "q0")
         q1 = as_points(q1, "q1", q0.shape[-1])
         if int(n_steps) < 1:
@@ -425,7 +429,9 @@ class DSOCS:
         out = np.empty((int(n_steps) + 1, *q0.shape))
         out[0], out[1] = q0, q1
         for k in range(1, int(n_steps)):
-            out[k + 1], _ = self.step(out[k - 1], out[k], step_index=k)
+            # a failure names the step and, when the DSOCS knows h, the time t_k = k h
+            t = k * self.h if self.h is not None else float("nan")
+            out[k + 1], _ = self.step(out[k - 1], out[k], step_index=k, t=t)
         return out
 
     # -- Theorem 5.1 -------------------------------------------------------------------------

@@ -192,6 +192,7 @@ def test_safeguard_never_picks_the_spurious_root():
     assert safe.success, safe.message
     n_rejected = sum(r > 0 for r in rejected)
     assert n_rejected >= 10
+    assert safe.stats["n_rejected"] == sum(rejected)  # the driver counts them too
     nodes = np.concatenate([traj[k0 - 1:k0], safe.q, safe.final.carry["q_next"][None]])
     assert np.all(flt(nodes[:-2], nodes[1:-1], nodes[2:]))  # 0 spurious roots returned
     np.testing.assert_allclose(nodes[2:], iwp_physical_step(nodes[:-2], nodes[1:-1], h, P),

@@ -78,7 +78,11 @@ def integrate(
     Returns
     -------
     Trajectory
-        ``t, q, v, p, lam`` with the time axis first, ``success``, ``message``, ``stats``.
+        ``t, q, v, p, lam`` with the time axis first, ``success``, ``message``, ``stats``
+        (``n_steps``; ``newton_iterations`` and ``max_newton_iterations`` summed/maximized
+        over the steps' ``info``; ``max_residual``; ``n_rejected``, the number of roots a
+        root-selection safeguard rejected, from ``info["rejected_roots"]`` (e.g. DSOCS);
+        ``fd_second_derivatives``; ``wall_time_s``).
 
     Raises
     ------
@@ -120,6 +124,7 @@ def integrate(
 
     ts, qs, vs, ps, lams = [state.t], [state.q], [state.v], [state.p], [state.lam]
     total_it = 0
+    n_rejected = 0
     max_it = 0
     max_res = 0.0
     success, message = True, ""
@@ -147,6 +152,7 @@ def integrate(
         total_it += int(it)
         max_it = max(max_it, int(it))
         max_res = max(max_res, float(state.info.get("residual", 0.0)))
+        n_rejected += int(state.info.get("rejected_roots", 0))
         if k % save_every == 0:
             ts.append(state.t)
             qs.append(state.q)
@@ -175,7 +181,7 @@ def integrate(
         "newton_iterations": total_it,
         "max_newton_iterations": max_it,
         "max_residual": max_res,
-        "n_rejected": 0,
+        "n_rejected": n_rejected,
         "fd_second_derivatives": bool(getattr(system, "fd_second_derivatives", False)),
         "wall_time_s": time.perf_counter() - wall,
     }

@@ -2,7 +2,8 @@
 spherical pendulum, single trajectory and a batch of 10⁴, next to scipy DOP853 on the
 same problem (index-1 ODE with the consistent multiplier) at equal accuracy.
 
-Run:  python benchmarks/bench_discrete_lagrangian.py [--quick]
+Run:  python benchmarks/bench_discrete_lagrangian.py [--quick] [--lie]   (--lie: only the
+Lie-group section: LieVPRK and LieDiscretizationMapMethod µs per step, before/after)
 
 Reported: µs per step (single trajectory) and µs per trajectory-step (batch), CPU time
 (``time.process_time``: the machine may be shared). "Equal accuracy": DOP853's rtol = atol
@@ -103,5 +104,111 @@ def main(quick: bool = False) -> None:
                   f"{1e6 * cpub / (nb * B):.2f} us/traj-step")
 
 
+# --------------------------------------------------------------------------------------------
+# Lie-group methods: LieVPRK (s = 3) on the heavy top on SO(3), LieDiscretizationMapMethod on
+# the heavy top on SO(3)×R³ with the holonomic constraint x = Rχ (spec discretization maps §5 B5).
+# µs per step, CPU time; "before" = commit 8266184 (FD Newton Jacobian in LieVPRK, liegroups
+# re-validating and summing series term by term on every internal call): this script run on
+# that commit's packages, on the same shared 2-core machine, 2026-11-22 (timings there vary by
+# ~15 % between runs).
+# --------------------------------------------------------------------------------------------
+LIE_BEFORE_US = {
+    ("LieVPRK s=3", "cayley"): 2006.0, ("LieVPRK s=3", "exp"): 3574.0,
+    ("euler_a", "cayley"): 1939.0, ("euler_a", "exp"): 3839.0,
+    ("lobatto2", "cayley"): 3566.0, ("lobatto2", "exp"): 6267.0,
+    ("rattle", "cayley"): 3046.0, ("rattle", "exp"): 4902.0,
+}
+
+
+def _top_so3xr3():
+    """Heavy top on SO(3)×R³ (centre of mass x = Rχ as a holonomic constraint)."""
+    from chetaev.discrete_lagrangian import (
+        ConstrainedSystem,
+        HolonomicConstraint,
+        TrivializedMechanicalSystem,
+    )
+    from chetaev.liegroups import SO3, Product, Rn
+
+    m, grav, chi = 1.5, 9.81, np.array([0.1, 0.2, 0.5])
+    G = Product(SO3, Rn(3))
+    inertia = np.zeros((6, 6))
+    inertia[:3, :3] = np.diag([1.0, 2.0, 3.0])
+    inertia[3:, 3:] = m * np.eye(3)
+    chi_hat = SO3.hat(chi)
+
+    def V(g):
+        return m * grav * g[..., 5, 6]
+
+    def gradV(g):
+        out = np.zeros((*g.shape[:-2], 6))
+        out[..., 5] = m * grav
+        return out
+
+    def phi(g):
+        return g[..., 3:6, 6] - g[..., :3, :3] @ chi
+
+    def ell(g):
+        out = np.zeros((*g.shape[:-2], 3, 6))
+        out[..., :, :3] = g[..., :3, :3] @ chi_hat
+        out[..., :, 3:] = np.eye(3)
+        return out
+
+    system = ConstrainedSystem(TrivializedMechanicalSystem(G, inertia, V, gradV),
+                               HolonomicConstraint(phi, ell))
+    R0 = SO3.exp(np.array([0.3, -0.2, 0.4]))
+    w0 = np.array([0.5, -1.0, 2.0])
+    return system, G.from_parts([R0, R0 @ chi]), np.concatenate([w0, R0 @ np.cross(w0, chi)])
+
+
+def _us_per_step(system, method, q0, v0, h, n, repeat=3):
+    integrate(system, method, q0, v0, h=h, n_steps=2)  # warm-up (caches, imports)
+    best = np.inf
+    for _ in range(repeat):
+        tr, cpu = _cpu(lambda: integrate(system, method, q0, v0, h=h, n_steps=n, save_every=n))
+        best = min(best, cpu)
+    return 1e6 * best / n, tr
+
+
+def lie(quick: bool = False) -> None:
+    from chetaev.discrete_lagrangian import LieVPRK
+    from chetaev.discrete_lagrangian.discretization_maps import LieDiscretizationMapMethod
+    from chetaev.discrete_lagrangian.testing import heavy_top
+    from chetaev.liegroups import SO3
+
+    n = 40 if quick else 100
+    print(f"\nLie-group methods, h = 0.05, {n} steps; CPU µs per step (best of 3)")
+    print(f"{'method':<34}{'before':>10}{'now':>10}{'speed-up':>10}{'newton/step':>13}")
+    top = heavy_top()
+    R0, w0 = SO3.exp(np.array([0.3, -0.2, 0.5])), np.array([0.5, 1.0, -0.7])
+    for ret in ("cayley", "exp"):
+        us, tr = _us_per_step(top, LieVPRK(lobatto_iiia_iiib(3), ret), R0, w0, 0.05, n)
+        b = LIE_BEFORE_US[("LieVPRK s=3", ret)]
+        print(f"{'LieVPRK s=3 heavy top SO3 ' + ret:<34}{b:>10.0f}{us:>10.0f}{b / us:>10.2f}"
+              f"{tr.stats['newton_iterations'] / n:>13.2f}")
+    system, g0, xi0 = _top_so3xr3()
+    for kind in ("euler_a", "lobatto2", "rattle"):
+        for ret in ("cayley", "exp"):
+            us, tr = _us_per_step(system, LieDiscretizationMapMethod(kind, retraction=ret),
+                                  g0, xi0, 0.05, n)
+            b = LIE_BEFORE_US[(kind, ret)]
+            print(f"{'LieDM ' + kind + ' SO3xR3 ' + ret:<34}{b:>10.0f}{us:>10.0f}"
+                  f"{b / us:>10.2f}{tr.stats['newton_iterations'] / n:>13.2f}")
+    B = 200
+    rng = np.random.default_rng(1)
+    Rb, wb = SO3.exp(0.5 * rng.normal(size=(B, 3))), rng.normal(size=(B, 3))
+    print(f"\nLieVPRK s=3 heavy top, Newton Jacobian: analytic vs finite differences "
+          f"(µs per step; batch: per trajectory-step, {B} trajectories)")
+    for ret in ("cayley", "exp"):
+        row = []
+        for fd in (False, True):
+            m = LieVPRK(lobatto_iiia_iiib(3), ret, newton=NewtonOptions(finite_differences=fd))
+            row.append(_us_per_step(top, m, R0, w0, 0.05, n)[0])
+            row.append(_us_per_step(top, m, Rb, wb, 0.05, max(5, n // 10))[0] / B)
+        print(f"  {ret:<7} single: analytic {row[0]:7.0f}  FD {row[2]:7.0f}    "
+              f"batch: analytic {row[1]:6.1f}  FD {row[3]:6.1f}")
+
+
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--lie" not in sys.argv:
+        main(quick="--quick" in sys.argv)
+    lie(quick="--quick" in sys.argv)

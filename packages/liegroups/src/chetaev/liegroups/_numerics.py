@@ -223,9 +223,9 @@ def sq3(w: np.ndarray) -> np.ndarray:
 
 
 def iso_from_coeffs(w, a, b, c) -> np.ndarray:
-    """``a I + b hat(w) + c w w^T`` as (..., 3, 3).  Entry (i, j) is
-    ``(c w_min(i,j)) w_max(i,j) [+ a if i = j] [± b w_k]``, the same operations in the same order for every
-    batch size (few whole-array operations: their count, not their size, dominates for the
+    """``a I + b hat(w) + c w w^T`` as (..., 3, 3).  Entry (i, j), i <= j, is
+    ``(c w_i) w_j [+ a if i = j] [± b w_k]`` (the same rounding for every batch size).  Small
+    batches use few whole-array operations (their count, not their size, dominates for the
     few-element arrays of single-trajectory integrators)."""
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     if w.size > 3 * SMALL_SERIES:

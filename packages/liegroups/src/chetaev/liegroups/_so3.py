@@ -202,10 +202,13 @@ class SO3Group(MatrixLieGroup):
         return iso_jac(w, eta, r, p, q, r1, p1, q1)
 
     def _k_exp_dL_inv_deriv(self, w, eta):
-        # d(D^{-1}) eta = -D^{-1} J(w, D^{-1} eta)   (exact; see _base._inverse_deriv)
-        Di = self._k_exp_dL_inv(w)
+        # d(D^{-1}) eta = -D^{-1} J(w, D^{-1} eta)   (exact; see _base._inverse_deriv), with one
+        # coefficient table for both D^{-1} and J
+        T = FTable(sq3(w))
+        Di = _exp_dl_inv_from_table(w, T)
         y = np.einsum("...ij,...j->...i", Di, eta)
-        return -(Di @ self._k_exp_dL_deriv(w, y))
+        (r, p, q), (r1, p1, q1) = _exp_dl_coeffs(T, 1)
+        return -(Di @ iso_jac(w, y, r, p, q, r1, p1, q1))
 
     def _k_exp_dL_hess(self, w, eta, v):
         c0, c1, c2 = _exp_dl_coeffs(FTable(sq3(w)), 2)
@@ -273,8 +276,11 @@ def _exp_dl_core(w):
 
 
 def _exp_dl_inv_core(w):
+    return _exp_dl_inv_from_table(w, FTable(sq3(w)))
+
+
+def _exp_dl_inv_from_table(w, T):
     # I + X/2 + c X^2 = (f1 / (2 f2)) I + X/2 + c w w^T,  c = (f3 - 2 f4) / (2 f2)
-    T = FTable(sq3(w))
     inv = 0.5 / T.f(2)
     return iso_from_coeffs(w, T.f(1) * inv, 0.5, (T.f(3) - 2.0 * T.f(4)) * inv)
 

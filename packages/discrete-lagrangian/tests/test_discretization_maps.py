@@ -569,8 +569,10 @@ def test_bad_theta():
 def test_initial_data_off_the_constraint_set():
     with pytest.raises(ConstraintViolationError, match="Project q0 onto"):
         rattle().initial_state(PENDULUM, 1.1 * Q0, V0)
-    with pytest.raises(ConstraintViolationError, match="project it onto ker G"):
+    with pytest.raises(ConstraintViolationError, match=r"not tangent.*Project v0 onto"):
         rattle().initial_state(PENDULUM, Q0, V0 + 0.1 * Q0)
+    with pytest.raises(InputError, match=r"batch shapes \(2,\) and \(3,\) do not broadcast"):
+        rattle().initial_state(PENDULUM, np.stack([Q0, Q0]), np.stack([V0, V0, V0]))
 
 
 def test_wrong_system():

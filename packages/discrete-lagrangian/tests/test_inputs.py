@@ -47,6 +47,15 @@ def test_off_constraint_position_reports_violation():
                   V_SPH, h=0.1, n_steps=1)
 
 
+def test_position_tolerance_does_not_scale_with_the_velocity():
+    """|Φ(q0)| = 1e-7 is rejected even with a large |v0| (only ∂Φ/∂q·v0 scales with v0)."""
+    q0 = Q_SPH * np.sqrt(1.0 + 2e-7)  # Φ = (|q|² − 1)/2 = 1e-7
+    with pytest.raises(ConstraintViolationError,
+                       match=r"max \|Φ\(q0\)\| = 1\.00e-07 > tol = 1\.0e-10"):
+        integrate(spherical_pendulum(), ConstrainedPRK(lobatto_iiia_iiib(2)), q0,
+                  1e4 * V_SPH, h=0.1, n_steps=1)
+
+
 def test_non_tangent_velocity():
     with pytest.raises(ConstraintViolationError, match=r"not tangent.*Project v0 onto the kernel"):
         integrate(spherical_pendulum(), ConstrainedPRK(lobatto_iiia_iiib(2)), Q_SPH,

@@ -41,7 +41,13 @@ def vector_initial_data(system: Any, q0: Any, v0: Any, method: str,
     n = system.n
     q0 = as_vector(q0, "q0", n)
     v0 = as_vector(v0, "v0", n)
-    batch = np.broadcast_shapes(q0.shape[:-1], v0.shape[:-1])
+    try:
+        batch = np.broadcast_shapes(q0.shape[:-1], v0.shape[:-1])
+    except ValueError:
+        raise InputError(
+            f"{method}: q0 and v0 batch shapes {q0.shape[:-1]} and {v0.shape[:-1]} do not "
+            "broadcast; pass one velocity per initial configuration (same leading axes)."
+        ) from None
     return (np.array(np.broadcast_to(q0, (*batch, n))),
             np.array(np.broadcast_to(v0, (*batch, n))))
 

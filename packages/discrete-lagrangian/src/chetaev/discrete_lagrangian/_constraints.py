@@ -463,15 +463,17 @@ class ConstrainedSystem:
     def check_initial(self, q0, v0, tol: float = 1e-10) -> float:
         """Check that (q0, v0) lies on the constraint set; return the max violation.
 
-        Holonomic: |Φ(q0)| and |∂Φ/∂q(q0)·v0| must be ≤ tol·max(1, |v0|);
-        velocity constraint: |Φ(q0, v0)| ≤ tol·max(1, |v0|).
+        Holonomic: |Φ(q0)| ≤ tol and |∂Φ/∂q(q0)·v0| ≤ tol·max(1, |v0|);
+        velocity constraint: |Φ(q0, v0)| ≤ tol·max(1, |v0|) (the velocity scale enters only
+        the residuals that are linear in v0).
         Raises :class:`ConstraintViolationError` otherwise.
         """
         q0 = np.asarray(q0, dtype=float)
         v0 = np.asarray(v0, dtype=float)
         vscale = max(1.0, float(np.max(np.abs(v0)))) if v0.size else 1.0
         r = np.max(np.abs(self.constraint.residual(q0, v0)))
-        if r > tol * vscale:
+        pscale = 1.0 if self.is_holonomic else vscale
+        if r > tol * pscale:
             what = "Φ(q0)" if self.is_holonomic else "Φ(q0, v0)"
             how = (
                 "Project q0 onto the constraint set Φ(q) = 0"
@@ -480,7 +482,7 @@ class ConstrainedSystem:
             )
             raise ConstraintViolationError(
                 f"Initial data violate the constraint: max |{what}| = {r:.2e} > tol = "
-                f"{tol * vscale:.1e}. {how}, or pass a larger tolerance."
+                f"{tol * pscale:.1e}. {how}, or pass a larger tolerance."
             )
         rv = 0.0
         if self.is_holonomic:

@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import ConstraintViolationError, InputError
+from ._errors import InputError
 from ._state import State
-from ._validation import as_float, as_vector
+from ._validation import as_float
 
 __all__ = ["EuclideanProblem", "as_euclidean_problem", "initial_euclidean_state"]
 
@@ -97,23 +97,14 @@ def initial_euclidean_state(system: Any, q0: Any, v0: Any, t0: float = 0.0,
         If ``|φ(q0)|`` or ``|G(q0) v0|`` exceeds ``tol``.
     """
     prob = as_euclidean_problem(system)
-    q0 = as_vector(q0, "q0", n=prob.n)
-    v0 = as_vector(v0, "v0", n=prob.n)
+    from ._common import vector_initial_data
+
+    # the same shape/batch checks and constraint-set check (one message) as ConstrainedPRK
+    q0, v0 = vector_initial_data(system, q0, v0, "the discretization-map method",
+                                 constrained=True)
     t0 = as_float(t0, "t0")
-    pos = float(np.max(np.abs(prob.phi(q0)), initial=0.0))
-    vel = float(np.max(np.abs(np.einsum("...ki,...i->...k", prob.jac(q0), v0)), initial=0.0))
-    if pos > tol:
-        raise ConstraintViolationError(
-            f"q0 is off the constraint set: max |φ(q0)| = {pos:.2e} > {tol:.0e}. Project q0 "
-            f"onto φ(q) = 0 before integrating."
-        )
-    if vel > tol * max(1.0, float(np.max(np.abs(v0)))):
-        raise ConstraintViolationError(
-            f"v0 is not tangent to the constraint set: max |G(q0) v0| = {vel:.2e} > "
-            f"{tol:.0e}. Remove the normal component of v0 (project it onto ker G(q0))."
-        )
+    system.check_initial(q0, v0, tol=tol)
     p0 = np.einsum("ij,...j->...i", prob.M, v0)
-    q0, v0 = np.broadcast_arrays(q0, v0)
     lam0 = np.asarray(system.multiplier(q0, v0), dtype=float)
     return State(t=t0, q=q0.copy(), v=v0.copy(), p=np.broadcast_to(p0, q0.shape).copy(),
                  lam=lam0, n=0)

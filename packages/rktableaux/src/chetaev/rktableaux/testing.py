@@ -126,14 +126,18 @@ def rk_solve(
     return y
 
 
-def observed_order(h, err, floor: float = 1e-13) -> float:
-    """Slope of the least-squares fit of log(err) against log(h), on points with err > floor."""
+def observed_order(h, err, floor: float = 1e-13, min_points: int = 3) -> float:
+    """Slope of the least-squares fit of log(err) against log(h), on points with err > floor.
+
+    At least ``min_points`` (default 3) points must lie above the round-off ``floor``: a
+    slope through two points cannot tell an asymptotic order from a pre-asymptotic one.
+    """
     h = np.asarray(h, dtype=float)
     err = np.asarray(err, dtype=float)
     keep = err > floor
-    if keep.sum() < 2:
+    if keep.sum() < min_points:
         raise ValueError(
-            f"need at least two errors above the round-off floor {floor:.0e}; got {err}. "
-            "Use larger steps."
+            f"need at least {min_points} errors above the round-off floor {floor:.0e}; got "
+            f"{err}. Use larger steps."
         )
     return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])

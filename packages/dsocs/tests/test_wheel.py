@@ -206,6 +206,13 @@ def test_safeguard_never_picks_the_spurious_root():
             continue
         wrong += not flt(nodes[k - 1], nodes[k], q2)
     assert wrong >= 5  # the unsafe Newton lands on the spurious root
+    # the same steps as ONE batch: the safeguard accepts entry by entry, so entries whose
+    # first root is spurious get the physical one and the others keep theirs
+    ds_safe = inertia_wheel_dsocs(h, P, solver="newton")
+    q2b, info = ds_safe.step(nodes[:-2], nodes[1:-1])
+    assert info["rejected_roots"] >= 1
+    np.testing.assert_allclose(q2b, iwp_physical_step(nodes[:-2], nodes[1:-1], h, P),
+                               rtol=0, atol=1e-8)
 
 
 def test_paper_rule_gives_a_different_trajectory(ref250):

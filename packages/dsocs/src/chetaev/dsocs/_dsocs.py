@@ -346,14 +346,22 @@ class DSOCS:
             res = solve(x0, [])
         total_it = res.iterations
         q2 = res.x
-        accepted = bool(np.all(res.converged))
-        if accepted and self.root_filter is not None:
-            accepted = bool(np.all(self.root_filter(q0, q1, q2)))
+
+        def admissible(r):
+            """Per batch entry: converged and (if a filter is set) accepted by it."""
+            ok = np.asarray(r.converged, dtype=bool)
+            if self.root_filter is not None:
+                ok = ok & np.asarray(self.root_filter(q0, q1, r.x), dtype=bool)
+            return ok
+
+        ok_e = admissible(res)  # which batch entries hold an admissible root
         rejected: list[np.ndarray] = []
+        accepted = bool(np.all(ok_e))
         if not accepted and (self.root_filter is not None or self.max_deflations > 0):
-            # root-selection safeguard (spec §2.3): deflate the rejected root and restart
-            # from the extrapolated guess, its reflections about the rejected root, and q1
-            if bool(np.all(res.converged)):
+            # root-selection safeguard (spec §2.3): deflate the rejected roots and restart
+            # from the extrapolated guess, its reflections about the rejected root, and q1.
+            # Entries are accepted one by one: an entry keeps the first admissible root found
+            if bool(np.any(np.asarray(res.converged, dtype=bool) & ~ok_e)):
                 rejected.append(q2.copy())
             for _attempt in range(self.max_deflations):
                 xr = rejected[-1] if rejected else x0
@@ -365,14 +373,18 @@ class DSOCS:
                 for start, use_defl in candidates:
                     r = solve(start, rejected if use_defl else [])
                     total_it += r.iterations
-                    if not np.all(r.converged):
-                        continue
-                    ok = self.root_filter is None or bool(np.all(self.root_filter(q0, q1, r.x)))
-                    if ok:
-                        q2, accepted = r.x, True
+                    ok_r = admissible(r)
+                    take = ok_r & ~ok_e
+                    q2 = np.where(take[..., None], r.x, q2)
+                    ok_e = ok_e | ok_r
+                    if bool(np.all(ok_e)):
+                        accepted = True
                         break
-                    if all(np.max(np.abs(r.x - x)) > 1e-9 * (1 + np.max(np.abs(x)))
-                           for x in rejected):
+                    bad_r = np.asarray(r.converged, dtype=bool) & ~ok_r & ~ok_e
+                    if bool(np.any(bad_r)) and all(
+                        np.max(np.abs(r.x - x)[bad_r]) > 1e-9 * (1 + np.max(np.abs(x)))
+                        for x in rejected
+                    ):
                         rejected.append(r.x.copy())
                         found_new = True
                 if accepted or not found_new:

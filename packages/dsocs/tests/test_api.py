@@ -227,3 +227,9 @@ def test_dsocs_options_are_checked(kwargs, match):
     with pytest.raises(DSOCSInputError, match=match):
         DSOCS(ds.discrete_lagrangian, ds.kinematic_constraint, ds.variational_constraint,
               **kwargs)
+
+
+def test_integrator_order_is_not_claimed_for_a_custom_start():
+    assert DSOCSIntegrator(start="paper").order == 1
+    assert DSOCSIntegrator(start="second_order").order == 2
+    assert DSOCSIntegrator(start=lambda q0, v0, h: q0 + h * v0).order is None

@@ -62,11 +62,16 @@ class DSOCSIntegrator:
     acceleration: Callable | None = None
 
     @property
-    def order(self) -> int:
+    def order(self) -> int | None:
+        """Global order: 1 (``"paper"``), 2 (``"second_order"``); None for a callable start,
+        whose accuracy decides it (an O(h^{p+1}) q1 gives order min(p, 2))."""
+        if callable(self.start):
+            return None
         return 1 if self.start == "paper" else 2
 
     @property
     def name(self) -> str:
+        """Display name, e.g. ``DSOCS (start=paper)``."""
         s = self.start if isinstance(self.start, str) else "custom"
         return f"DSOCS (start={s})"
 

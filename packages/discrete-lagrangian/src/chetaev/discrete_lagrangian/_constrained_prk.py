@@ -163,6 +163,7 @@ class ConstrainedPRK:
         assert isinstance(p, PartitionedTableau)
         hyp = p.satisfies_constrained_hypotheses()
         self._cache["H1"] = bool(hyp.H1)
+        self._cache["hypotheses"] = bool(hyp.all)
         rattle = (coeffs.s == 2 and np.allclose(coeffs.a, [[0, 0], [0.5, 0.5]], atol=1e-15)
                   and np.allclose(coeffs.ahat, [[0.5, 0], [0.5, 0]], atol=1e-15))
         self._cache["rattle"] = rattle
@@ -179,8 +180,15 @@ class ConstrainedPRK:
 
     @property
     def order(self) -> int | None:
-        """2s − 2 for pairs satisfying H1–H3 (Lobatto IIIA–IIIB), else None."""
-        return 2 * self.coeffs.s - 2 if self._cache["H1"] else None
+        """min(2s − 2, order of the pair) for pairs satisfying H1–H3 (2s − 2 for Lobatto
+        IIIA–IIIB, paper §4.3), else None (no order is claimed without the hypotheses)."""
+        if not self._cache["hypotheses"]:
+            return None
+        if "order" not in self._cache:
+            from ._vprk import _pair_order
+
+            self._cache["order"] = min(2 * self.coeffs.s - 2, _pair_order(self.pair))
+        return self._cache["order"]
 
     def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (spec §1.2)."""

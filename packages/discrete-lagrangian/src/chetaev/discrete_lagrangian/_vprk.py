@@ -16,14 +16,13 @@ from ._validation import as_float
 __all__ = ["VPRK"]
 
 
-def _pair_order(pair: Any) -> int | None:
-    try:
-        from chetaev.rktableaux import PartitionedTableau, symplectic_pair
+def _pair_order(pair: Any) -> int:
+    """Order of the partitioned pair (a Tableau is paired with its symplectic conjugate),
+    from the bi-coloured tree conditions of ``chetaev.rktableaux``."""
+    from chetaev.rktableaux import PartitionedTableau, symplectic_pair
 
-        p = pair if isinstance(pair, PartitionedTableau) else symplectic_pair(pair)
-        return int(p.order())
-    except Exception:  # pragma: no cover - order analysis is informative only
-        return None
+    p = pair if isinstance(pair, PartitionedTableau) else symplectic_pair(pair)
+    return int(p.order())
 
 
 @attrs.frozen(eq=False)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConvergenceError, State, integrate
 from chetaev.dsocs import (
+    DSOCSInputError,
     DSOCSIntegrator,
     InertiaWheelParameters,
     central_difference,
@@ -292,3 +293,8 @@ def test_integrate_with_second_order_start_matches_study(ref250):
     a0 = np.array(iwp_closed_loop_rhs(P)(0.0, [*Q0, *V0])[2:])
     fast, _ = iwp_trajectory(Q0, Q0 + h * V0 + 0.5 * h**2 * a0, h, len(sol.t) - 1, P)
     np.testing.assert_allclose(sol.q, fast, atol=1e-9)
+
+
+def test_study_refuses_a_reference_that_would_be_extrapolated(ref250):
+    with pytest.raises(DSOCSInputError, match=r"ends at t = 250 < t_final = 300"):
+        convergence_study("inertia_wheel", hs=[0.1], t_final=300.0, reference=ref250)

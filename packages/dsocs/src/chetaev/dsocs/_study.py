@@ -143,6 +143,13 @@ def convergence_study(problem: str = "particle", hs=None, t_final: float | None 
         t_final = 2000.0 if t_final is None else float(t_final)
         params = params or InertiaWheelParameters()
         ref = reference if reference is not None else iwp_reference(t_final, params)
+        t_max = getattr(ref, "t_max", None)
+        if t_max is not None and t_max < t_final * (1.0 - 1e-12):
+            raise DSOCSInputError(
+                f"the reference solution ends at t = {t_max:g} < t_final = {t_final:g} (it "
+                "would be extrapolated); pass reference=iwp_reference(t_final) or a smaller "
+                "t_final."
+            )
         rhs = iwp_closed_loop_rhs(params)
         q0 = np.array([0.5, 0.0])
         v0 = np.array([0.0, 0.5])

@@ -5,11 +5,12 @@ integrals to round-off over 10⁴ steps, bounded moving energy, R on SO(3) to ro
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import integrate
-from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
-from chetaev.nh_integrators._lie_testing import (
+from chetaev.nh_integrators import LieNonholonomicPRK
+from chetaev.nh_integrators.testing import (
     ball_first_integrals,
     ball_initial,
     ball_reference,
+    fit_order,
     turntable_ball,
 )
 
@@ -17,10 +18,7 @@ FLOOR = 1e-12
 
 
 def _slope(hs, errs):
-    hs, errs = np.asarray(hs), np.asarray(errs)
-    keep = errs > FLOOR
-    assert keep.sum() >= 2, f"too few points above the round-off floor: {errs}"
-    return np.polyfit(np.log(hs[keep]), np.log(errs[keep]), 1)[0]
+    return fit_order(hs, errs, FLOOR)  # at least three points above the floor
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from chetaev.discrete_lagrangian import (
     integrate,
 )
 from chetaev.liegroups import SE2, SO3, Product, Rn
+from chetaev.nh_integrators import LieNonholonomicPRK
 from chetaev.nh_integrators._homogeneous import spherical_kepler, tait_bryan
 from chetaev.nh_integrators._lie_core import continuous_multiplier, lie_nh_residual
 from chetaev.nh_integrators._lie_ops import _dexp_left, _RetractionOps
-from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
-from chetaev.nh_integrators._lie_testing import (
+from chetaev.nh_integrators.testing import (
     ball_initial,
     ball_reference,
     disc_initial,
@@ -113,9 +113,13 @@ def test_analytic_jacobian_matches_finite_differences(name, s, kind):
     nE = (s - 1) * d if model.general else 0
     for lam1 in (0.3 * np.ones(m), None):
         nl = s if lam1 is None else s - 1
-        x = np.concatenate([np.tile(eta0, s) + 0.3 * rng.normal(size=s * d),
-                            0.2 * rng.normal(size=nl * m),
-                            np.tile(eta0, s - 1)[:nE] + 0.1 * rng.normal(size=nE)])
+        x = np.concatenate(
+            [
+                np.tile(eta0, s) + 0.3 * rng.normal(size=s * d),
+                0.2 * rng.normal(size=nl * m),
+                np.tile(eta0, s - 1)[:nE] + 0.1 * rng.normal(size=nE),
+            ]
+        )
         kw = dict(ops=ops, model=model, a=a, b=b, h=0.2, g0=g0, mu0=mu0, lam1=lam1)
         _, J, _ = lie_nh_residual(x, **kw)
         Jfd = _fd(lambda y, kw=kw: lie_nh_residual(y, jacobian=False, **kw)[0], x)
@@ -130,10 +134,19 @@ def test_last_multiplier_does_not_enter_first_residual_block(s):
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     x = np.concatenate([np.tile(eta0, s), 0.1 * np.ones((s - 1) * model.m)])
-    _, J, _ = lie_nh_residual(x, ops=ops, model=model, a=a, b=b, h=0.1, g0=g0,
-                              mu0=eta0 @ model.inertia.T, lam1=np.zeros(model.m))
-    assert np.max(np.abs(J[: s * model.d, -model.m:])) < 1e-14
-    assert np.max(np.abs(J[-model.m:, -model.m:])) > 1e-3
+    _, J, _ = lie_nh_residual(
+        x,
+        ops=ops,
+        model=model,
+        a=a,
+        b=b,
+        h=0.1,
+        g0=g0,
+        mu0=eta0 @ model.inertia.T,
+        lam1=np.zeros(model.m),
+    )
+    assert np.max(np.abs(J[: s * model.d, -model.m :])) < 1e-14
+    assert np.max(np.abs(J[-model.m :, -model.m :])) > 1e-3
 
 
 def test_discrete_noether_identity_on_sphere():
@@ -201,6 +214,7 @@ def test_input_validation():
     )
     with pytest.raises(InputError, match="HolonomicConstraint"):
         LieNonholonomicPRK(2).initial_state(hol, g0, eta0)
+
     class NotALagrangian:
         group = SE2
         n = 3
@@ -224,8 +238,19 @@ def test_constraint_holds_at_every_inner_stage(s):
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     x0 = np.concatenate([np.tile(eta0, s), np.zeros(s - 1)])
-    x, aux, _, _, ok, _ = lie_nh_newton(x0, tol=1e-13, max_iter=30, ops=ops, model=model, a=a,
-                                        b=b, h=0.1, g0=g0, mu0=eta0, lam1=np.zeros(1))
+    x, aux, _, _, ok, _ = lie_nh_newton(
+        x0,
+        tol=1e-13,
+        max_iter=30,
+        ops=ops,
+        model=model,
+        a=a,
+        b=b,
+        h=0.1,
+        g0=g0,
+        mu0=eta0,
+        lam1=np.zeros(1),
+    )
     assert ok
     assert np.max(np.abs(aux["eta"][:, 2])) < 1e-15  # ηⁱ, i = 2..s
     D, _ = ops.dL_and_tensor(0.1 * a @ x[: 3 * s].reshape(s, 3))

@@ -14,8 +14,7 @@ from chetaev.discrete_lagrangian import (
     integrate,
 )
 from chetaev.liegroups import Rn
-from chetaev.nh_integrators import NonholonomicPRK
-from chetaev.nh_integrators._lie_prk import LieNonholonomicPRK
+from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 MASS = np.diag([1.0, 2.0, 1.5])

@@ -270,8 +270,7 @@ def test_multiplier_mode_alias_gives_the_same_method(nh, old):
     assert attrs.evolve(m_old, multiplier_rule="carry").multiplier_rule == "carry"
     system = nh.sleigh_system()
     runs = [
-        integrate(system, m, nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20)
-        for m in (m_old, m_new)
+        integrate(system, m, nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20) for m in (m_old, m_new)
     ]
     assert np.array_equal(runs[0].q, runs[1].q) and np.array_equal(runs[0].lam, runs[1].lam)
     if old != "carried":  # the rule is really applied (differs from the carried map)

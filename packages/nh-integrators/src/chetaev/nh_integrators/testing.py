@@ -1,0 +1,457 @@
+"""Test models for ``chetaev.nh_integrators``: public, for tests, benchmarks and examples.
+
+Vector-space models (spec ``high-order-nonholonomic.md`` §5; the paper is
+arXiv:1810.10926, §7):
+
+- :func:`particle_system`, :func:`affine_particle_system`: nonholonomic particle in a
+  harmonic potential (paper §7.1, spec §5.1), initial data :data:`PARTICLE_Q0`,
+  :data:`PARTICLE_V0`;
+- :func:`cvt_system`, :func:`cvt_energies`: pendulum-driven CVT (paper §7.2, spec §5.2),
+  initial data :data:`CVT_Q0`, :data:`CVT_V0_LOW`, :data:`CVT_V0_HIGH`;
+- :func:`chaotic_system`, :func:`chaotic_ensemble`: the "fully chaotic" system (paper §7.3,
+  spec §5.3);
+- :func:`particle_cvt_system`: the particle and copies of the CVT side by side (one long run);
+- :func:`sleigh_system`: the Chaplygin sleigh (not in the paper; issue 6's system on which
+  the carried multiplier develops an alternating mode), :data:`SLEIGH_Q0`, :data:`SLEIGH_V0`;
+- :func:`general_particle_system`: a non-mechanical Lagrangian with a nonlinear velocity
+  constraint (not in the paper), :data:`GEN_Q0`, :data:`GEN_V0`.
+
+Lie-group models and references (re-exported from ``_lie_testing``): :func:`vertical_disc`,
+:func:`vertical_disc_general`, :func:`disc_initial`, :func:`disc_reference` (paper §7.4, spec
+§5.4); :func:`turntable_ball`, :func:`ball_initial`, :func:`ball_first_integrals`,
+:func:`ball_reference` (paper §7.5, spec §5.5); :func:`sphere_reference` (spec
+``homogeneous-spaces-rkmk.md`` §7.3).
+
+Every model callable broadcasts over leading batch axes. Parameters not given by the paper
+are the spec's §5 proposals, flagged there as not from the paper. Nothing here is needed
+at run time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    LagrangianSystem,
+    LinearVelocityConstraint,
+    MechanicalSystem,
+    VelocityConstraint,
+)
+
+from ._lie_testing import (
+    ball_first_integrals,
+    ball_initial,
+    ball_reference,
+    disc_initial,
+    disc_reference,
+    sphere_reference,
+    turntable_ball,
+    vertical_disc,
+    vertical_disc_general,
+)
+
+__all__ = [
+    "CVT_Q0",
+    "CVT_V0_HIGH",
+    "CVT_V0_LOW",
+    "GEN_GAMMA",
+    "GEN_KAPPA",
+    "GEN_Q0",
+    "GEN_V0",
+    "PARTICLE_Q0",
+    "PARTICLE_V0",
+    "SLEIGH_Q0",
+    "SLEIGH_V0",
+    "affine_particle_system",
+    "ball_first_integrals",
+    "ball_initial",
+    "ball_reference",
+    "chaotic_ensemble",
+    "chaotic_system",
+    "cvt_energies",
+    "cvt_system",
+    "disc_initial",
+    "disc_reference",
+    "fit_order",
+    "general_particle_system",
+    "particle_cvt_system",
+    "particle_system",
+    "sleigh_system",
+    "sphere_reference",
+    "turntable_ball",
+    "vertical_disc",
+    "vertical_disc_general",
+]
+
+
+def _row(*entries):
+    """Stack arrays of equal shape into a (..., 1, n) constraint matrix."""
+    return np.stack(entries, axis=-1)[..., None, :]
+
+
+def _zeros_like_q(q, *tail):
+    return np.zeros(q.shape[:-1] + tail)
+
+
+# ---------------------------------------------------------------- particle (§7.1, spec §5.1)
+
+
+def particle_system() -> ConstrainedSystem:
+    """L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x."""
+
+    def V(q):
+        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        return g
+
+    def hV(q):
+        H = _zeros_like_q(q, 3, 3)
+        H[..., 0, 0] = 1.0
+        H[..., 1, 1] = 1.0
+        return H
+
+    def A(q):
+        y = q[..., 1]
+        return _row(-y, np.zeros_like(y), np.ones_like(y))
+
+    def dA(q):  # dA[..., a, i, k] = d A_ai / d q_k
+        D = _zeros_like_q(q, 1, 3, 3)
+        D[..., 0, 0, 1] = -1.0
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
+    """The particle with an affine constraint Phi = v_z - y v_x - kappa sin(x)."""
+    base = particle_system()
+    con = base.constraint
+
+    def a(q):
+        return (-kappa * np.sin(q[..., 0]))[..., None]
+
+    def da(q):
+        D = _zeros_like_q(q, 1, 3)
+        D[..., 0, 0] = -kappa * np.cos(q[..., 0])
+        return D
+
+    return ConstrainedSystem(base.system, LinearVelocityConstraint(con.A, a, con.dA, da))
+
+
+PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
+PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
+
+
+# ---------------------------------------------------------------- CVT (§7.2, spec §5.2)
+
+
+def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
+    """L = |v|^2/2 - (x^2 + z^2 - 2 cos y + eps sin 2y)/2, Phi = v_z + sin(y) v_x."""
+
+    def V(q):
+        x, y, z = q[..., 0], q[..., 1], q[..., 2]
+        return 0.5 * (x**2 + z**2 - 2.0 * np.cos(y) + eps * np.sin(2.0 * y))
+
+    def gV(q):
+        x, y, z = q[..., 0], q[..., 1], q[..., 2]
+        return np.stack([x, np.sin(y) + eps * np.cos(2.0 * y), z], axis=-1)
+
+    def hV(q):
+        y = q[..., 1]
+        H = _zeros_like_q(q, 3, 3)
+        H[..., 0, 0] = 1.0
+        H[..., 1, 1] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
+        H[..., 2, 2] = 1.0
+        return H
+
+    def A(q):
+        y = q[..., 1]
+        return _row(np.sin(y), np.zeros_like(y), np.ones_like(y))
+
+    def dA(q):
+        D = _zeros_like_q(q, 1, 3, 3)
+        D[..., 0, 0, 1] = np.cos(q[..., 1])
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+def cvt_energies(q, v, eps: float = 0.5):
+    """(driver, passenger, total) energies of spec §5.2."""
+    x, y, z = q[..., 0], q[..., 1], q[..., 2]
+    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
+    Ed = 0.5 * vy**2 - np.cos(y) + 0.5 * eps * np.sin(2.0 * y)
+    Ep = 0.5 * (vx**2 + vz**2) + 0.5 * (x**2 + z**2)
+    return Ed, Ep, Ed + Ep
+
+
+CVT_Q0 = np.array([1.0, 0.0, 1.0])
+CVT_V0_LOW = np.array([0.0, 3.0 * np.sqrt(10.0) / 5.0, 0.0])
+CVT_V0_HIGH = np.array([0.0, np.sqrt(8.0), 0.0])
+
+
+# ---------------------------------------------------------------- chaotic n = 7 (§7.3, spec §5.3)
+
+
+def chaotic_system(m: int = 3) -> ConstrainedSystem:
+    """L = |v|^2/2 - (|q|^2 + q_{m+2}^2 q_{m+3}^2 + sum_i q_{1+i}^2 q_{m+1+i}^2)/2,
+    Phi = v_1 + sum_{i >= m+2} q_i v_i (1-based indices as in the paper)."""
+    n = 2 * m + 1
+    lo = slice(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
+    hi = slice(m + 1, 2 * m + 1)  # 0-based indices of q_{m+1+i}
+    j1, j2 = m + 1, m + 2  # 0-based q_{m+2}, q_{m+3}
+
+    def V(q):
+        return 0.5 * (
+            np.sum(q**2, axis=-1)
+            + q[..., j1] ** 2 * q[..., j2] ** 2
+            + np.sum(q[..., lo] ** 2 * q[..., hi] ** 2, axis=-1)
+        )
+
+    pairs = [(j1, j2)] + [(1 + i, m + 1 + i) for i in range(m)]  # coupled q_i^2 q_j^2 terms
+    partner = np.zeros((n, n))  # partner[j, i] = 1 when (i, j) is a pair
+    for i, j in pairs:
+        partner[i, j] = partner[j, i] = 1.0
+    rows = np.array([i for i, j in pairs] + [j for i, j in pairs])
+    cols = np.array([j for i, j in pairs] + [i for i, j in pairs])
+    diag = np.arange(n) * (n + 1)
+    off = rows * n + cols
+
+    def gV(q):
+        return q * (1.0 + (q * q) @ partner)
+
+    def hV(q):
+        H = np.zeros((*q.shape[:-1], n * n))
+        H[..., diag] = 1.0 + (q * q) @ partner
+        H[..., off] = 2.0 * q[..., rows] * q[..., cols]
+        return H.reshape(*q.shape[:-1], n, n)
+
+    def A(q):
+        row = np.zeros((*q.shape[:-1], 1, n))
+        row[..., 0, 0] = 1.0
+        row[..., 0, m + 1 :] = q[..., m + 1 :]
+        return row
+
+    def dA(q):
+        D = _zeros_like_q(q, 1, n, n)
+        for k in range(m + 1, n):
+            D[..., 0, k, k] = 1.0
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+def chaotic_ensemble(J: int = 9):
+    """Initial data of §7.3: q0 = (alpha, .6, .4, .2, 1, 1, 1), v0 = (0, beta, 0, ...)."""
+    j = np.arange(J + 1)
+    alpha, beta = np.cos(j * np.pi / (2 * J)), np.sin(j * np.pi / (2 * J))
+    q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
+    q0[:, 0] = alpha
+    v0 = np.zeros((J + 1, 7))
+    v0[:, 1] = beta
+    return q0, v0
+
+
+# ---------------------------------------------------------------- particle x CVT (long runs)
+
+
+def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
+    """The particle (q[:3]) and ``n_cvt`` copies of the CVT (q[3 + 3k : 6 + 3k]) side by
+    side as one decoupled system (n = 3 + 3 n_cvt, m = 1 + n_cvt), so one long run checks
+    the energy of all of them (each CVT copy can carry its own initial condition)."""
+    n, m = 3 + 3 * n_cvt, 1 + n_cvt
+    xs = 3 + 3 * np.arange(n_cvt)  # CVT x, y, z at xs, xs + 1, xs + 2
+    ys, zs = xs + 1, xs + 2
+    rows = 1 + np.arange(n_cvt)
+
+    def V(q):
+        a = q[..., :3]
+        return 0.5 * (a[..., 0] ** 2 + a[..., 1] ** 2) + 0.5 * np.sum(
+            q[..., xs] ** 2
+            + q[..., zs] ** 2
+            - 2.0 * np.cos(q[..., ys])
+            + eps * np.sin(2.0 * q[..., ys]),
+            axis=-1,
+        )
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        y = q[..., ys]
+        g[..., ys] = np.sin(y) + eps * np.cos(2.0 * y)
+        return g
+
+    def hV(q):
+        H = _zeros_like_q(q, n, n)
+        H[..., [0, 1], [0, 1]] = 1.0
+        H[..., xs, xs] = H[..., zs, zs] = 1.0
+        y = q[..., ys]
+        H[..., ys, ys] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
+        return H
+
+    def A(q):
+        M = _zeros_like_q(q, m, n)
+        M[..., 0, 0] = -q[..., 1]
+        M[..., 0, 2] = 1.0
+        M[..., rows, xs] = np.sin(q[..., ys])
+        M[..., rows, zs] = 1.0
+        return M
+
+    def dA(q):
+        D = _zeros_like_q(q, m, n, n)
+        D[..., 0, 0, 1] = -1.0
+        D[..., rows, xs, ys] = np.cos(q[..., ys])
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+# ---------------------------------------------------------------- Chaplygin sleigh
+
+
+def sleigh_system(
+    mass: float = 1.0, inertia: float = 0.5, offset: float = 0.5
+) -> ConstrainedSystem:
+    """Chaplygin sleigh: q = (x, y, theta) of the centre of mass, knife edge a distance
+    ``offset`` behind it. L = m(vx^2 + vy^2)/2 + I w^2/2, Phi = -sin(th) vx + cos(th) vy - a w.
+
+    Its motion is asymptotically stable forward in time (it straightens out) and
+    unstable backward in time: the system on which the carried multiplier develops a
+    growing step-to-step alternating mode (README, issue 6)."""
+
+    def V(q):
+        return np.zeros(q.shape[:-1])
+
+    def gV(q):
+        return np.zeros(q.shape)
+
+    def hV(q):
+        return _zeros_like_q(q, 3, 3)
+
+    def A(q):
+        th = q[..., 2]
+        return _row(-np.sin(th), np.cos(th), -offset * np.ones_like(th))
+
+    def dA(q):
+        th = q[..., 2]
+        D = _zeros_like_q(q, 1, 3, 3)
+        D[..., 0, 0, 2] = -np.cos(th)
+        D[..., 0, 1, 2] = -np.sin(th)
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.diag([mass, mass, inertia]), V, gV, potential_hess=hV),
+        LinearVelocityConstraint(A, dA=dA),
+    )
+
+
+SLEIGH_Q0 = np.array([0.0, 0.0, 0.0])
+# vy = a w at theta = 0: sideways CM velocity from the rotation
+SLEIGH_V0 = np.array([0.3, 0.5 * 1.2, 1.2])
+
+
+# ---------------------------------------------------------------- general Lagrangian, nonlinear Phi
+
+GEN_KAPPA, GEN_GAMMA = 0.1, 0.2
+
+
+def general_particle_system() -> ConstrainedSystem:
+    """Non-mechanical test model (implicit FL^{-1}) with a nonlinear velocity constraint:
+    L = |v|^2/2 + kappa |v|^4/4 - (x^2 + y^2)/2,  Phi = v_z - y v_x + gamma v_z^2 / 2."""
+    k, g = GEN_KAPPA, GEN_GAMMA
+
+    def L(q, v):
+        v2 = np.sum(v * v, axis=-1)
+        return 0.5 * v2 + 0.25 * k * v2**2 - 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+    def dLdq(q, v):
+        r = -np.array(q, dtype=float, copy=True)
+        r[..., 2] = 0.0
+        return np.broadcast_to(r, np.broadcast_shapes(np.shape(q), np.shape(v))).copy()
+
+    def dLdv(q, v):
+        v2 = np.sum(v * v, axis=-1)[..., None]
+        out = v * (1.0 + k * v2)
+        return np.broadcast_to(out, np.broadcast_shapes(np.shape(q), np.shape(v))).copy()
+
+    def dv2(q, v):
+        v2 = np.sum(v * v, axis=-1)[..., None, None]
+        H = (1.0 + k * v2) * np.eye(3) + 2.0 * k * v[..., :, None] * v[..., None, :]
+        return np.broadcast_to(H, (*np.broadcast_shapes(np.shape(q), np.shape(v)), 3)).copy()
+
+    def dvdq(q, v):
+        return np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v)), 3))
+
+    def dq2(q, v):
+        H = np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v)), 3))
+        H[..., 0, 0] = -1.0
+        H[..., 1, 1] = -1.0
+        return H
+
+    def phi(q, v):
+        return (v[..., 2] - q[..., 1] * v[..., 0] + 0.5 * g * v[..., 2] ** 2)[..., None]
+
+    def phi_q(q, v):
+        D = np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v))[:-1], 1, 3))
+        D[..., 0, 1] = -v[..., 0]
+        return D
+
+    def phi_v(q, v):
+        D = np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v))[:-1], 1, 3))
+        D[..., 0, 0] = -q[..., 1]
+        D[..., 0, 2] = 1.0 + g * v[..., 2]
+        return D
+
+    def phi_vq(q, v):
+        D = np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v))[:-1], 1, 3, 3))
+        D[..., 0, 0, 1] = -1.0
+        return D
+
+    def phi_vv(q, v):
+        D = np.zeros((*np.broadcast_shapes(np.shape(q), np.shape(v))[:-1], 1, 3, 3))
+        D[..., 0, 2, 2] = g
+        return D
+
+    return ConstrainedSystem(
+        LagrangianSystem(3, L, dLdq, dLdv, d2L_dv2=dv2, d2L_dvdq=dvdq, d2L_dq2=dq2),
+        VelocityConstraint(phi, phi_q, phi_v, phi_vq, phi_vv, m=1),
+    )
+
+
+GEN_Q0 = np.array([1.0, 0.5, 0.0])
+GEN_V0 = np.array([0.5, 1.0, (-1.0 + np.sqrt(1.0 + 2.0 * GEN_GAMMA * 0.25)) / GEN_GAMMA])
+
+
+def fit_order(hs, errs, floor: float = 1e-12, min_points: int = 3) -> float:
+    """Slope of the log-log fit (``np.polyfit``) of ``errs`` against ``hs``.
+
+    Points at or below ``floor`` (the round-off floor, or the reference's accuracy) are left
+    out. A slope through two points cannot tell an asymptotic order from a pre-asymptotic
+    one, so at least ``min_points`` points must remain.
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``min_points`` errors above ``floor``: use larger steps.
+    """
+    hs, errs = np.asarray(hs, dtype=float), np.asarray(errs, dtype=float)
+    if hs.shape != errs.shape or hs.ndim != 1:
+        raise ValueError(f"hs and errs must be 1-D of equal length, got {hs.shape}, {errs.shape}")
+    keep = errs > floor
+    if keep.sum() < min_points:
+        raise ValueError(
+            f"only {int(keep.sum())} error(s) above the round-off floor {floor:g} "
+            f"(need {min_points}): {errs}; use larger steps"
+        )
+    return float(np.polyfit(np.log(hs[keep]), np.log(errs[keep]), 1)[0])

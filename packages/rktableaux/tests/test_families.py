@@ -123,6 +123,12 @@ def test_every_assumption_to_1e14_up_to_8_stages():
         assert tuple(gauss(s).simplifying_orders(STRICT)) == (2 * s, s, s)
         assert tuple(radau_iia(s).simplifying_orders(STRICT)) == (2 * s - 1, s, s - 1)
         assert tuple(radau_ia(s).simplifying_orders(STRICT)) == (2 * s - 1, s - 1, s)
+    for s in range(2, 9):  # exact (B, C, D) of each Lobatto family, not only lower bounds
+        assert tuple(lobatto_iiia(s).simplifying_orders(STRICT)) == (2 * s - 2, s, s - 2)
+        assert tuple(lobatto_iiib(s).simplifying_orders(STRICT)) == (2 * s - 2, s - 2, s)
+        assert tuple(lobatto_iiic(s).simplifying_orders(STRICT)) == (2 * s - 2, s - 1, s - 1)
+        assert tuple(lobatto_iiic_star(s).simplifying_orders(STRICT)) == (2 * s - 2, s - 1,
+                                                                          s - 1)
 
 
 @pytest.mark.parametrize("s", [6, 7, 8])

@@ -233,3 +233,14 @@ def test_integrator_order_is_not_claimed_for_a_custom_start():
     assert DSOCSIntegrator(start="paper").order == 1
     assert DSOCSIntegrator(start="second_order").order == 2
     assert DSOCSIntegrator(start=lambda q0, v0, h: q0 + h * v0).order is None
+
+
+def test_constraint_objects_check_their_arguments():
+    basis = lambda q0, q1, q2: np.array([[1.0, 0.0]])  # noqa: E731
+    with pytest.raises(DSOCSInputError, match=r"depends_on must list the slots 0, 1, 2"):
+        VariationalConstraint(basis=basis, depends_on=(3,))
+    with pytest.raises(DSOCSInputError, match="basis/annihilator must be a callable"):
+        VariationalConstraint(basis=np.eye(2))
+    with pytest.raises(DSOCSInputError, match="g must be a callable"):
+        KinematicConstraint(np.zeros(1))
+    assert VariationalConstraint(basis=basis, depends_on=[2, 1, 1]).depends_on == (1, 2)

@@ -33,6 +33,14 @@ class KinematicConstraint:
     g: Callable = attrs.field()
     jacobian: Callable | None = None
 
+    def __attrs_post_init__(self) -> None:
+        for name, f in (("g", self.g), ("jacobian", self.jacobian)):
+            if f is not None and not callable(f):
+                raise DSOCSInputError(
+                    f"KinematicConstraint: {name} must be a callable of (q0, q1, q2); got "
+                    f"{type(f).__name__}."
+                )
+
     def residual(self, q0, q1, q2) -> np.ndarray:
         """g(q0, q1, q2) → (..., m)."""
         return np.asarray(self.g(q0, q1, q2), dtype=float)
@@ -91,6 +99,22 @@ class VariationalConstraint:
                 "VariationalConstraint needs exactly one of basis=... (rows spanning D_V) "
                 "or annihilator=... (rows spanning the annihilator of D_V)."
             )
+        given = self.basis if self.basis is not None else self.annihilator
+        if not callable(given):
+            raise DSOCSInputError(
+                "basis/annihilator must be a callable (q0, q1, q2) -> (..., r, n); got "
+                f"{type(given).__name__}."
+            )
+        try:
+            slots = tuple(int(k) for k in self.depends_on)
+        except (TypeError, ValueError):
+            slots = None
+        if slots is None or not set(slots) <= {0, 1, 2}:
+            raise DSOCSInputError(
+                "depends_on must list the slots 0, 1, 2 (q0, q1, q2) the subspace D_V "
+                f"depends on, e.g. (1,) or () for a constant D_V; got {self.depends_on!r}."
+            )
+        object.__setattr__(self, "depends_on", tuple(sorted(set(slots))))
 
     def components(self, q0, q1, q2, p) -> np.ndarray:
         """φ∘β: the components of the covector p restricted to D_V, (..., r) or (..., n)."""

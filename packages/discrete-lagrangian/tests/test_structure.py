@@ -308,3 +308,15 @@ def test_lam_conventions():
                           t_final=1.0)
             errs.append(np.max(np.abs(t.lam[1:] - system.multiplier(t.q[1:], t.v[1:]))))
         assert abs(fit_order(hs, errs) - expected) <= 0.25, (s, errs)
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_constrained_prk_steps_from_a_state_without_multiplier(s):
+    """A hand-made State (lam=None) is stepped like the method's own initial state."""
+    system = spherical_pendulum()
+    q0, v0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)]), np.array([0.0, 0.8, 0.0])
+    method = ConstrainedPRK(lobatto_iiia_iiib(s), TIGHT)
+    ref = method.step(system, method.initial_state(system, q0, v0), 0.1)
+    bare = method.step(system, State(t=0.0, q=q0, v=v0, p=system.legendre(q0, v0)), 0.1)
+    np.testing.assert_allclose(bare.q, ref.q, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(bare.p, ref.p, rtol=0, atol=1e-14)

@@ -94,6 +94,13 @@ def _cat(parts, core):
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-core)
 
 
+def _lam_guess(system: Any, state: State) -> np.ndarray:
+    """Multiplier guess for the step: ``state.lam``, or λ(q, v) for a hand-made State."""
+    if state.lam is not None:
+        return np.asarray(state.lam)
+    return np.asarray(system.multiplier(state.q, state.v))
+
+
 @attrs.frozen(eq=False)
 class ConstrainedPRK:
     """Holonomically constrained symplectic partitioned Runge–Kutta method (eq. 13).
@@ -212,7 +219,7 @@ class ConstrainedPRK:
                 and getattr(base, "constant_mass", False)):
             return self._rattle_step(system, base, state, h)
         s = self.coeffs.s
-        q, p, v, lam = state.q, state.p, state.v, state.lam
+        q, p, v, lam = state.q, state.p, state.v, _lam_guess(system, state)
         n, m = q.shape[-1], lam.shape[-1]
         batch = q.shape[:-1]
         Vp = state.carry.get("V")
@@ -250,7 +257,7 @@ class ConstrainedPRK:
 
         c = system.constraint
         Minv = base._Minv
-        q, p, v, lam = state.q, state.p, state.v, state.lam
+        q, p, v, lam = state.q, state.p, state.v, _lam_guess(system, state)
         car = state.carry
         F0, J0 = car.get("F"), car.get("J")
         if F0 is None or np.shape(F0) != q.shape:

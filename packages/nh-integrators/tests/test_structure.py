@@ -21,7 +21,14 @@ from chetaev.nh_integrators import (
     LieNonholonomicPRK,
     NonholonomicPRK,
 )
-from chetaev.rktableaux import PartitionedTableau, gauss, lobatto_iiia_iiib, symplectic_conjugate
+from chetaev.rktableaux import (
+    PartitionedTableau,
+    Tableau,
+    gauss,
+    lobatto_iiia_iiib,
+    rk4,
+    symplectic_conjugate,
+)
 
 
 @pytest.mark.parametrize("s", [2, 3, 4])
@@ -224,6 +231,30 @@ def test_refuses_pairs_violating_h1_h3():
     g = gauss(2)
     with pytest.raises(HypothesisError, match="H1"):
         NonholonomicPRK(PartitionedTableau(g, symplectic_conjugate(g)))
+
+
+@pytest.mark.parametrize("cls", [NonholonomicPRK, LieNonholonomicPRK])
+def test_refuses_pairs_violating_h2_or_h3(cls):
+    """H1 holds but H3 fails (not stiffly accurate), and RK4 (H2 and H3 fail): refused by
+    both classes, the failed hypotheses named once, with the fix."""
+    t = Tableau(np.array([[0.0, 0.0], [0.5, 0.5]]), np.array([0.25, 0.75]))
+    with pytest.raises(HypothesisError, match=rf"^{cls.__name__} needs.*fails H3") as info:
+        cls(PartitionedTableau(t, symplectic_conjugate(t)))
+    assert str(info.value).count("Use ") == 1
+    with pytest.raises(HypothesisError, match=r"fails H2 .*H3.*Use lobatto_iiia_iiib"):
+        cls(PartitionedTableau(rk4(), symplectic_conjugate(rk4())))
+
+
+@pytest.mark.parametrize("h", [0.0, np.nan, np.inf])
+def test_step_rejects_zero_or_non_finite_h(nh, h):
+    """h = 0 used to return the input state (singular Newton matrix unnoticed); NaN/inf
+    surfaced as a ConvergenceError with a NaN residual."""
+    system = nh.particle_system()
+    for form in ("lagrangian", "hamiltonian"):
+        method = NonholonomicPRK(lobatto_iiia_iiib(3), form=form)
+        state = method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
+        with pytest.raises(InputError, match=r"h must be finite and nonzero.*negative h"):
+            method.step(system, state, h)
 
 
 def test_rejects_unknown_options():

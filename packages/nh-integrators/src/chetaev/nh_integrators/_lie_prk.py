@@ -14,7 +14,6 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
-    HypothesisError,
     InputError,
     NewtonOptions,
     SingularMatrixError,
@@ -23,24 +22,13 @@ from chetaev.discrete_lagrangian import (
 
 from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
-from ._rules import MULTIPLIER_RULES
+from ._rules import MULTIPLIER_RULES, check_pair, one_of
 
 FORMS = ("lagrangian", "hamiltonian")
 
 __all__ = ["MULTIPLIER_RULES", "RETRACTIONS", "LieNonholonomicPRK"]
 
 RETRACTIONS = ("cayley", "exp")
-
-
-def _one_of(options: tuple[str, ...]):
-    def check(inst: Any, attribute: Any, value: Any) -> None:
-        if value not in options:
-            raise InputError(
-                f"`{attribute.name}` must be one of {options}, got {value!r}. "
-                "Pick one of the listed values."
-            )
-
-    return check
 
 
 def _convert_pair(pair: Any) -> Any:
@@ -51,22 +39,6 @@ def _convert_pair(pair: Any) -> Any:
 
         return lobatto_iiia_iiib(int(pair))
     return pair
-
-
-def _check_pair(inst: Any, attribute: Any, pair: Any) -> None:
-    for attr in ("first", "second", "satisfies_constrained_hypotheses"):
-        if not hasattr(pair, attr):
-            raise InputError(
-                "`pair` must be a rktableaux.PartitionedTableau (e.g. lobatto_iiia_iiib(3)) or a "
-                f"stage count, got {type(pair).__name__}."
-            )
-    res = pair.satisfies_constrained_hypotheses()
-    if not res.all:
-        raise HypothesisError(
-            "LieNonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
-            f"(second, its symplectic conjugate), spec §2.0: {res.message}. "
-            "Use rktableaux.lobatto_iiia_iiib(s) with s >= 2."
-        )
 
 
 def _as_float(f: Any) -> Any:
@@ -226,11 +198,11 @@ class LieNonholonomicPRK:
     R. T. Sato Martín de Almagro, arXiv:2201.12022, §4.2.
     """
 
-    pair: Any = attrs.field(converter=_convert_pair, validator=_check_pair)
-    retraction: str = attrs.field(default="cayley", validator=_one_of(RETRACTIONS))
-    multiplier_rule: str = attrs.field(default="carry", validator=_one_of(MULTIPLIER_RULES))
+    pair: Any = attrs.field(converter=_convert_pair, validator=check_pair)
+    retraction: str = attrs.field(default="cayley", validator=one_of(RETRACTIONS))
+    multiplier_rule: str = attrs.field(default="carry", validator=one_of(MULTIPLIER_RULES))
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=1e-13, max_iter=30))
-    form: str = attrs.field(default="lagrangian", validator=_one_of(FORMS))
+    form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     # ------------------------------------------------------------------ protocol
@@ -333,7 +305,10 @@ class LieNonholonomicPRK:
         """
         h = float(h)
         if not np.isfinite(h) or h == 0.0:
-            raise InputError(f"The step size h must be finite and nonzero, got {h}.")
+            raise InputError(
+                f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
+                "(a negative h steps backwards in time)."
+            )
         ops, model = self._setup(system)
         a = np.asarray(self.pair.first.a, dtype=float)
         b = np.asarray(self.pair.first.b, dtype=float)

@@ -14,7 +14,6 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
-    HypothesisError,
     InputError,
     NewtonOptions,
     State,
@@ -22,7 +21,13 @@ from chetaev.discrete_lagrangian import (
 
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
-from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
+from ._rules import (
+    MULTIPLIER_MODE_ALIASES,
+    MULTIPLIER_MODES,
+    MULTIPLIER_RULES,
+    check_pair,
+    one_of,
+)
 from ._solve import newton as _newton
 
 __all__ = [
@@ -38,33 +43,6 @@ FORMS = ("lagrangian", "hamiltonian")
 _MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
 JACOBIAN_REUSE = ("iteration", "step", "steps")
-
-
-def _one_of(options):
-    def check(inst, attribute, value):
-        if value not in options:
-            raise InputError(
-                f"`{attribute.name}` must be one of {options}, got {value!r}. "
-                f"Pick one of the listed values."
-            )
-
-    return check
-
-
-def _check_pair(inst, attribute, pair):
-    for attr in ("first", "second", "satisfies_constrained_hypotheses"):
-        if not hasattr(pair, attr):
-            raise InputError(
-                f"`pair` must be a rktableaux.PartitionedTableau (e.g. lobatto_iiia_iiib(3)), "
-                f"got {type(pair).__name__}."
-            )
-    res = pair.satisfies_constrained_hypotheses()
-    if not res.all:
-        hint = "" if "Use " in res.message else " Use rktableaux.lobatto_iiia_iiib(s), s >= 2."
-        raise HypothesisError(
-            "NonholonomicPRK needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
-            f"(second, its symplectic conjugate), spec §2.0: {res.message}{hint}"
-        )
 
 
 def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
@@ -162,13 +140,13 @@ class NonholonomicPRK:
     nonholonomic mechanical systems", arXiv:1810.10926.
     """
 
-    pair: Any = attrs.field(validator=_check_pair)
-    form: str = attrs.field(default="lagrangian", validator=_one_of(FORMS))
+    pair: Any = attrs.field(validator=check_pair)
+    form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     newton: NewtonOptions = attrs.field(factory=NewtonOptions)
-    constraint_momenta: str = attrs.field(default="iiia", validator=_one_of(CONSTRAINT_MOMENTA))
+    constraint_momenta: str = attrs.field(default="iiia", validator=one_of(CONSTRAINT_MOMENTA))
     multiplier_rule: str | None = None
     implicit_velocity: bool | None = None
-    jacobian_reuse: str = attrs.field(default="step", validator=_one_of(JACOBIAN_REUSE))
+    jacobian_reuse: str = attrs.field(default="step", validator=one_of(JACOBIAN_REUSE))
     multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
     _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
@@ -313,10 +291,18 @@ class NonholonomicPRK:
 
         Raises
         ------
+        InputError
+            If ``h`` is zero or not finite (at ``h = 0`` the multipliers drop out of
+            eq. (14) and the Newton matrix is singular).
         ConvergenceError
             If Newton does not converge for some trajectory of the batch.
         """
         h = float(h)
+        if not np.isfinite(h) or h == 0.0:
+            raise InputError(
+                f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
+                "(a negative h steps backwards in time)."
+            )
         model = self._model(system)
         a, b, ahat, c = self._cache["tableau"]
         s = a.shape[0]

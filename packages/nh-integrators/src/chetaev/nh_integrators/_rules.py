@@ -1,4 +1,5 @@
-"""The multiplier rules shared by ``NonholonomicPRK`` and ``LieNonholonomicPRK``.
+"""The multiplier rules and option validators shared by ``NonholonomicPRK`` and
+``LieNonholonomicPRK``.
 
 Every step has ``s`` stage multipliers ``Lambda^1..Lambda^s`` but only ``s - 1``
 constraint equations (stages 2..s); one closure fixes ``Lambda^1`` (spec
@@ -7,7 +8,18 @@ high-order-nonholonomic §2.4 A5, spec homogeneous-spaces-rkmk §3.6 C1–C3).
 
 from __future__ import annotations
 
-__all__ = ["MULTIPLIER_MODES", "MULTIPLIER_MODE_ALIASES", "MULTIPLIER_RULES"]
+from collections.abc import Callable
+from typing import Any
+
+from chetaev.discrete_lagrangian import HypothesisError, InputError
+
+__all__ = [
+    "MULTIPLIER_MODES",
+    "MULTIPLIER_MODE_ALIASES",
+    "MULTIPLIER_RULES",
+    "check_pair",
+    "one_of",
+]
 
 #: Canonical values of ``multiplier_rule`` (both classes):
 #: ``"carry"`` (default, C1): ``Lambda^1 = lambda_k = Lambda^s`` of the previous step;
@@ -22,3 +34,37 @@ MULTIPLIER_MODE_ALIASES = {"carried": "carry", "continuous": "continuous", "zero
 
 #: The old ``multiplier_mode`` values (kept as a documented alias).
 MULTIPLIER_MODES = tuple(MULTIPLIER_MODE_ALIASES)
+
+
+def one_of(options: tuple[str, ...]) -> Callable[[Any, Any, Any], None]:
+    """attrs validator: the value must be one of ``options`` (:class:`InputError` if not)."""
+
+    def check(inst: Any, attribute: Any, value: Any) -> None:
+        if value not in options:
+            raise InputError(
+                f"`{attribute.name}` must be one of {options}, got {value!r}. "
+                "Pick one of the listed values."
+            )
+
+    return check
+
+
+def check_pair(inst: Any, attribute: Any, pair: Any) -> None:
+    """attrs validator of a method's ``pair``: a ``rktableaux.PartitionedTableau`` whose
+    first tableau satisfies H1–H3 and whose second (its symplectic conjugate) H1'–H2'
+    (spec high-order-nonholonomic §2.0; Thm 5.1). Raises :class:`InputError` for another
+    type and :class:`HypothesisError`, naming the failed hypotheses, otherwise."""
+    owner = type(inst).__name__
+    for attr in ("first", "second", "satisfies_constrained_hypotheses"):
+        if not hasattr(pair, attr):
+            raise InputError(
+                f"`pair` of {owner} must be a rktableaux.PartitionedTableau (e.g. "
+                f"lobatto_iiia_iiib(3)), got {type(pair).__name__}."
+            )
+    res = pair.satisfies_constrained_hypotheses()
+    if not res.all:
+        hint = "" if "Use " in res.message else " Use rktableaux.lobatto_iiia_iiib(s), s >= 2."
+        raise HypothesisError(
+            f"{owner} needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
+            f"(second, its symplectic conjugate), spec §2.0: {res.message}{hint}"
+        )

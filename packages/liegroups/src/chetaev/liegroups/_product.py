@@ -129,8 +129,11 @@ class ProductGroup(MatrixLieGroup):
 
     def inverse(self, g):
         g = np.asarray(g, dtype=np.float64)
-        parts = [f.from_matrix(B) for f, B in zip(self.factors, self._blocks_of(g))]
-        return self.from_parts([f.inverse(p) for f, p in zip(self.factors, parts)])
+        out = np.zeros(g.shape)
+        for f, fm, am, ms in zip(self.factors, self._fk("from_matrix"), self._fk("as_matrix"),
+                                 self._msl):
+            out[..., ms, ms] = am(f.inverse(fm(g[..., ms, ms])))
+        return out
 
     def Ad(self, g):
         return self._k_Ad(np.asarray(g, dtype=np.float64))

@@ -355,3 +355,20 @@ def test_restart_from_saved_trajectory_is_bit_for_bit(nh, tmp_path):
     second = integrate(system, method, restart, h=0.1, n_steps=10)
     assert np.array_equal(second.q[-1], full.q[-1])
     assert np.array_equal(second.lam[-1], full.lam[-1])
+
+
+@pytest.mark.parametrize(
+    ("cls", "opts", "field"),
+    [
+        (NonholonomicPRK, {"finite_differences": True}, "finite_differences=True"),
+        (NonholonomicPRK, {"simplified": True}, "simplified=True"),
+        (LieNonholonomicPRK, {"atol": 1e-9}, "atol=1e-09"),
+        (LieNonholonomicPRK, {"max_stall": 5}, "max_stall=5"),
+    ],
+)
+def test_refuses_newton_options_it_would_ignore(cls, opts, field):
+    """A NewtonOptions field the step's solver does not read used to be accepted and
+    silently ignored."""
+    with pytest.raises(InputError, match=rf"reads only .* {field} would be ignored"):
+        cls(lobatto_iiia_iiib(3), newton=NewtonOptions(**opts))
+    cls(lobatto_iiia_iiib(3), newton=NewtonOptions(tol=1e-13, max_iter=20))  # the read fields

@@ -22,7 +22,7 @@ from chetaev.discrete_lagrangian import (
 
 from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
-from ._rules import MULTIPLIER_RULES, check_pair, one_of
+from ._rules import MULTIPLIER_RULES, check_newton, check_pair, one_of
 
 FORMS = ("lagrangian", "hamiltonian")
 
@@ -169,6 +169,8 @@ class LieNonholonomicPRK:
     newton : NewtonOptions
         ``tol`` (relative to 1 + |μ_k| + |x|) and ``max_iter`` of the per-step Newton solve
         (full Newton with the analytic Jacobian; it continues to round-off once converged).
+        The other ``NewtonOptions`` fields must keep their defaults (:class:`InputError`
+        otherwise: they would be ignored).
     form : {"lagrangian", "hamiltonian"}
         As in :class:`NonholonomicPRK`. ``"lagrangian"`` (App. F): for a general
         ``TrivializedLagrangianSystem`` the inner-stage velocities η²..ηˢ are extra unknowns
@@ -201,7 +203,13 @@ class LieNonholonomicPRK:
     pair: Any = attrs.field(converter=_convert_pair, validator=check_pair)
     retraction: str = attrs.field(default="cayley", validator=one_of(RETRACTIONS))
     multiplier_rule: str = attrs.field(default="carry", validator=one_of(MULTIPLIER_RULES))
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=1e-13, max_iter=30))
+    newton: NewtonOptions = attrs.field(
+        factory=lambda: NewtonOptions(tol=1e-13, max_iter=30),
+        validator=check_newton(
+            ("tol", "max_iter"),
+            "The step runs full Newton with the analytic Jacobian (a fresh one per step).",
+        ),
+    )
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 

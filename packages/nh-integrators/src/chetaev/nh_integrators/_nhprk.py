@@ -25,6 +25,7 @@ from ._rules import (
     MULTIPLIER_MODE_ALIASES,
     MULTIPLIER_MODES,
     MULTIPLIER_RULES,
+    check_newton,
     check_pair,
     one_of,
 )
@@ -94,7 +95,10 @@ class NonholonomicPRK:
         when ``FL`` has no explicit inverse). Hamiltonian form: unknowns ``Q^i, P^i,
         Lambda^2..Lambda^s``; needs ``system.legendre_inv``.
     newton : NewtonOptions
-        Tolerances of the per-step Newton solve.
+        The per-step Newton solve: ``tol`` (relative to ``1 + max(|p|, |v|)``), ``atol``,
+        ``max_iter``, ``refresh_rate``, ``max_stall``. ``simplified`` and
+        ``finite_differences`` must keep their defaults (an :class:`InputError` otherwise):
+        the Jacobian is always analytic and ``jacobian_reuse`` chooses its reuse.
     constraint_momenta : {"iiia", "iiib_rejected"}
         ``"iiia"``: the method (eq. 14d). ``"iiib_rejected"``: the variant the paper
         argues against in §5.1, which imposes the inner-stage constraints with the IIIB
@@ -142,7 +146,14 @@ class NonholonomicPRK:
 
     pair: Any = attrs.field(validator=check_pair)
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    newton: NewtonOptions = attrs.field(
+        factory=NewtonOptions,
+        validator=check_newton(
+            ("tol", "atol", "max_iter", "refresh_rate", "max_stall"),
+            "Analytic Jacobians are always used; choose simplified Newton with "
+            "jacobian_reuse=('iteration' | 'step' | 'steps').",
+        ),
+    )
     constraint_momenta: str = attrs.field(default="iiia", validator=one_of(CONSTRAINT_MOMENTA))
     multiplier_rule: str | None = None
     implicit_velocity: bool | None = None

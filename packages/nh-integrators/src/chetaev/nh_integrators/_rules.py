@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chetaev.discrete_lagrangian import HypothesisError, InputError
+from chetaev.discrete_lagrangian import HypothesisError, InputError, NewtonOptions
 
 __all__ = [
     "MULTIPLIER_MODES",
     "MULTIPLIER_MODE_ALIASES",
     "MULTIPLIER_RULES",
+    "check_newton",
     "check_pair",
     "one_of",
 ]
@@ -68,3 +69,37 @@ def check_pair(inst: Any, attribute: Any, pair: Any) -> None:
             f"{owner} needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
             f"(second, its symplectic conjugate), spec §2.0: {res.message}{hint}"
         )
+
+
+def check_newton(used: tuple[str, ...], note: str) -> Callable[[Any, Any, Any], None]:
+    """attrs validator of a method's ``newton``: a ``NewtonOptions`` whose fields outside
+    ``used`` keep their defaults. A field the method's solver does not read would otherwise
+    be accepted and silently ignored; ``note`` says what the method does instead."""
+    default = NewtonOptions()
+
+    def check(inst: Any, attribute: Any, value: Any) -> None:
+        if not isinstance(value, NewtonOptions):
+            raise InputError(
+                f"`newton` must be a chetaev.discrete_lagrangian.NewtonOptions, got "
+                f"{type(value).__name__}."
+            )
+        ignored = [
+            f"{name}={getattr(value, name)!r}"
+            for name in (
+                "tol",
+                "atol",
+                "max_iter",
+                "simplified",
+                "refresh_rate",
+                "max_stall",
+                "finite_differences",
+            )
+            if name not in used and getattr(value, name) != getattr(default, name)
+        ]
+        if ignored:
+            raise InputError(
+                f"{type(inst).__name__} reads only {', '.join(used)} from NewtonOptions; "
+                f"{', '.join(ignored)} would be ignored. {note}"
+            )
+
+    return check

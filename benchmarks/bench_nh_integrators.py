@@ -26,105 +26,26 @@ import sys
 import time
 
 import numpy as np
-from chetaev.discrete_lagrangian import (
-    ConstrainedSystem,
-    LinearVelocityConstraint,
-    MechanicalSystem,
-    integrate,
-)
+from chetaev.discrete_lagrangian import integrate
 from chetaev.nh_integrators import NonholonomicPRK
+from chetaev.nh_integrators import testing as _models
 from chetaev.rktableaux import lobatto_iiia_iiib
 from scipy.integrate import solve_ivp
 
 # ---------------------------------------------------------------- models (broadcasting)
+# The models are those of the tests: chetaev.nh_integrators.testing (§7.1, §7.3).
 
 
 def particle():
-    def V(q):
-        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
-
-    def gV(q):
-        g = np.array(q, dtype=float, copy=True)
-        g[..., 2] = 0.0
-        return g
-
-    def hV(q):
-        H = np.zeros((*q.shape[:-1], 3, 3))
-        H[..., 0, 0] = H[..., 1, 1] = 1.0
-        return H
-
-    def A(q):
-        M = np.zeros((*q.shape[:-1], 1, 3))
-        M[..., 0, 0] = -q[..., 1]
-        M[..., 0, 2] = 1.0
-        return M
-
-    def dA(q):
-        D = np.zeros((*q.shape[:-1], 1, 3, 3))
-        D[..., 0, 0, 1] = -1.0
-        return D
-
-    system = ConstrainedSystem(
-        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
-    return system, np.array([1.0, 0.5, 0.0]), np.array([0.5, 1.0, 0.25])
+    return _models.particle_system(), _models.PARTICLE_Q0.copy(), _models.PARTICLE_V0.copy()
 
 
 def chaotic(m: int = 3):
-    n = 2 * m + 1
-    lo, hi = slice(1, m + 1), slice(m + 1, 2 * m + 1)
-    j1, j2 = m + 1, m + 2
-
-    def V(q):
-        return 0.5 * (
-            np.sum(q**2, -1)
-            + q[..., j1] ** 2 * q[..., j2] ** 2
-            + np.sum(q[..., lo] ** 2 * q[..., hi] ** 2, -1)
-        )
-
-    pairs = [(j1, j2)] + [(1 + i, m + 1 + i) for i in range(m)]  # coupled q_i^2 q_j^2 terms
-    partner = np.zeros((n, n))  # partner[j, i] = 1 when (i, j) is a pair
-    for i, j in pairs:
-        partner[i, j] = partner[j, i] = 1.0
-    rows = np.array([i for i, j in pairs] + [j for i, j in pairs])
-    cols = np.array([j for i, j in pairs] + [i for i, j in pairs])
-    diag = np.arange(n) * (n + 1)
-    off = rows * n + cols
-
-    def gV(q):
-        return q * (1.0 + (q * q) @ partner)
-
-    def hV(q):
-        H = np.zeros((*q.shape[:-1], n * n))
-        H[..., diag] = 1.0 + (q * q) @ partner
-        H[..., off] = 2.0 * q[..., rows] * q[..., cols]
-        return H.reshape(*q.shape[:-1], n, n)
-
-    def A(q):
-        row = np.zeros((*q.shape[:-1], 1, n))
-        row[..., 0, 0] = 1.0
-        row[..., 0, m + 1 :] = q[..., m + 1 :]
-        return row
-
-    def dA(q):
-        D = np.zeros((*q.shape[:-1], 1, n, n))
-        for k in range(m + 1, n):
-            D[..., 0, k, k] = 1.0
-        return D
-
-    system = ConstrainedSystem(
-        MechanicalSystem(np.eye(n), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
-    return system
+    return _models.chaotic_system(m)
 
 
 def chaotic_ensemble(J: int):
-    j = np.arange(J + 1)
-    q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
-    q0[:, 0] = np.cos(j * np.pi / (2 * J))
-    v0 = np.zeros((J + 1, 7))
-    v0[:, 1] = np.sin(j * np.pi / (2 * J))
-    return q0, v0
+    return _models.chaotic_ensemble(J)
 
 
 def particle_ensemble(k: int, rng):

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from chetaev.discrete_lagrangian import integrate, reference_solution
 from chetaev.nh_integrators import LieNonholonomicPRK, spherical_pendulum, tait_bryan
-from chetaev.nh_integrators._lie_testing import ball_initial, turntable_ball
+from chetaev.nh_integrators.testing import ball_initial, turntable_ball
 
 
 def _problems():

@@ -22,6 +22,8 @@ from chetaev.discrete_lagrangian import (
 )
 from scipy.integrate import solve_ivp
 
+from ._homogeneous import _hat
+
 __all__ = [
     "ball_first_integrals",
     "ball_initial",
@@ -35,15 +37,6 @@ __all__ = [
 ]
 
 _J2 = np.array([[0.0, -1.0], [1.0, 0.0]])
-
-
-def _hat(w: np.ndarray) -> np.ndarray:
-    w = np.asarray(w, dtype=float)
-    Z = np.zeros((*w.shape[:-1], 3, 3))
-    Z[..., 0, 1], Z[..., 0, 2] = -w[..., 2], w[..., 1]
-    Z[..., 1, 0], Z[..., 1, 2] = w[..., 2], -w[..., 0]
-    Z[..., 2, 0], Z[..., 2, 1] = -w[..., 1], w[..., 0]
-    return Z
 
 
 # ----------------------------------------------------------------------------- vertical disc

@@ -27,7 +27,7 @@ from chetaev.discrete_lagrangian import (
     LinearVelocityConstraint,
     TrivializedMechanicalSystem,
 )
-from chetaev.nh_integrators import _lie_testing
+from chetaev.nh_integrators import testing as nh_testing
 
 __all__ = [
     "A_INERTIA",
@@ -56,7 +56,7 @@ T_FINAL = 100.0
 def system(radius: float = RADIUS, a: float = A_INERTIA,
            table_rate: float = TABLE_RATE) -> ConstrainedSystem:
     """Physical variant (constraint on the spatial ω = R ω_b), ``Product(SO3, Rn(2))``."""
-    return _lie_testing.turntable_ball(radius, a, table_rate)
+    return nh_testing.turntable_ball(radius, a, table_rate)
 
 
 def literal_system(radius: float = RADIUS, a: float = A_INERTIA,
@@ -99,7 +99,7 @@ def initial(radius: float = RADIUS, table_rate: float = TABLE_RATE
             ) -> tuple[np.ndarray, np.ndarray]:
     """(g₀, η₀): R₀ = I, (x₀, y₀) = (1, 0), ω₀ = (0.3, −0.2, 0.5), v₀ = (−0.2, 0.7) (both
     variants, since R₀ = I)."""
-    return _lie_testing.ball_initial(radius, table_rate)
+    return nh_testing.ball_initial(radius, table_rate)
 
 
 def position(g) -> np.ndarray:
@@ -112,14 +112,14 @@ def first_integrals(g, eta, radius: float = RADIUS, a: float = A_INERTIA,
                     table_rate: float = TABLE_RATE, variant: str = "physical") -> np.ndarray:
     """(I₁, I₂, I₃, E_mov), shape ``(..., 4)``; ω = R ω_b ("physical") or ω_b ("literal")."""
     if variant == "physical":
-        return _lie_testing.ball_first_integrals(g, eta, radius, a, table_rate)
+        return nh_testing.ball_first_integrals(g, eta, radius, a, table_rate)
     if variant != "literal":
         raise ValueError(f"`variant` must be 'physical' or 'literal', got {variant!r}.")
     g = np.asarray(g, dtype=float)
     eye = np.zeros_like(g)
     eye[..., :3, :3] = np.eye(3)
     eye[..., 3:, 3:] = g[..., 3:, 3:]
-    return _lie_testing.ball_first_integrals(eye, eta, radius, a, table_rate)
+    return nh_testing.ball_first_integrals(eye, eta, radius, a, table_rate)
 
 
 def multiplier(eta, a: float = A_INERTIA, table_rate: float = TABLE_RATE) -> np.ndarray:
@@ -134,5 +134,5 @@ def reference(t, radius: float = RADIUS, a: float = A_INERTIA, table_rate: float
     """Closed-form (g(t), η(t), λ(t)) of the physical variant from :func:`initial` (R(t) by
     DOP853 at rtol 1e-13)."""
     g0, eta0 = initial(radius, table_rate)
-    return _lie_testing.ball_reference(g0, eta0, np.asarray(t, dtype=float), radius, a,
+    return nh_testing.ball_reference(g0, eta0, np.asarray(t, dtype=float), radius, a,
                                        table_rate)

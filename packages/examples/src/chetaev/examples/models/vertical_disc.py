@@ -7,7 +7,7 @@ Two formulations of the same mechanical system:
       ℓ(g, η) = ½[m(v₁² + v₂²) + I_z ω²] − ½(x² + y²),     φ(η) = v₂ = 0
 
   (:func:`lie_system`, integrated with ``LieNonholonomicPRK``, retraction cay or exp; the
-  model is ``chetaev.nh_integrators._lie_testing.vertical_disc``).
+  model is ``chetaev.nh_integrators.testing.vertical_disc``).
 * **Coordinates** q = (x, y, θ) on R³::
 
       L = ½[m(ẋ² + ẏ²) + I_z θ̇²] − ½(x² + y²),     Φ = ẏ cos θ − ẋ sin θ = 0
@@ -31,7 +31,7 @@ from chetaev.discrete_lagrangian import (
     LinearVelocityConstraint,
     MechanicalSystem,
 )
-from chetaev.nh_integrators import _lie_testing
+from chetaev.nh_integrators import testing as nh_testing
 
 from ._nh_common import row
 
@@ -69,7 +69,7 @@ T_FINAL = 3.0
 
 def lie_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> ConstrainedSystem:
     """The disc on SE(2) (left-trivialized), constraint φ = v₂."""
-    return _lie_testing.vertical_disc(mass, inertia_z)
+    return nh_testing.vertical_disc(mass, inertia_z)
 
 
 def coordinate_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> ConstrainedSystem:
@@ -178,7 +178,7 @@ def reference(t, g0=None, eta0=None, mass: float = MASS
     eta0 = np.asarray(eta0, dtype=float)
     if abs(eta0[1]) > 1e-12:
         raise ValueError(f"η₀ must satisfy the constraint v₂ = 0, got v₂ = {eta0[1]:g}.")
-    return _lie_testing.disc_reference(np.asarray(g0, dtype=float), eta0,
+    return nh_testing.disc_reference(np.asarray(g0, dtype=float), eta0,
                                        np.asarray(t, dtype=float), mass=mass)
 
 

@@ -48,17 +48,20 @@ def test_ball_orders_against_closed_form(ball, s):
 
 def test_ball_first_integrals_over_ten_thousand_steps(ball):
     """I1, I2, I3 to ~1e-13 over 10⁴ steps (s = 2, h = 0.1, T = 1000), E_mov bounded with no
-    drift, RᵀR − I at round-off, constraints at solver precision."""
+    drift, RᵀR − I at round-off, constraints at solver precision.
+
+    Measured: max |ΔI| = 1.9e-14, 1.0e-14, 1.3e-14; max |ΔE_mov| = 1.546e-7 (first and last
+    tenth alike); ‖RᵀR − I‖ = 2.3e-14; |φ| = 2.2e-15."""
     sysc, g0, eta0 = ball
     tr = integrate(sysc, LieNonholonomicPRK(2), g0, eta0, h=0.1, n_steps=10_000)
     assert tr.success, tr.message
     inv = ball_first_integrals(tr.q, tr.v)
     dev = np.abs(inv - inv[0])
-    assert np.max(dev[:, :3]) < 1e-12, np.max(dev[:, :3], axis=0)
+    assert np.max(dev[:, :3]) < 1e-13, np.max(dev[:, :3], axis=0)
     # moving energy: bounded oscillation, same size in the first and the last tenth
     dE = dev[:, 3]
     first, last = np.max(dE[:1000]), np.max(dE[-1000:])
-    assert np.max(dE) < 1e-6
+    assert np.max(dE) < 3e-7
     assert last < 1.5 * first, (first, last)
     R = tr.q[:, :3, :3]
     orth = np.max(np.linalg.norm(np.swapaxes(R, -1, -2) @ R - np.eye(3), axis=(-2, -1)))

@@ -97,7 +97,11 @@ def _zeros_like_q(q, *tail):
 
 
 def particle_system() -> ConstrainedSystem:
-    """L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x."""
+    """Nonholonomic particle in a harmonic potential (paper §7.1; spec §5.1), q = (x, y, z):
+    L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x (linear, m = 1).
+
+    Continuous multiplier lambda = (v_x v_y - x y)/(1 + y^2) (spec §5.1). Initial data
+    (spec's proposal, not in the paper): :data:`PARTICLE_Q0`, :data:`PARTICLE_V0`."""
 
     def V(q):
         return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
@@ -128,7 +132,9 @@ def particle_system() -> ConstrainedSystem:
 
 
 def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
-    """The particle with an affine constraint Phi = v_z - y v_x - kappa sin(x)."""
+    """The particle of :func:`particle_system` with the affine constraint
+    Phi = v_z - y v_x - kappa sin(x) (not in the paper: exercises the affine term of
+    spec §1.2, Phi = A(q) v + a(q))."""
     base = particle_system()
     con = base.constraint
 
@@ -151,7 +157,11 @@ PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
 
 def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
-    """L = |v|^2/2 - (x^2 + z^2 - 2 cos y + eps sin 2y)/2, Phi = v_z + sin(y) v_x."""
+    """Pendulum-driven continuously variable transmission (paper §7.2, from Modin–Verdier;
+    spec §5.2): L = |v|^2/2 - (x^2 + z^2 - 2 cos y + eps sin 2y)/2, Phi = v_z + sin(y) v_x.
+
+    The paper's figures use eps = 1/2; initial data :data:`CVT_Q0` with :data:`CVT_V0_LOW`
+    or :data:`CVT_V0_HIGH`; energies :func:`cvt_energies`."""
 
     def V(q):
         x, y, z = q[..., 0], q[..., 1], q[..., 2]
@@ -184,7 +194,8 @@ def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
 
 
 def cvt_energies(q, v, eps: float = 0.5):
-    """(driver, passenger, total) energies of spec §5.2."""
+    """(driver, passenger, total) energies of the CVT (spec §5.2), each of shape (...)
+    for q, v of shape (..., 3); all three are exact first integrals."""
     x, y, z = q[..., 0], q[..., 1], q[..., 2]
     vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
     Ed = 0.5 * vy**2 - np.cos(y) + 0.5 * eps * np.sin(2.0 * y)
@@ -202,7 +213,10 @@ CVT_V0_HIGH = np.array([0.0, np.sqrt(8.0), 0.0])
 
 def chaotic_system(m: int = 3) -> ConstrainedSystem:
     """L = |v|^2/2 - (|q|^2 + q_{m+2}^2 q_{m+3}^2 + sum_i q_{1+i}^2 q_{m+1+i}^2)/2,
-    Phi = v_1 + sum_{i >= m+2} q_i v_i (1-based indices as in the paper)."""
+    Phi = v_1 + sum_{i >= m+2} q_i v_i (1-based indices as in the paper).
+
+    The "fully chaotic" system of paper §7.3 (from McLachlan–Perlmutter; spec §5.3),
+    n = 2m + 1 (the paper's experiment: m = 3, n = 7); ensemble :func:`chaotic_ensemble`."""
     n = 2 * m + 1
     lo = slice(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
     hi = slice(m + 1, 2 * m + 1)  # 0-based indices of q_{m+1+i}
@@ -251,7 +265,9 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
 
 
 def chaotic_ensemble(J: int = 9):
-    """Initial data of §7.3: q0 = (alpha, .6, .4, .2, 1, 1, 1), v0 = (0, beta, 0, ...)."""
+    """Ensemble of paper §7.3 (spec §5.3): q0 = (alpha, .6, .4, .2, 1, 1, 1),
+    v0 = (0, beta, 0, ...), alpha = cos(j pi / 2J), beta = sin(j pi / 2J), j = 0..J.
+    Returns (q0, v0), each of shape (J + 1, 7); every member has energy 3.06."""
     j = np.arange(J + 1)
     alpha, beta = np.cos(j * np.pi / (2 * J)), np.sin(j * np.pi / (2 * J))
     q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
@@ -267,7 +283,8 @@ def chaotic_ensemble(J: int = 9):
 def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
     """The particle (q[:3]) and ``n_cvt`` copies of the CVT (q[3 + 3k : 6 + 3k]) side by
     side as one decoupled system (n = 3 + 3 n_cvt, m = 1 + n_cvt), so one long run checks
-    the energy of all of them (each CVT copy can carry its own initial condition)."""
+    the energy of all of them (each CVT copy can carry its own initial condition): paper
+    §7.1 and §7.2 (spec §5.1, §5.2) in one system, for the 10^5-step energy test."""
     n, m = 3 + 3 * n_cvt, 1 + n_cvt
     xs = 3 + 3 * np.arange(n_cvt)  # CVT x, y, z at xs, xs + 1, xs + 2
     ys, zs = xs + 1, xs + 2
@@ -323,7 +340,8 @@ def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
 def sleigh_system(
     mass: float = 1.0, inertia: float = 0.5, offset: float = 0.5
 ) -> ConstrainedSystem:
-    """Chaplygin sleigh: q = (x, y, theta) of the centre of mass, knife edge a distance
+    """The classical Chaplygin sleigh (not in the paper; issue 6's system with an unstable
+    backward motion): q = (x, y, theta) of the centre of mass, knife edge a distance
     ``offset`` behind it. L = m(vx^2 + vy^2)/2 + I w^2/2, Phi = -sin(th) vx + cos(th) vy - a w.
 
     Its motion is asymptotically stable forward in time (it straightens out) and
@@ -367,7 +385,8 @@ GEN_KAPPA, GEN_GAMMA = 0.1, 0.2
 
 
 def general_particle_system() -> ConstrainedSystem:
-    """Non-mechanical test model (implicit FL^{-1}) with a nonlinear velocity constraint:
+    """Non-mechanical test model (not in the paper; exercises spec §2.4's implicit
+    FL^{-1} unknowns and a general constraint Phi(q, v)) with a nonlinear velocity constraint:
     L = |v|^2/2 + kappa |v|^4/4 - (x^2 + y^2)/2,  Phi = v_z - y v_x + gamma v_z^2 / 2."""
     k, g = GEN_KAPPA, GEN_GAMMA
 

@@ -372,3 +372,22 @@ def test_refuses_newton_options_it_would_ignore(cls, opts, field):
     with pytest.raises(InputError, match=rf"reads only .* {field} would be ignored"):
         cls(lobatto_iiia_iiib(3), newton=NewtonOptions(**opts))
     cls(lobatto_iiia_iiib(3), newton=NewtonOptions(tol=1e-13, max_iter=20))  # the read fields
+
+
+def test_initial_state_rejects_mis_shaped_lam0(nh):
+    """lam0 of the wrong length or batch used to surface as numpy's broadcasting error."""
+    system = nh.particle_system()
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    q0 = np.stack([nh.PARTICLE_Q0] * 2)
+    v0 = np.stack([nh.PARTICLE_V0] * 2)
+    with pytest.raises(InputError, match=r"`lam0` must have shape \(\.\.\., 1\)"):
+        method.initial_state(system, q0, v0, lam0=[0.0, 0.0])
+    with pytest.raises(InputError, match="does not broadcast to the batch"):
+        method.initial_state(system, q0, v0, lam0=np.zeros((3, 1)))
+    lie = LieNonholonomicPRK(2)
+    disc = nh.vertical_disc()
+    g0, eta0 = nh.disc_initial()
+    with pytest.raises(InputError, match=r"`lam0` must have shape \(\.\.\., 1\)"):
+        lie.initial_state(disc, g0, eta0, lam0=[0.0, 0.0])
+    with pytest.raises(InputError, match="does not broadcast to the batch"):
+        lie.initial_state(disc, g0, eta0, lam0=np.zeros((3, 1)))

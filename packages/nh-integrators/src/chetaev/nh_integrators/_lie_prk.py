@@ -295,9 +295,21 @@ class LieNonholonomicPRK:
         if lam0 is None:
             lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
         else:
-            lam = np.broadcast_to(np.asarray(lam0, dtype=float), (*batch, model.m)).copy()
+            lam = np.asarray(lam0, dtype=float)
+            if lam.ndim == 0 or lam.shape[-1] != model.m:
+                raise InputError(
+                    f"`lam0` must have shape (..., {model.m}) (one multiplier per constraint), "
+                    f"got shape {lam.shape}."
+                )
+            try:
+                lam = np.broadcast_to(lam, (*batch, model.m)).copy()
+            except ValueError:
+                raise InputError(
+                    f"`lam0` of shape {lam.shape} does not broadcast to the batch {batch} of "
+                    "the initial data. Pass one row per trajectory or a single row."
+                ) from None
             if not np.all(np.isfinite(lam)):
-                raise InputError("`lam0` must be finite.")
+                raise InputError("`lam0` must be finite, but it holds NaN or inf.")
         return State(t=float(t0), q=g0, v=eta0, p=mu0, lam=lam, n=0, carry={}, info={})
 
     def step(self, system: Any, state: State, h: float) -> State:

@@ -294,7 +294,14 @@ class NonholonomicPRK:
             lam = np.asarray(system.multiplier(q0, v0), dtype=np.float64)
         else:
             lam = _as_batch_vector(lam0, "lam0", m)
-            lam = np.broadcast_to(lam, (*q0.shape[:-1], m)).copy()
+            try:
+                lam = np.broadcast_to(lam, (*q0.shape[:-1], m)).copy()
+            except ValueError:
+                raise InputError(
+                    f"`lam0` of shape {lam.shape} does not broadcast to the batch "
+                    f"{q0.shape[:-1]} of the initial data. Pass one row per trajectory or a "
+                    "single row."
+                ) from None
         return State(t=float(t0), q=q0, v=v0, p=p0, lam=lam, n=0, carry={}, info={})
 
     def step(self, system, state: State, h: float) -> State:

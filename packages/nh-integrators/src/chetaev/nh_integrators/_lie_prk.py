@@ -401,7 +401,13 @@ class LieNonholonomicPRK:
                 residual=res,
                 tol=self.newton.tol,
                 iterations=it,
-                hint="halve h, or increase NewtonOptions(max_iter=...)",
+                hint=(
+                    "multiplier_rule='weighted_sum' is degenerate (Σ_j b_j Λ^j = 0 is "
+                    "orthogonal to the IIIA null vector, spec homogeneous-spaces-rkmk §3.6 F6): "
+                    "use multiplier_rule='carry' or 'zero_first'"
+                    if rule == "weighted_sum"
+                    else "halve h, or increase NewtonOptions(max_iter=...)"
+                ),
             )
         G = aux["G"]
         g1 = G[..., -1, :, :] if ops.elem_ndim == 2 else G[..., -1, :]

@@ -314,3 +314,18 @@ def test_kepler_energy_and_multipliers_per_rule():
     assert 1.5e-4 < slope < 4e-4, slope
     fz = _fifths(out[3, "zero_first"][0].lam[:, 0])
     assert max(fz) < 5e-3 and fz[-1] < 1.25 * fz[0], fz
+
+
+def test_tait_bryan_broadcasts_over_batch_axes():
+    """Angles of shape (2, 3) give (2, 3, 3, 3) rotations equal to the per-entry ones (the
+    function used to build a ragged array from array angles)."""
+    rng = np.random.default_rng(4)
+    th = rng.normal(size=(3, 2, 3))
+    G = tait_bryan(*th)
+    assert G.shape == (2, 3, 3, 3)
+    for i in range(2):
+        for j in range(3):
+            assert np.array_equal(G[i, j], tait_bryan(*th[:, i, j]))
+    assert np.max(np.abs(np.swapaxes(G, -1, -2) @ G - np.eye(3))) < 1e-15
+    # R_z(θ₃) R_y(θ₂) R_x(θ₁): the third column of R_y(θ₂) R_x(0) is (sin θ₂, 0, cos θ₂)
+    assert np.allclose(tait_bryan(0.0, 0.3, 0.0)[:, 2], [np.sin(0.3), 0.0, np.cos(0.3)])

@@ -184,12 +184,21 @@ def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
     return np.einsum("...ij,...j->...i", np.asarray(g, dtype=float), np.cross(eta, _unit(x0)))
 
 
-def tait_bryan(theta1: float, theta2: float, theta3: float) -> np.ndarray:
-    """g = R_z(θ₃) R_y(θ₂) R_x(θ₁) (the paper's Tait–Bryan convention, spec §4)."""
-    c1, s1 = np.cos(theta1), np.sin(theta1)
-    c2, s2 = np.cos(theta2), np.sin(theta2)
-    c3, s3 = np.cos(theta3), np.sin(theta3)
-    Rx = np.array([[1, 0, 0], [0, c1, -s1], [0, s1, c1]])
-    Ry = np.array([[c2, 0, s2], [0, 1, 0], [-s2, 0, c2]])
-    Rz = np.array([[c3, -s3, 0], [s3, c3, 0], [0, 0, 1]])
-    return Rz @ Ry @ Rx
+def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:
+    """g = R_z(θ₃) R_y(θ₂) R_x(θ₁) (the paper's Tait–Bryan convention, spec §4).
+
+    The angles broadcast against each other; the result has shape ``(..., 3, 3)``.
+    """
+    t1, t2, t3 = np.broadcast_arrays(
+        *(np.asarray(t, dtype=float) for t in (theta1, theta2, theta3))
+    )
+
+    def rot(t: np.ndarray, i: int, j: int) -> np.ndarray:  # rotation in the (i, j) plane
+        R = np.zeros((*t.shape, 3, 3))
+        k = 3 - i - j
+        R[..., k, k] = 1.0
+        R[..., i, i] = R[..., j, j] = np.cos(t)
+        R[..., i, j], R[..., j, i] = -np.sin(t), np.sin(t)
+        return R
+
+    return rot(t3, 0, 1) @ rot(t2, 2, 0) @ rot(t1, 1, 2)

@@ -391,3 +391,16 @@ def test_initial_state_rejects_mis_shaped_lam0(nh):
         lie.initial_state(disc, g0, eta0, lam0=[0.0, 0.0])
     with pytest.raises(InputError, match="does not broadcast to the batch"):
         lie.initial_state(disc, g0, eta0, lam0=np.zeros((3, 1)))
+
+
+def test_batched_newton_failure_names_the_failed_entries(nh):
+    """A batched Newton failure names the failed trajectories (here, with max_iter = 1 and
+    h = 2, all three members of a (3, 1) batch fail) and reports their worst residual."""
+    system = nh.chaotic_system()
+    q0s, v0s = nh.chaotic_ensemble()
+    method = NonholonomicPRK(lobatto_iiia_iiib(3), newton=NewtonOptions(max_iter=1))
+    st = method.initial_state(system, q0s[:3].reshape(3, 1, 7), v0s[:3].reshape(3, 1, 7))
+    with pytest.raises(
+        ConvergenceError, match=r"failed batch entries: \[\(0, 0\), \(1, 0\), \(2, 0\)\]\)"
+    ):
+        method.step(system, st, 2.0)

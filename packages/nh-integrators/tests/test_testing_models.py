@@ -61,7 +61,7 @@ def test_chaotic_ensemble_matches_the_paper():
 def test_fit_order_refuses_fits_through_fewer_than_three_points():
     hs = np.array([0.2, 0.1, 0.05])
     assert abs(testing.fit_order(hs, 3.0 * hs**4) - 4.0) < 1e-12
-    with pytest.raises(ValueError, match=r"only 2 error.*use larger steps"):
+    with pytest.raises(ValueError, match=r"only 2 of the errors.*use larger steps"):
         testing.fit_order(hs, np.array([1e-8, 1e-10, 1e-13]))
 
 

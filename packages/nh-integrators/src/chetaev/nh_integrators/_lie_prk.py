@@ -22,7 +22,7 @@ from chetaev.discrete_lagrangian import (
 
 from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
-from ._rules import MULTIPLIER_RULES, check_newton, check_pair, one_of
+from ._rules import MULTIPLIER_RULES, StageOrders, check_newton, check_pair, one_of
 
 FORMS = ("lagrangian", "hamiltonian")
 
@@ -126,7 +126,7 @@ def _constraint_model(system: Any) -> _LieModel:
 
 
 @attrs.frozen
-class LieNonholonomicPRK:
+class LieNonholonomicPRK(StageOrders):
     """Nonholonomic partitioned RKMK method on a Lie group (Lobatto IIIA–IIIB, any s ≥ 2).
 
     A map ``(g_k, η_k, λ_k) → (g_{k+1}, η_{k+1}, λ_{k+1})`` for a left-trivialized system
@@ -214,22 +214,6 @@ class LieNonholonomicPRK:
     _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     # ------------------------------------------------------------------ protocol
-    @property
-    def stages(self) -> int:
-        """Number of stages s."""
-        return int(np.asarray(self.pair.first.a).shape[0])
-
-    @property
-    def order(self) -> int:
-        """Global order in g and η: 2s − 2."""
-        return 2 * self.stages - 2
-
-    @property
-    def multiplier_order(self) -> int:
-        """Global order of λ (Cor. 5.2.1): s for even s, s − 1 for odd s."""
-        s = self.stages
-        return s if s % 2 == 0 else s - 1
-
     @property
     def name(self) -> str:
         return f"Lie NH-PRK Lobatto-{self.stages} ({self.retraction}, {self.multiplier_rule})"

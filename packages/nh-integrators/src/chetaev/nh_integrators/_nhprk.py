@@ -25,6 +25,7 @@ from ._rules import (
     MULTIPLIER_MODE_ALIASES,
     MULTIPLIER_MODES,
     MULTIPLIER_RULES,
+    StageOrders,
     check_newton,
     check_pair,
     one_of,
@@ -66,7 +67,7 @@ def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
 
 
 @attrs.frozen
-class NonholonomicPRK:
+class NonholonomicPRK(StageOrders):
     """Nonholonomic partitioned Runge–Kutta method (NH-PRK) for any Lobatto IIIA–IIIB pair.
 
     A map ``(q_k, v_k, lambda_k) -> (q_{k+1}, v_{k+1}, lambda_{k+1})`` on ``TQ|_N x Lambda``
@@ -219,21 +220,6 @@ class NonholonomicPRK:
         return consts
 
     # ------------------------------------------------------------------ protocol
-
-    @property
-    def stages(self) -> int:
-        return int(self.pair.first.a.shape[0])
-
-    @property
-    def order(self) -> int:
-        """Global order in ``q`` and ``p``: ``2s - 2`` (Cor. 5.2.1)."""
-        return 2 * self.stages - 2
-
-    @property
-    def multiplier_order(self) -> int:
-        """Global order of ``lambda``: ``s`` (even s) or ``s - 1`` (odd s) (Cor. 5.2.1)."""
-        s = self.stages
-        return s if s % 2 == 0 else s - 1
 
     @property
     def name(self) -> str:
@@ -412,15 +398,20 @@ class NonholonomicPRK:
         )
         converged = bool(result.converged.all())
         if not converged:
+            failed = ~np.asarray(result.converged)
+            where = ""
+            if failed.ndim:  # batched: name the failed trajectories (first five)
+                idx = [tuple(int(i) for i in k) for k in np.argwhere(failed)[:5]]
+                where = f" (failed batch entries: {idx}{' ...' if failed.sum() > 5 else ''})"
             raise ConvergenceError(
                 step=state.n,
                 t=state.t,
-                residual=float(np.max(result.residual)),
+                residual=float(np.max(np.asarray(result.residual)[failed])),
                 tol=float(self.newton.tol),
                 iterations=int(np.max(result.iterations)),
                 hint="halve h, or increase NewtonOptions(max_iter=...); with "
                 "multiplier_rule='carry' a growing alternating multiplier mode can "
-                "cause this: try multiplier_rule='continuous'",
+                f"cause this: try multiplier_rule='continuous'{where}",
             )
         x = result.x
         if fast:

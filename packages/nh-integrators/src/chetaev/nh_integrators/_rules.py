@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from chetaev.discrete_lagrangian import HypothesisError, InputError, NewtonOptions
 
 __all__ = [
     "MULTIPLIER_MODES",
     "MULTIPLIER_MODE_ALIASES",
     "MULTIPLIER_RULES",
+    "StageOrders",
     "check_newton",
     "check_pair",
     "one_of",
@@ -103,3 +105,26 @@ def check_newton(used: tuple[str, ...], note: str) -> Callable[[Any, Any, Any], 
             )
 
     return check
+
+
+class StageOrders:
+    """Mixin of both method classes: ``stages`` s of ``self.pair`` and the orders of
+    Cor. 5.2.1 (for lambda_0 from the continuous problem)."""
+
+    __slots__ = ()
+
+    @property
+    def stages(self) -> int:
+        """Number of stages s of the Lobatto pair."""
+        return int(np.asarray(self.pair.first.a).shape[0])  # type: ignore[attr-defined]
+
+    @property
+    def order(self) -> int:
+        """Global order in the configuration (q or g) and in p / v (or mu / eta): 2s - 2."""
+        return 2 * self.stages - 2
+
+    @property
+    def multiplier_order(self) -> int:
+        """Global order of lambda: s for even s, s - 1 for odd s."""
+        s = self.stages
+        return s if s % 2 == 0 else s - 1

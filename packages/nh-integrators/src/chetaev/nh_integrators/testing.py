@@ -37,6 +37,7 @@ from chetaev.discrete_lagrangian import (
     MechanicalSystem,
     VelocityConstraint,
 )
+from chetaev.discrete_lagrangian.testing import fit_order as _fit_order
 
 from ._lie_testing import (
     ball_first_integrals,
@@ -453,24 +454,14 @@ GEN_V0 = np.array([0.5, 1.0, (-1.0 + np.sqrt(1.0 + 2.0 * GEN_GAMMA * 0.25)) / GE
 
 
 def fit_order(hs, errs, floor: float = 1e-12, min_points: int = 3) -> float:
-    """Slope of the log-log fit (``np.polyfit``) of ``errs`` against ``hs``.
-
-    Points at or below ``floor`` (the round-off floor, or the reference's accuracy) are left
-    out. A slope through two points cannot tell an asymptotic order from a pre-asymptotic
-    one, so at least ``min_points`` points must remain.
+    """Slope of the log-log fit (``np.polyfit``) of ``errs`` against ``hs`` on the points
+    above ``floor`` (the round-off floor, or the reference's accuracy), with at least
+    ``min_points`` points: ``chetaev.discrete_lagrangian.testing.fit_order`` with this
+    package's default floor 1e-12 (errors against DOP853 references at rtol 1e-13).
 
     Raises
     ------
     ValueError
         Fewer than ``min_points`` errors above ``floor``: use larger steps.
     """
-    hs, errs = np.asarray(hs, dtype=float), np.asarray(errs, dtype=float)
-    if hs.shape != errs.shape or hs.ndim != 1:
-        raise ValueError(f"hs and errs must be 1-D of equal length, got {hs.shape}, {errs.shape}")
-    keep = errs > floor
-    if keep.sum() < min_points:
-        raise ValueError(
-            f"only {int(keep.sum())} error(s) above the round-off floor {floor:g} "
-            f"(need {min_points}): {errs}; use larger steps"
-        )
-    return float(np.polyfit(np.log(hs[keep]), np.log(errs[keep]), 1)[0])
+    return _fit_order(hs, errs, floor=floor, min_points=min_points)

@@ -1,6 +1,7 @@
 """Models and independent references for testing and benchmarking the Lie-group methods.
 
-Public-but-underscored (importable by tests, benchmarks and other packages): the vertical disc
+Import them from the public :mod:`chetaev.nh_integrators.testing` (which re-exports every name
+here; this module stays importable for existing callers): the vertical disc
 with a spring on SE(2) (paper §7.4, spec high-order-nonholonomic §5.4), the homogeneous ball on
 a rotating turntable on SO(3)×R² (§7.5, spec §5.5, "physical" constraint A1), and reference
 solutions that do not use the discrete method: the disc's reduced ODE and the ball's closed

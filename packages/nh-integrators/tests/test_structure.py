@@ -270,6 +270,8 @@ def test_rejects_unknown_options():
         )
     with pytest.raises(InputError, match="jacobian_reuse"):
         NonholonomicPRK(lobatto_iiia_iiib(2), jacobian_reuse="never")
+    with pytest.raises(InputError, match="implicit_velocity=True applies to form='lagrangian'"):
+        NonholonomicPRK(lobatto_iiia_iiib(2), form="hamiltonian", implicit_velocity=True)
 
 
 def test_one_multiplier_rule_vocabulary():

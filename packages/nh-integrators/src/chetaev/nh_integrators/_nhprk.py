@@ -125,8 +125,9 @@ class NonholonomicPRK(StageOrders):
         Passing both with different meanings is an :class:`InputError`. The old values
         are also accepted as ``multiplier_rule`` (it took ``multiplier_mode``'s position).
     implicit_velocity : bool or None
-        Force the implicit ``v_k^i`` unknowns (True) or the explicit ``FL^{-1}`` path
-        (False). ``None``: explicit for mechanical systems, implicit otherwise.
+        Lagrangian form only: force the implicit ``v_k^i`` unknowns (True) or the explicit
+        ``FL^{-1}`` path (False). ``None``: explicit for mechanical systems, implicit
+        otherwise. With ``form="hamiltonian"`` it must stay ``None`` (:class:`InputError`).
     jacobian_reuse : {"step", "iteration", "steps"}
         ``"iteration"``: full Newton (analytic Jacobian at every iteration).
         ``"step"`` (default): one analytic Jacobian per step at the predicted guess,
@@ -203,6 +204,12 @@ class NonholonomicPRK(StageOrders):
             for t in (first.a, first.b, second.a, first.c)
         )
         self._cache["tableau"] = tab  # (a, b, ahat, c), built once
+        if self.form == "hamiltonian" and self.implicit_velocity is not None:
+            raise InputError(
+                f"implicit_velocity={self.implicit_velocity!r} applies to form='lagrangian' "
+                "only (the Hamiltonian form eliminates the velocities with "
+                "system.legendre_inv). Leave implicit_velocity=None or use form='lagrangian'."
+            )
         if self.form == "hamiltonian" and self.constraint_momenta != "iiia":
             raise InputError(
                 "constraint_momenta='iiib_rejected' is implemented for form='lagrangian' "

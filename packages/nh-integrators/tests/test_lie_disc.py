@@ -51,7 +51,7 @@ def test_disc_orders(disc, kind, s):
         ee.append(np.max(np.abs(tr.v[-1] - er)))
         el.append(np.max(np.abs(tr.lam[-1] - lr)))
         # the constraint v2 = 0 holds at every node to solver precision; g stays in SE(2)
-        assert np.max(np.abs(tr.v[:, 1])) < 1e-12
+        assert np.max(np.abs(tr.v[:, 1])) < 2e-13  # measured ≤ 3.8e-14 (solver tol 1e-13)
         R = tr.q[:, :2, :2]
         assert np.max(np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(2))) < 1e-13
     assert abs(_slope(STEPS[s], eg) - method.order) <= 0.25, eg
@@ -113,7 +113,7 @@ def test_disc_general_velocity_constraint_orders(disc, s):
         assert tr.success, tr.message
         eg.append(np.max(np.abs(tr.q[-1] - gr)))
         el.append(np.max(np.abs(tr.lam[-1] - lr)))
-        assert np.max(np.abs(tr.v[:, 1])) < 1e-12
+        assert np.max(np.abs(tr.v[:, 1])) < 2e-13  # measured ≤ 3.8e-14 (solver tol 1e-13)
     assert abs(_slope(STEPS[s], eg) - method.order) <= 0.25, eg
     assert abs(_slope(STEPS[s], el) - method.multiplier_order) <= 0.25, el
 
@@ -148,7 +148,7 @@ def test_general_lagrangian_orders(disc, s, form):
         eg.append(np.max(np.abs(tr.q[-1] - ref.q[-1])))
         ee.append(np.max(np.abs(tr.v[-1] - ref.v[-1])))
         el.append(np.max(np.abs(tr.lam[-1] - ref.lam[-1])))
-        assert np.max(np.abs(tr.v[:, 1])) < 1e-12
+        assert np.max(np.abs(tr.v[:, 1])) < 2e-13  # measured ≤ 3.8e-14 (solver tol 1e-13)
     assert abs(_slope(hs, eg) - method.order) <= 0.25, eg
     assert abs(_slope(hs, ee) - method.order) <= 0.25, ee
     assert abs(_slope(hs, el) - method.multiplier_order) <= 0.25, el
@@ -185,7 +185,7 @@ def test_hamiltonian_form_is_the_same_map(disc):
         assert th.success, th.message
         for a_, b_ in [(tl.q, th.q), (tl.v, th.v), (tl.p, th.p), (tl.lam, th.lam)]:
             assert np.max(np.abs(a_ - b_)) < 1e-12
-        assert np.max(np.abs(th.v[:, 1])) < 1e-12  # the constraint at every node
+        assert np.max(np.abs(th.v[:, 1])) < 2e-13  # the constraint at every node
 
 
 def test_form_is_checked():

@@ -166,3 +166,77 @@ def test_disc_exact_motion_matches_the_generic_reference_of_the_coordinate_syste
     assert np.allclose(lam, D.coordinate_system().multiplier(q, v), atol=1e-10)
     with pytest.raises(ValueError, match="v₂ = 0"):
         D.reference(t, *D.initial_group()[:1], np.array([0.8, 0.1, 1.2]))
+
+
+def _cvt_formulas(q, v, eps):
+    """The CVT written out (spec §5.2): E = ½|v|² + V, ∇V, ∇²V, λ (closed form)."""
+    x, y, z = q[..., 0], q[..., 1], q[..., 2]
+    V = 0.5 * (x**2 + z**2 - 2.0 * np.cos(y) + eps * np.sin(2.0 * y))
+    grad = np.stack([x, np.sin(y) + eps * np.cos(2.0 * y), z], axis=-1)
+    hess = np.zeros((*q.shape[:-1], 3, 3))
+    hess[..., 0, 0] = hess[..., 2, 2] = 1.0
+    hess[..., 1, 1] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
+    s = np.sin(y)
+    lam = (x * s + z - v[..., 0] * v[..., 1] * np.cos(y)) / (1.0 + s * s)
+    return 0.5 * np.sum(v * v, axis=-1) + V, grad, hess, lam[..., None]
+
+
+def _chaotic_formulas(q, v, m):
+    """The chaotic system written out term by term (spec §5.3, 1-based paper indices mapped to
+    0-based): pairs (q_{m+2}, q_{m+3}) and (q_{1+i}, q_{m+1+i}), i = 1..m."""
+    n = 2 * m + 1
+    pairs = [(m + 1, m + 2)] + [(i, m + i) for i in range(1, m + 1)]
+    V = 0.5 * np.sum(q * q, axis=-1)
+    grad = np.array(q, copy=True)
+    hess = np.zeros((*q.shape[:-1], n, n)) + np.eye(n)
+    for i, j in pairs:
+        V = V + 0.5 * q[..., i] ** 2 * q[..., j] ** 2
+        grad[..., i] += q[..., i] * q[..., j] ** 2
+        grad[..., j] += q[..., j] * q[..., i] ** 2
+        hess[..., i, i] += q[..., j] ** 2
+        hess[..., j, j] += q[..., i] ** 2
+        hess[..., i, j] += 2.0 * q[..., i] * q[..., j]
+        hess[..., j, i] += 2.0 * q[..., i] * q[..., j]
+    a = np.zeros_like(q)
+    a[..., 0] = 1.0
+    a[..., m + 1:] = q[..., m + 1:]
+    lam = (np.sum(a * grad, axis=-1) - np.sum(v[..., m + 1:] ** 2, axis=-1)) / np.sum(a * a, -1)
+    return 0.5 * np.sum(v * v, axis=-1) + V, grad, hess, lam[..., None]
+
+
+@pytest.mark.parametrize(
+    ("build", "formulas", "params", "n"),
+    [(cvt.system, _cvt_formulas, 0.5, 3), (cvt.system, _cvt_formulas, 0.2, 3),
+     (cvt.lie_system, _cvt_formulas, 0.5, 3),
+     (chaotic.system, _chaotic_formulas, 2, 5), (chaotic.system, _chaotic_formulas, 3, 7),
+     (chaotic.system, _chaotic_formulas, 4, 9), (chaotic.lie_system, _chaotic_formulas, 3, 7)],
+)
+def test_wrapped_nh_testing_models_match_the_written_out_formulas(build, formulas, params, n
+                                                                  ) -> None:
+    """cvt/chaotic now build ``chetaev.nh_integrators.testing``'s systems: energy, ∇V, ∇²V and
+    the multiplier equal the formulas the examples implemented before, on random states."""
+    sysm = build(params)
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(2, 4, n))
+    v = _on_constraint(sysm, q)
+    E, grad, hess, lam = formulas(q, v, params)
+    assert np.abs(sysm.energy(q, v) - E).max() < 1e-13 * (1.0 + np.abs(E).max())
+    assert np.abs(sysm.system.gradV(q) - grad).max() < 1e-13 * (1.0 + np.abs(grad).max())
+    assert np.abs(sysm.system.hessV(q) - hess).max() < 1e-13 * (1.0 + np.abs(hess).max())
+    assert np.abs(sysm.multiplier(q, v) - lam).max() < 1e-11 * (1.0 + np.abs(lam).max())
+    # and the module's own closed-form multiplier / energies agree with them
+    if formulas is _cvt_formulas:
+        assert np.abs(cvt.energies(q, v, params)[2] - E).max() < 1e-13 * (1.0 + np.abs(E).max())
+        assert np.allclose(cvt.multiplier(q, v, params), lam, rtol=1e-12, atol=1e-12)
+    else:
+        assert np.abs(chaotic.energy(q, v, params) - E).max() < 1e-13 * (1.0 + np.abs(E).max())
+        assert np.allclose(chaotic.multiplier(q, v, params), lam, rtol=1e-12, atol=1e-12)
+
+
+def test_chaotic_wrapper_keeps_its_argument_checks() -> None:
+    with pytest.raises(ValueError, match="integer >= 2"):
+        chaotic.system(1)
+    with pytest.raises(ValueError, match="defined for m = 3"):
+        chaotic.ensemble(9, m=4)
+    with pytest.raises(ValueError, match="positive integer"):
+        chaotic.ensemble(0)

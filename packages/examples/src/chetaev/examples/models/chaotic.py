@@ -18,11 +18,8 @@ h ∈ {0.1, 0.05}, T = 200. Known typo (spec A2): Fig. 6's "μ/h¹⁰" for Lobat
 from __future__ import annotations
 
 import numpy as np
-from chetaev.discrete_lagrangian import (
-    ConstrainedSystem,
-    LinearVelocityConstraint,
-    MechanicalSystem,
-)
+from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.nh_integrators import testing as nh_testing
 
 from ._nh_common import dop853
 
@@ -55,51 +52,16 @@ def _grad(q: np.ndarray, m: int) -> np.ndarray:
     return g
 
 
-def _pieces(m: int):
-    lo, hi, j1, j2 = _indices(m)
-    n = 2 * m + 1
-    tail = np.arange(m + 1, n)
-
-    def V(q):
-        return 0.5 * (np.sum(q**2, axis=-1) + q[..., j1] ** 2 * q[..., j2] ** 2
-                      + np.sum(q[..., lo] ** 2 * q[..., hi] ** 2, axis=-1))
-
-    def gV(q):
-        return _grad(q, m)
-
-    def hV(q):
-        H = np.broadcast_to(np.eye(n), (*np.shape(q)[:-1], n, n)).copy()
-        H[..., j1, j1] += q[..., j2] ** 2
-        H[..., j2, j2] += q[..., j1] ** 2
-        H[..., j1, j2] += 2 * q[..., j1] * q[..., j2]
-        H[..., j2, j1] += 2 * q[..., j1] * q[..., j2]
-        H[..., lo, lo] += q[..., hi] ** 2
-        H[..., hi, hi] += q[..., lo] ** 2
-        H[..., lo, hi] += 2 * q[..., lo] * q[..., hi]
-        H[..., hi, lo] += 2 * q[..., lo] * q[..., hi]
-        return H
-
-    def A(q):
-        out = np.zeros((*np.shape(q)[:-1], 1, n))
-        out[..., 0, 0] = 1.0
-        out[..., 0, m + 1:] = q[..., m + 1:]
-        return out
-
-    def dA(q):
-        D = np.zeros((*np.shape(q)[:-1], 1, n, n))
-        D[..., 0, tail, tail] = 1.0
-        return D
-
-    return np.eye(n), V, gV, hV, A, dA
-
-
 def system(m: int = M_DEFAULT) -> ConstrainedSystem:
     """The chaotic system with n = 2m + 1 as a ``ConstrainedSystem`` (analytic Hessian);
-    Lagrangian or Hamiltonian form of ``NonholonomicPRK``, or the GNI."""
-    M, V, gV, hV, A, dA = _pieces(m)
-    return ConstrainedSystem(
-        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
+    Lagrangian or Hamiltonian form of ``NonholonomicPRK``, or the GNI.
+
+    This is :func:`chetaev.nh_integrators.testing.chaotic_system` (the method package's
+    public test problem) after checking ``m``; :func:`multiplier` and :func:`reference` below
+    stay independent of it.
+    """
+    _indices(m)
+    return nh_testing.chaotic_system(int(m))
 
 
 def lie_system(m: int = M_DEFAULT) -> ConstrainedSystem:
@@ -107,9 +69,13 @@ def lie_system(m: int = M_DEFAULT) -> ConstrainedSystem:
     from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
     from chetaev.liegroups import Rn
 
-    M, V, gV, hV, A, dA = _pieces(m)
-    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(2 * m + 1), M, V, gV, hV),
-                             LinearVelocityConstraint(A, dA=dA))
+    cs = system(m)
+    mech, con = cs.system, cs.constraint
+    return ConstrainedSystem(
+        TrivializedMechanicalSystem(Rn(2 * m + 1), np.eye(2 * m + 1), mech.V, mech.gradV,
+                                    mech.hessV),
+        LinearVelocityConstraint(con.A, dA=con.dA),
+    )
 
 
 def energy(q, v, m: int = M_DEFAULT) -> np.ndarray:
@@ -137,12 +103,7 @@ def ensemble(J: int = J_DEFAULT, m: int = M_DEFAULT) -> tuple[np.ndarray, np.nda
                          "build your own initial data with Φ = 0 for other m.")
     if not (isinstance(J, (int, np.integer)) and J >= 1):
         raise ValueError(f"`J` must be a positive integer, got {J!r}.")
-    j = np.arange(J + 1)
-    q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
-    q0[:, 0] = np.cos(j * np.pi / (2 * J))
-    v0 = np.zeros((J + 1, 7))
-    v0[:, 1] = np.sin(j * np.pi / (2 * J))
-    return q0, v0
+    return nh_testing.chaotic_ensemble(int(J))
 
 
 def mse(E, E0_: float = E0) -> np.ndarray:

@@ -18,13 +18,10 @@ not in the paper: T = 500 (spec §5.2 proposal).
 from __future__ import annotations
 
 import numpy as np
-from chetaev.discrete_lagrangian import (
-    ConstrainedSystem,
-    LinearVelocityConstraint,
-    MechanicalSystem,
-)
+from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.nh_integrators import testing as nh_testing
 
-from ._nh_common import dop853, row
+from ._nh_common import dop853
 
 __all__ = [
     "EPS",
@@ -41,52 +38,25 @@ __all__ = [
 
 #: ε of the paper's figures.
 EPS = 0.5
-#: Initial configuration [paper].
-Q0 = np.array([1.0, 0.0, 1.0])
-#: Low-energy initial velocity (oscillating driver) [paper].
-V0_LOW = np.array([0.0, 3.0 * np.sqrt(10.0) / 5.0, 0.0])
-#: High-energy initial velocity (rotating driver) [paper].
-V0_HIGH = np.array([0.0, np.sqrt(8.0), 0.0])
+#: Initial configuration [paper] (a copy of ``nh_integrators.testing.CVT_Q0``).
+Q0 = np.array(nh_testing.CVT_Q0, dtype=float)
+#: Low-energy initial velocity (oscillating driver) [paper]: (0, 3√10/5, 0).
+V0_LOW = np.array(nh_testing.CVT_V0_LOW, dtype=float)
+#: High-energy initial velocity (rotating driver) [paper]: (0, √8, 0).
+V0_HIGH = np.array(nh_testing.CVT_V0_HIGH, dtype=float)
 #: Horizon (spec §5.2 proposal, not from the paper).
 T_FINAL = 500.0
 
 
-def _pieces(eps: float):
-
-    def V(q):
-        x, y, z = q[..., 0], q[..., 1], q[..., 2]
-        return 0.5 * (x**2 + z**2 - 2.0 * np.cos(y) + eps * np.sin(2.0 * y))
-
-    def gV(q):
-        x, y, z = q[..., 0], q[..., 1], q[..., 2]
-        return np.stack([x, np.sin(y) + eps * np.cos(2.0 * y), z], axis=-1)
-
-    def hV(q):
-        y = q[..., 1]
-        H = np.zeros((*np.shape(q)[:-1], 3, 3))
-        H[..., 0, 0] = H[..., 2, 2] = 1.0
-        H[..., 1, 1] = np.cos(y) - 2.0 * eps * np.sin(2.0 * y)
-        return H
-
-    def A(q):
-        y = q[..., 1]
-        return row(np.sin(y), np.zeros_like(y), np.ones_like(y))
-
-    def dA(q):
-        D = np.zeros((*np.shape(q)[:-1], 1, 3, 3))
-        D[..., 0, 0, 1] = np.cos(q[..., 1])
-        return D
-
-    return np.eye(3), V, gV, hV, A, dA
-
-
 def system(eps: float = EPS) -> ConstrainedSystem:
     """The CVT as a ``ConstrainedSystem`` (M = I, A(q) = (sin y, 0, 1)); Lagrangian or
-    Hamiltonian form of ``NonholonomicPRK``, or the GNI."""
-    M, V, gV, hV, A, dA = _pieces(eps)
-    return ConstrainedSystem(
-        MechanicalSystem(M, V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
+    Hamiltonian form of ``NonholonomicPRK``, or the GNI.
+
+    This is :func:`chetaev.nh_integrators.testing.cvt_system` (the method package's public
+    test problem), reused rather than written a second time; :func:`multiplier` and
+    :func:`reference` below stay independent of it.
+    """
+    return nh_testing.cvt_system(eps)
 
 
 def lie_system(eps: float = EPS) -> ConstrainedSystem:
@@ -94,20 +64,19 @@ def lie_system(eps: float = EPS) -> ConstrainedSystem:
     from chetaev.discrete_lagrangian import TrivializedMechanicalSystem
     from chetaev.liegroups import Rn
 
-    M, V, gV, hV, A, dA = _pieces(eps)
-    return ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), M, V, gV, hV),
-                             LinearVelocityConstraint(A, dA=dA))
+    cs = system(eps)
+    mech, con = cs.system, cs.constraint
+    return ConstrainedSystem(
+        TrivializedMechanicalSystem(Rn(3), np.eye(3), mech.V, mech.gradV, mech.hessV),
+        LinearVelocityConstraint(con.A, dA=con.dA),
+    )
 
 
 def energies(q, v, eps: float = EPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E_d, E_p, E_T): driver ½v_y² − cos y + (ε/2) sin 2y, passenger ½(v_x² + v_z²) +
     ½(x² + z²), and their sum (all exact first integrals, spec §5.2)."""
     q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
-    x, y, z = q[..., 0], q[..., 1], q[..., 2]
-    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
-    Ed = 0.5 * vy**2 - np.cos(y) + 0.5 * eps * np.sin(2.0 * y)
-    Ep = 0.5 * (vx**2 + vz**2) + 0.5 * (x**2 + z**2)
-    return Ed, Ep, Ed + Ep
+    return nh_testing.cvt_energies(q, v, eps)
 
 
 def multiplier(q, v, eps: float = EPS) -> np.ndarray:

@@ -102,7 +102,7 @@ def test_series_switch_is_continuous():
 def test_f_functions_against_mpmath():
     """f_n and its first two s-derivatives against 40-digit sums of the series, with the error
     measured against the scale of the cancellation (the sum of |terms|)."""
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # a test dependency of the package ([test] extra)
     mp.mp.dps = 40
     s_values = np.array([0.0, 1e-20, 1e-9, 1e-4, 0.3, 1.0, 3.999, 4.0, 6.0, 9.8, 16.0, 25.0])
     T = FTable(s_values)

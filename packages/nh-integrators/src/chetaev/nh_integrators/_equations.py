@@ -478,12 +478,18 @@ class LagrangianStep:
                 R1v += _coef_blocks_left(c["ha"], model.D21L(Q, V))
         G1 = np.swapaxes(np.swapaxes(AQ[..., 1:, :, :], -1, -2), -3, -2)  # (..., n, s-1, m)
         rows_L = c["cL"] * G1[..., None, :, :, :]  # (..., 2s-1, n, s-1, m)
-        top = np.concatenate(
-            [rows_V.reshape(*lead, 2 * s - 1, n, nV), rows_L.reshape(*lead, 2 * s - 1, n, nL)],
+        # J is filled block by block (one concatenation of the (..., N, N) result costs as
+        # much as the rest of the Jacobian for a large batch)
+        J = np.empty((*lead, N, N))
+        J[..., :nV, :nV] = rows_V[..., :s, :, :, :].reshape(*lead, nV, nV)
+        J[..., :nV, nV:] = rows_L[..., :s, :, :, :].reshape(*lead, nV, nL)
+        dpk = np.concatenate(
+            [
+                rows_V[..., s:, :, :, :].reshape(*lead, s - 1, n, nV),
+                rows_L[..., s:, :, :, :].reshape(*lead, s - 1, n, nL),
+            ],
             axis=-1,
-        )  # (..., 2s-1, n, N)
-        R1 = top[..., :s, :, :]
-        dpk = top[..., s:, :, :]  # (..., s-1, n, N)
+        )  # (..., s-1, n, N)
         # R2_i = Phi(Q^i, FL^{-1}(Q^i, p_k^i)): d/dx = Ceff_i dQ^i/dx + Cp_i dp_k^i/dx
         Cv = AQ[..., 1:, :, :] if model.A is not None else model.phi_v(Qc, vc)
         if model.mass_inv is not None:
@@ -494,7 +500,8 @@ class LagrangianStep:
         R2 = Cp @ dpk  # (..., s-1, m, N)
         R2v = R2[..., :nV].reshape(*lead, s - 1, m, s, n)
         R2v += c["ha1L"] * Ceff[..., :, :, None, :]
-        return np.concatenate([R1.reshape(*lead, nV, N), R2.reshape(*lead, nL, N)], axis=-2)
+        J[..., nV:, :] = R2.reshape(*lead, nL, N)
+        return J
 
 
 def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: bool = False):

@@ -347,10 +347,13 @@ class NonholonomicPRK(StageOrders):
                     )
                 guess = np.concatenate(parts, axis=-1)
             if fast:  # explicit FL^{-1}, IIIA momenta: constants built once per (h, model)
-                equations = eq.LagrangianStep(
-                    q, p, lam, h, a, ahat, model, self._constants(h, model)
-                )
+                consts = self._constants(h, model)
+                equations = eq.LagrangianStep(q, p, lam, h, a, ahat, model, consts)
                 fun, jac = equations.residual, equations.jacobian
+
+                def jac_rows(xs, sl):
+                    sub = eq.LagrangianStep(q[sl], p[sl], lam[sl], h, a, ahat, model, consts)
+                    return sub.jacobian(xs)
             else:
                 args = (
                     q,
@@ -370,6 +373,9 @@ class NonholonomicPRK(StageOrders):
 
                 def jac(x):
                     return eq.lagrangian_jacobian(x, *args)
+
+                def jac_rows(xs, sl):
+                    return eq.lagrangian_jacobian(xs, q[sl], p[sl], lam[sl], *args[3:])
         else:
             if guess is None:
                 lead = q.shape[:-1]
@@ -387,6 +393,9 @@ class NonholonomicPRK(StageOrders):
             def jac(x):
                 return eq.hamiltonian_jacobian(x, *hargs)
 
+            def jac_rows(xs, sl):
+                return eq.hamiltonian_jacobian(xs, q[sl], p[sl], lam[sl], *hargs[3:])
+
         jac_inv0 = None
         if self.jacobian_reuse == "steps" and carry.get("h") == h:
             jac_inv0 = carry.get("jac_inv")
@@ -402,6 +411,7 @@ class NonholonomicPRK(StageOrders):
             jac_inv0=jac_inv0,
             simplified=self.jacobian_reuse != "iteration",
             want_inverse=self.jacobian_reuse == "steps",
+            jac_rows=jac_rows if _per_entry(q, p, lam, guess) else None,
         )
         converged = bool(result.converged.all())
         if not converged:
@@ -455,6 +465,12 @@ class NonholonomicPRK(StageOrders):
             carry=carry,
             info=info,
         )
+
+
+def _per_entry(q, p, lam, x) -> bool:
+    """Whether the step's inputs carry one entry per entry of the one-axis batch of ``x``
+    (then the Jacobian of a block of the batch can be formed: :func:`_solve.newton`)."""
+    return x.ndim == 2 and q.shape[:-1] == p.shape[:-1] == lam.shape[:-1] == x.shape[:-1]
 
 
 def _predict(history: list[np.ndarray]) -> np.ndarray:

@@ -17,24 +17,26 @@ from scipy.linalg.lapack import dgetrf as _getrf
 from scipy.linalg.lapack import dgetri as _getri
 from scipy.linalg.lapack import dgetrs as _getrs
 
-__all__ = ["SolveResult", "newton"]
+__all__ = ["SolveResult", "newton", "newton_structured"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
 
 class SolveResult:
     """``x``, ``converged`` (bool array ``(...)``), ``iterations``, ``residual`` (``(...)``),
-    ``jac_inv`` (simplified Newton only), ``n_jac``."""
+    ``jac_inv`` (simplified Newton only), ``n_jac`` (analytic Jacobians), ``n_structured``
+    (structured matrices, :func:`newton_structured`)."""
 
-    __slots__ = ("converged", "iterations", "jac_inv", "n_jac", "residual", "x")
+    __slots__ = ("converged", "iterations", "jac_inv", "n_jac", "n_structured", "residual", "x")
 
-    def __init__(self, x, converged, iterations, residual, jac_inv, n_jac):
+    def __init__(self, x, converged, iterations, residual, jac_inv, n_jac, n_structured=0):
         self.x = x
         self.converged = converged
         self.iterations = iterations
         self.residual = residual
         self.jac_inv = jac_inv
         self.n_jac = n_jac
+        self.n_structured = n_structured
 
 
 def newton(
@@ -109,6 +111,82 @@ def newton(
             break
     converged = np.isfinite(r) & (r <= thr)
     return SolveResult(x, converged, it, r, Jinv if simplified else None, n_jac)
+
+
+def newton_structured(
+    fun: Callable[[np.ndarray], np.ndarray],
+    make_solver: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]],
+    x0: np.ndarray,
+    options,
+    scale: np.ndarray | float,
+    fallback: Callable[[np.ndarray, int], SolveResult],
+) -> SolveResult:
+    """Simplified Newton with a cheap structured matrix, falling back to an exact one.
+
+    ``make_solver(x)`` returns ``solve(F) -> J_0(x)^{-1} F`` for an approximate Jacobian
+    ``J_0`` (``LagrangianStep.structured_solver``); it is built at ``x0`` and rebuilt at
+    the current iterate when the contraction rate exceeds ``options.refresh_rate``. If the
+    rate still exceeds it right after a rebuild (``J_0`` too far from the Jacobian, e.g.
+    stiff forces), or ``J_0`` is singular, ``fallback(x, iterations_left)`` finishes the
+    solve from the current iterate (the analytic-Jacobian :func:`newton`). Same stopping
+    rule as :func:`newton`; the rate is taken over the entries not yet converged after the
+    iteration (an entry that reached the tolerance needs no better matrix). ``n_jac`` of
+    the result counts the analytic Jacobians of the fallback only, ``n_structured`` the
+    structured matrices built.
+    """
+    x = np.array(x0, dtype=np.float64)
+    batch = x.shape[:-1]
+    thr = np.maximum(max(options.tol, 64.0 * _EPS) * np.broadcast_to(scale, batch), options.atol)
+    F = fun(x)
+    r = np.abs(F).max(axis=-1)
+    max_iter, refresh, max_stall = options.max_iter, options.refresh_rate, options.max_stall
+    it = 0
+    stall = 0
+    solve = None
+    fresh = False  # solve was built at the previous iterate
+    n_built = 0
+    while it < max_iter:
+        todo = r > thr
+        if not todo.any() or not np.isfinite(r).all():
+            break
+        if solve is None:
+            try:
+                solve = make_solver(x)
+            except np.linalg.LinAlgError:  # singular structured matrix
+                return _finish(fallback(x, max_iter - it), it, n_built)
+            fresh = True
+            n_built += 1
+        it += 1
+        dx = solve(F)
+        if batch:
+            dx *= todo[..., None]  # converged entries stay put
+        x = x - dx
+        F = fun(x)
+        r_new = np.abs(F).max(axis=-1)
+        ratio = r_new * todo / np.maximum(r, 1e-300)
+        # the matrix is judged on entries clear of the round-off floor (an entry within a
+        # few units of the tolerance, whose rate is noise, needs no better matrix)
+        judged = (r > 16.0 * thr) & (r_new > thr)
+        rate = float((ratio * judged).max()) if batch else (float(ratio) if judged else 0.0)
+        r = r_new
+        if rate > refresh:
+            if fresh and rate < np.inf:
+                return _finish(fallback(x, max_iter - it), it, n_built)
+            solve = None
+        fresh = False
+        stall = stall + 1 if float(ratio.max()) >= 1.0 else 0
+        if stall >= max_stall:
+            break
+    converged = np.isfinite(r) & (r <= thr)
+    if not batch:
+        converged, r = np.bool_(converged), np.float64(r)
+    return SolveResult(x, converged, it, r, None, 0, n_built)
+
+
+def _finish(result: SolveResult, it_before: int, n_built: int) -> SolveResult:
+    result.iterations = result.iterations + it_before
+    result.n_structured = n_built
+    return result
 
 
 # Entries of a block of a blocked Jacobian refresh: about 1 MB of Jacobian per block, at

@@ -177,19 +177,19 @@ def test_implicit_velocity_path_equals_explicit(nh):
         (3, "lagrangian", "step"),
         (3, "hamiltonian", "step"),
         (3, "lagrangian", "steps"),
-        (2, "lagrangian", "auto"),
-        (4, "lagrangian", "auto"),
+        (2, "lagrangian", "structured"),
+        (4, "lagrangian", "structured"),
     ],
 )
 def test_batched_ensemble_equals_looped_runs(nh, s, form, reuse):
     """A (10, 7) batch (the §7.3 ensemble) equals ten single runs. With the inverse
     Jacobian carried between steps ('steps') the batch refreshes it for all members at
-    once, and the structured matrix ('auto') is rebuilt on the rate of the whole batch, so
+    once, and the structured matrix is rebuilt on the rate of the whole batch, so
     batch and single runs stop at different iterates: equal to solver tolerance (run with
     tol = 1e-14 there)."""
     system = nh.chaotic_system()
     q0, v0 = nh.chaotic_ensemble(9)
-    opts = NewtonOptions(tol=1e-14) if reuse in ("steps", "auto") else NewtonOptions()
+    opts = NewtonOptions(tol=1e-14) if reuse in ("steps", "structured") else NewtonOptions()
     method = NonholonomicPRK(lobatto_iiia_iiib(s), form=form, jacobian_reuse=reuse, newton=opts)
     batch = integrate(system, method, q0, v0, h=0.1, n_steps=20)
     assert batch.q.shape == (21, 10, 7) and batch.lam.shape == (21, 10, 1)
@@ -348,7 +348,8 @@ def test_state_is_frozen_and_carries_diagnostics(nh):
     assert st.n == 1 and st.t == pytest.approx(0.1)
     scale = 1.0 + np.abs(nh.PARTICLE_V0).max()  # the step input (p_0 = v_0, unit mass)
     assert st.info["newton_iterations"] >= 1 and st.info["residual"] <= 1e-12 * scale
-    assert st.info["structured_matrices"] == 1 and st.info["jacobians"] == 0  # 'auto'
+    # 'auto' with one trajectory: the analytic Jacobian ('step')
+    assert st.info["structured_matrices"] == 0 and st.info["jacobians"] == 1
     assert np.abs(system.residual(st.q, st.v)).max() <= 1e-12 * scale
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         st.t = 3.0

@@ -20,7 +20,7 @@ from chetaev.discrete_lagrangian import (
     VelocityConstraint,
     integrate,
 )
-from chetaev.nh_integrators import JACOBIAN_REUSE, NonholonomicPRK
+from chetaev.nh_integrators import AUTO_STRUCTURED_MIN_BATCH, JACOBIAN_REUSE, NonholonomicPRK
 from chetaev.nh_integrators import _equations as eq
 from chetaev.nh_integrators._adapter import stage_model
 from chetaev.rktableaux import lobatto_iiia_iiib
@@ -162,6 +162,20 @@ def test_structured_default_uses_few_iterations_and_no_jacobian(nh):
         assert st.info["structured_matrices"] == 1 and st.info["jacobians"] == 0
         iters.append(st.info["newton_iterations"])
     assert max(iters[3:]) <= 4, iters
+
+
+@pytest.mark.parametrize("batch", [1, AUTO_STRUCTURED_MIN_BATCH - 1, AUTO_STRUCTURED_MIN_BATCH])
+def test_auto_picks_structured_for_large_batches(nh, batch):
+    """'auto': the analytic Jacobian below AUTO_STRUCTURED_MIN_BATCH trajectories (cheaper
+    per step there), the structured matrix from it on."""
+    system = nh.chaotic_system()
+    q0, v0 = nh.chaotic_ensemble(AUTO_STRUCTURED_MIN_BATCH)
+    q0, v0 = q0[:batch], v0[:batch]
+    method = NonholonomicPRK(lobatto_iiia_iiib(2))
+    st = method.step(system, method.initial_state(system, q0, v0), H)
+    structured = batch >= AUTO_STRUCTURED_MIN_BATCH
+    assert st.info["structured_matrices"] == int(structured)
+    assert (st.info["jacobians"] == 0) == structured
 
 
 def _stiff_particle(k: float) -> ConstrainedSystem:

@@ -14,10 +14,17 @@ from ._homogeneous import (
     tait_bryan,
 )
 from ._lie_prk import RETRACTIONS, LieNonholonomicPRK
-from ._nhprk import CONSTRAINT_MOMENTA, FORMS, JACOBIAN_REUSE, NonholonomicPRK
+from ._nhprk import (
+    AUTO_STRUCTURED_MIN_BATCH,
+    CONSTRAINT_MOMENTA,
+    FORMS,
+    JACOBIAN_REUSE,
+    NonholonomicPRK,
+)
 from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
 
 __all__ = [
+    "AUTO_STRUCTURED_MIN_BATCH",
     "CONSTRAINT_MOMENTA",
     "FORMS",
     "JACOBIAN_REUSE",

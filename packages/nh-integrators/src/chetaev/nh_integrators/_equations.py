@@ -373,6 +373,7 @@ def lagrangian_constants(a: Array, ahat: Array, h: float, model: StageModel) -> 
     out = {
         "ha": ha,
         "ha1": np.ascontiguousarray(ha[1:]),
+        "mixW": np.ascontiguousarray(np.concatenate([ha[1:], hahat], axis=0)),
         "hahat": hahat,
         "c3": np.ascontiguousarray(c3.reshape(-1, s)),
         "c3shape": c3.shape,
@@ -400,31 +401,67 @@ class LagrangianStep:
     ``jacobian(x)`` reuses them when called at the same ``x``.
     """
 
-    __slots__ = ("Lam", "V", "W", "_c", "_lamb", "_last", "_model", "_pb", "_qb", "_s")
+    __slots__ = (
+        "Lam",
+        "V",
+        "W",
+        "_c",
+        "_hahatW",
+        "_lamb",
+        "_last",
+        "_model",
+        "_pb",
+        "_pt",
+        "_qb",
+        "_qt",
+        "_s",
+    )
 
     def __init__(self, q, p, lam, h, a, ahat, model: StageModel, consts: dict | None = None):
         self._model = model
         self._c = consts if consts is not None else lagrangian_constants(a, ahat, h, model)
-        self._s = a.shape[0]
+        s = self._s = a.shape[0]
         self._qb = q[..., None, :]
         self._pb = p[..., None, :]
+        # batched: q_k, p_k repeated over the stages, flat (..., s*n): adding them to flat
+        # stage arrays is ~3 times cheaper for a large batch than a broadcast over the stage
+        # axis. One trajectory: broadcasts (fewer numpy calls; per-call overhead dominates).
+        batched = q.ndim > 1
+        self._qt = np.tile(q, s) if batched else None
+        self._pt = np.tile(p, s) if batched else None
         self._lamb = lam[..., None, :]
         self._last = None
+        self._hahatW = None
         self.V = self.W = self.Lam = None
 
     def _stages(self, x):
         model, c, s, lead = self._model, self._c, self._s, x.shape[:-1]
         n, m = model.n, model.m
-        nV = s * n
+        nV, nP = s * n, (s - 1) * n
         V = x[..., :nV].reshape(*lead, s, n)
         Lam = np.concatenate([self._lamb, x[..., nV:].reshape(*lead, s - 1, m)], axis=-2)
-        Q = self._qb + c["ha"] @ V
+        Q = c["ha"] @ V  # contiguous: its flat view takes q_k
+        flat = self._qt is not None
+        if flat:
+            Qf = Q.reshape(*lead, nV)
+            Qf += self._qt
+        else:
+            Q += self._qb
         AQ = model.A(Q) if model.A is not None else model.phi_v(Q, V)  # (..., s, m, n)
         # W = D1L + AQ^T Lam; einsum/broadcasts: a stacked (1 x m) @ (m x n) matmul costs
         # ~3 times more for a large batch
         GL = Lam * AQ[..., 0, :] if m == 1 else np.einsum("...a,...an->...n", Lam, AQ)
         W = model.D1L(Q, V) + GL
-        pk = self._pb + c["ha1"] @ W  # IIIA-weighted constraint momenta, i = 2..s (14d)
+        # one stacked product for both mixes of W: rows [h a_ij (i = 2..s); h ahat_ij]
+        mixed = c["mixW"] @ W
+        # IIIA-weighted constraint momenta p_k^i, i = 2..s (14d), and h ahat W (flat if batched)
+        if flat:
+            mixed = mixed.reshape(*lead, nP + nV)
+            self._hahatW = mixed[..., nP:]
+            pk = (mixed[..., :nP] + self._pt[..., :nP]).reshape(*lead, s - 1, n)
+        else:
+            self._hahatW = mixed[..., s - 1 :, :]
+            pk = self._pb + mixed[..., : s - 1, :]
         if c.get("mass_identity"):
             vc = pk
         elif model.mass_inv is not None:
@@ -439,21 +476,31 @@ class LagrangianStep:
     def residual(self, x):
         """Residual ``[R1 (s*n), R2 ((s-1)*m)]`` of :func:`lagrangian_residual`."""
         model, c, s, lead = self._model, self._c, self._s, x.shape[:-1]
-        _x, V, _Lam, Q, AQ, W, vc = self._stages(x)
+        _x, V, _Lam, Q, AQ, _W, vc = self._stages(x)
         nV = s * model.n
-        if c.get("mass_identity"):
-            R1 = V - self._pb
-        elif model.mass is not None:
-            R1 = _times_matrix(V, c["massT"]) - self._pb
-        else:
-            R1 = model.D2L(Q, V) - self._pb
-        R1 -= c["hahat"] @ W
         out = np.empty((*lead, nV + (s - 1) * model.m))
-        out[..., :nV] = R1.reshape(*lead, nV)
+        # R1 = D2L(Q, V) - p_k - h ahat W (batched: written flat into out)
+        if c.get("mass_identity"):
+            D2L = V
+        elif model.mass is not None:
+            D2L = _times_matrix(V, c["massT"])
+        else:
+            D2L = model.D2L(Q, V)
+        if self._pt is not None:
+            R1 = out[..., :nV]
+            np.subtract(D2L.reshape(*lead, nV), self._pt, out=R1)
+            R1 -= self._hahatW
+        else:
+            out[..., :nV] = (D2L - self._pb - self._hahatW).reshape(*lead, nV)
         if model.A is not None:
-            R2 = np.einsum("...an,...n->...a", AQ[..., 1:, :, :], vc)
+            if self._pt is None:  # one trajectory: matmul (einsum's call overhead is larger)
+                R2 = (AQ[..., 1:, :, :] @ vc[..., None])[..., 0]
+            elif model.m == 1:
+                R2 = np.einsum("...in,...in->...i", AQ[..., 1:, 0, :], vc)
+            else:
+                R2 = np.einsum("...an,...n->...a", AQ[..., 1:, :, :], vc)
             if model.affine is not None:
-                R2 = R2 + model.affine(Q[..., 1:, :])
+                R2 = R2 + model.affine(Q[..., 1:, :]).reshape(R2.shape)
         else:
             R2 = model.phi(Q[..., 1:, :], vc)
         out[..., nV:] = R2.reshape(*lead, -1)
@@ -568,8 +615,8 @@ class LagrangianStep:
         c = self._c
         Qc = Q[..., 1:, :]
         Cv = AQ[..., 1:, :, :] if model.A is not None else model.phi_v(Qc, vc)
-        if model.A_grad is not None:
-            Cq = np.einsum("...aij,...i->...aj", model.A_grad(Qc), vc)
+        if model.A_grad is not None:  # Cq[a, j] = sum_i dA_ai/dq_j v_i (as a stacked matmul)
+            Cq = (vc[..., :, None, None, :] @ model.A_grad(Qc))[..., 0, :]
             if model.affine_grad is not None:
                 Cq = Cq + model.affine_grad(Qc)
         else:
@@ -588,19 +635,21 @@ class LagrangianStep:
         nV, L = s * n, (s - 1) * m
         if m == 1:  # one constraint: blocks are scalars, S is (s-1) x (s-1)
             Cv1, Cq1, Gh1 = Cv[..., 0, :], Cq[..., 0, :], Gh[..., 0, :]  # (..., s-1, n)
-            S = ca * np.einsum("...in,...kn->...ik", Cv1, Gh1) + caa * np.einsum(
-                "...in,...kn->...ik", Cq1, Gh1
-            )
+            CG = np.concatenate([Cv1, Cq1], axis=-2) @ np.swapaxes(Gh1, -1, -2)
+            S = ca * CG[..., : s - 1, :] + caa * CG[..., s - 1 :, :]  # (..., s-1, s-1)
             Sinv = _small_inverse(S)
 
             def solve(F):
-                u = F[..., :nV].reshape(*lead, s, n)
+                u = F[..., :nV]  # flat (..., s*n)
                 if not identity:
-                    u = _times_matrix(u, MinvT)
-                rhs = F[..., nV:] - np.einsum("...in,...in->...i", Cq1, ha1 @ u)
+                    u = _times_matrix(u.reshape(*lead, s, n), MinvT).reshape(*lead, nV)
+                rhs = F[..., nV:] - np.einsum(
+                    "...in,...in->...i", Cq1, ha1 @ u.reshape(*lead, s, n)
+                )
                 dL = np.einsum("...ik,...k->...i", Sinv, rhs)  # (..., s-1)
                 out = np.empty(F.shape)
-                out[..., :nV] = (u + hah1 @ (Gh1 * dL[..., None])).reshape(*lead, nV)
+                corr = (hah1 @ (Gh1 * dL[..., None])).reshape(*lead, nV)
+                np.add(u, corr, out=out[..., :nV])
                 out[..., nV:] = dL
                 return out
 

@@ -35,6 +35,7 @@ from ._solve import newton as _newton
 from ._solve import newton_structured as _newton_structured
 
 __all__ = [
+    "AUTO_STRUCTURED_MIN_BATCH",
     "CONSTRAINT_MOMENTA",
     "FORMS",
     "JACOBIAN_REUSE",
@@ -47,6 +48,11 @@ FORMS = ("lagrangian", "hamiltonian")
 _MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
 JACOBIAN_REUSE = ("auto", "structured", "step", "steps", "iteration")
+# jacobian_reuse="auto" picks "structured" for batches of at least this many trajectories:
+# below, the analytic Jacobian's LU (LAPACK, few Python calls) beats the structured
+# solve's extra numpy calls per iteration (measured crossover 8-16 trajectories, particle
+# and chaotic system, s = 2-4; benchmarks/bench_nh_integrators.py)
+AUTO_STRUCTURED_MIN_BATCH = 16
 
 
 def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
@@ -143,7 +149,9 @@ class NonholonomicPRK(StageOrders):
         the analytic Jacobian. Needs the Lagrangian form of a mechanical system with a
         constant mass matrix (explicit ``FL^{-1}``, ``constraint_momenta="iiia"``);
         an :class:`InputError` otherwise.
-        ``"auto"`` (default): ``"structured"`` where it applies, ``"step"`` elsewhere.
+        ``"auto"`` (default): ``"structured"`` where it applies and the batch has at least
+        ``AUTO_STRUCTURED_MIN_BATCH`` (16) trajectories, ``"step"`` otherwise (a single
+        trajectory's step costs less with LAPACK's LU of the analytic Jacobian).
         ``"step"``: one analytic Jacobian per step at the predicted guess, reused while the
         contraction rate stays below ``newton.refresh_rate``.
         ``"steps"``: the inverse analytic Jacobian is also carried from step to step.
@@ -418,7 +426,10 @@ class NonholonomicPRK(StageOrders):
                 "with a constant mass matrix (constant_mass=True, explicit FL^-1) and "
                 "constraint_momenta='iiia'. Use jacobian_reuse='auto' (it picks 'step' here)."
             )
-        structured = structured and reuse in ("auto", "structured")
+        structured = structured and (
+            reuse == "structured"
+            or (reuse == "auto" and int(np.prod(q.shape[:-1])) >= AUTO_STRUCTURED_MIN_BATCH)
+        )
         jac_inv0 = None
         if reuse == "steps" and carry.get("h") == h:
             jac_inv0 = carry.get("jac_inv")

@@ -6,6 +6,10 @@ Same stopping rule and options as ``chetaev.discrete_lagrangian.newton_solve``
 bookkeeping cut to what one step needs: the general solver costs ~0.1 ms per call in
 pure Python overhead, which is most of a single-trajectory step (benchmarks/). The
 step's typed error (``ConvergenceError``) is raised by the caller.
+
+:func:`newton_structured` is the same loop with a cheap approximate Newton matrix (the
+structured matrix of ``LagrangianStep.structured_solver``), falling back to :func:`newton`
+with the analytic Jacobian when that matrix does not contract.
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ def newton_structured(
             n_built += 1
         it += 1
         dx = solve(F)
-        if batch:
+        if batch and not todo.all():
             dx *= todo[..., None]  # converged entries stay put
         x = x - dx
         F = fun(x)

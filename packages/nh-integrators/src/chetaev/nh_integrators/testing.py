@@ -239,12 +239,14 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
     diag = np.arange(n) * (n + 1)
     off = rows * n + cols
 
-    def gV(q):
-        return q * (1.0 + (q * q) @ partner)
+    def gV(q):  # (q*q) @ partner as one 2-D product (a stacked matmul is slower for batches)
+        qq = q * q
+        return q * (1.0 + (qq.reshape(-1, n) @ partner).reshape(qq.shape))
 
     def hV(q):
         H = np.zeros((*q.shape[:-1], n * n))
-        H[..., diag] = 1.0 + (q * q) @ partner
+        qq = q * q
+        H[..., diag] = 1.0 + (qq.reshape(-1, n) @ partner).reshape(qq.shape)
         H[..., off] = 2.0 * q[..., rows] * q[..., cols]
         return H.reshape(*q.shape[:-1], n, n)
 

@@ -148,6 +148,30 @@ def test_every_newton_matrix_gives_the_same_step(nh, s, reuse):
     assert np.abs(sol.lam - ref.lam).max() < 1e-11
 
 
+@pytest.mark.parametrize("shape", [(1,), (2, 3)])
+def test_structured_batch_shapes(nh, shape):
+    """A (1, n) batch (stage-major solve on one row) and two batch axes (batch-first
+    layout) give the full-Newton solution of each trajectory."""
+    system = nh.chaotic_system()
+    q0, v0 = nh.chaotic_ensemble(9)
+    k = int(np.prod(shape))
+    q0, v0 = q0[:k].reshape(*shape, 7), v0[:k].reshape(*shape, 7)
+    opts = NewtonOptions(tol=1e-14)
+    runs = [
+        integrate(
+            system,
+            NonholonomicPRK(lobatto_iiia_iiib(3), newton=opts, jacobian_reuse=r),
+            q0,
+            v0,
+            h=H,
+            n_steps=30,
+        )
+        for r in ("structured", "iteration")
+    ]
+    assert runs[0].q.shape == (31, *shape, 7)
+    assert np.abs(runs[0].q - runs[1].q).max() < 1e-13
+
+
 def test_structured_default_uses_few_iterations_and_no_jacobian(nh):
     """'auto' on a mechanical system: one structured matrix per step, no analytic Jacobian,
     at most 4 iterations per step after the start-up (chaotic ensemble, s = 3, h = 0.1)."""

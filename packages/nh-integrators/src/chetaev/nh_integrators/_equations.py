@@ -43,6 +43,7 @@ Array = np.ndarray
 __all__ = [
     "LagrangianStep",
     "StageModel",
+    "StagedLagrangianStep",
     "hamiltonian_jacobian",
     "hamiltonian_output",
     "hamiltonian_residual",
@@ -603,80 +604,233 @@ class LagrangianStep:
         callable ``solve(F) -> J_0^{-1} F`` (shapes ``(..., N)``). Raises
         ``numpy.linalg.LinAlgError`` if ``S`` is singular.
         """
-        model, s = self._model, self._s
-        if model.mass_inv is None:
-            raise ValueError("structured_solver needs a constant mass matrix (model.mass).")
         st = self._last
         if st is None or st[0] is not x:
             st = self._stages(x)
         _x, _V, _Lam, Q, AQ, _W, vc = st
+        return _structured_solver(self._model, self._c, self._s, x.shape[:-1], Q, AQ, vc)
+
+    def node_values(self, b, h):
+        """``(q_{k+1}, p_{k+1}, lambda_{k+1})`` from the last evaluation (eq. 14a, with
+        ``bhat = b``; ``lambda_{k+1} = Lambda^s``)."""
+        q, p = self._qb[..., 0, :], self._pb[..., 0, :]
+        return q + h * (b @ self.V), p + h * (b @ self.W), np.array(self.Lam[..., -1, :])
+
+
+class StagedLagrangianStep:
+    """:class:`LagrangianStep` for a batch with one leading axis, in stage-major layout.
+
+    Same equations and results (tested equal to round-off); the stage arrays are held as
+    ``(s, B, n)``, so each stage mix ``sum_j c_ij X^j`` is one matrix product over all
+    trajectories (``(s x s) @ (s x B n)``) instead of ``B`` small ones, and ``q_k``,
+    ``p_k`` broadcast over a leading axis. For a batch of 10^4 a residual costs ~20 % less
+    than in the batch-first layout. The user's model functions receive ``(s, B, n)``
+    arrays (any leading axes are allowed by :class:`StageModel`). Used by
+    ``NonholonomicPRK`` with the structured Newton matrix; its analytic :meth:`jacobian`
+    (the fallback) is :class:`LagrangianStep`'s. Needs ``model.mass`` (constant mass).
+    """
+
+    __slots__ = ("_batch_first", "_c", "_lam", "_last", "_model", "_p", "_q", "_s", "_step")
+
+    def __init__(self, q, p, lam, h, a, ahat, model: StageModel, consts: dict | None = None):
+        if q.ndim != 2 or model.mass is None:
+            raise ValueError("StagedLagrangianStep needs (B, n) inputs and a constant mass.")
+        self._model = model
+        self._c = consts if consts is not None else lagrangian_constants(a, ahat, h, model)
+        self._s = a.shape[0]
+        self._q, self._p, self._lam = q, p, lam
+        self._step = (h, a, ahat)
+        self._last = None
+        self._batch_first = None
+
+    def _stages(self, x):
+        model, c, s = self._model, self._c, self._s
         n, m = model.n, model.m
-        lead = x.shape[:-1]
-        c = self._c
-        Qc = Q[..., 1:, :]
-        Cv = AQ[..., 1:, :, :] if model.A is not None else model.phi_v(Qc, vc)
-        if model.A_grad is not None:  # Cq[a, j] = sum_i dA_ai/dq_j v_i (as a stacked matmul)
-            Cq = (vc[..., :, None, None, :] @ model.A_grad(Qc))[..., 0, :]
-            if model.affine_grad is not None:
-                Cq = Cq + model.affine_grad(Qc)
+        B, nV = x.shape[0], s * n
+        V = np.ascontiguousarray(x[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+        Lam = np.empty((s, B, m))
+        Lam[0] = self._lam
+        Lam[1:] = x[:, nV:].reshape(B, s - 1, m).transpose(1, 0, 2)
+        Q = (c["ha"] @ V.reshape(s, B * n)).reshape(s, B, n)
+        Q += self._q
+        AQ = model.A(Q) if model.A is not None else model.phi_v(Q, V)  # (s, B, m, n)
+        GL = Lam * AQ[..., 0, :] if m == 1 else np.einsum("...a,...an->...n", Lam, AQ)
+        W = model.D1L(Q, V) + GL
+        # rows [h a_ij (i = 2..s); h ahat_ij] of all stages in one product
+        mixed = (c["mixW"] @ W.reshape(s, B * n)).reshape(2 * s - 1, B, n)
+        pk = mixed[: s - 1] + self._p  # IIIA-weighted constraint momenta (14d)
+        if c.get("mass_identity"):
+            vc = pk
         else:
-            Cq = model.phi_q(Qc, vc)
-        G = AQ[..., 1:, :, :]  # (..., s-1, m, n): the directions of Lambda^2..s
-        identity = c.get("mass_identity")
-        Gh = G if identity else _times_matrix(G, c["mass_invT"])  # rows of M^-1 G_k^T
-        if "S_coef" not in c:
-            c["S_coef"] = (
-                np.ascontiguousarray(c["ha"][1:, 1:]),
-                np.ascontiguousarray((c["ha"] @ c["hahat"])[1:, 1:]),
-                np.ascontiguousarray(c["hahat"][:, 1:]),
+            vc = _times_matrix(pk, c["mass_invT"])
+        st = (x, V, Lam, Q, AQ, W, vc, mixed)
+        self._last = st
+        return st
+
+    def residual(self, x):
+        """Residual of :meth:`LagrangianStep.residual` (layout ``(B, N)``)."""
+        model, c, s = self._model, self._c, self._s
+        _x, V, _Lam, Q, AQ, _W, vc, mixed = self._stages(x)
+        B = x.shape[0]
+        D2L = V if c.get("mass_identity") else _times_matrix(V, c["massT"])
+        R1 = D2L - self._p
+        R1 -= mixed[s - 1 :]
+        if model.A is not None:
+            if model.m == 1:
+                R2 = np.einsum("ibn,ibn->ib", AQ[1:, :, 0, :], vc)[..., None]
+            else:
+                R2 = np.einsum("ibgn,ibn->ibg", AQ[1:], vc)
+            if model.affine is not None:
+                R2 = R2 + model.affine(Q[1:])
+        else:
+            R2 = model.phi(Q[1:], vc)
+        return np.concatenate(
+            [
+                R1.transpose(1, 0, 2).reshape(B, s * model.n),
+                R2.transpose(1, 0, 2).reshape(B, (s - 1) * model.m),
+            ],
+            axis=1,
+        )
+
+    def _stage_arrays(self, x):
+        st = self._last
+        if st is None or st[0] is not x:
+            st = self._stages(x)
+        return st
+
+    def structured_solver(self, x):
+        """:meth:`LagrangianStep.structured_solver` (same matrix, same solve)."""
+        _x, _V, _Lam, Q, AQ, _W, vc, _mixed = self._stage_arrays(x)
+        return _structured_solver(
+            self._model,
+            self._c,
+            self._s,
+            x.shape[:-1],
+            np.ascontiguousarray(Q.transpose(1, 0, 2)),
+            np.ascontiguousarray(np.moveaxis(AQ, 0, 1)),
+            np.ascontiguousarray(vc.transpose(1, 0, 2)),
+            staged=True,
+        )
+
+    def jacobian(self, x):
+        """The analytic Jacobian (:meth:`LagrangianStep.jacobian`, batch-first)."""
+        if self._batch_first is None:
+            h, a, ahat = self._step
+            self._batch_first = LagrangianStep(
+                self._q, self._p, self._lam, h, a, ahat, self._model, self._c
             )
-        ca, caa, hah1 = c["S_coef"]
-        ha1, MinvT = c["ha1"], c["mass_invT"]
-        nV, L = s * n, (s - 1) * m
-        if m == 1:  # one constraint: blocks are scalars, S is (s-1) x (s-1)
-            Cv1, Cq1, Gh1 = Cv[..., 0, :], Cq[..., 0, :], Gh[..., 0, :]  # (..., s-1, n)
-            CG = np.concatenate([Cv1, Cq1], axis=-2) @ np.swapaxes(Gh1, -1, -2)
-            S = ca * CG[..., : s - 1, :] + caa * CG[..., s - 1 :, :]  # (..., s-1, s-1)
-            Sinv = _small_inverse(S)
+        return self._batch_first.jacobian(x)
 
-            def solve(F):
-                u = F[..., :nV]  # flat (..., s*n)
-                if not identity:
-                    u = _times_matrix(u.reshape(*lead, s, n), MinvT).reshape(*lead, nV)
-                rhs = F[..., nV:] - np.einsum(
-                    "...in,...in->...i", Cq1, ha1 @ u.reshape(*lead, s, n)
-                )
-                dL = np.einsum("...ik,...k->...i", Sinv, rhs)  # (..., s-1)
-                out = np.empty(F.shape)
-                corr = (hah1 @ (Gh1 * dL[..., None])).reshape(*lead, nV)
-                np.add(u, corr, out=out[..., :nV])
-                out[..., nV:] = dL
-                return out
+    def node_values(self, b, h):
+        """``(q_{k+1}, p_{k+1}, lambda_{k+1})`` from the last evaluation (eq. 14a)."""
+        _x, V, Lam, _Q, _AQ, W, _vc, _mixed = self._last
+        B, n = self._q.shape
+        q1 = self._q + h * (b @ V.reshape(self._s, B * n)).reshape(B, n)
+        p1 = self._p + h * (b @ W.reshape(self._s, B * n)).reshape(B, n)
+        return q1, p1, np.array(Lam[-1])
 
-            return solve
 
-        GhT = np.swapaxes(Gh, -1, -2)  # (..., s-1, n, m) = M^-1 G_k^T
-        S = ca[:, :, None, None] * (Cv[..., :, None, :, :] @ GhT[..., None, :, :, :]) + caa[
-            :, :, None, None
-        ] * (Cq[..., :, None, :, :] @ GhT[..., None, :, :, :])  # (..., s-1, s-1, m, m)
-        Sinv = _small_inverse(np.swapaxes(S, -3, -2).reshape(*lead, L, L))
+def _structured_solver(
+    model: StageModel, c: dict, s: int, lead: tuple, Q, AQ, vc, staged: bool = False
+):
+    """:meth:`LagrangianStep.structured_solver` from the stage arrays (batch-first
+    ``Q (..., s, n)``, ``AQ (..., s, m, n)``, ``vc (..., s-1, n)``; strided views are fine).
+
+    ``staged``: one batch axis and ``m = 1``: the returned solve works in stage-major
+    layout inside (as :class:`StagedLagrangianStep`; same result)."""
+    if model.mass_inv is None:
+        raise ValueError("structured_solver needs a constant mass matrix (model.mass).")
+    n, m = model.n, model.m
+    Qc = Q[..., 1:, :]
+    Cv = AQ[..., 1:, :, :] if model.A is not None else model.phi_v(Qc, vc)
+    if model.A_grad is not None:  # Cq[a, j] = sum_i dA_ai/dq_j v_i (as a stacked matmul)
+        Cq = (vc[..., :, None, None, :] @ model.A_grad(Qc))[..., 0, :]
+        if model.affine_grad is not None:
+            Cq = Cq + model.affine_grad(Qc)
+    else:
+        Cq = model.phi_q(Qc, vc)
+    G = AQ[..., 1:, :, :]  # (..., s-1, m, n): the directions of Lambda^2..s
+    identity = c.get("mass_identity")
+    Gh = G if identity else _times_matrix(G, c["mass_invT"])  # rows of M^-1 G_k^T
+    if "S_coef" not in c:
+        c["S_coef"] = (
+            np.ascontiguousarray(c["ha"][1:, 1:]),
+            np.ascontiguousarray((c["ha"] @ c["hahat"])[1:, 1:]),
+            np.ascontiguousarray(c["hahat"][:, 1:]),
+        )
+    ca, caa, hah1 = c["S_coef"]
+    ha1, MinvT = c["ha1"], c["mass_invT"]
+    nV, L = s * n, (s - 1) * m
+    if m == 1:  # one constraint: blocks are scalars, S is (s-1) x (s-1)
+        Cv1, Cq1, Gh1 = Cv[..., 0, :], Cq[..., 0, :], Gh[..., 0, :]  # (..., s-1, n)
+        CG = np.concatenate([Cv1, Cq1], axis=-2) @ np.swapaxes(Gh1, -1, -2)
+        S = ca * CG[..., : s - 1, :] + caa * CG[..., s - 1 :, :]  # (..., s-1, s-1)
+        Sinv = _small_inverse(S)
+        if staged and len(lead) == 1:
+            return _staged_solve_m1(c, s, n, identity, Cq1, Gh1, Sinv)
 
         def solve(F):
-            u = F[..., :nV].reshape(*lead, s, n)
+            u = F[..., :nV]  # flat (..., s*n)
             if not identity:
-                u = _times_matrix(u, MinvT)
-            r2 = F[..., nV:].reshape(*lead, s - 1, m)
-            rhs = r2 - np.einsum("...ian,...in->...ia", Cq, ha1 @ u)
-            dL = np.einsum("...ik,...k->...i", Sinv, rhs.reshape(*lead, L)).reshape(
-                *lead, s - 1, m
+                u = _times_matrix(u.reshape(*lead, s, n), MinvT).reshape(*lead, nV)
+            rhs = F[..., nV:] - np.einsum(
+                "...in,...in->...i", Cq1, ha1 @ u.reshape(*lead, s, n)
             )
+            dL = np.einsum("...ik,...k->...i", Sinv, rhs)  # (..., s-1)
             out = np.empty(F.shape)
-            dV = u + hah1 @ np.einsum("...kan,...ka->...kn", Gh, dL)
-            out[..., :nV] = dV.reshape(*lead, nV)
-            out[..., nV:] = dL.reshape(*lead, L)
+            corr = (hah1 @ (Gh1 * dL[..., None])).reshape(*lead, nV)
+            np.add(u, corr, out=out[..., :nV])
+            out[..., nV:] = dL
             return out
 
         return solve
+
+    GhT = np.swapaxes(Gh, -1, -2)  # (..., s-1, n, m) = M^-1 G_k^T
+    S = ca[:, :, None, None] * (Cv[..., :, None, :, :] @ GhT[..., None, :, :, :]) + caa[
+        :, :, None, None
+    ] * (Cq[..., :, None, :, :] @ GhT[..., None, :, :, :])  # (..., s-1, s-1, m, m)
+    Sinv = _small_inverse(np.swapaxes(S, -3, -2).reshape(*lead, L, L))
+
+    def solve(F):
+        u = F[..., :nV].reshape(*lead, s, n)
+        if not identity:
+            u = _times_matrix(u, MinvT)
+        r2 = F[..., nV:].reshape(*lead, s - 1, m)
+        rhs = r2 - np.einsum("...ian,...in->...ia", Cq, ha1 @ u)
+        dL = np.einsum("...ik,...k->...i", Sinv, rhs.reshape(*lead, L)).reshape(
+            *lead, s - 1, m
+        )
+        out = np.empty(F.shape)
+        dV = u + hah1 @ np.einsum("...kan,...ka->...kn", Gh, dL)
+        out[..., :nV] = dV.reshape(*lead, nV)
+        out[..., nV:] = dL.reshape(*lead, L)
+        return out
+
+    return solve
+
+
+def _staged_solve_m1(c: dict, s: int, n: int, identity: bool, Cq1, Gh1, Sinv):
+    """The ``m = 1`` structured solve with stage-major temporaries ``(s, B, n)``: each
+    stage mix is one matrix product over the batch (see :class:`StagedLagrangianStep`)."""
+    ha1, hah1, MinvT = c["ha1"], c["S_coef"][2], c["mass_invT"]
+    B = Cq1.shape[0]
+    nV = s * n
+    Cq_s = np.ascontiguousarray(Cq1.transpose(1, 0, 2))  # (s-1, B, n)
+    Gh_s = np.ascontiguousarray(Gh1.transpose(1, 0, 2))
+    Sinv_s = np.ascontiguousarray(Sinv.transpose(1, 2, 0))  # (s-1, s-1, B)
+
+    def solve(F):
+        u = F[:, :nV].reshape(B, s, n).transpose(1, 0, 2).copy()  # (s, B, n), updated below
+        if not identity:
+            u = _times_matrix(u, MinvT)
+        y = (ha1 @ u.reshape(s, B * n)).reshape(s - 1, B, n)
+        rhs = F[:, nV:].T - np.einsum("ibn,ibn->ib", Cq_s, y)  # (s-1, B)
+        dL = np.einsum("ikb,kb->ib", Sinv_s, rhs)
+        corr = (hah1 @ (Gh_s * dL[..., None]).reshape(s - 1, B * n)).reshape(s, B, n)
+        u += corr
+        return np.concatenate([u.transpose(1, 0, 2).reshape(B, nV), dL.T], axis=1)
+
+    return solve
 
 
 def _small_inverse(S: Array) -> Array:

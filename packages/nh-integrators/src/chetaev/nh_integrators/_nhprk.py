@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 FORMS = ("lagrangian", "hamiltonian")
+_STRUCTURED_NEEDS = (
+    "jacobian_reuse='structured' needs the Lagrangian form of a mechanical system with a "
+    "constant mass matrix (constant_mass=True, explicit FL^-1) and constraint_momenta='iiia'. "
+    "Use jacobian_reuse='auto' (it picks 'step' here)."
+)
 _MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
 JACOBIAN_REUSE = ("auto", "structured", "step", "steps", "iteration")
@@ -273,6 +278,17 @@ class NonholonomicPRK(StageOrders):
             model = dataclasses.replace(model, legendre_inv=inv)
         return model
 
+    def _structured(self, model, q) -> bool:
+        """Whether the fast path's step uses the structured Newton matrix."""
+        if model.mass_inv is None:
+            if self.jacobian_reuse == "structured":
+                raise InputError(_STRUCTURED_NEEDS)
+            return False
+        if self.jacobian_reuse == "structured":
+            return True
+        batch = int(np.prod(q.shape[:-1]))
+        return self.jacobian_reuse == "auto" and batch >= AUTO_STRUCTURED_MIN_BATCH
+
     def _implicit(self, model) -> bool:
         if self.implicit_velocity is None:
             return model.legendre_inv is None
@@ -370,7 +386,12 @@ class NonholonomicPRK(StageOrders):
                 guess = np.concatenate(parts, axis=-1)
             if fast:  # explicit FL^{-1}, IIIA momenta: constants built once per (h, model)
                 consts = self._constants(h, model)
-                equations = eq.LagrangianStep(q, p, lam, h, a, ahat, model, consts)
+                structured = self._structured(model, q)
+                # stage-major layout for one batch axis with the structured matrix
+                Step = (
+                    eq.StagedLagrangianStep if structured and q.ndim == 2 else eq.LagrangianStep
+                )
+                equations = Step(q, p, lam, h, a, ahat, model, consts)
                 fun, jac = equations.residual, equations.jacobian
 
                 def jac_rows(xs, sl):
@@ -419,17 +440,10 @@ class NonholonomicPRK(StageOrders):
                 return eq.hamiltonian_jacobian(xs, q[sl], p[sl], lam[sl], *hargs[3:])
 
         reuse = self.jacobian_reuse
-        structured = fast and model.mass_inv is not None
-        if reuse == "structured" and not structured:
-            raise InputError(
-                "jacobian_reuse='structured' needs the Lagrangian form of a mechanical system "
-                "with a constant mass matrix (constant_mass=True, explicit FL^-1) and "
-                "constraint_momenta='iiia'. Use jacobian_reuse='auto' (it picks 'step' here)."
-            )
-        structured = structured and (
-            reuse == "structured"
-            or (reuse == "auto" and int(np.prod(q.shape[:-1])) >= AUTO_STRUCTURED_MIN_BATCH)
-        )
+        if not fast:
+            structured = False
+            if reuse == "structured":
+                raise InputError(_STRUCTURED_NEEDS)
         jac_inv0 = None
         if reuse == "steps" and carry.get("h") == h:
             jac_inv0 = carry.get("jac_inv")
@@ -483,9 +497,7 @@ class NonholonomicPRK(StageOrders):
         x = result.x
         if fast:
             # node values from the last residual evaluation (at x): eq. (14a), lambda = Lambda^s
-            q1 = q + h * (b @ equations.V)
-            p1 = p + h * (b @ equations.W)
-            lam1 = equations.Lam[..., -1, :]
+            q1, p1, lam1 = equations.node_values(b, h)
             v1 = p1 @ model.mass_inv.T if model.mass_inv is not None else model.legendre_inv(q1, p1)
         elif self.form == "lagrangian":
             q1 = q + h * (b @ aux["V"])

@@ -835,8 +835,9 @@ def _staged_solve_m1(c: dict, s: int, n: int, identity: bool, Cq1, Gh1, Sinv):
 
 def _small_inverse(S: Array) -> Array:
     """Inverse of a stack of small square matrices: closed forms (adjugate over
-    determinant) for sizes 1-3, which for a batch of 10^4 cost ~10 times less than
-    ``np.linalg.inv``'s per-matrix LAPACK calls; ``np.linalg.inv`` otherwise.
+    determinant) for sizes 1-3, with the entries as contiguous ``(...)`` arrays: for a
+    batch of 10^4 several times cheaper than ``np.linalg.inv``'s per-matrix LAPACK calls;
+    ``np.linalg.inv`` for larger sizes.
 
     Raises ``numpy.linalg.LinAlgError`` when a matrix is singular (determinant zero or not
     finite, or below ``1e-14`` times the product of its row norms).
@@ -844,22 +845,25 @@ def _small_inverse(S: Array) -> Array:
     k = S.shape[-1]
     if k > 3:
         return np.linalg.inv(S)
+    E = np.moveaxis(S, (-2, -1), (0, 1)).copy()  # E[i, j] = S[..., i, j], contiguous
     if k == 1:
-        det = S[..., 0, 0]
-        adj = np.ones(S.shape)
+        det = E[0, 0]
+        adj = np.ones_like(E)
     elif k == 2:
-        a, b, c, d = S[..., 0, 0], S[..., 0, 1], S[..., 1, 0], S[..., 1, 1]
-        det = a * d - b * c
-        adj = np.stack([np.stack([d, -b], -1), np.stack([-c, a], -1)], -2)
+        det = E[0, 0] * E[1, 1] - E[0, 1] * E[1, 0]
+        adj = np.stack([np.stack([E[1, 1], -E[0, 1]]), np.stack([-E[1, 0], E[0, 0]])])
     else:
-        r0, r1, r2 = S[..., 0, :], S[..., 1, :], S[..., 2, :]
-        c0, c1, c2 = np.cross(r1, r2), np.cross(r2, r0), np.cross(r0, r1)
-        det = np.einsum("...i,...i->...", r0, c0)
-        adj = np.stack([c0, c1, c2], -1)  # columns: cofactors
-    scale = np.prod(np.sqrt(np.einsum("...ij,...ij->...i", S, S)), axis=-1)
+        adj = np.empty_like(E)  # adj[j, i] = cofactor C_ij
+        for i in range(3):
+            i1, i2 = (i + 1) % 3, (i + 2) % 3
+            for j in range(3):
+                j1, j2 = (j + 1) % 3, (j + 2) % 3
+                adj[j, i] = E[i1, j1] * E[i2, j2] - E[i1, j2] * E[i2, j1]
+        det = E[0, 0] * adj[0, 0] + E[0, 1] * adj[1, 0] + E[0, 2] * adj[2, 0]
+    scale = np.prod(np.sqrt(np.sum(E * E, axis=1)), axis=0)  # product of the row norms
     if not np.all(np.abs(det) > 1e-14 * scale) or not np.all(np.isfinite(det)):
         raise np.linalg.LinAlgError("singular structured Newton matrix")
-    return adj / det[..., None, None]
+    return np.moveaxis(adj / det, (0, 1), (-2, -1))
 
 
 def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: bool = False):

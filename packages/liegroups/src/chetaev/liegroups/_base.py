@@ -321,19 +321,6 @@ class MatrixLieGroup(abc.ABC):
         return self._columns(T)
 
 
-def _richardson_jacobian(f, xi: np.ndarray, step: float = 1e-3) -> np.ndarray:
-    """Jacobian of ``f: (..., d) -> (..., m)`` by the fourth-order central stencil
-    ``(8 (f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))) / (12 h)``, all 4 d evaluations in one
-    broadcast call.  Truncation ~h^4 f^(5)/30 ~ 1e-13 and rounding ~1.5 eps/h ~ 2e-13 for
-    smooth O(1) maps: accurate to ~1e-12."""
-    d = xi.shape[-1]
-    E = np.eye(d) * step
-    offsets = np.concatenate([E, -E, 2 * E, -2 * E])  # (4d, d)
-    vals = f(xi[..., None, :] + offsets)  # (..., 4d, m)
-    p, m, p2, m2 = (vals[..., k * d : (k + 1) * d, :] for k in range(4))
-    return np.swapaxes((8.0 * (p - m) - (p2 - m2)) / (12.0 * step), -1, -2)
-
-
 def _inverse_deriv(dL_inv: np.ndarray, dL_deriv, xi, eta) -> np.ndarray:
     """Jacobian of ``xi -> dL(xi)^{-1} eta`` from that of ``dL``:
     ``d(D^{-1}) eta = -D^{-1} (dD) D^{-1} eta``, i.e. ``-D^{-1} J^L(xi, D^{-1} eta)``."""

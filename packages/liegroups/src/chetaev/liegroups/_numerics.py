@@ -12,7 +12,8 @@ whose s-derivatives are again of this family (no cancellation is introduced by
 differentiating):
 
     f_n'  = (n f_{n+2} - f_{n+1}) / 2,
-    f_n'' = (n(n+2) f_{n+4} - (2n+1) f_{n+3} + f_{n+2}) / 4.
+    f_n'' = (n(n+2) f_{n+4} - (2n+1) f_{n+3} + f_{n+2}) / 4,
+    f_n''' = (n(n+2)(n+4) f_{n+6} - 3(n^2+3n+1) f_{n+5} + 3(n+1) f_{n+4} - f_{n+3}) / 8.
 
 Near s = 0 the closed forms cancel catastrophically (f_3 loses ~6 eps/s relative), so a
 truncated power series is used instead.  The one place that decides which branch is used is
@@ -39,6 +40,7 @@ __all__ = [
     "iso_hess",
     "iso_jac",
     "iso_matrix",
+    "iso_third",
     "sq3",
     "use_series",
     "vee3",
@@ -190,6 +192,14 @@ class FTable:
     def d2f(self, n: int) -> np.ndarray:
         """``d^2 f_n / ds^2 = (n(n+2) f_{n+4} - (2n+1) f_{n+3} + f_{n+2}) / 4``."""
         return 0.25 * (n * (n + 2) * self.f(n + 4) - (2 * n + 1) * self.f(n + 3) + self.f(n + 2))
+
+    def d3f(self, n: int) -> np.ndarray:
+        """``d^3 f_n / ds^3 = (n(n+2)(n+4) f_{n+6} - 3(n^2+3n+1) f_{n+5} + 3(n+1) f_{n+4}
+        - f_{n+3}) / 8`` (``d2f`` differentiated once more with ``f_m' = (m f_{m+2} - f_{m+1})/2``).
+        """
+        return 0.125 * (n * (n + 2) * (n + 4) * self.f(n + 6)
+                        - 3 * (n * n + 3 * n + 1) * self.f(n + 5)
+                        + 3 * (n + 1) * self.f(n + 4) - self.f(n + 3))
 
 
 # ----------------------------------------------------------------------------- blocking
@@ -371,3 +381,53 @@ def iso_hess(w, eta, v, r, p, q, r1, p1, q1, r2, p2, q2) -> np.ndarray:
     P[..., 2, 2] += ev
     H += _e(_e(q)) * P
     return H
+
+
+def iso_third(w, eta, x, y, r1, p1, q1, r2, p2, q2, r3, p3, q3) -> np.ndarray:
+    """Jacobian in w of ``iso_hess(w, eta, x, ...) @ y``, shape (..., 3, 3): the third
+    derivative of ``D(w) eta = r eta + p w×eta + q w×(w×eta)`` contracted with x and y (fully
+    symmetric in x, y and the direction z it acts on).  r1..q3 are the first three
+    s-derivatives of r, p, q (the values themselves do not enter: D is quadratic in w at fixed
+    coefficients).
+
+    With D(w) eta = c0 eta + c1 w×eta + c2 w (w·eta), c0 = r - s q, c1 = p, c2 = q, every
+    coefficient g(s) obeys (s = |w|^2, ds[x] = 2 w·x, d²s[x, y] = 2 x·y, d³s = 0)
+
+        d³g[x, y, z] = 8 g''' (w·x)(w·y)(w·z) + 4 g'' ((x·y)(w·z) + (w·y)(x·z) + (w·x)(y·z)),
+
+    and the product rule with the linear map w×eta and the quadratic map w (w·eta) gives the
+    sum of outer products assembled below (one term per right-hand vector w, x, y, eta, plus
+    multiples of I and hat(eta))."""
+    s = sq3(w)
+    # s-derivatives of c0 = r - s q (Leibniz: (s q)^(k) = s q^(k) + k q^(k-1))
+    a2 = r2 - 2.0 * q1 - s * q2
+    a3 = r3 - 3.0 * q2 - s * q3
+    wx = np.einsum("...i,...i->...", w, x)
+    wy = np.einsum("...i,...i->...", w, y)
+    we = np.einsum("...i,...i->...", w, eta)
+    xy = np.einsum("...i,...i->...", x, y)
+    xe = np.einsum("...i,...i->...", x, eta)
+    ye = np.einsum("...i,...i->...", y, eta)
+    w_e = cross3(w, eta)
+    x_e = cross3(x, eta)
+    y_e = cross3(y, eta)
+    # the vector c0^(k) eta + c1^(k) w×eta + c2^(k) w (w·eta) for k = 2, 3
+    vec2 = _e(a2) * eta + _e(p2) * w_e + _e(q2 * we) * w
+    vec3 = _e(a3) * eta + _e(p3) * w_e + _e(q3 * we) * w
+    dqx = x * _e(we) + w * _e(xe)  # d/dw [w (w·eta)] along x
+    dqy = y * _e(we) + w * _e(ye)
+    kw = (_e(8.0 * wx * wy) * vec3 + _e(4.0 * xy) * vec2
+          + _e(4.0 * p2) * (_e(wx) * y_e + _e(wy) * x_e)
+          + _e(4.0 * q2) * (_e(wx) * dqy + _e(wy) * dqx)
+          + _e(2.0 * q1) * (x * _e(ye) + y * _e(xe)))
+    kx = _e(4.0 * wy) * vec2 + _e(2.0 * p1) * y_e + _e(2.0 * q1) * dqy
+    ky = _e(4.0 * wx) * vec2 + _e(2.0 * p1) * x_e + _e(2.0 * q1) * dqx
+    kxy = 4.0 * q2 * wx * wy + 2.0 * q1 * xy
+    ke = _e(kxy) * w + _e(2.0 * q1) * (_e(wx) * y + _e(wy) * x)
+    T = _outer(kw, w) + _outer(kx, x) + _outer(ky, y) + _outer(ke, eta)
+    diag = kxy * we + 2.0 * q1 * (wx * ye + wy * xe)
+    T[..., 0, 0] += diag
+    T[..., 1, 1] += diag
+    T[..., 2, 2] += diag
+    T -= _e(_e(4.0 * p2 * wx * wy + 2.0 * p1 * xy)) * hat3(eta)
+    return T

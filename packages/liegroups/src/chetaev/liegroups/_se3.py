@@ -8,8 +8,8 @@
   diagonal blocks, so F(-ad_xi) = [[D, M], [0, D]] with D = SO(3) exp dL(omega) and
   M = d/deps D(omega + eps v) (the Frechet derivative of F at -hat(omega) along -hat(v)); i.e.
   M eta = J^L_SO3(omega, eta) v.  dL^{-1} = [[D^{-1}, -D^{-1} M D^{-1}], [0, D^{-1}]].
-* dL_deriv uses the closed-form SO(3) first and second derivatives of D (exact, no series
-  truncation, no finite differences).
+* dL_deriv uses the closed-form SO(3) first and second derivatives of D, dL_hess also the
+  closed-form third one (exact, no series truncation, no finite differences).
 Cayley uses the exact matrix formulas of :class:`MatrixLieGroup`.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import MatrixLieGroup, _richardson_jacobian
-from ._numerics import FTable, hat3, iso_apply
-from ._so3 import SO3
+from ._base import MatrixLieGroup
+from ._numerics import FTable, hat3, iso_apply, iso_hess, iso_third, sq3
+from ._so3 import SO3, _exp_dl_coeffs
 
 __all__ = ["SE3", "SE3Group"]
 
@@ -154,21 +154,28 @@ class SE3Group(MatrixLieGroup):
         return _blocks(Jb, TR, Jb)
 
     def exp_dL_hess(self, xi, eta, u):
-        """Jacobian of ``xi -> exp_dL_deriv(xi, eta) u``.  Its exact form needs the third
-        derivative of the SO(3) tangent; instead the closed-form ``exp_dL_deriv`` is
-        differentiated with the fourth-order stencil of :func:`_richardson_jacobian`
-        (accurate to ~1e-12 relative for ``|omega| < 2 pi``; the only non-closed-form
-        quantity in the package)."""
+        """Jacobian of ``xi -> exp_dL_deriv(xi, eta) u`` (closed form).  With xi = (v, w),
+        eta = (a, b), u = (u_v, u_w), J, H the SO(3) first and second derivatives of
+        ``D(w) eta`` (:meth:`SO3Group.exp_dL_deriv`, :meth:`SO3Group.exp_dL_hess`) and T the
+        third (:meth:`SO3Group.exp_dL_third`), ``exp_dL_deriv(xi, eta) u =
+        [J(w,b) u_v + J(w,a) u_w + H(w,b,v) u_w ; J(w,b) u_w]``, whose Jacobian is
+
+            [[H(w,b,u_w), H(w,b,u_v) + H(w,a,u_w) + T(w,b,v,u_w)], [0, H(w,b,u_w)]]
+
+        (H(w,b,v) u_w = H(w,b,u_w) v: the second derivative is symmetric).  Exact: no finite
+        differences, no truncated series outside the small-angle branches of ``f_n``."""
         xi = self.check_algebra(xi, where="SE3.exp_dL_hess")
         eta = self.check_algebra(eta, "eta", "SE3.exp_dL_hess")
         u = self.check_algebra(u, "u", "SE3.exp_dL_hess")
         xi, eta, u = np.broadcast_arrays(xi, eta, u)
-
-        def Ju(x):
-            return np.einsum("...ij,...j->...i", self.exp_dL_deriv(x, eta[..., None, :]),
-                             u[..., None, :])
-
-        return _richardson_jacobian(Ju, xi)
+        v, w = xi[..., :3], xi[..., 3:]
+        a, b = eta[..., :3], eta[..., 3:]
+        uv, uw = u[..., :3], u[..., 3:]
+        c0, c1, c2, c3 = _exp_dl_coeffs(FTable(sq3(w)), 3)
+        # the three SO(3) second derivatives in one broadcast call (stacked on a new axis 0)
+        Hs = iso_hess(w, np.stack([b, b, a]), np.stack([uw, uv, uw]), *c0, *c1, *c2)
+        TR = Hs[1] + Hs[2] + iso_third(w, b, v, uw, *c1, *c2, *c3)
+        return _blocks(Hs[0], TR, Hs[0])
 
 
 SE3 = SE3Group()

@@ -25,6 +25,7 @@ from ._numerics import (
     iso_from_coeffs,
     iso_hess,
     iso_jac,
+    iso_third,
     sq3,
     vee3,
 )
@@ -41,6 +42,8 @@ def _exp_dl_coeffs(T: FTable, order: int):
         out.append((zero, -T.df(2), T.df(3)))
     if order >= 2:
         out.append((zero, -T.d2f(2), T.d2f(3)))
+    if order >= 3:
+        out.append((zero, -T.d3f(2), T.d3f(3)))
     return out
 
 
@@ -146,6 +149,16 @@ class SO3Group(MatrixLieGroup):
         ``exp_dL(xi) eta``; used for SE(3))."""
         return self._k_exp_dL_hess(np.asarray(xi, dtype=np.float64), eta, v)
 
+    def exp_dL_third(self, xi, eta, v, u):
+        """``(..., 3, 3)`` Jacobian of ``xi -> exp_dL_hess(xi, eta, v) @ u``: the third
+        derivative of ``exp_dL(xi) eta`` contracted with v and u (closed form, symmetric in v,
+        u and the direction it acts on; used for the SE(3) second derivative)."""
+        w = self.check_algebra(xi, where="SO3.exp_dL_third")
+        eta = self.check_algebra(eta, "eta", "SO3.exp_dL_third")
+        v = self.check_algebra(v, "v", "SO3.exp_dL_third")
+        u = self.check_algebra(u, "u", "SO3.exp_dL_third")
+        return self._k_exp_dL_third(w, eta, v, u)
+
     def exp_dL_apply(self, xi, eta):
         w = np.asarray(xi, dtype=np.float64)
         T = FTable(sq3(w))
@@ -213,6 +226,10 @@ class SO3Group(MatrixLieGroup):
     def _k_exp_dL_hess(self, w, eta, v):
         c0, c1, c2 = _exp_dl_coeffs(FTable(sq3(w)), 2)
         return iso_hess(w, eta, v, *c0, *c1, *c2)
+
+    def _k_exp_dL_third(self, w, eta, v, u):
+        _, c1, c2, c3 = _exp_dl_coeffs(FTable(sq3(w)), 3)
+        return iso_third(w, eta, v, u, *c1, *c2, *c3)
 
     def _k_cay(self, w):
         return blocked(_cay_core, w, 1, (3, 3))

@@ -34,6 +34,13 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 suppress_warnings = ["ref.python"]
 
+# numpydoc drops a docstring section it does not know (e.g. "Arguments", "Equations") from
+# the page and only emits a Python UserWarning, which sphinx -W does not see: make it fail
+# the build, so no parameter list or equation reference silently disappears.
+import warnings  # noqa: E402
+
+warnings.filterwarnings("error", message="Unknown section", category=UserWarning)
+
 # Pages that document a package which is not installed (not yet in packages/) are left out, so
 # the site builds at every stage of the project.
 import importlib.util  # noqa: E402

@@ -128,8 +128,8 @@ class ConstrainedPRK:
     store the continuous λ(q_k, v_k); ``system.multiplier(traj.q, traj.v)`` gives that
     for any method.
 
-    Arguments
-    ---------
+    Parameters
+    ----------
     pair : PartitionedTableau or Tableau
         ``lobatto_iiia_iiib(s)``; a Tableau is paired with its symplectic conjugate.
     newton : NewtonOptions

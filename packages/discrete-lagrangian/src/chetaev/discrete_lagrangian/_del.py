@@ -34,8 +34,8 @@ _KINDS = ("midpoint", "trapezoidal", "alpha")
 class DiscreteLagrangian:
     """A discrete Lagrangian L_d(q0, q1; h) built from a continuous one.
 
-    Arguments
-    ---------
+    Parameters
+    ----------
     kind : {"midpoint", "trapezoidal", "alpha"}
     alpha : float
         Only for ``kind="alpha"``: the quadrature point (1 − α) q0 + α q1, α ∈ [0, 1].
@@ -124,10 +124,11 @@ class DiscreteEulerLagrange:
     Equations (paper §4, eq. (6); Marsden & West 2001): solve p_k = −D1L_d(q_k, q_{k+1})
     for q_{k+1}; then p_{k+1} = D2L_d(q_k, q_{k+1}), v_{k+1} = FL⁻¹(q_{k+1}, p_{k+1}).
 
-    Arguments
-    ---------
+    Parameters
+    ----------
     kind : {"midpoint", "trapezoidal", "alpha"}
-    alpha : float (for kind="alpha")
+    alpha : float
+        Only for ``kind="alpha"``.
     newton : NewtonOptions
     """
 

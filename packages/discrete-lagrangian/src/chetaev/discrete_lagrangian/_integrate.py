@@ -58,22 +58,31 @@ def integrate(
 ) -> Trajectory:
     """Integrate ``system`` with ``method`` using the fixed step ``h``.
 
-    Main arguments
-    --------------
-    system : a system from :mod:`chetaev.discrete_lagrangian.systems` (or another package)
-    method : an integrator implementing ``initial_state`` / ``step``
-    q0, v0 : initial configuration and velocity; leading batch axes run an ensemble as one
+    Parameters
+    ----------
+    system : system
+        A system from :mod:`chetaev.discrete_lagrangian.systems` (or another package).
+    method : integrator
+        An integrator implementing ``initial_state`` / ``step``.
+    q0, v0 : array_like
+        Initial configuration and velocity; leading batch axes run an ensemble as one
         vectorized computation. ``q0`` may instead be a :class:`State` (e.g.
         ``traj.final_state()``) to continue a run bit-for-bit; ``v0`` is then ignored.
-    h : step size (> 0)
-    t_final or n_steps : exactly one; ``t_final - t0`` must be a multiple of ``h``.
+    h : float
+        Step size (> 0).
+    t_final, n_steps : float, int
+        Exactly one; ``t_final - t0`` must be a multiple of ``h``.
 
-    Other arguments
-    ---------------
-    progress : show a tqdm bar if tqdm is installed
-    callback : ``callback(state)`` after every step; a truthy return value stops the run
-    save_every : keep every k-th state (the final state is always kept)
-    t0 : initial time (ignored when ``q0`` is a State)
+    Other Parameters
+    ----------------
+    progress : bool
+        Show a tqdm bar if tqdm is installed.
+    callback : callable, optional
+        ``callback(state)`` after every step; a truthy return value stops the run.
+    save_every : int
+        Keep every k-th state (the final state is always kept).
+    t0 : float
+        Initial time (ignored when ``q0`` is a State).
 
     Returns
     -------

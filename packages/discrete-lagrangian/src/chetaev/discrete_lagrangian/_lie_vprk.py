@@ -110,8 +110,8 @@ class LieVPRK:
     Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; spec §2.8–2.9): see
     ``chetaev.discrete_lagrangian._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
 
-    Arguments
-    ---------
+    Parameters
+    ----------
     pair : PartitionedTableau or Tableau
         A symplectic pair; only (a, b) enter (â is its symplectic conjugate).
     retraction : {"cayley", "exp"}

@@ -41,8 +41,8 @@ class VPRK:
         D2L(Q^i, V^i) = P^i           (the sn equations solved by Newton)
         q_{k+1} = q_k + h Σ_j b_j V^j,   p_{k+1} = p_k + h Σ_j b̂_j W^j
 
-    Arguments
-    ---------
+    Parameters
+    ----------
     pair : PartitionedTableau or Tableau
         A symplectic pair (e.g. ``lobatto_iiia_iiib(3)``), or a single tableau with nonzero
         weights (e.g. ``gauss(2)``), which is paired with its symplectic conjugate.

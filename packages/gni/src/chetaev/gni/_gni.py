@@ -214,18 +214,17 @@ class GNI:
     Exactly preserved at every node: the averaged momentum ``(p⁻_k + p⁺_k)/2`` satisfies the
     constraint (9b)/(27b) (so ``v_k`` does), and ``|p⁻_k − Π|_{G⁻¹} = |p⁺_k − Π|_{G⁻¹}``.
 
-    Equations
-    ---------
-    ``form="momentum"`` (default): the one-step reflection form of (8)/(26), spec §2.1:
+    Notes
+    -----
+    **Equations.** ``form="momentum"`` (default): the one-step reflection form of (8)/(26),
+    spec §2.1:
     ``p⁻_k = p⁺_k − 2Qᵀ(p⁺_k − Π)``, ``−D1 L_d(q_k, q_{k+1}) = p⁻_k``,
     ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})``.
     ``form="two_step"``: the local form (9)/(27), unknowns ``(q_{k+1}, λ_k)`` from
     ``(q_{k−1}, q_k)``, solved by Newton (the state carries the look-ahead point).
     Both forms give the same sequence ``q_k`` (tested).
 
-    State
-    -----
-    ``q = q_k``; ``v = v_k = G⁻¹(p⁻_k + p⁺_k)/2``, the node velocity, which satisfies the
+    **State.** ``q = q_k``; ``v = v_k = G⁻¹(p⁻_k + p⁺_k)/2``, the node velocity, which satisfies the
     constraint; ``p = G v_k``; ``lam = λ_k`` with ``p⁻_k − p⁺_k = h muᵀ λ_k`` (chetaev sign
     convention ``d/dt ∂L/∂v − ∂L/∂q = muᵀλ``). ``initial_state`` takes ``λ_0`` from the
     continuous problem (``ConstrainedSystem.multiplier``). In this representation Euler A and

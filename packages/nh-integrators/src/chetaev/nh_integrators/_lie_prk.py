@@ -188,11 +188,9 @@ class LieNonholonomicPRK(StageOrders):
     multiplier error enters Λˢ multiplied by R_A(∞) = +1, so for s = 3 the multiplier drifts
     linearly and the energy error grows slowly; "zero_first" removes the drift.
 
-    Equations
-    ---------
-    App. F of arXiv:1810.10926 (spec high-order-nonholonomic §2.10), in the inverse-free form
-    of spec homogeneous-spaces-rkmk §3.3 boxed (3c), (3d), eq. 5 and §3.6; continuous λ₀ from
-    spec high-order-nonholonomic §1.3.
+    **Equations.** App. F of arXiv:1810.10926 (spec high-order-nonholonomic §2.10), in the
+    inverse-free form of spec homogeneous-spaces-rkmk §3.3 boxed (3c), (3d), eq. 5 and §3.6;
+    continuous λ₀ from spec high-order-nonholonomic §1.3.
 
     References
     ----------

@@ -162,10 +162,10 @@ class NonholonomicPRK(StageOrders):
         ``"steps"``: the inverse analytic Jacobian is also carried from step to step.
         ``"iteration"``: full Newton (analytic Jacobian at every iteration).
 
-    Equations
-    ---------
-    Paper eq. (14a)–(14e), App. D (Lagrangian); eq. (15a)–(15e), App. E (Hamiltonian);
-    spec high-order-nonholonomic §2.4–2.6.
+    Notes
+    -----
+    **Equations.** Paper eq. (14a)–(14e), App. D (Lagrangian); eq. (15a)–(15e), App. E
+    (Hamiltonian); spec high-order-nonholonomic §2.4–2.6.
 
     References
     ----------

@@ -41,6 +41,22 @@ def _step_equations(system, s, q, v, h=H, lam=None):
     return step, x
 
 
+def _runs(system, q0, v0, s, reuses, n_steps):
+    """One run per ``jacobian_reuse`` value, Newton tol = 1e-14, h = 0.1."""
+    opts = NewtonOptions(tol=1e-14)
+    return [
+        integrate(
+            system,
+            NonholonomicPRK(lobatto_iiia_iiib(s), newton=opts, jacobian_reuse=r),
+            q0,
+            v0,
+            h=H,
+            n_steps=n_steps,
+        )
+        for r in reuses
+    ]
+
+
 def _free_body(m_constraints: int, affine: bool) -> ConstrainedSystem:
     """V = 0, constant non-diagonal mass, constant A (and a): the O(h^2) terms vanish."""
     n = 4
@@ -126,23 +142,7 @@ def test_every_newton_matrix_gives_the_same_step(nh, s, reuse):
     multipliers are determined to ~tol / h by the residual)."""
     system = nh.chaotic_system()
     q0, v0 = nh.chaotic_ensemble(4)
-    opts = NewtonOptions(tol=1e-14)
-    ref = integrate(
-        system,
-        NonholonomicPRK(lobatto_iiia_iiib(s), newton=opts, jacobian_reuse="iteration"),
-        q0,
-        v0,
-        h=H,
-        n_steps=50,
-    )
-    sol = integrate(
-        system,
-        NonholonomicPRK(lobatto_iiia_iiib(s), newton=opts, jacobian_reuse=reuse),
-        q0,
-        v0,
-        h=H,
-        n_steps=50,
-    )
+    ref, sol = _runs(system, q0, v0, s, ("iteration", reuse), n_steps=50)
     assert ref.success and sol.success
     assert np.abs(sol.q - ref.q).max() < 1e-13
     assert np.abs(sol.lam - ref.lam).max() < 1e-11
@@ -156,18 +156,7 @@ def test_structured_batch_shapes(nh, shape):
     q0, v0 = nh.chaotic_ensemble(9)
     k = int(np.prod(shape))
     q0, v0 = q0[:k].reshape(*shape, 7), v0[:k].reshape(*shape, 7)
-    opts = NewtonOptions(tol=1e-14)
-    runs = [
-        integrate(
-            system,
-            NonholonomicPRK(lobatto_iiia_iiib(3), newton=opts, jacobian_reuse=r),
-            q0,
-            v0,
-            h=H,
-            n_steps=30,
-        )
-        for r in ("structured", "iteration")
-    ]
+    runs = _runs(system, q0, v0, 3, ("structured", "iteration"), n_steps=30)
     assert runs[0].q.shape == (31, *shape, 7)
     assert np.abs(runs[0].q - runs[1].q).max() < 1e-13
 
@@ -297,18 +286,7 @@ def test_nonlinear_constraint_of_a_mechanical_system():
     vx = 0.5
     vz = (-1.0 + np.sqrt(1.0 + 2.0 * g * 0.2 * vx)) / g  # on the constraint
     v0 = np.array([vx, 0.3, vz])
-    opts = NewtonOptions(tol=1e-14)
-    runs = [
-        integrate(
-            system,
-            NonholonomicPRK(lobatto_iiia_iiib(3), newton=opts, jacobian_reuse=r),
-            q0,
-            v0,
-            h=H,
-            n_steps=30,
-        )
-        for r in ("structured", "iteration")
-    ]
+    runs = _runs(system, q0, v0, 3, ("structured", "iteration"), n_steps=30)
     assert all(r.success for r in runs)
     assert np.abs(runs[0].q - runs[1].q).max() < 1e-13
 

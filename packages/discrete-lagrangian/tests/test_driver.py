@@ -142,3 +142,28 @@ def test_non_finite_step_stops_the_run_with_a_message():
     assert "Step 3 (from t = 0.3) produced non-finite values in q" in tr.message
     assert "halve h" in tr.message
     assert len(tr.t) == 4 and np.all(np.isfinite(tr.q))  # nodes 0..3, all finite
+
+
+@attrs.frozen
+class _CheckedVerlet(_Verlet):
+    """Verlet with the driver's post-step hook: a warning from step 3, a failure at step 6."""
+
+    def check_step(self, system, previous, state, h):
+        assert previous.n + 1 == state.n
+        if state.n == 6:
+            raise ConvergenceError(step=state.n, t=state.t, residual=2.0, tol=1e-12,
+                                   iterations=0, hint="post-condition test")
+        if state.n >= 3:
+            return RuntimeWarning(f"mode at step {state.n}")
+        return None
+
+
+def test_check_step_warns_once_and_fails_the_run():
+    with pytest.warns(RuntimeWarning, match="mode at step 3") as record:
+        tr = integrate(SYS, _CheckedVerlet(), Q0, V0, h=0.1, n_steps=5)
+    assert len([w for w in record if "mode at step" in str(w.message)]) == 1
+    assert tr.success and tr.message.endswith("mode at step 3")
+    with pytest.warns(RuntimeWarning):
+        tr = integrate(SYS, _CheckedVerlet(), Q0, V0, h=0.1, n_steps=10)
+    assert not tr.success and "post-condition test" in tr.message
+    assert tr.stats["n_steps"] == 5 and tr.final_state().n == 5

@@ -5,14 +5,25 @@ A method implements (DESIGN.md "The shared protocol")::
     method.initial_state(system, q0, v0, t0=0.0) -> State   # checks and completes the data
     method.step(system, state, h) -> State                 # n + 1, t + h; raises on failure
 
-and optionally ``method.order`` and ``method.name``. ``integrate`` never looks inside a
-method: it loops, records every ``save_every``-th state, and turns a
-:class:`ConvergenceError` into ``Trajectory(success=False, message=...)``.
+and optionally ``method.order``, ``method.name`` and the post-step hook::
+
+    method.check_step(system, previous, state, h) -> Warning | None
+
+``integrate`` never looks inside a method: it loops, records every ``save_every``-th state,
+and turns a :class:`ConvergenceError` into ``Trajectory(success=False, message=...)``.
+
+``check_step`` is called after every converged, finite step. It checks what the method
+guarantees of the new state (post-conditions): a violation raises
+:class:`ConvergenceError`, which fails the run at that step like a Newton failure. It may
+instead return a :class:`Warning` instance (a diagnostic that does not invalidate the step,
+such as a growing parasitic mode): the driver emits it with :func:`warnings.warn`, once per
+warning class and run, and appends its text to ``Trajectory.message``.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +152,9 @@ def integrate(
     last_saved = 0
     k = 0
     stopped = False
+    check_step = getattr(method, "check_step", None)
+    notes: list[str] = []
+    warned: set[type] = set()
     for k in range(1, n_steps + 1):
         try:
             new = method.step(system, state, h)
@@ -156,6 +170,18 @@ def integrate(
             message = MESSAGES["nonfinite"].format(n=state.n, t=state.t, what=", ".join(bad))
             k -= 1
             break
+        if check_step is not None:
+            try:
+                note = check_step(system, state, new, h)
+            except ConvergenceError as err:
+                success = False
+                message = MESSAGES["failed"].format(error=err)
+                k -= 1
+                break
+            if note is not None and type(note) not in warned:
+                warned.add(type(note))
+                warnings.warn(note, stacklevel=2)
+                notes.append(str(note))
         state = new
         it = state.info.get("newton_iterations", 0)
         total_it += int(it)
@@ -185,6 +211,8 @@ def integrate(
     if success:
         message = (MESSAGES["callback"] if stopped else MESSAGES["success"]).format(
             n=k, h=h, t=state.t)
+    if notes:
+        message = " ".join([message, *notes])
     stats = {
         "n_steps": k,
         "newton_iterations": total_it,

@@ -81,9 +81,13 @@ def test_nonsymmetric_mass_rejected():
         MechanicalSystem(np.array([[1.0, 0.5], [0.0, 1.0]]), lambda q: 0.0, lambda q: 0 * q)
 
 
-def test_callable_mass_needs_n():
-    with pytest.raises(InputError, match=r"n=\.\.\."):
-        MechanicalSystem(lambda q: np.eye(2), lambda q: 0.0, lambda q: 0 * q)
+def test_callable_mass_without_n_takes_the_dimension_from_the_data():
+    # issue 14 item 5: the pinned MechanicalSystem(mass, potential, potential_grad) works
+    sys_ = MechanicalSystem(lambda q: np.broadcast_to(np.eye(2), (*np.shape(q), 2)),
+                            lambda q: 0.0 * q[..., 0], lambda q: 0 * q)
+    assert sys_.n is None
+    assert sys_.M(np.zeros(2)).shape == (2, 2)
+    assert sys_.n == 2
 
 
 def test_non_vectorized_callables_are_looped():

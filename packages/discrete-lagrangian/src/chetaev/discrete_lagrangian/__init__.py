@@ -11,6 +11,7 @@ from ._del import DiscreteEulerLagrange, DiscreteLagrangian
 from ._errors import (
     ConstraintViolationError,
     ConvergenceError,
+    DerivativeError,
     HypothesisError,
     InputError,
     SingularMatrixError,
@@ -45,6 +46,7 @@ __all__ = [
     "ConstrainedSystem",
     "ConstraintViolationError",
     "ConvergenceError",
+    "DerivativeError",
     "DiscreteEulerLagrange",
     "DiscreteLagrangian",
     "HolonomicConstraint",

@@ -33,7 +33,7 @@ import numpy as np
 
 from ._errors import ConstraintViolationError, InputError, SingularMatrixError
 from ._fd import fd_jacobian, group_perturb, vector_perturb
-from ._systems import _wrap, qcore
+from ._systems import _solve, _wrap, qcore
 
 __all__ = [
     "ConstrainedSystem",
@@ -68,8 +68,50 @@ def _as_callable(x: Any, name: str, vectorized: bool, core: tuple[int, ...]):
     return arr
 
 
+class _CheckMixin:
+    """``check_derivatives`` shared by the constraints and :class:`ConstrainedSystem`."""
+
+    def check_derivatives(self, q: Any, v: Any = None) -> None:
+        """Check the user's callables at ``(q, v)`` and two nearby points.
+
+        Output shapes, broadcasting over leading axes and every supplied derivative
+        against a central finite difference (module ``_derivcheck``; a
+        :class:`ConstrainedSystem` checks its system and its constraint). ``integrate``
+        runs this once per system object before the first step; ``derivative_check=False``
+        on a constructor skips the derivative comparison of that object.
+
+        Raises
+        ------
+        DerivativeError
+            Names the argument, the worst entry and both values.
+        InputError
+            A wrong output shape or a callable that does not broadcast.
+        """
+        from ._derivcheck import check_derivatives
+
+        check_derivatives(self, q, v)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr = np.array(arr)
+    arr.setflags(write=False)
+    return arr
+
+
+def _promote(out: np.ndarray, q: Any, group: Any, core: int) -> np.ndarray:
+    """Insert the constraint axis m = 1 when a single constraint omits it.
+
+    Promoted only when the output has one axis too few *and* its leading axes are the
+    batch axes of ``q`` (a constant (m, n) written without batch axes is left alone).
+    """
+    nb = np.ndim(q) - qcore(group)
+    if out.ndim != nb + core - 1 or out.shape[:nb] != np.shape(q)[:nb]:
+        return out
+    return np.expand_dims(out, -core)
+
+
 @attrs.frozen(eq=False)
-class HolonomicConstraint:
+class HolonomicConstraint(_CheckMixin):
     """Holonomic constraint Φ(q) = 0, Φ : Q → Rᵐ.
 
     Parameters
@@ -94,6 +136,7 @@ class HolonomicConstraint:
     group: Any = attrs.field(default=None, kw_only=True)
     m: int | None = attrs.field(default=None, kw_only=True)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_holonomic = True
 
     def __attrs_post_init__(self) -> None:
@@ -159,7 +202,7 @@ class HolonomicConstraint:
 
 
 @attrs.frozen(eq=False)
-class LinearVelocityConstraint:
+class LinearVelocityConstraint(_CheckMixin):
     """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (spec §1.2).
 
     Parameters
@@ -173,6 +216,19 @@ class LinearVelocityConstraint:
         left-trivialized ``d/dε A_ai(g·exp(ε e_j))``); finite differences when omitted.
     da : callable, optional
         ``q`` ↦ ``(..., m, n)`` with ``[a, j] = ∂a_a/∂q_j``; finite differences when omitted.
+
+    A single constraint (m = 1) may also be written without the constraint axis:
+    ``A(q)`` → ``(..., n)``, ``a(q)`` → ``(...)``, ``dA`` → ``(..., n, n)``, ``da`` →
+    ``(..., n)`` (or a constant ``A`` of shape ``(n,)``); it is promoted to ``(..., 1, n)``
+    etc.
+
+    Other Parameters
+    ----------------
+    vectorized : bool
+        False if the callables do not broadcast over leading axes (they are then looped).
+    derivative_check : bool
+        True (default): ``integrate`` compares ``dA`` and ``da`` with central finite
+        differences of ``A`` and ``a`` before the first step (:meth:`check_derivatives`).
     """
 
     A: Any = attrs.field()
@@ -181,6 +237,7 @@ class LinearVelocityConstraint:
     da: Callable | None = attrs.field(default=None)
     group: Any = attrs.field(default=None, kw_only=True)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_holonomic = False
 
     def __attrs_post_init__(self) -> None:
@@ -189,9 +246,14 @@ class LinearVelocityConstraint:
         object.__setattr__(self, "a", _as_callable(self.a, "a", self.vectorized, (c,)))
         object.__setattr__(self, "dA", _as_callable(self.dA, "dA", self.vectorized, (c,)))
         object.__setattr__(self, "da", _as_callable(self.da, "da", self.vectorized, (c,)))
+        if not callable(self.A) and np.ndim(self.A) == 1:  # one constraint written as (n,)
+            object.__setattr__(self, "A", _readonly(self.A[None, :]))
+            if self.a is not None and not callable(self.a) and np.ndim(self.a) == 0:
+                object.__setattr__(self, "a", _readonly(self.a.reshape(1)))
         if not callable(self.A) and np.ndim(self.A) != 2:
             raise InputError(
-                f"A constant `A` must be an (m, n) matrix, got shape {np.shape(self.A)}."
+                f"A constant `A` must be an (m, n) matrix (one row per constraint; a single "
+                f"constraint may be an (n,) vector), got shape {np.shape(self.A)}."
             )
 
     @property
@@ -207,7 +269,7 @@ class LinearVelocityConstraint:
     def matrix(self, q):
         """A(q), shape (..., m, n)."""
         if callable(self.A):
-            return np.asarray(self.A(q), dtype=float)
+            return _promote(np.asarray(self.A(q), dtype=float), q, self.group, 2)
         return np.broadcast_to(self.A, _qbatch(q, self.group) + self.A.shape)
 
     def affine(self, q):
@@ -216,15 +278,17 @@ class LinearVelocityConstraint:
             A = self.matrix(q)
             return np.zeros(A.shape[:-1])
         if callable(self.a):
-            return np.asarray(self.a(q), dtype=float)
+            return _promote(np.asarray(self.a(q), dtype=float), q, self.group, 1)
         return np.broadcast_to(self.a, _qbatch(q, self.group) + self.a.shape)
 
     def matrix_grad(self, q):
         """[a, i, j] = ∂A_ai/∂q_j, shape (..., m, n, n)."""
         q = np.asarray(q, dtype=float)
         if self.dA is not None:
-            return np.asarray(self.dA(q), dtype=float) if callable(self.dA) else np.broadcast_to(
-                self.dA, _qbatch(q, self.group) + self.dA.shape)
+            if callable(self.dA):
+                return _promote(np.asarray(self.dA(q), dtype=float), q, self.group, 3)
+            dA = self.dA if self.dA.ndim == 3 else self.dA[None]
+            return np.broadcast_to(dA, _qbatch(q, self.group) + dA.shape)
         A = self.matrix(q)
         if not callable(self.A):
             return np.zeros(A.shape + A.shape[-1:])
@@ -239,8 +303,9 @@ class LinearVelocityConstraint:
         if self.a is None or not callable(self.a):
             return np.zeros(A.shape)
         if self.da is not None:
-            return np.asarray(self.da(q), dtype=float) if callable(self.da) else np.broadcast_to(
-                self.da, A.shape)
+            if callable(self.da):
+                return _promote(np.asarray(self.da(q), dtype=float), q, self.group, 2)
+            return np.broadcast_to(self.da, A.shape)
         return fd_jacobian(self.affine, q, A.shape[-1], perturb=_perturb(self.group),
                            batch_shape=_qbatch(q, self.group), out_ndim=1,
                            scale=None if self.group is not None else q)
@@ -275,7 +340,7 @@ class LinearVelocityConstraint:
 
 
 @attrs.frozen(eq=False)
-class VelocityConstraint:
+class VelocityConstraint(_CheckMixin):
     """General velocity constraint Φ(q, v) = 0 (spec §1.2, Chetaev).
 
     Parameters
@@ -297,6 +362,7 @@ class VelocityConstraint:
     group: Any = attrs.field(default=None, kw_only=True)
     m: int | None = attrs.field(default=None, kw_only=True)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_holonomic = False
 
     def __attrs_post_init__(self) -> None:
@@ -344,13 +410,17 @@ class VelocityConstraint:
 
 
 @attrs.frozen(eq=False)
-class ConstrainedSystem:
+class ConstrainedSystem(_CheckMixin):
     """A Lagrangian system with a holonomic or velocity constraint (spec §1.2–1.3).
 
     Parameters
     ----------
     system : LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem, ...
     constraint : HolonomicConstraint, LinearVelocityConstraint or VelocityConstraint
+    derivative_check : bool, optional
+        False skips the finite-difference check of every user derivative (system and
+        constraint) that ``integrate`` runs once before the first step. Each system and
+        constraint constructor takes the same keyword for its own derivatives.
 
     The equations of motion are  d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, Φ = 0 (holonomic:
     (∂Φ/∂q)ᵀλ, with the hidden constraint ∂Φ/∂q·v = 0). The system methods (``D1L``,
@@ -359,6 +429,7 @@ class ConstrainedSystem:
 
     system: Any = attrs.field()
     constraint: Any = attrs.field()
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
 
     def __attrs_post_init__(self) -> None:
         for attr in ("D1L", "D2L", "D22L", "n"):
@@ -433,7 +504,7 @@ class ConstrainedSystem:
         f = sysm.force_free_rhs(q, v)
         B = self.constraint.dphi_dv(q, v)  # (..., m, n)
         Bq = self.constraint.dphi_dq(q, v)  # (..., m, n)
-        a0 = np.linalg.solve(G, f[..., None])[..., 0]
+        a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
         GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
         C = B @ GinvBt
         rhs = np.einsum("...aj,...j->...a", Bq, v) + np.einsum("...ai,...i->...a", B, a0)

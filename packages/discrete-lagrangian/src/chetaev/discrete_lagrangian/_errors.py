@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ConstraintViolationError",
     "ConvergenceError",
+    "DerivativeError",
     "HypothesisError",
     "InputError",
     "SingularMatrixError",
@@ -27,6 +28,14 @@ class ConstraintViolationError(InputError):
 
 class HypothesisError(InputError):
     """A tableau that violates the hypotheses a method needs (e.g. H1–H3 of spec §2.0)."""
+
+
+class DerivativeError(InputError):
+    """A user-supplied derivative that disagrees with a finite difference of its function.
+
+    Raised before the first step (``integrate``) or by ``system.check_derivatives(q, v)``;
+    the message names the argument (e.g. ``dA``), the worst entry's index and both values.
+    """
 
 
 class SingularMatrixError(InputError):

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ._derivcheck import verify_before_first_step
 from ._errors import ConvergenceError, InputError
 from ._state import State
 from ._trajectory import Trajectory
@@ -121,6 +122,7 @@ def integrate(
         state = q0
     else:
         t0 = as_float(t0, "t0")
+        verify_before_first_step(system, q0, v0)  # user callables and derivatives, once
         state = method.initial_state(system, q0, v0, t0)
     if n_steps is None:
         span = as_float(t_final, "t_final") - state.t

@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ._derivcheck import verify_before_first_step
 from ._errors import InputError
 from ._validation import as_vector
 
@@ -110,6 +111,7 @@ def reference_solution(
     t = np.asarray(t, dtype=float).reshape(-1)
     if t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise InputError("`t` must be a non-empty, finite, strictly increasing array of times.")
+    verify_before_first_step(system, q0, v0)  # user callables and derivatives, once
     group = getattr(system, "group", None)
     n = system.n
     v0 = as_vector(v0, "v0", n)

@@ -24,9 +24,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError
+from ._errors import InputError, SingularMatrixError
 from ._fd import fd_jacobian, group_perturb, vector_perturb
-from ._validation import as_matrix, check_spd
+from ._validation import as_int, as_matrix, check_spd
 
 __all__ = [
     "LagrangianSystem",
@@ -86,6 +86,26 @@ class _SystemMixin:
     def _qcore(self) -> int:
         return qcore(self.group)
 
+    def check_derivatives(self, q: Any, v: Any = None) -> None:
+        """Check the user's callables at ``(q, v)`` and two nearby points.
+
+        Output shapes, broadcasting over leading axes, the mass matrix (symmetric positive
+        definite) and every supplied derivative against a central finite difference with a
+        tolerance scaled to its error (module ``_derivcheck``). ``integrate`` runs this once
+        per system object before the first step unless the constructor got
+        ``derivative_check=False`` (which skips the derivative comparison only).
+
+        Raises
+        ------
+        DerivativeError
+            Names the argument, the worst entry and both values.
+        InputError, SingularMatrixError
+            A wrong output shape, a callable that does not broadcast, a bad mass matrix.
+        """
+        from ._derivcheck import check_derivatives
+
+        check_derivatives(self, q, v)
+
     def energy(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Energy E = vᵀ ∂L/∂v − L (spec §1.1)."""
         return np.einsum("...i,...i->...", v, self.D2L(q, v)) - self.lagrangian(q, v)
@@ -99,7 +119,7 @@ class _SystemMixin:
         from ._solver import NewtonOptions, newton_solve
 
         p = np.asarray(p, dtype=float)
-        v0 = np.linalg.solve(self.D22L(q, np.zeros_like(p)), p[..., None])[..., 0]
+        v0 = _solve(self.D22L(q, np.zeros_like(p)), p[..., None], "∂²L/∂v²")[..., 0]
         res = newton_solve(
             lambda v: self.D2L(q, v) - p,
             v0,
@@ -132,7 +152,19 @@ class _SystemMixin:
         f = self.force_free_rhs(q, v)
         if force is not None:
             f = f + force
-        return np.linalg.solve(self.D22L(q, v), f[..., None])[..., 0]
+        return _solve(self.D22L(q, v), f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
+
+
+def _solve(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
+    """``np.linalg.solve`` that names a singular matrix (SingularMatrixError)."""
+    try:
+        return np.linalg.solve(G, rhs)
+    except np.linalg.LinAlgError:
+        raise SingularMatrixError(
+            f"{what} is singular at this configuration; the mass matrix must be positive "
+            "definite everywhere along the motion. Check the masses/inertias and the "
+            "coordinates (a singular chart point?)."
+        ) from None
 
 
 @attrs.frozen(eq=False)
@@ -155,6 +187,9 @@ class LagrangianSystem(_SystemMixin):
         ``stats``. Newton then converges linearly instead of quadratically.
     vectorized : bool
         False if the callables do not broadcast over leading axes (then looped).
+    derivative_check : bool
+        True (default): before the first step ``integrate`` compares every supplied
+        derivative with a central finite difference (see :meth:`check_derivatives`).
     """
 
     n: int = attrs.field(converter=int)
@@ -165,6 +200,7 @@ class LagrangianSystem(_SystemMixin):
     _d2L_dvdq: Callable | None = attrs.field(default=None)
     _d2L_dq2: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_mechanical = False
     group = None
 
@@ -239,7 +275,17 @@ class MechanicalSystem(_SystemMixin):
         For a q-dependent mass: ``q`` ↦ ``(..., n, n, n)`` with ``[i, j, k] = ∂M_ij/∂q_k``;
         finite differences of ``mass`` when omitted.
     n : int, optional
-        Required when ``mass`` is a callable.
+        Dimension. With a callable ``mass`` it may be omitted: it is then taken from the
+        data at first use (``integrate`` takes it from ``q0``; ``n`` is None until then).
+
+    Other Parameters
+    ----------------
+    vectorized : bool
+        False if the callables do not broadcast over leading axes (they are then looped).
+    derivative_check : bool
+        True (default): before the first step ``integrate`` compares ``potential_grad``,
+        ``potential_hess`` and ``mass_grad`` with central finite differences of
+        ``potential``, ``potential_grad`` and ``mass`` (:meth:`check_derivatives`).
 
     Energy ½vᵀMv + V, the Legendre map p = Mv and its inverse are exact.
     """
@@ -251,18 +297,15 @@ class MechanicalSystem(_SystemMixin):
     _mass_grad: Callable | None = attrs.field(default=None)
     n: int | None = attrs.field(default=None, kw_only=True)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     _Minv: Any = attrs.field(init=False, default=None, repr=False)
     is_mechanical = True
     group = None
 
     def __attrs_post_init__(self) -> None:
         if callable(self.mass):
-            if self.n is None:
-                raise InputError(
-                    "A q-dependent `mass` needs the dimension: pass "
-                    "MechanicalSystem(mass, potential, potential_grad, n=...)."
-                )
-            object.__setattr__(self, "n", int(self.n))
+            if self.n is not None:
+                object.__setattr__(self, "n", as_int(self.n, "n", minimum=1))
             object.__setattr__(self, "mass", _wrap(self.mass, self.vectorized, (1,)))
         else:
             M = as_matrix(self.mass, "mass")
@@ -290,6 +333,11 @@ class MechanicalSystem(_SystemMixin):
         """True when the mass matrix does not depend on q."""
         return not callable(self.mass)
 
+    def _bind_dimension(self, n: int) -> None:
+        """Fix the dimension of a callable-mass system from the first data it sees."""
+        if self.n is None:
+            object.__setattr__(self, "n", int(n))
+
     @property
     def fd_second_derivatives(self) -> bool:
         """True when ∇²V (or ∂M/∂q) is formed by finite differences."""
@@ -302,6 +350,8 @@ class MechanicalSystem(_SystemMixin):
         q = np.asarray(q, dtype=float)
         if self.constant_mass:
             return np.broadcast_to(self.mass, (*q.shape[:-1], self.n, self.n))
+        if self.n is None:
+            self._bind_dimension(q.shape[-1])
         return np.asarray(self.mass(q))
 
     def dM(self, q: np.ndarray) -> np.ndarray:
@@ -311,6 +361,7 @@ class MechanicalSystem(_SystemMixin):
             return np.zeros(q.shape[:-1] + (self.n,) * 3)
         if self._mass_grad is not None:
             return np.asarray(self._mass_grad(q))
+        self._bind_dimension(q.shape[-1])
         return fd_jacobian(self.M, q, self.n, out_ndim=2, scale=q)
 
     def V(self, q: np.ndarray) -> np.ndarray:
@@ -325,7 +376,9 @@ class MechanicalSystem(_SystemMixin):
         """∇²V(q), shape (..., n, n)."""
         if self._potential_hess is not None:
             return np.asarray(self._potential_hess(q))
-        return fd_jacobian(self.gradV, np.asarray(q, dtype=float), self.n, scale=q)
+        q = np.asarray(q, dtype=float)
+        self._bind_dimension(q.shape[-1])
+        return fd_jacobian(self.gradV, q, self.n, scale=q)
 
     def lagrangian(self, q, v):
         """L = ½ vᵀM(q)v − V(q)."""
@@ -381,7 +434,7 @@ class MechanicalSystem(_SystemMixin):
         p = np.asarray(p, dtype=float)
         if self.constant_mass:
             return p @ self._Minv.T
-        return np.linalg.solve(self.M(q), p[..., None])[..., 0]
+        return _solve(self.M(q), p[..., None], "The mass matrix M(q)")[..., 0]
 
 
 @attrs.frozen(eq=False)
@@ -415,6 +468,7 @@ class TrivializedLagrangianSystem(_SystemMixin):
     _d2l_dg2: Callable | None = attrs.field(default=None)
     _d2l_dgdeta: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_mechanical = False
 
     def __attrs_post_init__(self) -> None:
@@ -502,6 +556,7 @@ class TrivializedMechanicalSystem(_SystemMixin):
     _potential_grad: Callable = attrs.field()
     _potential_hess: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
+    derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     _Iinv: Any = attrs.field(init=False, default=None, repr=False)
     is_mechanical = True
 

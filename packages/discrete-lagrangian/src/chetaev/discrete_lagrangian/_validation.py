@@ -19,7 +19,36 @@ __all__ = [
     "as_vector",
     "check_finite",
     "check_spd",
+    "real_array",
 ]
+
+
+def real_array(x: Any, name: str) -> np.ndarray:
+    """Convert ``x`` to a float64 array; refuse complex, boolean, string and non-numbers.
+
+    Integers (and object arrays of real numbers) are converted to float64; a complex
+    value is refused even when its imaginary part is zero (no silent ``.real``).
+    """
+    try:
+        raw = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"`{name}` must be an array of real numbers, got {exc}.") from None
+    kind = raw.dtype.kind
+    if kind == "c" or (kind == "O" and any(isinstance(e, complex) for e in raw.flat)):
+        raise InputError(
+            f"`{name}` must be real, got a complex array (dtype {raw.dtype}). Pass "
+            f"np.real({name}) if the imaginary part is meant to be zero."
+        )
+    if kind in "bUSV" or kind == "M" or kind == "m":
+        raise InputError(
+            f"`{name}` must be an array of real numbers, got dtype {raw.dtype}."
+        )
+    try:
+        return np.array(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"`{name}` must be an array of real numbers, got {type(x).__name__}: {exc}."
+        ) from None
 
 
 def check_finite(x: np.ndarray, name: str) -> np.ndarray:
@@ -47,12 +76,7 @@ def as_vector(x: Any, name: str, n: int | None = None, batch: bool = True) -> np
     batch : bool
         Whether leading batch axes are allowed.
     """
-    try:
-        arr = np.array(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"`{name}` must be an array of real numbers, got {type(x).__name__}: {exc}."
-        ) from None
+    arr = real_array(x, name)
     if arr.ndim == 0:
         arr = arr.reshape(1)
         if n is not None and n != 1:
@@ -71,10 +95,7 @@ def as_vector(x: Any, name: str, n: int | None = None, batch: bool = True) -> np
 
 def as_group_element(g: Any, group: Any, name: str, tol: float = 1e-9) -> np.ndarray:
     """Convert ``g`` to a float64 array of shape ``(..., *group.shape)`` lying on ``group``."""
-    try:
-        arr = np.array(g, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"`{name}` must be a real array (a group element), got {exc}.") from None
+    arr = real_array(g, name)
     shape = tuple(group.shape)
     if arr.shape[arr.ndim - len(shape):] != shape or arr.ndim < len(shape):
         raise InputError(
@@ -94,6 +115,8 @@ def as_group_element(g: Any, group: Any, name: str, tol: float = 1e-9) -> np.nda
 
 def as_float(x: Any, name: str, positive: bool = False, nonzero: bool = False) -> float:
     """Convert ``x`` to a finite Python float, optionally requiring ``x > 0`` or ``x != 0``."""
+    if np.iscomplexobj(x):
+        raise InputError(f"`{name}` must be a real number, got the complex {x!r}.")
     try:
         val = float(x)
     except (TypeError, ValueError):
@@ -119,10 +142,7 @@ def as_int(x: Any, name: str, minimum: int | None = None) -> int:
 
 def as_matrix(x: Any, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Convert ``x`` to a finite float64 array with the given trailing shape."""
-    try:
-        arr = np.array(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"`{name}` must be a real array, got {exc}.") from None
+    arr = real_array(x, name)
     if shape is not None and arr.shape[arr.ndim - len(shape):] != tuple(shape):
         raise InputError(f"`{name}` must have shape (..., {shape}), got {arr.shape}.")
     return check_finite(arr, name)

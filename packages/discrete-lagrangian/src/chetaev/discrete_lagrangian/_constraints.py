@@ -34,6 +34,7 @@ import numpy as np
 from ._errors import ConstraintViolationError, InputError, SingularMatrixError
 from ._fd import fd_jacobian, group_perturb, vector_perturb
 from ._systems import _solve, _wrap, qcore
+from ._validation import real_array
 
 __all__ = [
     "ConstrainedSystem",
@@ -61,7 +62,7 @@ def _as_callable(x: Any, name: str, vectorized: bool, core: tuple[int, ...]):
         return None
     if callable(x):
         return _wrap(x, vectorized, core)
-    arr = np.array(x, dtype=float)
+    arr = real_array(x, name)
     if not np.all(np.isfinite(arr)):
         raise InputError(f"`{name}` must be finite.")
     arr.setflags(write=False)

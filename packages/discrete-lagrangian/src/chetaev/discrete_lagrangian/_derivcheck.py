@@ -97,18 +97,7 @@ def _owner_name(obj: Any) -> str:
 
 def _specs(obj: Any, group: Any, n: int, x0, v0):
     """The callables, derivative pairs and value checks of one system or constraint."""
-    from ._constraints import (
-        ConstrainedSystem,
-        HolonomicConstraint,
-        LinearVelocityConstraint,
-        VelocityConstraint,
-    )
-    from ._systems import (
-        LagrangianSystem,
-        MechanicalSystem,
-        TrivializedLagrangianSystem,
-        TrivializedMechanicalSystem,
-    )
+    from . import systems as sy  # imported here: the system modules import this one lazily
 
     fns: list[_Fn] = []
     ders: list[_Deriv] = []
@@ -120,14 +109,14 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
         if on:
             ders.append(_Deriv(name, of, f, df, wrt, own))
 
-    if isinstance(obj, ConstrainedSystem):
+    if isinstance(obj, sy.ConstrainedSystem):
         f1, d1, v1 = _specs(obj.system, group, n, x0, v0)
         f2, d2, v2 = _specs(obj.constraint, group, n, x0, v0)
         if not on:
             d1, d2 = [], []
         return f1 + f2, d1 + d2, v1 + v2
 
-    if isinstance(obj, MechanicalSystem):
+    if isinstance(obj, sy.MechanicalSystem):
         s = obj
         if not s.constant_mass:
             fns.append(_Fn("mass", lambda x, v: s.M(x), (n, n), "the mass matrix M(q)"))
@@ -144,7 +133,7 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
             der("mass_grad", "mass", lambda x, v: s.M(x), lambda x, v: s.dM(x), "q")
         return fns, ders, vals
 
-    if isinstance(obj, TrivializedMechanicalSystem):
+    if isinstance(obj, sy.TrivializedMechanicalSystem):
         s = obj
         fns.append(_Fn("potential", lambda x, v: s.V(x), (), "the potential V(g)"))
         fns.append(_Fn("potential_grad", lambda x, v: s.gradV(x), (n,),
@@ -157,9 +146,9 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
                 lambda x, v: s.hessV(x), "q")
         return fns, ders, vals
 
-    if isinstance(obj, LagrangianSystem | TrivializedLagrangianSystem):
+    if isinstance(obj, sy.LagrangianSystem | sy.TrivializedLagrangianSystem):
         s = obj
-        triv = isinstance(obj, TrivializedLagrangianSystem)
+        triv = isinstance(obj, sy.TrivializedLagrangianSystem)
         nm = (("dl_dg", "dl_deta", "d2l_deta2", "d2l_detadg", "d2l_dg2", "d2l_dgdeta")
               if triv else ("dL_dq", "dL_dv", "d2L_dv2", "d2L_dvdq", "d2L_dq2", None))
         fns.append(_Fn("lagrangian", s.lagrangian, (), "the Lagrangian"))
@@ -180,7 +169,7 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
         vals.append(_Value(lambda x, v: _check_regular(s.D22L(x, v), nm[2], rtol)))
         return fns, ders, vals
 
-    if isinstance(obj, HolonomicConstraint):
+    if isinstance(obj, sy.HolonomicConstraint):
         c = obj
         m = _leading_core(c.phi(x0), "phi", "(..., m)", 1)
         fns.append(_Fn("phi", lambda x, v: c.phi(x), (m,), "Φ(q)"))
@@ -192,7 +181,7 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
                 "q")
         return fns, ders, vals
 
-    if isinstance(obj, LinearVelocityConstraint):
+    if isinstance(obj, sy.LinearVelocityConstraint):
         c = obj
         m = _leading_core(c.matrix(x0), "A", "(..., m, n)", 2)
         if callable(c.A):
@@ -209,7 +198,7 @@ def _specs(obj: Any, group: Any, n: int, x0, v0):
             der("da", "a", lambda x, v: c.affine(x), lambda x, v: c.affine_grad(x), "q")
         return fns, ders, vals
 
-    if isinstance(obj, VelocityConstraint):
+    if isinstance(obj, sy.VelocityConstraint):
         c = obj
         m = _leading_core(c.residual(x0, v0), "phi", "(..., m)", 1)
         fns.append(_Fn("phi", c.residual, (m,), "Φ(q, v)"))

@@ -440,3 +440,12 @@ def test_non_broadcasting_constraint_is_detected():
     with pytest.raises(InputError, match=r"`phi`.*vectorized=False"):
         integrate(s, ConstrainedPRK(lobatto_iiia_iiib(2)), np.array([1.0, 0.0]),
                   np.zeros(2), h=0.1, n_steps=1)
+
+
+def test_direct_initial_state_of_a_constrained_method_is_checked_too():
+    """ConstrainedSystem.check_initial (the consistent-initial-data path every constrained
+    method's initial_state goes through) runs the same cached check."""
+    good = _hol()
+    bad = _hol(jacobian=lambda q: 2.0 * _raw(good, "jacobian")(q))
+    with pytest.raises(DerivativeError, match="`jacobian`"):
+        ConstrainedPRK(lobatto_iiia_iiib(2)).initial_state(bad, Q3, V3)

@@ -538,8 +538,13 @@ class ConstrainedSystem(_CheckMixin):
         Holonomic: |Φ(q0)| ≤ tol and |∂Φ/∂q(q0)·v0| ≤ tol·max(1, |v0|);
         velocity constraint: |Φ(q0, v0)| ≤ tol·max(1, |v0|) (the velocity scale enters only
         the residuals that are linear in v0).
-        Raises :class:`ConstraintViolationError` otherwise.
+        Raises :class:`ConstraintViolationError` otherwise. It first verifies the user's
+        callables and derivatives once per system (:meth:`check_derivatives`; cached), so
+        a method's ``initial_state`` called without ``integrate`` is covered too.
         """
+        from ._derivcheck import verify_before_first_step
+
+        verify_before_first_step(self, q0, v0)
         q0 = np.asarray(q0, dtype=float)
         v0 = np.asarray(v0, dtype=float)
         vscale = max(1.0, float(np.max(np.abs(v0)))) if v0.size else 1.0

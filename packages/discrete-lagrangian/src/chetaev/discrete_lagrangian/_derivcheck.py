@@ -27,7 +27,7 @@ fortiori, of ``D_R``) without knowing ``f'''``. The tolerance per entry is::
 
 where the last term covers rounding in ``f`` (cancellation inside the user's formula) and
 in ``D``. ``SAFETY`` is measured over every model of the project (see the constant).
-A sign error, a factor 2 or a transposition changes the derivative by O(|D|), i.e. ~10⁷
+A sign error, a factor 2 or a transposition changes the derivative by O(|D|), i.e. ~10⁸
 times this tolerance.
 """
 

@@ -499,10 +499,10 @@ def from_lagranges_method(lm):
     have been given a value: use ``lm`` with numbers, or call :func:`from_lagrangian` with
     ``params``.
 
-    The multipliers follow the project's convention d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ; sympy's
-    own λ (``lm.lam_vec``) has the sign of its ``eom`` (the two disagree in sympy's
-    ``mass_matrix_full``/``forcing_full``, sympy issue #30215), so compare multipliers only
-    through the hand derivation.
+    The multipliers follow the project's convention d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ. sympy's
+    own λ (``lm.lam_vec``, in its ``eom`` and in ``mass_matrix_full``/``forcing_full``) is the
+    negative of it: ``LagrangesMethod`` stores −∂Φ/∂q̇ as ``lam_coeffs`` (sympy issue
+    #30215), so λ_sympy = −λ.
 
     Raises
     ------

@@ -224,7 +224,7 @@ def test_vector_trajectories_agree_to_round_off(name):
     Measured: max 2.2e-15 in q and v (chaotic), 0 (CVT, sleigh); λ 1.1e-13 (general particle:
     its Newton solve stops at tol 1e-14 relative, so λ differs at that level); the bound
     1e-12 (relative to max(1, |x|)) leaves a margin for growth over the run."""
-    hand_f, sym_f, n = VECTOR[name]
+    hand_f, sym_f, _ = VECTOR[name]
     q0, v0 = {"cvt": (nht.CVT_Q0, nht.CVT_V0_LOW), "sleigh": (nht.SLEIGH_Q0, nht.SLEIGH_V0),
               "general_particle": (nht.GEN_Q0, nht.GEN_V0)}.get(
         name, (nht.chaotic_ensemble()[0][3], nht.chaotic_ensemble()[1][3]))

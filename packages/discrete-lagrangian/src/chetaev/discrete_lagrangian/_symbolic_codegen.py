@@ -59,7 +59,7 @@ class GeneratedFunction:
         namespace: dict[str, Any] = {"numpy": np, "_align": align_param}
         for i, p in enumerate(self.params):
             namespace[f"_P{i}"] = p
-        exec(compile(source, f"<chetaev.symbolic:{name}>", "exec"), namespace)  # noqa: S102
+        exec(compile(source, f"<chetaev.symbolic:{name}>", "exec"), namespace)
         self._fn = namespace[name]
 
     def __call__(self, *args):
@@ -98,7 +98,7 @@ def generate_source(sympy: Any, name: str, args: list, out: Any, out_shape: tupl
     used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
     names: dict[Any, Any] = {}
     lines = [f"def {name}({', '.join(a for a, _, _ in args)}):"]
-    for a, core, _ in args:
+    for a, _, _ in args:
         lines.append(f"    {a} = numpy.asarray({a}, dtype=float)")
     batch = ", ".join(f"{a}.shape[:{a}.ndim - {core}]" for a, core, _ in args)
     lines.append(f"    _b = numpy.broadcast_shapes({batch})" if len(args) > 1

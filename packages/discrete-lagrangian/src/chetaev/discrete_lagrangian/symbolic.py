@@ -31,7 +31,6 @@ sympy is an optional dependency, imported only when one of these functions is ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs

@@ -19,7 +19,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GeneratedFunction", "align_param", "generate_source"]
+__all__ = ["GeneratedFunction", "align_param", "broadcast_shapes", "generate_source"]
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``numpy.broadcast_shapes`` with a fast path for equal or empty shapes (the common
+    calls of a step: the numpy function costs a few µs, comparable to a small kernel)."""
+    out = shapes[0]
+    for s in shapes[1:]:
+        if s == out or not s:
+            continue
+        out = s if not out else np.broadcast_shapes(out, s)
+    return out
 
 
 def align_param(p: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
@@ -56,7 +67,8 @@ class GeneratedFunction:
         self.source = source
         self.name = name
         self.params = tuple(params)
-        namespace: dict[str, Any] = {"numpy": np, "_align": align_param}
+        namespace: dict[str, Any] = {"numpy": np, "_align": align_param,
+                                     "_bshape": broadcast_shapes}
         for i, p in enumerate(self.params):
             namespace[f"_P{i}"] = p
         exec(compile(source, f"<chetaev.symbolic:{name}>", "exec"), namespace)
@@ -101,7 +113,7 @@ def generate_source(sympy: Any, name: str, args: list, out: Any, out_shape: tupl
     for a, _, _ in args:
         lines.append(f"    {a} = numpy.asarray({a}, dtype=float)")
     batch = ", ".join(f"{a}.shape[:{a}.ndim - {core}]" for a, core, _ in args)
-    lines.append(f"    _b = numpy.broadcast_shapes({batch})" if len(args) > 1
+    lines.append(f"    _b = _bshape({batch})" if len(args) > 1
                  else f"    _b = {args[0][0]}.shape[:{args[0][0]}.ndim - {args[0][1]}]")
     k = 0
     for a, _, index in args:
@@ -116,17 +128,27 @@ def generate_source(sympy: Any, name: str, args: list, out: Any, out_shape: tupl
             local = sympy.Symbol(f"_p{i}")
             names[sym] = local
             lines.append(f"    {local} = _align(_P{i}, _b)")
-            lines.append(f"    _b = numpy.broadcast_shapes(_b, {local}.shape)")
+            lines.append(f"    _b = _bshape(_b, {local}.shape)")
     exprs = [e.xreplace(names) for e in exprs]
-    nonzero = [(i, e) for i, e in enumerate(exprs) if e != 0]
-    temps, reduced = sympy.cse([e for _, e in nonzero], symbols=sympy.numbered_symbols("_t"))
+    # constant entries (zeros included) are written at once from a template array
+    const = [e.is_number for e in exprs]
+    varying = [(i, e) for i, e in enumerate(exprs) if not const[i]]
+    temps, reduced = sympy.cse([e for _, e in varying], symbols=sympy.numbered_symbols("_t"))
     printer = NumPyPrinter({"fully_qualified_modules": True})
     for t, e in temps:
         lines.append(f"    {t} = {printer.doprint(e)}")
-    size = int(np.prod(out_shape, dtype=int))
-    alloc = "empty" if len(nonzero) == size else "zeros"
-    lines.append(f"    _out = numpy.{alloc}(_b + {tuple(out_shape)!r})")
-    for (i, _), e in zip(nonzero, reduced):
+    template = [float(e) if c else 0.0 for e, c in zip(exprs, const)]
+    shape = tuple(out_shape)
+    if not any(template):
+        alloc = "empty" if len(varying) == len(exprs) else "zeros"
+        lines.append(f"    _out = numpy.{alloc}(_b + {shape!r})")
+    else:
+        values = np.array(template).reshape(shape).tolist()
+        head = [f"_K = numpy.array({values!r})", ""]
+        lines = head + lines
+        lines.append(f"    _out = numpy.empty(_b + {shape!r})")
+        lines.append("    _out[...] = _K")
+    for (i, _), e in zip(varying, reduced):
         idx = np.unravel_index(i, out_shape) if out_shape else ()
         where = ", ".join(["...", *(str(int(j)) for j in idx)])
         lines.append(f"    _out[{where}] = {printer.doprint(e)}")

@@ -369,3 +369,23 @@ def test_package_imports_without_sympy():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_generated_functions_broadcast_q_against_v():
+    """q and v with different batch shapes broadcast like numpy; constant and zero entries
+    take the broadcast batch shape too."""
+    (x, y, z), v = _symbols(3)
+    v2 = sum(vi**2 for vi in v)
+    sym = from_lagrangian(v2 / 2 + v2**2 / 40 - x**2 / 2, [x, y, z], v,
+                          nonholonomic=[v[2] - y * v[0] + v[2] ** 2 / 10])
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((4, 1, 3))
+    vv = rng.standard_normal((5, 3))
+    for name in ("lagrangian", "D1L", "D2L", "D11L", "D21L", "D22L"):
+        out = getattr(sym, name)(q, vv)
+        assert out.shape[:2] == (4, 5), name
+        np.testing.assert_array_equal(out[2, 3], getattr(sym, name)(q[2, 0], vv[3]))
+    for name in ("residual", "dphi_dq", "dphi_dv", "d2phi_dvdq", "d2phi_dv2"):
+        out = getattr(sym.constraint, name)(q, vv)
+        assert out.shape[:2] == (4, 5), name
+        np.testing.assert_array_equal(out[1, 4], getattr(sym.constraint, name)(q[1, 0], vv[4]))

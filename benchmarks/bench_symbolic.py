@@ -1,6 +1,6 @@
 """Benchmark of generated (chetaev.discrete_lagrangian.symbolic) against hand-written systems.
 
-Run:  python benchmarks/bench_symbolic.py [--quick]
+Run:  python benchmarks/bench_symbolic.py [--quick] [MODEL]   (MODEL: part of a model's name)
 
 For each model, the hand-written system (chetaev.*.testing) and its symbolic twin side by
 side, in one run:
@@ -135,23 +135,27 @@ def per_step_us(method, systems, q0, v0, h, n, repeats=5):
     return best
 
 
-def main(quick: bool = False) -> None:
-    n_single, n_batch = (20, 2) if quick else (100, 3)
+def main(quick: bool = False, only: str | None = None) -> None:
+    n_single, n_batch = (20, 2) if quick else (100, 2)
     print(f"{'model':<22}{'build s':>9}{'single µs/step':>26}{'ratio':>7}"
           f"{'batch µs/traj-step':>26}{'ratio':>7}")
     print(f"{'':<22}{'':>9}{'hand':>13}{'generated':>13}{'':>7}{'hand':>13}{'generated':>13}")
     for name, hand_f, sym_f, method, data_f, h in MODELS:
+        if only is not None and only not in name:
+            continue
         t0 = time.process_time()
         sym = sym_f()
         build = time.process_time() - t0
         hand = hand_f()
         (q0, v0), (qb, vb) = data_f(np.random.default_rng(0))
         single = per_step_us(method, (hand, sym), q0, v0, h, n_single)
-        batch = [t / BATCH for t in per_step_us(method, (hand, sym), qb, vb, h, n_batch)]
+        batch = [t / BATCH for t in per_step_us(method, (hand, sym), qb, vb, h, n_batch,
+                                                repeats=3)]
         print(f"{name:<22}{build:>9.2f}{single[0]:>13.1f}{single[1]:>13.1f}"
               f"{single[1] / single[0]:>7.2f}{batch[0]:>13.3f}{batch[1]:>13.3f}"
               f"{batch[1] / batch[0]:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(quick="--quick" in sys.argv, only=args[0] if args else None)

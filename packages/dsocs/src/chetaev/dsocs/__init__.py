@@ -27,6 +27,7 @@ from ._study import (
     iwp_reference,
     particle_trajectory,
 )
+from ._version import __version__ as __version__
 from ._wheel import (
     InertiaWheelParameters,
     inertia_wheel_dsocs,

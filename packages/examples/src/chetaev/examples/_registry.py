@@ -144,6 +144,18 @@ class Experiment:
     func: Callable[..., Outcome] = attrs.field(repr=False)
 
     def run(self, quick: bool = False, **overrides: Any) -> Result:
+        """Run the experiment; ``overrides`` are ``method``, ``h`` and ``t_final``.
+
+        Raises
+        ------
+        ValueError
+            If ``h`` or ``t_final`` is given and is not a finite number > 0.
+        """
+        for key in ("h", "t_final"):
+            value = overrides.get(key)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{key} must be a finite number > 0, got {value!r}; pass "
+                                 f"{key}=None for the experiment's default")
         start = time.perf_counter()
         outcome = self.func(quick=quick, **{k: v for k, v in overrides.items() if v is not None})
         if not isinstance(outcome, Outcome):

@@ -17,6 +17,7 @@ from chetaev.dsocs import central_difference, convergence_study, iwp_dVdt
 
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import curvature_particle, inertia_wheel
+from ._plotting import log_bars
 
 __all__ = [
     "particle_figure_2",
@@ -292,4 +293,12 @@ def theorem_5_3(quick: bool = False, method: str | None = None, h: float | None 
         on_dv = float(np.max(np.abs(E @ xi[len(q0):])) / np.max(np.abs(xi)))
         checks.append(check_bound(f"{name}: |ξ(δq1 ∈ D_V)| / |ξ|", on_dv, 1e-8,
                                   "0 (Rem. 5.4)"))
-    return Outcome(checks, data, None)
+    def plot(fig):
+        labels = [c.name for c in checks]
+        bounds = [1e-6 if "dξ‖" in c.name else 1e-8 if "D_V" in c.name else 1e-3
+                  for c in checks]
+        log_bars(fig.add_subplot(111), labels, [c.measured for c in checks], bounds,
+                 title="Thm 5.3: F*Ω − Ω − dξ ≈ 0 (short bars), F*Ω ≠ Ω (long bars)")
+        fig.tight_layout()
+
+    return Outcome(checks, data, plot)

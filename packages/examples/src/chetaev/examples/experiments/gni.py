@@ -20,6 +20,7 @@ from chetaev.gni.testing import nonholonomic_particle
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import chaplygin_ball
 from ._common import grid_steps
+from ._plotting import log_bars
 
 __all__ = [
     "adjoint_reversibility",
@@ -414,5 +415,13 @@ def adjoint_reversibility(quick: bool = False, method: str | None = None,
         check_bound(f"ball scheme (Exp. 2): {n} steps forward and back, max deviation",
                     ball_dev, 1e-11, "0 (symmetric, spec 3.7/3.11)"),
     ]
+    def plot(fig):
+        labels = ["F_A^h∘F_B^{−h} − Id (Thm 5.4)", "control: F_A^h∘F_A^{−h} − Id",
+                  f"RATTLE, {n} steps and back", f"ball scheme, {n} steps and back"]
+        log_bars(fig.add_subplot(111), labels, [ab, aa, rattle_dev, ball_dev],
+                 [1e-12, 1e-4, 1e-11, 1e-11],
+                 title=f"max deviation from the identity (h = {hh:g}); red: pass bound")
+        fig.tight_layout()
+
     return Outcome(checks, {"adjoint": ab, "control": aa, "rattle": rattle_dev,
-                            "ball": ball_dev}, None)
+                            "ball": ball_dev}, plot)

@@ -130,6 +130,14 @@ def tests_pythons(session: nox.Session, package: str) -> None:
     _run_package_tests(session, package)
 
 
+# What the documentation build needs beyond the packages: Sphinx and numpydoc, sphinx-gallery
+# (runs docs/examples/plot_*.py at build time; matplotlib draws their figures) and MathJax
+# served from a packaged copy (django-static-mathjax: MathJax's files, no dependencies), so
+# the math renders offline.
+DOCS_DEPS = ["sphinx>=7", "numpydoc>=1.6", "sphinx-gallery>=0.17", "matplotlib>=3.6",
+             "django-static-mathjax>=3.2"]
+
+
 def _ensure_chromium(session: nox.Session) -> None:
     """Install Debian's Chromium for the report's browser test, where we are allowed to.
 
@@ -157,6 +165,7 @@ def integration(session: nox.Session) -> None:
     if not any((ROOT / "integration-tests").glob("test_*.py")):
         session.skip("integration-tests/ holds no test module yet")
     _install_local(session, *PRESENT, extra="test")
+    session.install(*DOCS_DEPS)  # the browser test builds the docs (test_docs_browser.py)
     _ensure_chromium(session)
     session.chdir(session.create_tmp())
     session.run(
@@ -176,7 +185,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx site; any warning is an error."""
     _install_local(session, *PRESENT)
-    session.install("sphinx>=7", "numpydoc>=1.6")
+    session.install(*DOCS_DEPS)
     out = ROOT / "docs" / "_build" / "html"
     # -E: re-read every page (autodoc output depends on the installed code, which sphinx's
     # incremental build does not track)

@@ -87,3 +87,30 @@ def test_paper_column_holds_only_paper_statements():
         for pattern, statement in rules:
             re.compile(pattern)
             assert "spec" not in statement.lower() and "±" not in statement
+
+
+@pytest.mark.parametrize(("text", "public"), [
+    ("0 (symmetric, spec 3.7/3.11)", "0 (symmetric)"),
+    ("RATTLE (spec A6).", "RATTLE."),
+    ("4.011e-2 (spec [V], rel. diff ≤ 0.01)", "4.011e-2 (the project's independent check, "
+                                              "rel. diff ≤ 0.01)"),
+    ("order 2 (spec row 3.10, not claimed by the paper)", "order 2 (not claimed by the paper)"),
+    ("the multiplier drifts (spec F6, Addendum)", "the multiplier drifts (the project's "
+                                                  "long-run check)"),
+])
+def test_report_text_cites_no_internal_notes(text, public):
+    from chetaev.examples._report import _public
+
+    assert _public(text) == public
+
+
+def test_rendered_report_has_no_internal_references(tmp_path):
+    def noted(quick: bool = False) -> Outcome:
+        return Outcome([Check("slope (spec \u00a74.3, not in the paper)", 2.0,
+                              "2.04 (spec [CHECKED], rel. diff ≤ 1e-3)", True)], {},
+                       notes="T: spec proposals.")
+
+    exp = Experiment("toy", "high-order-nonholonomic", "Toy (spec A2)", "claim", noted)
+    paths = write_report([exp.run()], tmp_path, quick=True)
+    for key in ("html", "standalone", "md"):
+        assert not re.search(r"\bspec\b", paths[key].read_text()), key

@@ -1,4 +1,4 @@
-"""Holonomic and velocity constraints, and the constrained system (spec §1.2–1.3).
+"""Holonomic and velocity constraints, and the constrained system (paper §3; §6).
 
 Sign convention for every method in the project::
 
@@ -160,7 +160,7 @@ class HolonomicConstraint:
 
 @attrs.frozen(eq=False)
 class LinearVelocityConstraint:
-    """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (spec §1.2).
+    """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (paper §3).
 
     Parameters
     ----------
@@ -276,7 +276,7 @@ class LinearVelocityConstraint:
 
 @attrs.frozen(eq=False)
 class VelocityConstraint:
-    """General velocity constraint Φ(q, v) = 0 (spec §1.2, Chetaev).
+    """General velocity constraint Φ(q, v) = 0 (paper §3, Chetaev).
 
     Parameters
     ----------
@@ -345,7 +345,7 @@ class VelocityConstraint:
 
 @attrs.frozen(eq=False)
 class ConstrainedSystem:
-    """A Lagrangian system with a holonomic or velocity constraint (spec §1.2–1.3).
+    """A Lagrangian system with a holonomic or velocity constraint (paper §3; §6).
 
     Parameters
     ----------
@@ -410,7 +410,7 @@ class ConstrainedSystem:
 
     # --- multiplier ---------------------------------------------------------------------
     def multiplier(self, q, v):
-        """Consistent continuous multiplier λ(q, v) (spec §1.2 and §1.3).
+        """Consistent continuous multiplier λ(q, v) (paper §3; §6).
 
         λ = −C⁻¹ [ (∂Φ/∂q) v + (∂Φ/∂v) a₀ ],   C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ,
 

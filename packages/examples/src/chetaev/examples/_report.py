@@ -216,9 +216,35 @@ def _headline(r: Result) -> tuple[str, str]:
     return f"{decisive.name}: {_fmt(decisive.measured)}", f"{n_ok}/{len(checks)} checks"
 
 
+#: Rewrites of references to the project's internal notes (not part of the repository) in the
+#: texts the experiments give, so the report cites only the papers and the project itself.
+_PUBLIC = [
+    (re.compile(r"spec \[(?:V|CHECKED)\]"), "the project's independent check"),
+    (re.compile(r"spec (?:[A-Z]\d+, )?Addendum"), "the project's long-run check"),
+    (re.compile(r"\ba spec proposal\b"), "the project's choice"),
+    (re.compile(r"\bspec proposals?\b"), "the project's choice"),
+    (re.compile(r"\s*\(spec \u00a7?[A-Z]?[\d.]+(?:/[\d.]+)*\)"), ""),
+    (re.compile(r"spec \u00a7[\d.]+(?:[–-][\d.]+)?,\s*"), ""),
+    (re.compile(r"(?:,\s*|\s*)\bspec (?:row |item )?[A-Z]?\d+(?:\.\d+)*(?:/[A-Z]?[\d.]+)*"
+                r"(?=[),;])"), ""),
+    (re.compile(r"\bspec (?:row |item )?[A-Z]?\d+(?:\.\d+)*(?:/[A-Z]?[\d.]+)*[:,]?\s*"), ""),
+    (re.compile(r"\b(?:the )?spec's\b"), "the project's"),
+    (re.compile(r"\bspec\b"), "the project's reference"),
+    (re.compile(r"\(\s*,\s*"), "("),
+    (re.compile(r"\b([Tt])he the project's"), r"\1he project's"),
+]
+
+
+def _public(text: str) -> str:
+    """``text`` without references to the project's internal notes."""
+    for pattern, repl in _PUBLIC:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _md_cell(text: str) -> str:
     """Text safe inside a Markdown table cell (norms |x| would split the cell)."""
-    return text.replace("|", "\\|")
+    return _public(text).replace("|", "\\|")
 
 
 def _verdict(r: Result) -> str:
@@ -243,7 +269,9 @@ def _figure_src(name: str, out: Path, embed: bool) -> str:
 
 def _html(results: list[Result], by_paper: dict[str, list[Result]], summary: str, out: Path,
           embed: bool) -> str:
-    esc = html.escape
+    def esc(text: str) -> str:
+        return html.escape(_public(text))
+
     toc = ["<nav id='toc'><h2>Contents</h2><ul><li><a href='#summary'>Summary</a></li>"]
     for paper, rs in by_paper.items():
         toc.append(f"<li><a href='#paper-{paper}'>{esc(PAPERS[paper])}</a><ul>")
@@ -308,7 +336,8 @@ def _markdown(results: list[Result], by_paper: dict[str, list[Result]], summary:
           "- [Summary](#summary)"]
     for paper, rs in by_paper.items():
         md.append(f"- {PAPERS[paper]}")
-        md += [f"  - [{r.experiment.title}](#{r.experiment.name}) — {_verdict(r)}" for r in rs]
+        md += [f"  - [{_public(r.experiment.title)}](#{r.experiment.name}) — {_verdict(r)}"
+               for r in rs]
     md += ["", "## Summary", "",
            "| experiment | paper, figure / table | the paper's claim | measured | verdict |",
            "|---|---|---|---|---|"]
@@ -323,8 +352,9 @@ def _markdown(results: list[Result], by_paper: dict[str, list[Result]], summary:
         md += [f"## {PAPERS[paper]}", "", f"*{paper_citation(paper)}*", ""]
         for r in rs:
             e = r.experiment
-            md += [f'<a id="{e.name}"></a>', "", f"### {e.title} — {_verdict(r)}", "",
-                   f"*The paper's claim ({_location(e)}):* {e.claim}", "",
+            md += [f'<a id="{e.name}"></a>', "",
+                   f"### {_public(e.title)} — {_verdict(r)}", "",
+                   f"*The paper's claim ({_location(e)}):* {_public(e.claim)}", "",
                    "| check | measured | the paper states | pass criterion (project) | mark |",
                    "|---|---|---|---|---|"]
             for c in r.outcome.checks:
@@ -333,7 +363,7 @@ def _markdown(results: list[Result], by_paper: dict[str, list[Result]], summary:
                           f"{_md_cell(paper_statement(e.name, c))} | {_md_cell(c.claim)} | "
                           f"{c.mark}{_md_cell(note)} |")
             if r.outcome.notes:
-                md += ["", r.outcome.notes]
+                md += ["", _public(r.outcome.notes)]
             if r.figure:
                 md += ["", f"![{e.title}]({r.figure})"]
             md += ["", f"`chetaev-examples run {e.name}` — {r.seconds:.1f} s", ""]

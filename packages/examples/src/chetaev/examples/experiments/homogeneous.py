@@ -60,7 +60,8 @@ def _sphere_errors(model: Any, s: int, kind: str, hs: tuple[float, ...], T: floa
 def sphere_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                   t_final: float | None = None) -> Outcome:
     """x = g e₃ and ẋ against the ambient ODE at T (pendulum T = 2, h = 0.2/2ʲ; Kepler T = 1,
-    h = 0.1/2ʲ; spec §7.4). ``method`` chooses the retraction (default "exp", as Fig. 5)."""
+    h = 0.1/2ʲ; the docs' theory page). ``method`` chooses the retraction (default "exp", as Fig.
+    5)."""
     kind = method or "exp"
     cases = {"pendulum": (sphere_pendulum, (0.2, 0.1, 0.05), 2.0),
              "kepler": (spherical_kepler, (0.1, 0.05, 0.025), 1.0)}
@@ -107,7 +108,8 @@ def sphere_orders(quick: bool = False, method: str | None = None, h: float | Non
         fig.tight_layout()
 
     return Outcome(checks, {"retraction": kind, "errors": results}, plot,
-                   notes="m = M = α = ρ = 1, X = e₃ (spec §9 item 1); reference: ambient ODE on "
+                   notes="m = M = α = ρ = 1, X = e₃ (not in the paper: the project's choice); "
+                         "reference: ambient ODE on "
                          "S² (DOP853, rtol 1e-13).")
 
 
@@ -126,7 +128,7 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
     """Runs (s, rule) = (2, carry), (3, carry), (3, zero_first), (4, carry) to T = 200 (quick:
     T = 30). Bounded means: max over the last fifth ≤ 1.25 × the first fifth and below the spec
     §7.4 magnitudes (×1.5). The Fig. 4 closure C3 (Σ bⱼΛʲ = 0) is singular on the lift
-    (spec §9 item 29); Fig. 4 is reproduced with C2 ("zero_first")."""
+    (see the docs' theory page); Fig. 4 is reproduced with C2 ("zero_first")."""
     T = t_final or (30.0 if quick else 200.0)
     hh = h or 0.1
     kind = method or "cayley"
@@ -151,12 +153,13 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
             continue
         emax, lmax = bounds[s, rule]
         checks.append(check_bound(f"s={s} {rule}: max |E − E0|", np.abs(dE).max(), 1.5 * emax,
-                                  f"bounded, ≤ 1.5 × {emax:.2e} (spec §7.4)"))
+                                  f"bounded, ≤ 1.5 × {emax:.2e} (the project's independent check)"))
         f = _fifths(dE)
         checks.append(Check(f"s={s} {rule}: energy error, last fifth / first fifth", f[-1] / f[0],
                             "no drift: ≤ 1.25", bool(f[-1] <= 1.25 * f[0])))
         checks.append(check_bound(f"s={s} {rule}: max |Λ|", np.abs(tr.lam).max(),
-                                  max(1.5 * lmax, 1e-13), "bounded (spec §7.4)"))
+                                  max(1.5 * lmax, 1e-13),
+                                  "bounded (the project's independent check)"))
         if s > 2:
             fl = _fifths(tr.lam[:, 0])
             checks.append(Check(f"s={s} {rule}: |Λ|, last fifth / first fifth", fl[-1] / fl[0],
@@ -197,8 +200,8 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
             "max_abs_dE": {f"s={s} {r}": float(np.abs(d).max()) for (s, r), (_, d, _) in
                            runs.items()}}
     return Outcome(checks, data, plot,
-                   notes="m = M = α = 1 (spec §9 item 1); magnitudes from spec §7.4 (OUR "
-                         "independent check, not in the paper).")
+                   notes="m = M = α = 1 (not in the paper: the project's choice); magnitudes "
+                         "from the project's independent check (not in the paper).")
 
 
 @experiment("homogeneous-fig4-weighted-sum-closure", paper=PAPER,
@@ -208,7 +211,8 @@ def weighted_sum_closure(quick: bool = False, method: str | None = None,
                          h: float | None = None, t_final: float | None = None) -> Outcome:
     """One step of the C3 closure on the pendulum lift: the step is well posed (1) or the
     Newton matrix is singular (0). On the lift C3 is implied by the end-point constraint
-    (discrete Noether identity, spec §9 item 29), so the paper's claim cannot be reproduced."""
+    (discrete Noether identity, the docs' theory page), so the paper's claim cannot be
+    reproduced."""
     hh = h or 0.1
     sysm = sphere_pendulum.lift_system()
     prk = LieNonholonomicPRK(3, retraction=method or "cayley", multiplier_rule="weighted_sum")
@@ -221,7 +225,8 @@ def weighted_sum_closure(quick: bool = False, method: str | None = None,
     check = Check("C3 step is well posed (1 = solved, 0 = singular)", solvable, "1 (well posed)",
                   solvable == 1.0,
                   deficiency="C3 is implied by φ(η_{k+1}) = 0 on a homogeneous-space lift "
-                             "(spec §9 item 29, F5): singular; Fig. 4 is reproduced with C2 "
+                             "(a discrete Noether identity; see the docs' theory page): singular; "
+                             "Fig. 4 is reproduced with C2 "
                              "('zero_first') in homogeneous-fig1-4-pendulum-energy")
     def plot(fig) -> None:
         # the closures that can be solved on the lift, for comparison with the paper's Fig. 4
@@ -339,4 +344,4 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
         fig.tight_layout()
 
     return Outcome(checks, {"T": T, "h": hh, "position_error": errs}, plot,
-                   notes="m = M = ρ = 1, X = e₃ (inferred, spec §7.2).")
+                   notes="m = M = ρ = 1, X = e₃ (inferred, paper §5.2).")

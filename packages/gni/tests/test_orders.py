@@ -163,7 +163,7 @@ def test_paper_closed_form_maps_match_gni(variant, affine_particle, runner):
 
 def test_composition_of_ptilde_maps_is_first_order(particle):
     """Remark 5.5 settled both ways: composing the paper's (q, p̃, λ̃) maps (14) then (13)
-    with h/2 is of order 1 (the implementation notes' finding); the same composition in the
+    with h/2 is of order 1 (the project's finding); the same composition in the
     node representation (test_composition_is_second_order) is of order 2. The difference is
     the change of variables p̃ = M v − (1 − 2α)(h/2)V_q, which differs between A and B."""
     A, B = _ptilde_map(particle, 0.0), _ptilde_map(particle, 1.0)

@@ -2,7 +2,8 @@
 
 Paper: M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro, "A new
 perspective on symplectic integration of constrained mechanical systems via discretization
-maps" (2024), §3–§5; implementation notes ``spec/discretization-maps-holonomic.md`` §1.9, §2.
+maps" (2024), §3–§5 (Thm. 4.5 and §5.1–5.2); the docs' pages discretization_maps and
+theory/discretization_maps_theory explain the methods.
 
 Every method here is the constrained discrete Hamiltonian map of a discrete Lagrangian
 ``L_d`` with the holonomic constraint imposed at the two step points and the momenta

@@ -1,8 +1,8 @@
 """Pure per-step kernels of the discretization-map integrators on vector spaces.
 
 Everything here is a module-level function of arrays and callables (no system objects, no
-state), so the equations can be tested on their own.  Notation follows
-``spec/discretization-maps-holonomic.md`` (§1.9 and §2):
+state), so the equations can be tested on their own.  Notation follows the paper (Thm. 4.5,
+§5.1–5.2) and the docs' discretization_maps page:
 
 * ``Q = R^m`` with the mechanical Lagrangian ``L̃(q, v) = ½ vᵀ M v − V(q)``, ``M`` constant;
 * ``φ: R^m → R^k`` with Jacobian ``G(q) = Dφ(q)`` of shape ``(k, m)``;

@@ -1,8 +1,8 @@
 """chetaev.dsocs — discrete second-order constrained Lagrangian systems.
 
 Borda, Fernández & Grillo, "Discrete second order constrained Lagrangian systems: first
-results", J. Geom. Mech. 5 (2013) 381–397. Implementation notes:
-``spec/dsocs-second-order-constraints.md``.
+results", J. Geom. Mech. 5 (2013) 381–397, arXiv:1312.1941. The method and the paper's
+errata: the docs' theory page (docs/theory/dsocs.rst).
 """
 
 from ._constraints import KinematicConstraint, VariationalConstraint

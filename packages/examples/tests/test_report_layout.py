@@ -34,19 +34,19 @@ def report(tmp_path):
     return write_report(results, tmp_path, quick=True), tmp_path
 
 
-def test_summary_and_contents_come_first(report):
+def test_summary_then_contents_come_first(report):
     paths, _ = report
     page = paths["html"].read_text()
     summary, contents = page.index("id='summary'"), page.index("id='toc'")
     first_section = page.index("<section")
-    assert contents < summary < first_section
+    assert summary < contents < first_section
     # one summary row per experiment, linking to its section, with the failing check shown
     rows = re.findall(r"<tr><td><a href='#(toy-[a-z]+)'>", page)
     assert rows == ["toy-ok", "toy-bad"]
     assert "max |Φ|: 1 (1/2 checks)" in page
     assert "Martín de Diego &amp; Sato 2018, Fig. 3" in page
     md = paths["md"].read_text()
-    assert md.index("## Contents") < md.index("## Summary") < md.index("### Fig. 3: toy")
+    assert md.index("## Summary") < md.index("## Contents") < md.index("### Fig. 3: toy")
 
 
 def test_each_paper_section_opens_with_its_full_reference(report):

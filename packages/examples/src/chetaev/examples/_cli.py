@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = write_report(results, args.out, args.quick)
     n_ok = sum(r.ok for r in results)
     print(f"{n_ok}/{len(results)} experiments match the papers' claims.")
-    print(f"Report: {paths['html'].resolve()}\n        {paths['md'].resolve()}\n"
-          f"        {paths['json'].resolve()}")
+    print(f"Report: {paths['html'].resolve()}\n"
+          f"        {paths['standalone'].resolve()} (self-contained, to mail)\n"
+          f"        {paths['md'].resolve()}\n        {paths['json'].resolve()}")
     return 0 if n_ok == len(results) else 1

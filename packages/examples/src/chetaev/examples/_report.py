@@ -296,7 +296,7 @@ def _html(results: list[Result], by_paper: dict[str, list[Result]], summary: str
              "project's own test of it, with its tolerance or the project's reference value; "
              "a mark <span class='xfail'>xfail</span> is a documented deficiency that is "
              "expected to fail.</p>")
-    body = [f"<h1>chetaev: reproduction of the papers</h1><p>{esc(summary)}</p>", *toc, table]
+    body = [f"<h1>chetaev: reproduction of the papers</h1><p>{esc(summary)}</p>", table, *toc]
     for paper, rs in by_paper.items():
         body.append(f"<h2 id='paper-{paper}'>{esc(PAPERS[paper])}</h2>"
                     f"<p class='ref'>{esc(paper_citation(paper))}</p>")
@@ -332,21 +332,20 @@ def _html(results: list[Result], by_paper: dict[str, list[Result]], summary: str
 
 def _markdown(results: list[Result], by_paper: dict[str, list[Result]], summary: str
               ) -> list[str]:
-    md = ["# chetaev: reproduction of the papers", "", summary, "", "## Contents", "",
-          "- [Summary](#summary)"]
-    for paper, rs in by_paper.items():
-        md.append(f"- {PAPERS[paper]}")
-        md += [f"  - [{_public(r.experiment.title)}](#{r.experiment.name}) — {_verdict(r)}"
-               for r in rs]
-    md += ["", "## Summary", "",
-           "| experiment | paper, figure / table | the paper's claim | measured | verdict |",
-           "|---|---|---|---|---|"]
+    md = ["# chetaev: reproduction of the papers", "", summary, "", "## Summary", "",
+          "| experiment | paper, figure / table | the paper's claim | measured | verdict |",
+          "|---|---|---|---|---|"]
     for r in results:
         e = r.experiment
         measured, count = _headline(r)
         md.append(f"| [{e.name}](#{e.name}) | {PAPER_REFERENCES_SHORT[e.paper]}, "
                   f"{_md_cell(_location(e))} | {_md_cell(e.claim)} | {_md_cell(measured)} "
                   f"({count}) | {_verdict(r)} |")
+    md += ["", "## Contents", "", "- [Summary](#summary)"]
+    for paper, rs in by_paper.items():
+        md.append(f"- {PAPERS[paper]}")
+        md += [f"  - [{_public(r.experiment.title)}](#{r.experiment.name}) — {_verdict(r)}"
+               for r in rs]
     md.append("")
     for paper, rs in by_paper.items():
         md += [f"## {PAPERS[paper]}", "", f"*{paper_citation(paper)}*", ""]

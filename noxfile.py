@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -79,10 +80,7 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None) 
     session.install(*args)
 
 
-@nox.session
-@nox.parametrize("package", PRESENT)
-def tests(session: nox.Session, package: str) -> None:
-    """Test one package in a virtualenv holding only it and its dependencies."""
+def _run_package_tests(session: nox.Session, package: str) -> None:
     _install_local(session, package, extra="test")
     tests_dir = PACKAGES_DIR / package / "tests"
     # Run from a neutral directory so the source tree cannot shadow the wheel.
@@ -91,6 +89,53 @@ def tests(session: nox.Session, package: str) -> None:
         "python", "-m", "pytest", str(tests_dir), "-q", "-p", "no:cacheprovider",
         "--import-mode=importlib", *session.posargs,
     )
+
+
+@nox.session
+@nox.parametrize("package", PRESENT)
+def tests(session: nox.Session, package: str) -> None:
+    """Test one package in a virtualenv holding only it and its dependencies."""
+    _run_package_tests(session, package)
+
+
+# The Python versions every package supports (the classifiers of each pyproject.toml say the
+# same). ``tests_pythons`` runs each package's tests on each of them that is installed here;
+# an absent interpreter is skipped (listed in SKIPPED_PYTHONS), not an error.
+SUPPORTED_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+def _runs(version: str) -> bool:
+    """Whether ``python<version>`` exists and starts (a pyenv shim may exist without it)."""
+    exe = shutil.which(f"python{version}")
+    if exe is None:
+        return False
+    try:
+        return subprocess.run([exe, "-c", "pass"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+FOUND_PYTHONS = [v for v in SUPPORTED_PYTHONS if _runs(v)]
+SKIPPED_PYTHONS = [v for v in SUPPORTED_PYTHONS if v not in FOUND_PYTHONS]
+
+
+@nox.session(python=FOUND_PYTHONS or False)
+@nox.parametrize("package", PRESENT)
+def tests_pythons(session: nox.Session, package: str) -> None:
+    """``tests`` on every supported Python installed on this machine (others are skipped)."""
+    if not FOUND_PYTHONS:
+        session.skip(f"none of Python {', '.join(SUPPORTED_PYTHONS)} is installed")
+    if SKIPPED_PYTHONS:
+        session.log(f"skipped (not installed): Python {', '.join(SKIPPED_PYTHONS)}")
+    _run_package_tests(session, package)
+
+
+# What the documentation build needs beyond the packages: Sphinx and numpydoc, sphinx-gallery
+# (runs docs/examples/plot_*.py at build time; matplotlib draws their figures) and MathJax
+# served from a packaged copy (django-static-mathjax: MathJax's files, no dependencies), so
+# the math renders offline.
+DOCS_DEPS = ["sphinx>=7", "numpydoc>=1.6", "sphinx-gallery>=0.17", "matplotlib>=3.6",
+             "django-static-mathjax>=3.2"]
 
 
 def _ensure_chromium(session: nox.Session) -> None:
@@ -120,6 +165,7 @@ def integration(session: nox.Session) -> None:
     if not any((ROOT / "integration-tests").glob("test_*.py")):
         session.skip("integration-tests/ holds no test module yet")
     _install_local(session, *PRESENT, extra="test")
+    session.install(*DOCS_DEPS)  # the browser test builds the docs (test_docs_browser.py)
     _ensure_chromium(session)
     session.chdir(session.create_tmp())
     session.run(
@@ -139,7 +185,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx site; any warning is an error."""
     _install_local(session, *PRESENT)
-    session.install("sphinx>=7", "numpydoc>=1.6")
+    session.install(*DOCS_DEPS)
     out = ROOT / "docs" / "_build" / "html"
     # -E: re-read every page (autodoc output depends on the installed code, which sphinx's
     # incremental build does not track)

@@ -1,4 +1,4 @@
-"""Benchmarks of chetaev.dsocs (paper §4: Figs 3 and 6; spec §4).
+"""Benchmarks of chetaev.dsocs (paper §4: Figs 3 and 6).
 
 Run:  python benchmarks/bench_dsocs.py [--quick]
 

@@ -50,7 +50,7 @@ def vector_space(quick: bool) -> None:
     h, T = 0.05, (2.0 if quick else 10.0)
     n = round(T / h)
     rng = np.random.default_rng(0)
-    print(f"Nonholonomic particle (spec §3), h = {h}, T = {T} ({n} steps)\n")
+    print(f"Nonholonomic particle, h = {h}, T = {T} ({n} steps)\n")
     head = (f"{'constraint':10s} {'method':14s} {'ms/step':>8s} {'us/traj-step (x64)':>19s} "
             f"{'error':>9s} {'DOP853 rtol':>11s} {'DOP853 ms':>9s} {'GNI ms':>8s}")
     print(head)

@@ -11,17 +11,50 @@ sys.path.insert(0, str(HERE / "_ext"))
 project = "chetaev"
 author = "the chetaev developers"
 copyright = "2026, the chetaev developers"
-release = "0.1.0"
+
+
+def _release() -> str:
+    """The version of the packages (they share one), from the single source of one of them."""
+    namespace: dict[str, str] = {}
+    source = HERE.parent / "packages" / "liegroups" / "src" / "chetaev" / "liegroups"
+    exec((source / "_version.py").read_text(encoding="utf-8"), namespace)
+    return namespace["__version__"]
+
+
+release = version = _release()
 
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
     "chetaev_tables",
+    "chetaev_mathjax",
 ]
 
-exclude_patterns = ["_build", "_scripts"]
+# MathJax is served from the packaged copy (docs/_ext/chetaev_mathjax.py sets mathjax_path):
+# the pages render their math offline. Output as SVG; no menu, no external requests.
+mathjax3_config = {"options": {"enableMenu": False}, "loader": {"load": []}}
+
+# The gallery: every docs/examples/plot_*.py runs at build time; its figures are embedded.
+sphinx_gallery_conf = {
+    "examples_dirs": "examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "download_all_examples": False,
+    "write_computation_times": False,
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "matplotlib_animations": False,
+    "image_scrapers": ("matplotlib",),
+    "show_memory": False,
+    "show_signature": False,
+}
+
+exclude_patterns = ["_build", "_scripts", "examples/README.txt"]
 templates_path: list[str] = []
 html_static_path = ["_static"]
 html_theme = "alabaster"

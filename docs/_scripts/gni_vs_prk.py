@@ -2,7 +2,7 @@
 
 GNI variants (chetaev.gni) versus the nonholonomic Lobatto IIIA–IIIB PRK methods
 (chetaev.nh_integrators) on the nonholonomic particle in a harmonic potential of
-spec high-order-nonholonomic §5.1 (T = 2), against scipy DOP853 at rtol = atol = 1e-13.
+the high-order paper §7.1 (T = 2), against scipy DOP853 at rtol = atol = 1e-13.
 
 Run from the repository root:  python docs/_scripts/gni_vs_prk.py
 """

@@ -1,11 +1,11 @@
 """Tests of the discretization-map integrators on vector spaces (issue 5).
 
-Paper: Barbero Liñán, Martín de Diego, Sato Martín de Almagro (2024); implementation notes
-``spec/discretization-maps-holonomic.md`` (cited as "spec §…").  Problems (spec §5 B2):
+Paper: Barbero Liñán, Martín de Diego, Sato Martín de Almagro (2024); the docs' pages
+discretization_maps and theory/discretization_maps_theory.  Problems (the project's benchmark B2):
 the spherical pendulum in Cartesian coordinates, φ(q) = ½(|q|² − 1), M = I, with the
 nonlinear potential V_nl = g q_z + 1.5 q_x² + 0.3 q_x q_y² and the linear one V_lin = g q_z.
 The reference is ``reference_solution`` (scipy DOP853, rtol = atol = 1e-13, on the index-1
-equations, spec §1.3).
+equations, paper §2.2).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 # --------------------------------------------------------------------------------------------
-# Problems (spec §5 B2) and reference
+# Problems (the project's benchmark B2) and reference
 # --------------------------------------------------------------------------------------------
 G_ACC = 9.81
 
@@ -115,7 +115,7 @@ def observed_order(hs, errs):
 
 
 # --------------------------------------------------------------------------------------------
-# The discretization map itself (spec §1.5–§1.6, §4.1)
+# The discretization map itself (paper §3; Prop. 3.3, Cor. 3.4; the docs' discretization-maps page)
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("theta", [0.0, 0.3, 0.5, 1.0])
 def test_map_is_a_discretization_map(theta):
@@ -143,7 +143,8 @@ def test_map_is_a_discretization_map(theta):
 
 @pytest.mark.parametrize("theta", [0.0, 0.3, 0.5, 1.0])
 def test_cotangent_lift_is_symplectic(theta):
-    """Cor. 3.4: Jᵀ Ω₁₂ J = W_T, with W_T the tangent lift d_Tω (spec §1.6 unit test)."""
+    """Cor. 3.4: Jᵀ Ω₁₂ J = W_T, with W_T the tangent lift d_Tω (paper Prop. 3.3, Cor. 3.4 unit
+    test)."""
     R = DiscretizationMap(theta)
     m = 2
     z = np.random.default_rng(1).normal(size=4 * m)
@@ -163,14 +164,15 @@ def test_cotangent_lift_is_symplectic(theta):
     W[q_, pd_], W[pd_, q_] = I, -I
     W[qd_, p_], W[p_, qd_] = I, -I
     np.testing.assert_allclose(J.T @ Omega12 @ J, W, atol=1e-14)
-    # the inverse with the fibre factor 1/h (spec §1.6)
+    # the inverse with the fibre factor 1/h (paper Prop. 3.3, Cor. 3.4)
     q, p, qd, pd = np.split(z, 4)
     back = R.cotangent_lift_inverse(*R.cotangent_lift(q, p, 0.1 * qd, 0.1 * pd), h=0.1)
     np.testing.assert_allclose(np.concatenate(back), z, atol=1e-14)
 
 
 def test_discrete_lagrangian_from_map():
-    """L_d^h(q0, q1) = h L̃((1−θ)q0 + θq1, (q1−q0)/h) (spec §1.9, paper (1.1))."""
+    """L_d^h(q0, q1) = h L̃((1−θ)q0 + θq1, (q1−q0)/h) (the docs' discretization-maps page, paper
+    (1.1))."""
     R = DiscretizationMap(0.3)
     Lt = PENDULUM.system.lagrangian
     h = 0.1
@@ -180,7 +182,7 @@ def test_discrete_lagrangian_from_map():
 
 
 # --------------------------------------------------------------------------------------------
-# Orders against the reference (spec §4.2; nonlinear V)
+# Orders against the reference (the docs' discretization-maps page; nonlinear V)
 # --------------------------------------------------------------------------------------------
 ORDER_CASES = [
     ("euler_a", lambda: DiscretizationMapMethod(0.0), 1, 0.05, 1.0),
@@ -211,7 +213,8 @@ def test_order(name, make, order, h0, T):
     assert abs(p - order) <= 0.25, (p, errs)
 
 
-# planar double pendulum in R⁴ with two constraints (spec §5 B3): C(q) is 2×2
+# planar double pendulum in R⁴ with two constraints (the project's benchmark B3): C(q)
+# is 2×2
 def _dp_V(q):
     return G_ACC * (q[..., 1] + q[..., 3])
 
@@ -317,7 +320,7 @@ def test_baseline_violates_constraint_at_order_two():
 
 
 # --------------------------------------------------------------------------------------------
-# Symplecticity on Leg(TN) (spec §4.3)
+# Symplecticity on Leg(TN) (see the docs' discretization-maps page)
 # --------------------------------------------------------------------------------------------
 def _sphere_proj(x):
     q, p = x[..., :3], x[..., 3:]
@@ -344,7 +347,8 @@ class ProjectedExplicitEuler:
 
 
 def symplecticity_defect(method, h=0.1, eps=1e-5):
-    """max |ω(DΨu_i, DΨu_j) − ω(u_i, u_j)| over a basis of T Leg(TN) (spec §4.3)."""
+    """max |ω(DΨu_i, DΨu_j) − ω(u_i, u_j)| over a basis of T Leg(TN) (see the docs'
+    discretization-maps page)."""
     newton = NewtonOptions(tol=1e-15)
     if hasattr(method, "newton"):
         method = attrs.evolve(method, newton=newton)
@@ -384,7 +388,8 @@ def test_symplecticity_check_detects_a_non_symplectic_control():
 
 
 # --------------------------------------------------------------------------------------------
-# Structural checks (spec §2.3–§2.5, §4.1, §4.4)
+# Structural checks (paper §5.1.2, eqs. (5.1)–(5.6); §5.2, Ex. 5.1; the docs' discretization-maps
+# page)
 # --------------------------------------------------------------------------------------------
 def _one(method, q, p, h, system=PENDULUM):
     s = method.initial_state(system, q, p)
@@ -397,7 +402,7 @@ def _tight(method):
 
 
 def test_euler_a_and_b_are_adjoint():
-    """Φ_A(−h)∘Φ_B(h) = id and Φ_B(−h)∘Φ_A(h) = id; Φ_A(−h)∘Φ_A(h) ≠ id (spec §2.5)."""
+    """Φ_A(−h)∘Φ_B(h) = id and Φ_B(−h)∘Φ_A(h) = id; Φ_A(−h)∘Φ_A(h) ≠ id (paper §5.2, Ex. 5.1)."""
     A, B = _tight(DiscretizationMapMethod(0.0)), _tight(DiscretizationMapMethod(1.0))
     h = 0.1
     for first, second in ((B, A), (A, B)):
@@ -418,7 +423,7 @@ def test_symmetric_methods_are_reversible(method):
 
 
 def test_midpoint_equals_rattle_for_constant_gradient():
-    """With ∇V constant the θ = ½ and trapezoidal discrete Lagrangians coincide (spec §2.4)."""
+    """With ∇V constant the θ = ½ and trapezoidal discrete Lagrangians coincide (paper §5.1.3)."""
     a = run(DiscretizationMapMethod(0.5), 0.05, 2.0, system=PENDULUM_LIN)
     b = run(rattle(), 0.05, 2.0, system=PENDULUM_LIN)
     np.testing.assert_allclose(a.q, b.q, atol=1e-13)
@@ -433,7 +438,8 @@ def test_midpoint_equals_rattle_for_constant_gradient():
     "method", [DiscretizationMapMethod(0.0), DiscretizationMapMethod(1.0), rattle()],
     ids=lambda m: m.name)
 def test_shake_recurrence(method):
-    """Tangential part of M(q_{k+1} − 2q_k + q_{k−1})/h² + ∇V(q_k) vanishes (spec §2.3)."""
+    """Tangential part of M(q_{k+1} − 2q_k + q_{k−1})/h² + ∇V(q_k) vanishes (paper §5.1.2, eqs.
+    (5.1)–(5.6))."""
     h = 0.05
     traj = run(method, h, 2.0)
     q = traj.q
@@ -492,7 +498,7 @@ def test_nullspace_form_equals_multiplier_form(theta):
 
 def test_extrinsic_and_intrinsic_composition_agree():
     """(5.7) ≡ (5.8): one joint solve without the intermediate projection = the composition
-    of projected one-step maps (spec §2.5, item A7 corrects the paper)."""
+    of projected one-step maps (paper §5.2, Ex. 5.1 corrects the paper)."""
     a = run(euler_ba(), 0.05, 1.0)
     b = run(ExtrinsicEulerBA(), 0.05, 1.0)
     np.testing.assert_allclose(b.q, a.q, atol=1e-13)

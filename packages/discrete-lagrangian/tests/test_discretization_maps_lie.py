@@ -1,8 +1,9 @@
-"""Tests of the Lie-group discretization-map integrators (paper §6; spec §3, §5 B5).
+"""Tests of the Lie-group discretization-map integrators (paper §6; the project's benchmark B5.
 
 Problems: the heavy top on SO(3) (V(R) = m g e₃ᵀRχ, inertia about the pivot) as a bare
 TrivializedMechanicalSystem, and the heavy top as a constrained system on SO(3)×R³ with
-φ(R, x) = x − Rχ and ℓ(R, x) = [R χ̂ | I₃] (spec §5 B5).  References: ``reference_solution``
+φ(R, x) = x − Rχ and ℓ(R, x) = [R χ̂ | I₃] (the project's benchmark B5).  References:
+``reference_solution``
 (scipy DOP853 on the Euler–Poincaré equations with reconstruction, rtol = atol = 1e-13).
 """
 
@@ -32,7 +33,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
 from chetaev.liegroups import SO3, Product, Rn
 
 # --------------------------------------------------------------------------------------------
-# Problems (spec §5 B4/B5)
+# Problems (the project's benchmark B4/B5)
 # --------------------------------------------------------------------------------------------
 G_ACC = 9.81
 MASS = 1.5
@@ -106,7 +107,7 @@ R_REF, W_REF = _REF.q[-1], _REF.v[-1]
 
 
 def _err(traj):
-    """‖R − R_ref‖_F + ‖Ω − Ω_ref‖ (spec §5 B4/B5 metric)."""
+    """‖R − R_ref‖_F + ‖Ω − Ω_ref‖ (the project's benchmark B4/B5 metric)."""
     R = traj.q[-1][:3, :3]
     return np.linalg.norm(R - R_REF) + np.linalg.norm(traj.v[-1][:3] - W_REF)
 
@@ -132,7 +133,7 @@ def test_order_heavy_top_SO3(kind, ret):
     assert abs(p - ORDERS[kind]) <= 0.25, (p, errs)
 
 
-# spec §5 B5 [CHECKED] errors at T = 1, h = 0.05
+# the project's benchmark B5 [CHECKED] errors at T = 1, h = 0.05
 B5_K0 = {("euler_a", "exp"): 0.13849001, ("euler_b", "exp"): 0.14195885,
          ("lobatto2", "exp"): 7.00901e-3, ("rattle", "exp"): 8.65642e-3,
          ("euler_a", "cayley"): 0.14183553, ("euler_b", "cayley"): 0.15181278,
@@ -163,7 +164,8 @@ def test_constrained_reference_agrees_with_pivot_reference():
     np.testing.assert_allclose(ref6.v[-1][:3], W_REF, atol=1e-9)
 
 
-# Ex. 5.3 / spec §5 B4: the same heavy top as a vector-space constrained system in R^{3×3},
+# Ex. 5.3 / the project's benchmark B4: the same heavy top as a vector-space
+# constrained system in R^{3×3},
 # q = vec(R) (row-major), L = ½ tr(Ṙ J Ṙᵀ) − m g e₃ᵀRχ, φ = the 6 entries of ½(RᵀR − I).
 J_MAT = 0.5 * np.trace(I_PIVOT) * np.eye(3) - I_PIVOT
 _IU = np.triu_indices(3)
@@ -238,7 +240,7 @@ def test_constraints_exact_long_run(kind):
 
 
 # --------------------------------------------------------------------------------------------
-# Symplecticity on Leg(TN) with the form (A.3) (spec §4.3, Lie version)
+# Symplecticity on Leg(TN) with the form (A.3) (the docs' discretization-maps page, Lie version)
 # --------------------------------------------------------------------------------------------
 def _omega(group, alpha, a, b):
     """(A.3): ω((ξ1,ν1),(ξ2,ν2)) = −⟨ν1,ξ2⟩ + ⟨ν2,ξ1⟩ + ⟨α,[ξ1,ξ2]⟩ for all pairs."""
@@ -366,7 +368,8 @@ def _gV(q):
      ("lobatto2", euler_ba()), ("rattle", rattle())],
     ids=KINDS)
 def test_reduces_to_euclidean_methods_on_Rn(kind, euclid):
-    """For G = R³ (τ(ξ) = ξ) the Lie methods are the vector-space ones (spec §4.4)."""
+    """For G = R³ (τ(ξ) = ξ) the Lie methods are the vector-space ones (see the docs'
+    discretization-maps page)."""
     lie_sys = ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), np.eye(3), _V, _gV),
                                 HolonomicConstraint(_sphere_phi, _sphere_jac))
     vec_sys = ConstrainedSystem(MechanicalSystem(np.eye(3), _V, _gV),

@@ -108,7 +108,7 @@ def _affine_group_constraint():
 
 
 def test_group_velocity_constraint_multiplier():
-    """d/dt φ(g, η) = 0 along the constrained Euler–Poincaré acceleration (spec §1.3)."""
+    """d/dt φ(g, η) = 0 along the constrained Euler–Poincaré acceleration (paper §6)."""
     sysm = ConstrainedSystem(heavy_top(), _affine_group_constraint())
     R = SO3.random(RNG, 4)
     eta = RNG.normal(size=(4, 3))

@@ -1,5 +1,5 @@
 """The residual-builder hooks, exercised by writing the nonholonomic PRK of eq. (14)
-(spec §2.4) on top of ``prk_residual`` / ``solve_stages``: hook (i) the force A(Q)ᵀΛ,
+(paper eq. (14), App. D) on top of ``prk_residual`` / ``solve_stages``: hook (i) the force A(Q)ᵀΛ,
 hook (ii) the IIIA-weighted momentum constraints Φ(Q^i, v_k^i) = 0 for i = 2..s, hook (iii)
 Λ^1 = λ_k fixed. Theorem 5.2: q, p of order 2s − 2."""
 
@@ -79,7 +79,7 @@ def _system():
 def _nhprk(system, s, q0, v0, h, n):
     coeffs = coefficients_from(lobatto_iiia_iiib(s))
     q, p = q0, system.legendre(q0, v0)
-    lam = system.multiplier(q0, v0)  # consistent λ₀ (spec §1.2, A4)
+    lam = system.multiplier(q0, v0)  # consistent λ₀ (paper §3, A4)
     for k in range(n):
         hooks = NHHooks(system, s, 1)
         V0 = np.broadcast_to(system.legendre_inv(q, p), (s, 3))

@@ -125,7 +125,7 @@ def _constrained_initial():
 @pytest.mark.parametrize(("s", "expected", "hs"), [(2, 2, [0.1, 0.075, 0.05]),
                                                     (3, 4, [0.1, 0.075, 0.05])])
 def test_lie_holonomic_order_and_constraints(s, expected, hs):
-    """§6.3 (spec §2.9): orders 2s − 2; Φ and tangency at the nodes to solver tolerance."""
+    """§6.3 (paper §6.3): orders 2s − 2; Φ and tangency at the nodes to solver tolerance."""
     sysm = _constrained_top()
     R0, eta0 = _constrained_initial()
     T = 1.2

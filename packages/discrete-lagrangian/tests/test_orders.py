@@ -122,7 +122,7 @@ def _pendulum_reference(th0, om0, T):
     [(2, 2, [0.1, 0.05, 0.025]), (3, 4, [0.1, 0.05, 0.025]), (4, 6, [0.4, 0.25, 0.2, 0.125, 0.1])],
 )
 def test_constrained_prk_order_cartesian_pendulum(s, expected, hs):
-    """Eq. (13) on the Cartesian pendulum against the ANGLE formulation (spec §2.3)."""
+    """Eq. (13) on the Cartesian pendulum against the ANGLE formulation (paper eq. (13))."""
     th0, om0, T = 1.2, 0.5, 2.0
     qr, vr = _pendulum_reference(th0, om0, T)
     q0, v0 = pendulum_cartesian_from_angle(th0, om0)

@@ -160,7 +160,7 @@ def _knife_edge(kind):
 
 @pytest.mark.parametrize("kind", ["linear", "affine", "general"])
 def test_multiplier_keeps_constraint_derivative_zero(kind):
-    """d/dt Φ(q, v) = Φ_q v + Φ_v v̇ = 0 along the constrained acceleration (spec §1.2)."""
+    """d/dt Φ(q, v) = Φ_q v + Φ_v v̇ = 0 along the constrained acceleration (paper §3)."""
     sysm = _knife_edge(kind)
     q = RNG.normal(size=(5, 3))
     v = RNG.normal(size=(5, 3))

@@ -1,4 +1,4 @@
-"""Remark 3.4: a DSOCS built from a discrete nonholonomic / holonomic system (spec §1.4)."""
+"""Remark 3.4: a DSOCS built from a discrete nonholonomic / holonomic system (paper Rem. 3.4)."""
 
 from __future__ import annotations
 

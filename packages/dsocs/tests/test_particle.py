@@ -1,4 +1,5 @@
-"""Particle with prescribed signed curvature (paper §4.1; spec §2.2, §4.1)."""
+"""Particle with prescribed signed curvature (paper §4.1; paper §4.1.2, eqs. (6), (7); §4.1, Figs.
+1–3)."""
 
 from __future__ import annotations
 

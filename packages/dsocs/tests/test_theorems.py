@@ -1,4 +1,4 @@
-"""Theorems 5.1 and 5.3 and Remark 5.4, checked numerically (spec §3)."""
+"""Theorems 5.1 and 5.3 and Remark 5.4, checked numerically (paper §5, Thm. 5.1, 5.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Inertia wheel pendulum with a Lyapunov constraint (paper §4.2; spec §2.3, §4.2)."""
+"""Inertia wheel pendulum with a Lyapunov constraint (paper §4.2, eqs. (8)–(10); §4.2, Figs.
+4–6)."""
 
 from __future__ import annotations
 
@@ -217,7 +218,7 @@ def test_safeguard_never_picks_the_spurious_root():
 
 
 def test_paper_rule_gives_a_different_trajectory(ref250):
-    """Documented negative result (spec §2.3): the literal paper rule misbehaves."""
+    """Documented negative result (paper §4.2, eqs. (8)–(10)): the literal paper rule misbehaves."""
     h, n = 0.1, 2500
     good, _ = iwp_trajectory(Q0, Q0 + h * V0, h, n, P)
     bad, _ = iwp_trajectory(Q0, Q0 + h * V0, h, n, P, rule="paper")

@@ -21,7 +21,7 @@ def test_exact_homogeneous_solution_solves_the_equations():
     xr, vr = chaplygin_ball.system(1).reference(*chaplygin_ball.initial(1), t)
     np.testing.assert_allclose(xe, xr, atol=1e-10)
     np.testing.assert_allclose(ve, vr, atol=1e-10)
-    # spec §4.4: at t = 10, E = 9.0879464470 and the centre of the circle is (−1.5, 3.5)
+    # the docs' theory page: at t = 10, E = 9.0879464470 and the centre of the circle is (−1.5, 3.5)
     assert chaplygin_ball.energy(xe[-1], ve[-1]) == pytest.approx(9.0879464470, abs=1e-9)
     np.testing.assert_allclose(np.linalg.norm(xe - [-1.5, 3.5], axis=1), np.sqrt(2) / 0.4,
                                atol=1e-12)

@@ -169,7 +169,7 @@ def test_disc_exact_motion_matches_the_generic_reference_of_the_coordinate_syste
 
 
 def _cvt_formulas(q, v, eps):
-    """The CVT written out (spec §5.2): E = ½|v|² + V, ∇V, ∇²V, λ (closed form)."""
+    """The CVT written out (paper §7.2): E = ½|v|² + V, ∇V, ∇²V, λ (closed form)."""
     x, y, z = q[..., 0], q[..., 1], q[..., 2]
     V = 0.5 * (x**2 + z**2 - 2.0 * np.cos(y) + eps * np.sin(2.0 * y))
     grad = np.stack([x, np.sin(y) + eps * np.cos(2.0 * y), z], axis=-1)
@@ -182,7 +182,7 @@ def _cvt_formulas(q, v, eps):
 
 
 def _chaotic_formulas(q, v, m):
-    """The chaotic system written out term by term (spec §5.3, 1-based paper indices mapped to
+    """The chaotic system written out term by term (paper §7.3, 1-based paper indices mapped to
     0-based): pairs (q_{m+2}, q_{m+3}) and (q_{1+i}, q_{m+1+i}), i = 1..m."""
     n = 2 * m + 1
     pairs = [(m + 1, m + 2)] + [(i, m + i) for i in range(1, m + 1)]

@@ -55,8 +55,9 @@ def test_report_files(tmp_path) -> None:
     (entry,) = data["experiments"]
     assert entry["name"] == "toy" and entry["mark"] == "pass"
     assert entry["checks"][0]["measured"] == 0.5
-    assert "| max \\|x\\| | 0.25 | \\|x\\| ≤ 1 | pass |" in paths["md"].read_text()
-    assert "Toy" in paths["html"].read_text() and "| value | 0.5 | ≤ 1 | pass |" in (
+    # columns: check | measured | the paper states | pass criterion (project) | mark
+    assert "| max \\|x\\| | 0.25 | — | \\|x\\| ≤ 1 | pass |" in paths["md"].read_text()
+    assert "Toy" in paths["html"].read_text() and "| value | 0.5 | — | ≤ 1 | pass |" in (
         paths["md"].read_text())
 
 

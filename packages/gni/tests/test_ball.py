@@ -1,4 +1,4 @@
-"""The ball on a (rotating) table, paper §7.4 (spec §4): reduced GNI on TR² × 𝔰𝔬(3)."""
+"""The ball on a (rotating) table, paper §7.4 (paper §7.4): reduced GNI on TR² × 𝔰𝔬(3)."""
 
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ def _run(method, system, state, h, n):
 
 
 def _paper_start(method, system, exp, h):
-    """Exp. 2 starting procedure (spec §4.5): ω_0 := ω(0), x_1 = x_0 + h ẋ_0."""
+    """Exp. 2 starting procedure (paper §7.4, Exp. 2): ω_0 := ω(0), x_1 = x_0 + h ẋ_0."""
     x0, v0 = np.array(exp["x0"]), np.array(exp["v0"])
     return method.state_from_points(system, x0, x0 + h * v0[:2], v0[2:], h)
 
@@ -63,10 +63,11 @@ def test_continuous_model_against_exact_and_spec_values():
     xe, ve = ball_exact_homogeneous(t, e1["x0"], e1["v0"], e1["inertia"], 1.0, 1.0, 1.0)
     np.testing.assert_allclose(x, xe, atol=1e-10)
     np.testing.assert_allclose(v, ve, atol=1e-10)
-    np.testing.assert_allclose(xe[-1], [-5.0261152904, 3.2421028139], atol=1e-9)  # spec §4.4
+    np.testing.assert_allclose(xe[-1], [-5.0261152904, 3.2421028139], atol=1e-9)  # paper §7.4,
+    # Exp. 1
     e2 = BALL_EXPERIMENT_2
     x, v = _system(e2).reference(np.array(e2["x0"]), np.array(e2["v0"]), [5.0, 15.0])
-    np.testing.assert_allclose(  # spec §4.5 table (DOP853, rtol 1e-13)
+    np.testing.assert_allclose(  # paper §7.4, Exp. 2 table (DOP853, rtol 1e-13)
         np.concatenate([x[0], v[0, 2:]]),
         [0.6814512605, 1.984936239, -0.2546635222, 0.268959913, 0.4128316874], atol=1e-8)
     np.testing.assert_allclose(
@@ -76,7 +77,7 @@ def test_continuous_model_against_exact_and_spec_values():
 
 @pytest.mark.parametrize("exp", [BALL_EXPERIMENT_1, BALL_EXPERIMENT_2])
 def test_paper_expanded_equations_42_hold(exp):
-    """The scheme solves the paper's five expanded equations (42) (with −2Q*Π, spec §7
+    """The scheme solves the paper's five expanded equations (42) (with −2Q*Π, the docs' theory page
     item 10) and the generic (30a)/(38b) residual, at every node."""
     sysb = _system(exp)
     m, r, Om = exp["mass"], exp["radius"], exp["table_rate"]
@@ -136,7 +137,7 @@ def _wobbly_system():
 @pytest.mark.parametrize("which", ["ball", "wobbly"])
 def test_energy_exactly_conserved_bi_invariant_metric(kind, which):
     """Ω = 0, V = 0, bi-invariant metric (I1 = I2 = I3), any D: E_d = ½ p⁻ᵀG̃⁻¹p⁻ is constant
-    (spec §3 row 3.6: reflection and Ad* are isometries), h = 0.1, 500 steps."""
+    (the docs' theory page row 3.6: reflection and Ad* are isometries), h = 0.1, 500 steps."""
     if which == "ball":
         sysb = rolling_ball((0.4, 0.4, 0.4), 1.0, 1.0, 0.0)
         x0, v0 = np.zeros(2), np.array([0.3, -0.2, 0.2, 0.3, 1.5])  # ẋ = r ω2, ẏ = −r ω1
@@ -312,7 +313,7 @@ def test_reduced_bad_input():
 @pytest.mark.parametrize("exp", [BALL_EXPERIMENT_1, BALL_EXPERIMENT_2])
 def test_reduced_rattle_37_equals_reduced_gni(exp):
     """The paper's algorithm (37) (affine: (38)), run from the same data, reproduces the
-    reflection-form ReducedGNI (spec §2.8 "Status": 1e-14 over 40 steps)."""
+    reflection-form ReducedGNI (paper §7.2 "Status": 1e-14 over 40 steps)."""
     from chetaev.gni import reduced_rattle_37
 
     sysb = _system(exp)

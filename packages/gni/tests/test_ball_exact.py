@@ -1,4 +1,5 @@
-"""The closed-form homogeneous-ball solution (spec §4.3): valid input only, Ω = 0 limit."""
+"""The closed-form homogeneous-ball solution (see the docs' theory page): valid input only, Ω = 0
+limit."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Convergence orders on the nonlinear nonholonomic particle (spec §3, "Reference numbers").
+"""Convergence orders on the nonlinear nonholonomic particle (the docs' theory page, "Reference
+numbers").
 
 Reference: scipy DOP853 (rtol = atol = 1e-13) on the continuous Lagrange–d'Alembert
 equations, error ‖q_N − q(T)‖ at T = 5, order from np.polyfit on log h, log err.
@@ -33,7 +34,7 @@ CASES = [
     ("midpoint", False, 2),
     ("euler_a", True, 1),
     ("euler_b", True, 1),
-    ("rattle", True, 2),  # affine RATTLE (spec §2.6)
+    ("rattle", True, 2),  # affine RATTLE (paper Def. 6.1)
     ("midpoint", True, 2),
 ]
 
@@ -48,7 +49,8 @@ def test_order(variant, affine, order, particle, affine_particle, runner):
 
 
 def test_spec_regression_numbers(particle, affine_particle, runner):
-    # spec §3 table: RATTLE 2.125e-3 (N=50), 1.325e-4 (N=200); affine RATTLE 3.248e-3 (N=50).
+    # the docs' theory page table: RATTLE 2.125e-3 (N=50), 1.325e-4 (N=200); affine RATTLE 3.248e-3
+    # (N=50).
     # The spec gives four digits, so agreement is required to the rounding (rtol 1e-3).
     _, eq, _, _ = _errors(GNI("rattle"), particle, runner, ns=(50, 200))
     np.testing.assert_allclose(eq, [2.125e-3, 1.325e-4], rtol=1e-3)
@@ -90,7 +92,7 @@ def test_composition_multiplier_converges(particle, runner):
 
 
 def test_general_discrete_lagrangians_first_order(particle, runner):
-    """Def. 4.1 with other L_d: the α = ¼ convex family member (spec §2.2) and the
+    """Def. 4.1 with other L_d: the α = ¼ convex family member (paper §5, eq. (16)) and the
     discrete-lagrangian package's quadrature-point L_d with α = ¼ are of order 1."""
     from chetaev.discrete_lagrangian import DiscreteLagrangian
     from chetaev.gni import AlphaDiscreteLagrangian
@@ -161,7 +163,7 @@ def test_paper_closed_form_maps_match_gni(variant, affine_particle, runner):
 
 def test_composition_of_ptilde_maps_is_first_order(particle):
     """Remark 5.5 settled both ways: composing the paper's (q, p̃, λ̃) maps (14) then (13)
-    with h/2 is of order 1 (the implementation notes' finding); the same composition in the
+    with h/2 is of order 1 (the project's finding); the same composition in the
     node representation (test_composition_is_second_order) is of order 2. The difference is
     the change of variables p̃ = M v − (1 − 2α)(h/2)V_q, which differs between A and B."""
     A, B = _ptilde_map(particle, 0.0), _ptilde_map(particle, 1.0)

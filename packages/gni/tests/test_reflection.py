@@ -1,4 +1,4 @@
-"""Node algebra (spec §1 "Projectors", §2.1 "Reflection form", §2.6): random batches."""
+"""Node algebra (paper §2–3 "Projectors", §2.1 "Reflection form", §2.6): random batches."""
 
 import numpy as np
 import pytest

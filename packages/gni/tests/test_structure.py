@@ -1,4 +1,4 @@
-"""Exact structure of the vector-space GNI (spec §3 rows 3.2, 3.5, 3.9, 3.11)."""
+"""Exact structure of the vector-space GNI (the docs' theory page rows 3.2, 3.5, 3.9, 3.11)."""
 
 import numpy as np
 import pytest
@@ -230,7 +230,7 @@ def test_newton_failure_raises_and_integrate_reports_it():
 def test_paper_two_step_equations_11_12_28(variant, affine, particle, affine_particle, runner):
     """The q-sequence solves the paper's own constant-M equations: (11a)/(12a)/(28a) and
     μ(q_k)((q_{k+1} − q_{k−1})/(2h) + (1 − 2α)(h/2)M⁻¹V_q(q_k) − Y(q_k)) = 0 with α = 0, 1, ½
-    ((11b), (12b), SHAKE; affine (28b) and its α-version, spec §2.3, §2.6)."""
+    ((11b), (12b), SHAKE; affine (28b) and its α-version, paper §5; Def. 6.1)."""
     problem = affine_particle if affine else particle
     alpha = {"euler_a": 0.0, "euler_b": 1.0, "rattle": 0.5}[variant]
     h = 0.05

@@ -17,7 +17,8 @@ def test_spec_identities(G, kind):
     T = np.swapaxes
     np.testing.assert_allclose(T(Ad_minus, -1, -2),
                                T(tau.dR_inv(xi), -1, -2) @ T(tau.dL(xi), -1, -2), atol=1e-13)
-    # gni spec §5, Lemma 9.5 (52), (53) in right-trivialized form
+    # GNI paper (Ferraro, Jiménez, Martín de Diego), Appendix, Lemma 9.5 (52), (53), in
+    # right-trivialized form
     eta = rng.normal(size=(4, G.dim))
     np.testing.assert_allclose(np.einsum("...ij,...j", tau.dR(xi), eta),
                                np.einsum("...ij,...j", Ad @ tau.dR(-xi), eta), atol=1e-13)
@@ -27,7 +28,8 @@ def test_spec_identities(G, kind):
 
 
 def test_gni_momentum_map_identity():
-    """gni spec §4.2: S(-h w) = cay(h w)^T S(h w) with S(s) = (dcay_s^{-1})^T = I + s^/2 + s s^T/4
+    """GNI paper §7.4 (the ball scheme): S(-h w) = cay(h w)^T S(h w) with S(s) =
+    (dcay_s^{-1})^T = I + s^/2 + s s^T/4
     (the paper's dcay is right-trivialized)."""
     cay = retraction(SO3, "cayley")
     s = np.array([0.3, -0.7, 0.2])

@@ -1,4 +1,5 @@
-"""The per-step residuals of eq. (14)/(15) and their analytic Jacobians (spec §2.4–2.5)."""
+"""The per-step residuals of eq. (14)/(15) and their analytic Jacobians (paper eq. (14), App. D;
+eq. (15), App. E)."""
 
 from __future__ import annotations
 
@@ -162,7 +163,8 @@ def test_residual_is_batched_over_two_leading_axes(nh):
 
 
 def test_stage_one_constraint_is_automatic_and_endpoint_is_the_node(nh):
-    """By H1, Q^1 = q_k and p_k^1 = p_k; by H3, Q^s = q_{k+1} and p_k^s = p_{k+1} (spec §2.4)."""
+    """By H1, Q^1 = q_k and p_k^1 = p_k; by H3, Q^s = q_{k+1} and p_k^s = p_{k+1} (paper eq. (14),
+    App. D)."""
     system = nh.particle_system()
     model = stage_model(system)
     pair = lobatto_iiia_iiib(4)

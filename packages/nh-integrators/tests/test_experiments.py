@@ -9,7 +9,7 @@ from chetaev.discrete_lagrangian import integrate, reference_solution
 from chetaev.nh_integrators import NonholonomicPRK
 from chetaev.rktableaux import lobatto_iiia_iiib
 
-# ---------------------------------------------------------------- CVT (§7.2, spec §5.2)
+# ---------------------------------------------------------------- CVT (§7.2, paper §7.2)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_cvt_initial_energies_match_the_paper(nh):
 
 
 def test_cvt_energies_bounded_without_drift_at_h_01(cvt_runs):
-    """h = 0.1: total, driver and passenger energies bounded, no drift (spec §5.2:
+    """h = 0.1: total, driver and passenger energies bounded, no drift (paper §7.2:
     low 4.3e-3 / 1.25e-2 / 1.31e-2, high 1.3e-2 / 2.4e-2 / 2.6e-2)."""
     t, dEd, dEp, dEt = cvt_runs["0.1"]
     bounds = {  # (driver, passenger, total) per regime: spec numbers x 1.3
@@ -55,7 +55,7 @@ def test_cvt_energies_bounded_without_drift_at_h_01(cvt_runs):
 
 def test_cvt_erratic_at_h_pi_over_10(cvt_runs):
     """h = pi/10 (Modin-Verdier's step): the passenger energy error is more than 10x the
-    h = 0.1 one (spec §5.2: 0.53 vs 1.25e-2 low; 0.49 vs 2.4e-2 high)."""
+    h = 0.1 one (paper §7.2: 0.53 vs 1.25e-2 low; 0.49 vs 2.4e-2 high)."""
     _, _, dEp_good, _ = cvt_runs["0.1"]
     _, _, dEp_bad, dEt_bad = cvt_runs["pi/10"]
     for j in (0, 1):
@@ -69,7 +69,7 @@ def test_cvt_erratic_at_h_pi_over_10(cvt_runs):
 
 @pytest.mark.parametrize("s", [2, 3])
 def test_chaotic_energy_mse_scales_like_h_to_twice_the_order(nh, s):
-    """mu(E, k) / h^{2(2s-2)} collapses between h = 0.1 and 0.05 at t = 20 (spec §5.3:
+    """mu(E, k) / h^{2(2s-2)} collapses between h = 0.1 and 0.05 at t = 20 (paper §7.3:
     ratio 1.04 for s = 2, 1.01 for s = 3; the paper's h^10 for s = 3 is a typo for h^8)."""
     system = nh.chaotic_system()
     q0, v0 = nh.chaotic_ensemble(9)
@@ -185,7 +185,7 @@ def long_run(nh):
 def test_energy_bounded_without_drift_over_1e5_steps(long_run):
     """Measured max |dE| on the first / second half of T = 10^4: particle 3.636e-3 /
     3.637e-3; CVT total low 1.309e-2 / 1.318e-2, high 2.514e-2 / 2.498e-2 (the T = 500
-    values of spec §5.2); fitted linear trend x T: 5e-7, 3e-6, 5e-6 -- no drift.
+    values of paper §7.2); fitted linear trend x T: 5e-7, 3e-6, 5e-6 -- no drift.
     Checked: bounds ~1.3x the measured maxima, second half < 1.2x first half, trend < 5%."""
     t, dEp, dEc, res = long_run
     assert res < 1e-11  # Newton tolerance 1e-12 x scale (|v| ~ 3)

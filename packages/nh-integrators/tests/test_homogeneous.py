@@ -80,7 +80,7 @@ def test_sphere_orders(problem, kind, hs, T, s):
         x = sphere_point(tr.q)
         ex.append(np.max(np.abs(x[-1] - xr[-1])))
         ev.append(np.max(np.abs(sphere_velocity(tr.q[-1], tr.v[-1]) - vr[-1])))
-        el.append(np.max(np.abs(tr.lam[-1])))  # exact multiplier: λ ≡ 0 (spec §7.1, §7.2)
+        el.append(np.max(np.abs(tr.lam[-1])))  # exact multiplier: λ ≡ 0 (paper §5.1; §5.2)
         assert np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0)) < 1e-13
         assert np.max(np.abs(tr.v[:, 2])) < 1e-13  # 𝔪-constraint at every node
     assert abs(_slope(hs, ex) - method.order) <= 0.25, ex
@@ -89,13 +89,15 @@ def test_sphere_orders(problem, kind, hs, T, s):
         assert max(el) < 1e-11
     else:
         assert abs(_slope(hs, el) - method.multiplier_order) <= 0.25, el
-    if problem == "pendulum" and s == 3:  # spec §7.4 [checked]: |Λ_N| = 7.6e-5 at h = 0.1
+    if problem == "pendulum" and s == 3:  # the docs' theory page [checked]: |Λ_N| = 7.6e-5 at h =
+    # 0.1
         assert 6.8e-5 < el[1] < 8.4e-5
 
 
 @pytest.fixture(scope="module")
 def pendulum_runs():
-    """Pendulum, τ = cay, h = 0.1, T = 100 (spec §7.4 long runs, shortened from T = 200)."""
+    """Pendulum, τ = cay, h = 0.1, T = 100 (the docs' theory page long runs, shortened from T =
+    200)."""
     sysc = spherical_pendulum()
     out = {}
     for s, rule in [(2, "carry"), (3, "carry"), (3, "zero_first"), (4, "carry")]:
@@ -123,7 +125,8 @@ def _fifths(a):
 )
 def test_pendulum_bounded_energy_and_multipliers(pendulum_runs, s, rule, emax, lmax):
     """P5/P7/P8: bounded energy error and multipliers, no drift (same size in every fifth);
-    spec §7.4 [checked] at T = 200: 6.91e-3 / 2.46e-6 / 6.22e-10 and 7e-15 / 4.67e-5 / 2.94e-7."""
+    the docs' theory page [checked] at T = 200: 6.91e-3 / 2.46e-6 / 6.22e-10 and 7e-15 / 4.67e-5 /
+    2.94e-7."""
     tr, dE = pendulum_runs[s, rule]
     assert np.max(dE) < emax
     assert np.max(np.abs(tr.lam)) < lmax
@@ -189,7 +192,8 @@ def test_weighted_sum_rule_never_returns_arbitrary_multipliers():
 
 
 def test_regularization_changes_trajectory_only_at_method_order():
-    """M only affects the discretization error: ‖g(M=1) − g(M=2)‖ = O(h^{2s−2}) (spec §7.4)."""
+    """M only affects the discretization error: ‖g(M=1) − g(M=2)‖ = O(h^{2s−2}) (see the docs'
+    theory page)."""
     diffs = []
     hs = (0.1, 0.05)
     for h in hs:
@@ -272,7 +276,7 @@ def test_lobatto3_step_on_so3_costs_milliseconds():
 
 def test_continuous_rule_equals_zero_first_on_sphere():
     """Λ¹ = λ(g_k, η_k) ("continuous", C2 in general form) is Λ¹ = 0 on S², where the exact
-    multiplier vanishes identically (spec §1.2)."""
+    multiplier vanishes identically (paper §2)."""
     sysc = spherical_pendulum()
     runs = [
         integrate(

@@ -70,7 +70,7 @@ def test_ball_first_integrals_over_ten_thousand_steps(ball):
 
 
 def test_ball_lobatto3_moving_energy(ball):
-    """s = 3, cay, h = 0.1, T = 100 (spec §5.5 [checked]): |ΔE_mov| ≤ 1.9e-9, no growth between
+    """s = 3, cay, h = 0.1, T = 100 (paper §7.5 [checked]): |ΔE_mov| ≤ 1.9e-9, no growth between
     the first and the last fifth; first integrals to ~1e-14."""
     sysc, g0, eta0 = ball
     tr = integrate(sysc, LieNonholonomicPRK(3), g0, eta0, h=0.1, n_steps=1000)

@@ -57,12 +57,12 @@ def test_disc_orders(disc, kind, s):
     assert abs(_slope(STEPS[s], eg) - method.order) <= 0.25, eg
     assert abs(_slope(STEPS[s], ee) - method.order) <= 0.25, ee
     assert abs(_slope(STEPS[s], el) - method.multiplier_order) <= 0.25, el
-    if s == 4 and kind == "cayley":  # spec §5.4 [checked]: max|Δg| = 4.8e-11 at h = 0.05
+    if s == 4 and kind == "cayley":  # paper §7.4 [checked]: max|Δg| = 4.8e-11 at h = 0.05
         assert 2.4e-11 < eg[-1] < 9.6e-11  # h = 0.05 (measured 4.80e-11)
 
 
 def test_disc_wrong_initial_multiplier_is_not_fatal_but_flagged_by_lambda(disc):
-    """λ₀ off by Δ never decays (spec §2.4): the λ error stays ≈ Δ for s = 3."""
+    """λ₀ off by Δ never decays (paper eq. (14), App. D): the λ error stays ≈ Δ for s = 3."""
     sysc, g0, eta0, _, _, lr = disc
     method = LieNonholonomicPRK(3)
     lam0 = sysc.multiplier(g0, eta0) + 0.05
@@ -75,7 +75,8 @@ def test_disc_wrong_initial_multiplier_is_not_fatal_but_flagged_by_lambda(disc):
 def test_disc_trapezoidal_step_is_symmetric(disc, kind):
     """s = 2 with λ carried: stepping back with −h returns (g, η, λ) exactly. (For s ≥ 3 the
     RKMK inner stages are built from g_k, so the Lie-group map is symmetric only to
-    O(h^{2s−1}); the vector-space method, G = Rⁿ, is exactly symmetric, spec §4.3.)"""
+    O(h^{2s−1}); the vector-space method, G = Rⁿ, is exactly symmetric, paper Thm. 5.1, Cor.
+    5.2.1.)"""
     sysc, g0, eta0, *_ = disc
     method = LieNonholonomicPRK(2, retraction=kind)
     st0 = method.initial_state(sysc, g0, eta0)
@@ -156,7 +157,7 @@ def test_general_lagrangian_orders(disc, s, form):
 
 def test_hamiltonian_form_is_the_same_map(disc):
     """App. G (form="hamiltonian": stage velocities ηⁱ = Fℓ⁻¹(Gⁱ, Mⁱ) eliminated) and App. F
-    (form="lagrangian": ηⁱ unknowns with D₂ℓ(Gⁱ, ηⁱ) = Mⁱ) give the same map (spec §2.11).
+    (form="lagrangian": ηⁱ unknowns with D₂ℓ(Gⁱ, ηⁱ) = Mⁱ) give the same map (paper App. G).
     Mechanical system: Fℓ⁻¹ = 𝕀⁻¹μ, identical trajectories. The mechanical disc written as a
     general TrivializedLagrangianSystem: equal to the mechanical path to round-off.
     Non-quadratic ℓ (ε = 0.5, Legendre map inverted by Newton): equal to the Lagrangian form to

@@ -78,7 +78,8 @@ def test_rn_lie_method_reproduces_vector_space_nhprk(s):
 
 
 def test_rn_lie_method_is_symmetric():
-    """On Rⁿ the inner stages are linear in Ξ, so the step is exactly symmetric (spec §4.3)."""
+    """On Rⁿ the inner stages are linear in Ξ, so the step is exactly symmetric (paper Thm. 5.1,
+    Cor. 5.2.1)."""
     con = LinearVelocityConstraint(A, dA=dA)
     lie = ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), MASS, V, gradV, hessV), con)
     method = LieNonholonomicPRK(3)

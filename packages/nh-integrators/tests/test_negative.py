@@ -1,4 +1,6 @@
-"""Negative tests: what breaks the high order (spec §2.4, §8 items 5 and 6)."""
+"""Negative tests: what breaks the high order (paper eq. (14), App. D; the docs' theory page items
+5 and
+6)."""
 
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def test_iiib_stage_momenta_variant_loses_lambda_for_s3(nh):
 
 
 def test_iiib_stage_momenta_variant_s4_is_order_4_not_6(nh):
-    """s = 4 with IIIB constraint momenta: q, p of order 4 instead of 6 (spec §2.4)."""
+    """s = 4 with IIIB constraint momenta: q, p of order 4 instead of 6 (paper eq. (14), App. D)."""
     system = nh.particle_system()
     ref = reference_solution(system, nh.PARTICLE_Q0, nh.PARTICLE_V0, np.array([0.0, T]))
     method = NonholonomicPRK(lobatto_iiia_iiib(4), constraint_momenta="iiib_rejected")

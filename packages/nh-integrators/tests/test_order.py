@@ -1,4 +1,5 @@
-"""Global orders of NH-PRK (Cor. 5.2.1; spec §4.3, §5.1) against DOP853 references."""
+"""Global orders of NH-PRK (Cor. 5.2.1; paper Thm. 5.1, Cor. 5.2.1; §7.1) against DOP853
+references."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Structure of the NH-PRK map: constraints at the nodes, symmetry, reversibility, forms,
-batching, input checks (spec §2.4–2.5, §4.3, §8 items 4 and 7)."""
+batching, input checks (paper eq. (14), App. D; eq. (15), App. E; Thm. 5.1, Cor. 5.2.1; the docs'
+theory page items 4 and 7)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from chetaev.rktableaux import (
 @pytest.mark.parametrize("tol", [1e-12, 1e-14])
 def test_constraint_holds_at_every_node(nh, s, tol):
     """|Phi(q_k, v_k)| <= Newton tolerance x scale at every node (chaotic ensemble, 40 steps):
-    the stage-s constraint is exactly Psi(q_{k+1}, p_{k+1}) = 0 (spec §2.4)."""
+    the stage-s constraint is exactly Psi(q_{k+1}, p_{k+1}) = 0 (paper eq. (14), App. D)."""
     system = nh.chaotic_system()
     q0, v0 = nh.chaotic_ensemble(4)
     method = NonholonomicPRK(lobatto_iiia_iiib(s), newton=NewtonOptions(tol=tol))
@@ -67,7 +68,8 @@ def _state(q, v, p, lam, t=0.0):
 @pytest.mark.parametrize("s", [2, 3, 4])
 @pytest.mark.parametrize("model", ["particle_system", "chaotic_system"])
 def test_symmetric_with_carried_multiplier(nh, s, model):
-    """Stepping (q1, p1, lambda1) with -h returns (q0, p0, lambda0) (spec §4.3: ~1e-15)."""
+    """Stepping (q1, p1, lambda1) with -h returns (q0, p0, lambda0) (paper Thm. 5.1, Cor. 5.2.1:
+    ~1e-15)."""
     system = getattr(nh, model)()
     if model == "particle_system":
         q0, v0 = nh.PARTICLE_Q0, nh.PARTICLE_V0
@@ -90,7 +92,7 @@ def test_symmetric_with_carried_multiplier(nh, s, model):
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_reversible_under_momentum_flip(nh, s):
     """(q1, -p1, lambda1) stepped with +h gives (q0, -p0, lambda0) (linear constraint,
-    velocity-reversible particle; spec §4.3: 1e-15)."""
+    velocity-reversible particle; paper Thm. 5.1, Cor. 5.2.1: 1e-15)."""
     system = nh.particle_system()
     method = NonholonomicPRK(lobatto_iiia_iiib(s), jacobian_reuse="iteration")  # full Newton
     st0 = method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
@@ -113,7 +115,8 @@ def test_reversible_under_momentum_flip(nh, s):
     ],
 )
 def test_hamiltonian_and_lagrangian_forms_agree(nh, model, s):
-    """Eq. (15) and eq. (14) give the same map (spec §2.5), also for a non-quadratic L."""
+    """Eq. (15) and eq. (14) give the same map (paper eq. (15), App. E), also for a non-quadratic
+    L."""
     system = getattr(nh, model)()
     if model == "particle_system":
         q0, v0 = nh.PARTICLE_Q0, nh.PARTICLE_V0
@@ -218,7 +221,7 @@ def test_initial_multiplier_is_the_continuous_one(nh):
     st = NonholonomicPRK(lobatto_iiia_iiib(3)).initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
     x, y = nh.PARTICLE_Q0[:2]
     vx, vy = nh.PARTICLE_V0[:2]
-    assert np.allclose(st.lam, [(vx * vy - x * y) / (1 + y**2)], rtol=1e-14)  # spec §5.1
+    assert np.allclose(st.lam, [(vx * vy - x * y) / (1 + y**2)], rtol=1e-14)  # paper §7.1
     assert np.allclose(st.p, nh.PARTICLE_V0) and st.n == 0 and st.t == 0.0
 
 

@@ -114,7 +114,7 @@ def test_structured_contraction_rate(nh, s, name):
     """Spectral radius of I - J_0^{-1} J at the converged step, h = 0.1: O(h^2 |Hess|),
     measured 0 (s = 2: the dropped block is nilpotent), <= 1.4e-3 (s = 3, 4) on the
     particle and the chaotic ensemble; the analytic Jacobian of the previous step, which
-    'step' reuses, contracts only at ~0.03 (spec §5.1, §5.3)."""
+    'step' reuses, contracts only at ~0.03 (paper §7.1; §7.3)."""
     if name == "particle":
         system, q, v = nh.particle_system(), nh.PARTICLE_Q0, nh.PARTICLE_V0
     elif name == "chaotic":
@@ -163,7 +163,8 @@ def test_structured_batch_shapes(nh, shape):
 
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_structured_batch_is_symmetric(nh, s):
-    """The method is symmetric with the carried multiplier (spec §2.4): 20 steps forward
+    """The method is symmetric with the carried multiplier (paper eq. (14), App. D): 20 steps
+    forward
     and 20 back with h -> -h on a batch of 20 (structured matrix, 'auto') return to the
     start; with tol = 1e-14 to < 5e-14 (measured 2e-15-1.1e-14)."""
     system = nh.chaotic_system()

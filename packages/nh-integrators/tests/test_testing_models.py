@@ -54,7 +54,7 @@ def test_chaotic_ensemble_matches_the_paper():
     q0, v0 = testing.chaotic_ensemble(9)
     system = testing.chaotic_system()
     assert q0.shape == v0.shape == (10, 7)
-    np.testing.assert_allclose(system.energy(q0, v0), 3.06, rtol=0, atol=1e-14)  # spec §5.3
+    np.testing.assert_allclose(system.energy(q0, v0), 3.06, rtol=0, atol=1e-14)  # paper §7.3
     assert np.abs(system.residual(q0, v0)).max() < 1e-15
 
 

@@ -51,7 +51,8 @@ def test_lobatto_pair_hypotheses_and_mixed_assumptions(s):
     assert (hyp.H1, hyp.H2, hyp.H3, hyp.H1p, hyp.H2p) == (True,) * 5
     assert hyp.all and bool(hyp)
     assert "satisfies H1, H2, H3, H1' and H2'" in hyp.message
-    # CĈ(s), DD̂(s), ĈC(s−2), D̂D(s−2) hold; one more fails (spec §4.2, paper App. A.3.1)
+    # CĈ(s), DD̂(s), ĈC(s−2), D̂D(s−2) hold; one more fails (paper App. A, eqs. (43)–(45), App. B,
+    # paper App. A.3.1)
     assert pair.satisfies_CC_hat(s, tol=1e-14) and not pair.satisfies_CC_hat(s + 1)
     assert pair.satisfies_DD_hat(s, tol=1e-14) and not pair.satisfies_DD_hat(s + 1)
     sw = pair.swapped()
@@ -128,7 +129,7 @@ def test_stability_function():
     assert radau_iia(3).R_inf == 0.0 and radau_ia(2).R_inf == 0.0
     assert np.isscalar(gauss(2).stability_function(0.5)) or np.ndim(
         gauss(2).stability_function(0.5)) == 0
-    # IIIA: R_A(∞) = (−1)^{s−1} (spec §4.2)
+    # IIIA: R_A(∞) = (−1)^{s−1} (paper App. A, eqs. (43)–(45), App. B)
     for s in range(2, 9):
         assert lobatto_iiia(s).R_inf == pytest.approx((-1) ** (s - 1), abs=1e-12)
         assert lobatto_iiia(s).is_A_stable_at_infinity()

@@ -38,6 +38,7 @@ from ._systems import (
     TrivializedMechanicalSystem,
 )
 from ._trajectory import Trajectory
+from ._version import __version__ as __version__
 from ._vprk import VPRK
 
 __all__ = [

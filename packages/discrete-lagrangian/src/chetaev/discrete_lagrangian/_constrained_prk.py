@@ -1,4 +1,4 @@
-"""Holonomically constrained symplectic PRK, paper eq. (13) (spec §2.2–2.3).
+"""Holonomically constrained symplectic PRK, paper eq. (13) (paper §4.3; eq. (13)).
 
 With the Lobatto IIIA–IIIB pair (s = 2) this is RATTLE.
 """
@@ -108,12 +108,12 @@ class ConstrainedPRK:
     Symplectic on T*N (the constraint manifold), symmetric for the Lobatto pairs; the
     constraint Φ(q_k) = 0 and the hidden constraint ∂Φ/∂q·v_k = 0 hold at every node to
     solver tolerance. Order 2s − 2 for Lobatto IIIA–IIIB(s) (s = 2: RATTLE, order 2).
-    Needs H1–H3 on the first tableau (spec §2.0); violating tableaux raise
+    Needs H1–H3 on the first tableau (paper §4, App. A); violating tableaux raise
     :class:`HypothesisError` unless ``check_hypotheses=False`` (then the stage constraints
     are imposed at all stages without tangency: the classical Gauss-type scheme, which
     shows order reduction, paper §4.3).
 
-    Equations (paper eq. (13a–d); spec §2.3). Unknowns V^1..V^s and Λ^1..Λ^s::
+    Equations (paper eq. (13a–d); paper eq. (13)). Unknowns V^1..V^s and Λ^1..Λ^s::
 
         Q^i = q_k + h Σ_j a_ij V^j,        P^i = p_k + h Σ_j â_ij W^j
         W^i = D1L(Q^i, V^i) + ∂Φ/∂q(Q^i)ᵀ Λ^i,   P^i = D2L(Q^i, V^i)
@@ -123,7 +123,7 @@ class ConstrainedPRK:
     The multiplier stored at node k+1 (``State.lam``, ``Trajectory.lam[k+1]``) is the raw
     Λ^s of step k, which approximates λ(t_{k+1}) with order s − 1 only (measured on the
     spherical pendulum: ≈ 1, 1.98, 3.00 for s = 2, 3, 4), not with the method's order
-    2s − 2; ``lam[0]`` is the consistent continuous λ₀ (spec §1.2). This differs from the
+    2s − 2; ``lam[0]`` is the consistent continuous λ₀ (paper §3). This differs from the
     discretization-map methods (``rattle()`` gives the same q, p as s = 2 here), which
     store the continuous λ(q_k, v_k); ``system.multiplier(traj.q, traj.v)`` gives that
     for any method.
@@ -198,7 +198,7 @@ class ConstrainedPRK:
         return self._cache["order"]
 
     def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (spec §1.2)."""
+        """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3)."""
         q0, v0 = vector_initial_data(system, q0, v0, "ConstrainedPRK", constrained=True)
         if not system.is_holonomic:
             from ._errors import InputError
@@ -244,7 +244,7 @@ class ConstrainedPRK:
         )
 
     def _rattle_step(self, system: Any, base: Any, state: State, h: float) -> State:
-        """RATTLE = eq. (13) with Lobatto IIIA–IIIB(2), constant mass (spec §2.2)::
+        """RATTLE = eq. (13) with Lobatto IIIA–IIIB(2), constant mass (paper §4.3)::
 
             p_½ = p_k + (h/2)(−∇V(q_k) + J(q_k)ᵀΛ¹),   q_{k+1} = q_k + h M⁻¹ p_½,
             Φ(q_{k+1}) = 0                              (Newton in Λ¹, m unknowns)

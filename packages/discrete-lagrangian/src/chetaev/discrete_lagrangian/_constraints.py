@@ -1,4 +1,4 @@
-"""Holonomic and velocity constraints, and the constrained system (spec §1.2–1.3).
+"""Holonomic and velocity constraints, and the constrained system (paper §3; §6).
 
 Sign convention for every method in the project::
 
@@ -204,7 +204,7 @@ class HolonomicConstraint(_CheckMixin):
 
 @attrs.frozen(eq=False)
 class LinearVelocityConstraint(_CheckMixin):
-    """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (spec §1.2).
+    """Linear or affine velocity constraint Φ(q, v) = A(q)v + a(q) = 0 (paper §3).
 
     Parameters
     ----------
@@ -342,7 +342,7 @@ class LinearVelocityConstraint(_CheckMixin):
 
 @attrs.frozen(eq=False)
 class VelocityConstraint(_CheckMixin):
-    """General velocity constraint Φ(q, v) = 0 (spec §1.2, Chetaev).
+    """General velocity constraint Φ(q, v) = 0 (paper §3, Chetaev).
 
     Parameters
     ----------
@@ -412,7 +412,7 @@ class VelocityConstraint(_CheckMixin):
 
 @attrs.frozen(eq=False)
 class ConstrainedSystem(_CheckMixin):
-    """A Lagrangian system with a holonomic or velocity constraint (spec §1.2–1.3).
+    """A Lagrangian system with a holonomic or velocity constraint (paper §3; §6).
 
     Parameters
     ----------
@@ -482,7 +482,7 @@ class ConstrainedSystem(_CheckMixin):
 
     # --- multiplier ---------------------------------------------------------------------
     def multiplier(self, q, v):
-        """Consistent continuous multiplier λ(q, v) (spec §1.2 and §1.3).
+        """Consistent continuous multiplier λ(q, v) (paper §3; §6).
 
         λ = −C⁻¹ [ (∂Φ/∂q) v + (∂Φ/∂v) a₀ ],   C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ,
 

@@ -1,6 +1,7 @@
 """Discrete Euler–Lagrange integrator in position–momentum form (paper §4, eq. (6)).
 
-Discrete Lagrangians (spec §2.2, §6 "discrete-lagrangian"), with v̄ = (q1 − q0)/h:
+Discrete Lagrangians (paper §4.3; the docs' theory page "discrete-lagrangian"), with v̄ = (q1 −
+q0)/h:
 
 * ``"midpoint"``:    L_d = h L((q0 + q1)/2, v̄)
 * ``"alpha"``:       L_d = h L((1 − α) q0 + α q1, v̄)        (α = ½ is the midpoint rule)

@@ -2,11 +2,13 @@
 
 Paper: M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro, "A new
 perspective on symplectic integration of constrained mechanical systems via discretization
-maps" (2024), §3–§5; implementation notes ``spec/discretization-maps-holonomic.md`` §1.9, §2.
+maps" (2024), §3–§5 (Thm. 4.5 and §5.1–5.2); the docs' pages discretization_maps and
+theory/discretization_maps_theory explain the methods.
 
 Every method here is the constrained discrete Hamiltonian map of a discrete Lagrangian
 ``L_d`` with the holonomic constraint imposed at the two step points and the momenta
-projected onto ``Leg(TN)`` (spec §1.9); the per-step kernels are in ``_dmaps_kernels``.
+projected onto ``Leg(TN)`` (see the docs' discretization-maps page); the per-step kernels are in
+``_dmaps_kernels``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 # Newton tolerance (relative to max(1, |M||q|)): the constraint residual φ(q1) is one of the
-# Phase-1 equations, so this is the accuracy to which the points lie on N (spec §2).
+# Phase-1 equations, so this is the accuracy to which the points lie on N (paper §5.1–5.2).
 _TOL = 1e-14
 _HINT = "halve h, or increase NewtonOptions(max_iter=...)"
 
@@ -51,11 +53,11 @@ def _theta_validator(_inst: Any, _attr: Any, value: float) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The θ discretization map (spec §1.5–§1.6)
+# The θ discretization map (paper §3; Prop. 3.3, Cor. 3.4)
 # --------------------------------------------------------------------------------------------
 @attrs.frozen
 class DiscretizationMap:
-    """The θ-family of discretization maps on a vector space (paper Ex. 3.2, spec §1.5).
+    """The θ-family of discretization maps on a vector space (paper Ex. 3.2, paper §3).
 
     ``R_d(q, v) = (q − θ v, q + (1 − θ) v)``: θ = 0 is the explicit-Euler map of the
     constrained symplectic Euler A method, θ = 1 that of Euler B, θ = ½ the midpoint map.
@@ -92,7 +94,7 @@ class DiscretizationMap:
         return self.theta == 0.5
 
     def cotangent_lift(self, q, p, qdot, pdot):
-        """Cotangent lift ``R_d^{T*}: TT*Q → T*Q × T*Q`` (Prop. 3.3, Cor. 3.4; spec §1.6).
+        """Cotangent lift ``R_d^{T*}: TT*Q → T*Q × T*Q`` (Prop. 3.3, Cor. 3.4).
 
         ``(q, p, q̇, ṗ) ↦ (q − θq̇, p − (1−θ)ṗ ; q + (1−θ)q̇, p + θṗ)``; a symplectomorphism
         from ``(TT*Q, d_Tω_Q)`` to ``(T*Q × T*Q, Ω₁₂)``.
@@ -101,7 +103,8 @@ class DiscretizationMap:
         return K.theta_map_cotangent_lift(self.theta, *args)
 
     def cotangent_lift_inverse(self, q0, p0, q1, p1, h: float = 1.0):
-        """``(1/h)(R_d^{T*})^{-1}(q0, p0; q1, p1)`` (spec §1.6) → ``(q, p, q̇, ṗ)``."""
+        """``(1/h)(R_d^{T*})^{-1}(q0, p0; q1, p1)`` (paper Prop. 3.3, Cor. 3.4) → ``(q, p, q̇,
+        ṗ)``."""
         q0, p0, q1, p1 = (np.asarray(a, float) for a in (q0, p0, q1, p1))
         t = self.theta
         return (
@@ -112,7 +115,9 @@ class DiscretizationMap:
         )
 
     def discrete_lagrangian(self, lagrangian, h: float):
-        """``L_d^h(q0, q1) = h L̃((R_d^h)^{-1}(q0, q1))`` (spec §1.9) for ``lagrangian(q, v)``."""
+        """``L_d^h(q0, q1) = h L̃((R_d^h)^{-1}(q0, q1))`` (see the docs' discretization-maps page)
+        for
+        ``lagrangian(q, v)``."""
 
         def Ld(q0, q1):
             q, w = self.inverse(q0, q1)
@@ -122,7 +127,7 @@ class DiscretizationMap:
 
 
 # --------------------------------------------------------------------------------------------
-# The generic node-constrained step (spec §1.9)
+# The generic node-constrained step (see the docs' discretization-maps page)
 # --------------------------------------------------------------------------------------------
 def check_step(h: float) -> float:
     """Return ``h`` as a float; raise :class:`InputError` unless it is finite and nonzero."""
@@ -171,7 +176,9 @@ def node_step(
 
     Phase 1 solves ``p0 = MΔ/h + h ∂V_d/∂q0 − h G(q0)ᵀλ``, ``φ(q1) = 0`` for ``(q1, λ)``
     (or, with ``nullspace=True``, the multiplier-free form (4.7) for ``q1``); Phase 2 sets
-    ``p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀλ̃`` with ``G(q1)M⁻¹p1 = 0`` (spec §1.9, §2).
+    ``p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀλ̃`` with ``G(q1)M⁻¹p1 = 0`` (the docs' discretization-maps
+    page;
+    paper §5.1–5.2).
     """
     h = check_step(h)
     q0, p0 = state.q, state.p
@@ -232,7 +239,7 @@ class DiscretizationMapMethod(_EuclideanMethod):
     θ = 1: Euler B, (5.1)–(5.6), the "order-1 RATTLE"), order 2 and symmetric for θ = ½
     (constrained midpoint, §5.1.3).  Euler A and B are mutually adjoint.
 
-    Equations (spec §2.1; paper (4.4)–(4.5))::
+    Equations (paper §5.1; paper (4.4)–(4.5))::
 
         p0 = MΔ/h + h(1−θ)∇V(q_θ) − h G(q0)ᵀλ,   φ(q1) = 0
         p1 = MΔ/h − hθ∇V(q_θ) + h G(q1)ᵀλ̃,       G(q1)M⁻¹p1 = 0
@@ -288,7 +295,7 @@ class Rattle(_EuclideanMethod):
 
     Symmetric, order 2, symplectic on ``Leg(TN)``, constraints exact at the step points.
     It is Euler A(h/2) followed by Euler B(h/2) with the *intermediate constraint dropped*
-    (spec §2.5, item A6), i.e. the constrained Hamiltonian map of the trapezoidal
+    (paper §5.2, Ex. 5.1), i.e. the constrained Hamiltonian map of the trapezoidal
     ``L_d = ΔᵀMΔ/2h − (h/2)(V(q0) + V(q1))``::
 
         p0 = MΔ/h + (h/2)∇V(q0) − (h/2)G(q0)ᵀλ,   φ(q1) = 0
@@ -317,7 +324,7 @@ def rattle(newton: NewtonOptions | None = None) -> Rattle:
 
 
 # --------------------------------------------------------------------------------------------
-# Composition (paper §5.2, spec §2.5)
+# Composition (paper §5.2, Ex. 5.1)
 # --------------------------------------------------------------------------------------------
 _TRIPLE_JUMP = (
     1.0 / (2.0 - 2.0 ** (1.0 / 3.0)),
@@ -332,7 +339,7 @@ class Composition:
 
     The methods are applied in the order given, the i-th with step ``weights[i]·h``.  Each
     factor projects its momentum onto ``Leg(TN)``; by Lemma 4.3 this makes the extrinsic
-    composition (5.7) and the intrinsic one (5.8) the same map (spec §2.5, item A7), so a
+    composition (5.7) and the intrinsic one (5.8) the same map (paper §5.2, Ex. 5.1), so a
     single mechanism serves both.
     """
 
@@ -403,7 +410,7 @@ def triple_jump(method) -> Composition:
     """Triple-jump composition ``Ψ_{γ1 h}∘Ψ_{γ2 h}∘Ψ_{γ1 h}`` (paper §5.2; HLW §II.4).
 
     ``γ1 = 1/(2 − 2^{1/3})``, ``γ2 = −2^{1/3}/(2 − 2^{1/3})``.  Lifts a symmetric method of
-    order 2 to order 4 (spec §2.5, "Higher order").
+    order 2 to order 4 (paper §5.2, Ex. 5.1, "Higher order").
 
     Raises
     ------
@@ -426,7 +433,7 @@ def triple_jump(method) -> Composition:
 
 
 def euler_ba(nullspace: bool = False, newton: NewtonOptions | None = None) -> Composition:
-    """The literal composition Euler B(h/2) ∘ Euler A(h/2) of Ex. 5.1 (spec §2.5, "B∘A").
+    """The literal composition Euler B(h/2) ∘ Euler A(h/2) of Ex. 5.1 (paper §5.2, Ex. 5.1, "B∘A").
 
     Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N.  It is *not* RATTLE
     (RATTLE drops the intermediate constraint, see :class:`Rattle`); it is the Euclidean case
@@ -444,7 +451,7 @@ def euler_ba(nullspace: bool = False, newton: NewtonOptions | None = None) -> Co
 class ExtrinsicEulerBA(_EuclideanMethod):
     """Euler B(h/2)∘Euler A(h/2) as the extrinsic composition (5.7): one joint solve.
 
-    Unknowns ``(q_{1/2}, q1, λ, μ)``; equations (spec §2.5, the "B∘A" system)::
+    Unknowns ``(q_{1/2}, q1, λ, μ)``; equations (paper §5.2, Ex. 5.1, the "B∘A" system)::
 
         p0 = M(q_{1/2}−q0)/(h/2) + (h/2)∇V(q0) − (h/2)G(q0)ᵀλ
         M(2q_{1/2} − q0 − q1)/(h/2) = −(h/2) G(q_{1/2})ᵀμ,   φ(q_{1/2}) = 0,   φ(q1) = 0
@@ -497,7 +504,7 @@ class StageConstrainedBaseline(_EuclideanMethod):
     """BASELINE, criticised by the paper: constraint imposed at the *stage* point.
 
     The midpoint discrete Lagrangian with ``φ((q0 + q1)/2) = 0`` (paper (1.2); Johnson and
-    Murphey 2009) and forces ``½G(q_m)ᵀλ`` in both momentum equations (spec §5 B7)::
+    Murphey 2009) and forces ``½G(q_m)ᵀλ`` in both momentum equations (the project's benchmark B7)::
 
         p0 = MΔ/h + (h/2)∇V(q_m) − ½G(q_m)ᵀλ·h,   φ(q_m) = 0
         p1 = MΔ/h − (h/2)∇V(q_m) + ½G(q_m)ᵀλ·h

@@ -1,8 +1,8 @@
 """Pure per-step kernels of the discretization-map integrators on vector spaces.
 
 Everything here is a module-level function of arrays and callables (no system objects, no
-state), so the equations can be tested on their own.  Notation follows
-``spec/discretization-maps-holonomic.md`` (§1.9 and §2):
+state), so the equations can be tested on their own.  Notation follows the paper (Thm. 4.5,
+§5.1–5.2) and the docs' discretization_maps page:
 
 * ``Q = R^m`` with the mechanical Lagrangian ``L̃(q, v) = ½ vᵀ M v − V(q)``, ``M`` constant;
 * ``φ: R^m → R^k`` with Jacobian ``G(q) = Dφ(q)`` of shape ``(k, m)``;
@@ -11,7 +11,8 @@ state), so the equations can be tested on their own.  Notation follows
   ``L_d = ΔᵀMΔ/(2h) − h V_d(q0, q1)`` with ``Δ = q1 − q0`` and a *potential quadrature*
   ``V_d`` (``V(q_θ)`` for the θ-map, ``½(V(q0) + V(q1))`` for RATTLE).
 
-Then the generic constrained step (spec §1.9, the paper's (4.4)–(4.5)) reads
+Then the generic constrained step (the docs' discretization-maps page, the paper's (4.4)–(4.5))
+reads
 
     p0 = MΔ/h + h ∂V_d/∂q0 − h G(q0)ᵀ λ,      φ(q1) = 0          (Phase 1, unknowns q1, λ)
     p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀ λ̃,      G(q1) M⁻¹ p1 = 0   (Phase 2, linear in λ̃)
@@ -51,7 +52,7 @@ Fn = Callable[[Array], Array]
 
 
 # --------------------------------------------------------------------------------------------
-# The θ discretization map and its cotangent lift (spec §1.5, §1.6)
+# The θ discretization map and its cotangent lift (paper §3; Prop. 3.3, Cor. 3.4)
 # --------------------------------------------------------------------------------------------
 def theta_map_forward(theta: float, q: Array, v: Array) -> tuple[Array, Array]:
     """``R_d(q, v) = (q − θ v, q + (1 − θ) v)`` (paper Ex. 3.2 with restored signs)."""
@@ -66,7 +67,8 @@ def theta_map_inverse(theta: float, q0: Array, q1: Array) -> tuple[Array, Array]
 def theta_map_cotangent_lift(
     theta: float, q: Array, p: Array, qdot: Array, pdot: Array
 ) -> tuple[Array, Array, Array, Array]:
-    """Cotangent lift ``R_d^{T*} = Φ^{-1}∘R̂_d∘α_Q`` of the θ-map (spec §1.6, Prop. 3.3).
+    """Cotangent lift ``R_d^{T*} = Φ^{-1}∘R̂_d∘α_Q`` of the θ-map (paper Prop. 3.3, Cor. 3.4, Prop.
+    3.3).
 
     ``(q, p, q̇, ṗ) ↦ (q − θq̇, p − (1−θ)ṗ ; q + (1−θ)q̇, p + θṗ)``.
     """
@@ -121,7 +123,7 @@ class TrapezoidQuadrature:
 
 
 # --------------------------------------------------------------------------------------------
-# Phase 1: multiplier form (spec §1.9, §2)
+# Phase 1: multiplier form (the docs' discretization-maps page; paper §5.1–5.2)
 # --------------------------------------------------------------------------------------------
 def _mv(M: Array, x: Array) -> Array:
     return np.einsum("...ij,...j->...i", M, x)
@@ -137,7 +139,8 @@ def phase1_residual(
 ) -> Array:
     """Residual of Phase 1 in ``x = (q1, ν)``, ``ν = h² λ``; shape ``(..., m + k)``.
 
-    ``r1 = M(q1 − q0) + h² ∂V_d/∂q0 − G(q0)ᵀ ν − h p0`` (the p0-equation of spec §1.9 times
+    ``r1 = M(q1 − q0) + h² ∂V_d/∂q0 − G(q0)ᵀ ν − h p0`` (the p0-equation of the docs'
+    discretization-maps page times
     h) and ``r2 = φ(q1)``.
     """
     m = q0.shape[-1]
@@ -163,7 +166,7 @@ def phase1_jacobian(
 
 
 # --------------------------------------------------------------------------------------------
-# Phase 1: null-space form (paper (4.7)–(4.9), spec §1.9)
+# Phase 1: null-space form (paper (4.7)–(4.9), the docs' discretization-maps page)
 # --------------------------------------------------------------------------------------------
 def nullspace_basis(G: Array) -> Array:
     """Orthonormal basis ``P`` (..., m, m−k) of ``ker G`` for ``G`` of shape (..., k, m).
@@ -210,7 +213,7 @@ def right_momentum(q0: Array, q1: Array, h: float, M: Array, quad, grad_V: Fn) -
 def project_momentum(p: Array, G: Array, Minv: Array) -> tuple[Array, Array]:
     """Project ``p`` onto ``{G M⁻¹ p = 0}`` along the normal covectors ``Gᵀ μ``.
 
-    Returns ``(p + Gᵀ μ, μ)`` with ``μ = −C⁻¹ G M⁻¹ p``, ``C = G M⁻¹ Gᵀ`` (spec §2, Phase 2).
+    Returns ``(p + Gᵀ μ, μ)`` with ``μ = −C⁻¹ G M⁻¹ p``, ``C = G M⁻¹ Gᵀ`` (paper §5.1–5.2, Phase 2).
     """
     GMinv = G @ Minv
     C = GMinv @ np.swapaxes(G, -1, -2)
@@ -219,7 +222,8 @@ def project_momentum(p: Array, G: Array, Minv: Array) -> tuple[Array, Array]:
 
 
 def nullspace_momentum(D2: Array, P1: Array, M: Array) -> Array:
-    """Rebuild ``p1 ∈ Leg(TN)`` from ``p1^N = P1ᵀ D2L_d`` (paper (4.9), spec §1.9).
+    """Rebuild ``p1 ∈ Leg(TN)`` from ``p1^N = P1ᵀ D2L_d`` (paper (4.9), the docs'
+    discretization-maps page).
 
     ``v1 = P1 w`` with ``(P1ᵀ M P1) w = p1^N``; ``p1 = M v1``.
     """
@@ -230,7 +234,7 @@ def nullspace_momentum(D2: Array, P1: Array, M: Array) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# The stage-constrained baseline (paper (1.2); spec §5 B7)
+# The stage-constrained baseline (paper (1.2); the project's benchmark B7)
 # --------------------------------------------------------------------------------------------
 def stage_phase1_residual(
     x: Array, q0: Array, p0: Array, h: float, M: Array, grad_V: Fn, jac: Fn, phi: Fn

@@ -1,10 +1,10 @@
-"""Lie-group discretization-map integrators (paper §6, spec §3).
+"""Lie-group discretization-map integrators (paper §6, App. A).
 
 Left trivialization throughout (DESIGN.md): ``ġ = g·hat(ξ)``, momenta ``α ∈ 𝔤*`` as arrays,
 ``ℓ(g)`` the ``(k, d)`` left-trivialized constraint Jacobian, ``f(g)`` the left-trivialized
 gradient of the potential (so ``∇^L_g L = −f``), ``L = ½ξᵀ𝕀ξ − V(g)``.  With a retraction
 ``τ`` (exp or Cayley, ``chetaev.liegroups.retraction``) and its trivialized tangents ``dL``,
-``dR`` and inverses, the methods are (spec §3.5–§3.8; duals are matrix transposes)::
+``dR`` and inverses, the methods are (paper §6.2; (6.8)–(6.10); duals are matrix transposes)::
 
     Euler A   (g0, g0τ(hξ)):    α0 = dR⁻¹(hξ)ᵀ𝕀ξ + h f(g0) − h ℓ(g0)ᵀλ,   φ(g1) = 0
                                 α1 = dL⁻¹(hξ)ᵀ𝕀ξ + h ℓ(g1)ᵀλ̃,             ℓ(g1)𝕀⁻¹α1 = 0
@@ -126,7 +126,7 @@ def _project(prob: _LieProblem, g, alpha):
 # Residuals (pure functions of arrays; x = (ξ, μ) or (ξ, ξ̄, μ), μ = scaled multiplier)
 # --------------------------------------------------------------------------------------------
 def euler_residual(x, prob: _LieProblem, g0, alpha0, h: float, kind: str, ell0):
-    """Phase 1 of Lie Euler A / B (spec §3.5, §3.6) in ``x = (ξ, μ)``, ``μ = hλ``."""
+    """Phase 1 of Lie Euler A / B (paper §6.2) in ``x = (ξ, μ)``, ``μ = hλ``."""
     d = prob.d
     xi = x[..., :d]
     r1 = _mtv(prob.tau.dR_inv(h * xi), _mv(prob.I, xi)) - alpha0
@@ -218,18 +218,18 @@ def _retraction_validator(_inst, _attr, value):
 
 @attrs.frozen
 class LieDiscretizationMapMethod:
-    """Lie-group integrators from discretization maps (paper §6; spec §3).
+    """Lie-group integrators from discretization maps (paper §6, App. A).
 
     Symplectic on ``Leg_L(TN)`` (left-trivialized), the constraint ``φ(g_k) = 0`` and the
     tangency ``ℓ(g_k)𝕀⁻¹α_k = 0`` hold to solver tolerance.
 
-    * ``"euler_a"``: R_d(g, ξ) = (g, gτ(ξ)) (spec §3.5); order 1.
-    * ``"euler_b"``: R_d(g, ξ) = (gτ(−ξ), g) (spec §3.6); order 1.
+    * ``"euler_a"``: R_d(g, ξ) = (g, gτ(ξ)) (paper §6.2); order 1.
+    * ``"euler_b"``: R_d(g, ξ) = (gτ(−ξ), g) (paper §6.2); order 1.
     * ``"lobatto2"``: the paper's "2-stage Lobatto IIIA–IIIB pair" (6.4)–(6.7), i.e.
-      Euler B(h/2) ∘ Euler A(h/2) with g_{1/2} ∈ N (spec §3.7, items A8, A11); symmetric,
+      Euler B(h/2) ∘ Euler A(h/2) with g_{1/2} ∈ N (paper (6.4)–(6.7), items A8, A11); symmetric,
       order 2.  Not RATTLE.
     * ``"rattle"``: the Lie RATTLE (6.8)–(6.10), one joint Phase-1 solve with the
-      intermediate point unconstrained (spec §3.8); symmetric, order 2.
+      intermediate point unconstrained (paper (6.8)–(6.10)); symmetric, order 2.
 
     For ``G = Rⁿ`` they reduce to the vector-space methods (Euler A/B, B∘A, RATTLE).
 

@@ -1,7 +1,7 @@
 """Adapters: read the arrays and callables the discretization-map kernels need from systems.
 
 The methods of ``discretization_maps`` run on a ``ConstrainedSystem(MechanicalSystem(...),
-HolonomicConstraint(...))`` with a constant mass matrix (the paper's §5 setting; spec §1.1,
+HolonomicConstraint(...))`` with a constant mass matrix (the paper's §5 setting; paper §2,
 item A16).  This module turns such a system into a small frozen bundle of ``M``, ``M⁻¹``,
 ``∇V``, ``∇²V``, ``φ``, ``G = Dφ`` and the constraint Hessian, and builds initial states.
 """

@@ -27,7 +27,7 @@ class ConstraintViolationError(InputError):
 
 
 class HypothesisError(InputError):
-    """A tableau that violates the hypotheses a method needs (e.g. H1–H3 of spec §2.0)."""
+    """A tableau that violates the hypotheses a method needs (e.g. H1–H3 of paper §4, App. A)."""
 
 
 class DerivativeError(InputError):

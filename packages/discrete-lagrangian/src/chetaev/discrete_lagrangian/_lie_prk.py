@@ -1,7 +1,7 @@
 """Residual builder of Lie-group variational PRK steps (VPRKMK), with hooks.
 
-Paper Theorem 6.1, eqs. (24)–(27) (spec §2.8), its holonomic version §6.3 (spec §2.9),
-and — through the hooks — the nonholonomic Lie-group PRK of §6.4 / App. F (spec §2.10),
+Paper Theorem 6.1, eqs. (24)–(27) (paper Thm. 6.1), its holonomic version §6.3 (paper §6.3),
+and — through the hooks — the nonholonomic Lie-group PRK of §6.4 / App. F (paper §6.4, App. F),
 which ``chetaev.nh_integrators`` builds on. Given (g_k, μ_k) and unknowns H^1..H^s ∈ 𝔤
 (plus free multipliers Λ^i)::
 

@@ -1,4 +1,4 @@
-"""Lie-group variational PRK (VPRKMK): paper Theorem 6.1 (spec §2.8) and §6.3 (spec §2.9)."""
+"""Lie-group variational PRK (VPRKMK): paper Theorem 6.1 (paper Thm. 6.1) and §6.3 (paper §6.3)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class LieVPRK:
     on the group, the §6.3 version is used (needs H1–H3; constraint and tangency hold at the
     nodes to solver tolerance).
 
-    Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; spec §2.8–2.9): see
+    Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; paper Thm. 6.1; §6.3): see
     ``chetaev.discrete_lagrangian._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
 
     Parameters

@@ -2,7 +2,8 @@
 
 This module is the shared engine of :class:`VPRK`, :class:`ConstrainedPRK` and of the
 nonholonomic PRK methods of ``chetaev.nh_integrators``. It writes the stage equations of
-Theorem 4.2 / eq. (13) / eq. (14) of the paper (spec §2.1, §2.3, §2.4) once, as a pure
+Theorem 4.2 / eq. (13) / eq. (14) of the paper (paper Thm. 4.2; eq. (13); eq. (14), App. D) once,
+as a pure
 function of the unknowns, with an analytic Jacobian:
 
     Q^i = q_k + h Σ_j a_ij V^j            q_{k+1} = q_k + h Σ_j b_j V^j
@@ -76,7 +77,7 @@ class PRKCoefficients:
 
 def coefficients_from(pair: Any) -> PRKCoefficients:
     """Coefficients from a ``PartitionedTableau`` or a ``Tableau`` (paired with its
-    symplectic conjugate, â_ij = b_j(1 − a_ji/b_i), spec §2.0)."""
+    symplectic conjugate, â_ij = b_j(1 − a_ji/b_i), paper §4, App. A)."""
     from chetaev.rktableaux import PartitionedTableau, Tableau, symplectic_conjugate
 
     if isinstance(pair, PartitionedTableau):

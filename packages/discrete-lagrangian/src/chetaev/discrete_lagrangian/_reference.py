@@ -5,10 +5,10 @@ Every convergence test and benchmark in the project compares against this module
 
 * unconstrained: ``q̇ = v``, ``g_L v̇ = D1L − D21L v``;
 * holonomic, index-1 form: ``g_L v̇ = D1L − D21L v + (∂Φ/∂q)ᵀλ`` with λ(q, v) from the
-  twice-differentiated constraint (spec §1.2 formula with the velocity form ∂Φ/∂q·v);
-* nonholonomic, Lagrange–d'Alembert with λ eliminated (spec §1.2):
+  twice-differentiated constraint (paper §3 formula with the velocity form ∂Φ/∂q·v);
+* nonholonomic, Lagrange–d'Alembert with λ eliminated (paper §3):
   ``g_L v̇ = D1L − D21L v + (∂Φ/∂v)ᵀλ(q, v)``;
-* Lie group, Euler–Poincaré with reconstruction (spec §1.3): ``ġ = g·hat(η)`` as a matrix
+* Lie group, Euler–Poincaré with reconstruction (paper §6): ``ġ = g·hat(η)`` as a matrix
   ODE on the matrix representation ``as_matrix(g)`` (reported back through
   ``from_matrix``), ``g_L η̇ = ad*_η D2ℓ + D1ℓ − D21ℓ η (+ (∂Φ/∂η)ᵀλ)``. The group element
   of a plain matrix ODE drifts off the group only at the level of rtol (1e-13), which is

@@ -68,7 +68,7 @@ def qcore(group: Any) -> int:
 
 
 def coadjoint(group: Any, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """ad*_η μ = ad(η)ᵀ μ in algebra coordinates (spec §1.3)."""
+    """ad*_η μ = ad(η)ᵀ μ in algebra coordinates (paper §6)."""
     return np.einsum("...ji,...j->...i", group.ad(eta), mu)
 
 
@@ -107,7 +107,7 @@ class _SystemMixin:
         check_derivatives(self, q, v)
 
     def energy(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Energy E = vᵀ ∂L/∂v − L (spec §1.1)."""
+        """Energy E = vᵀ ∂L/∂v − L (paper §2)."""
         return np.einsum("...i,...i->...", v, self.D2L(q, v)) - self.lagrangian(q, v)
 
     def legendre(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -137,7 +137,7 @@ class _SystemMixin:
     def force_free_rhs(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Right-hand side f with D22L v̇ = f in the unconstrained equations.
 
-        Vector space: f = D1L − D21L v. Group (Euler–Poincaré, spec §1.3):
+        Vector space: f = D1L − D21L v. Group (Euler–Poincaré, paper §6):
         f = ad*_η D2L + D1L − D21L η.
         """
         f = self.D1L(q, v) - np.einsum("...ij,...j->...i", self.D21L(q, v), v)
@@ -169,7 +169,7 @@ def _solve(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
 
 @attrs.frozen(eq=False)
 class LagrangianSystem(_SystemMixin):
-    """General Lagrangian L(q, v) on Rⁿ (spec §1.1).
+    """General Lagrangian L(q, v) on Rⁿ (paper §2).
 
     Parameters
     ----------
@@ -258,7 +258,7 @@ class LagrangianSystem(_SystemMixin):
 
 @attrs.frozen(eq=False)
 class MechanicalSystem(_SystemMixin):
-    """Mechanical Lagrangian L = ½ vᵀM(q)v − V(q) on Rⁿ (spec §1.1–1.2).
+    """Mechanical Lagrangian L = ½ vᵀM(q)v − V(q) on Rⁿ (paper §2; §3).
 
     Parameters
     ----------
@@ -439,7 +439,7 @@ class MechanicalSystem(_SystemMixin):
 
 @attrs.frozen(eq=False)
 class TrivializedLagrangianSystem(_SystemMixin):
-    """Left-trivialized Lagrangian ℓ(g, η) = L(g, g·hat(η)) on a matrix Lie group (spec §1.3).
+    """Left-trivialized Lagrangian ℓ(g, η) = L(g, g·hat(η)) on a matrix Lie group (paper §6).
 
     Parameters
     ----------
@@ -534,7 +534,7 @@ class TrivializedLagrangianSystem(_SystemMixin):
 
 @attrs.frozen(eq=False)
 class TrivializedMechanicalSystem(_SystemMixin):
-    """ℓ(g, η) = ½ ηᵀ𝕀η − V(g) on a matrix Lie group (spec §1.3).
+    """ℓ(g, η) = ½ ηᵀ𝕀η − V(g) on a matrix Lie group (paper §6).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Variational partitioned Runge–Kutta method (paper Theorem 4.2; spec §2.1)."""
+"""Variational partitioned Runge–Kutta method (paper Theorem 4.2; paper Thm. 4.2)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class VPRK:
     symmetric pairs (Gauss, Lobatto). Works on any regular Lagrangian on Rⁿ, with batched
     initial data.
 
-    Equations (paper eq. (9), Theorem 4.2; spec §2.1), unknowns V^1..V^s::
+    Equations (paper eq. (9), Theorem 4.2; paper Thm. 4.2), unknowns V^1..V^s::
 
         Q^i = q_k + h Σ_j a_ij V^j,   P^i = p_k + h Σ_j â_ij W^j,   W^i = D1L(Q^i, V^i)
         D2L(Q^i, V^i) = P^i           (the sn equations solved by Newton)

@@ -2,7 +2,8 @@
 
 Paper: M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro, "A new
 perspective on symplectic integration of constrained mechanical systems via discretization
-maps" (2024).  Implementation notes: ``spec/discretization-maps-holonomic.md``.
+maps" (2024).  The methods and the paper's errata: the docs' pages discretization_maps and
+theory/discretization_maps_theory.
 
 Every integrator here has the ``initial_state`` / ``step`` protocol and is run by
 :func:`chetaev.discrete_lagrangian.integrate` on a

@@ -1,8 +1,8 @@
 """chetaev.dsocs — discrete second-order constrained Lagrangian systems.
 
 Borda, Fernández & Grillo, "Discrete second order constrained Lagrangian systems: first
-results", J. Geom. Mech. 5 (2013) 381–397. Implementation notes:
-``spec/dsocs-second-order-constraints.md``.
+results", J. Geom. Mech. 5 (2013) 381–397, arXiv:1312.1941. The method and the paper's
+errata: the docs' theory page (docs/theory/dsocs.rst).
 """
 
 from ._constraints import KinematicConstraint, VariationalConstraint
@@ -27,6 +27,7 @@ from ._study import (
     iwp_reference,
     particle_trajectory,
 )
+from ._version import __version__ as __version__
 from ._wheel import (
     InertiaWheelParameters,
     inertia_wheel_dsocs,

@@ -1,7 +1,8 @@
 """Continuous second-order constrained systems (SOCS, Def. 2.1) as needed by the builders.
 
 A SOCS is (Q, L, C_K, C_V) with C_K = {c(q, v, a) = 0} and C_V|_(q,v,a) spanned by the rows
-of ``variations(q, v, a)``. Its equations of motion (eq. (1)) in coordinates are (spec §1.1)
+of ``variations(q, v, a)``. Its equations of motion (eq. (1)) in coordinates are (paper Def. 2.1,
+2.2, eq. (1))
 
     c(q, q̇, q̈) = 0,    E(q, q̇, q̈)·D_EL L(q, q̇, q̈) = 0,
     D_EL L = ∂L/∂q − d/dt ∂L/∂q̇.
@@ -81,7 +82,8 @@ class SOCS:
     constraint_jacobian: Callable | None = None
 
     def euler_lagrange(self, q, v, a) -> np.ndarray:
-        """D_EL L(q, v, a) = ∂L/∂q − (∂²L/∂v∂q)v − (∂²L/∂v²)a (spec §1.1 sign)."""
+        """D_EL L(q, v, a) = ∂L/∂q − (∂²L/∂v∂q)v − (∂²L/∂v²)a (paper Def. 2.1, 2.2, eq. (1)
+        sign)."""
         q, v, a = np.broadcast_arrays(*(np.asarray(x, float) for x in (q, v, a)))
         sysm = self.system
         if callable(getattr(sysm, "D21L", None)) and callable(getattr(sysm, "D22L", None)):
@@ -113,7 +115,7 @@ class SOCS:
         ------
         DSOCSInputError
             If no consistent acceleration is found (e.g. on the singular set of the
-            inertia-wheel constraint, G = 0, spec §2.3).
+            inertia-wheel constraint, G = 0, paper §4.2, eqs. (8)–(10)).
         """
         q, v = (np.asarray(x, float) for x in (q, v))
         a0 = np.zeros_like(q) if a_guess is None else np.asarray(a_guess, float)

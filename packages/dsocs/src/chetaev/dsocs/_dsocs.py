@@ -1,6 +1,7 @@
 """The DSOCS quadruple (Q, L_d, D_K, D_V) of Definition 3.1 and its one-step map.
 
-Given (q_{k−1}, q_k), the next point q_{k+1} solves (Theorem 3.3, eq. (4); spec §1.3)
+Given (q_{k−1}, q_k), the next point q_{k+1} solves (Theorem 3.3, eq. (4); paper Def. 3.1, 3.2,
+eqs. (2)–(4), Thm. 3.3)
 
     g(q_{k−1}, q_k, q_{k+1}) = 0                                  (D_K)
     φ∘β(q_{k−1}, q_k, q_{k+1}) = E·[D2L_d(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1})] = 0,
@@ -178,7 +179,8 @@ class DSOCS:
     -----
     One step is a two-step method: given (q_{k−1}, q_k) solve eq. (4) for q_{k+1}. The system
     is square when m + r = n; otherwise (redundant rows, annihilator form) it is solved by
-    Gauss–Newton, which needs only injectivity (spec §1.3 "Redundant rows").
+    Gauss–Newton, which needs only injectivity (paper Def. 3.1, 3.2, eqs. (2)–(4), Thm. 3.3
+    "Redundant rows").
     """
 
     discrete_lagrangian: TwoPointLagrangian = attrs.field(converter=_as_lagrangian)
@@ -358,7 +360,8 @@ class DSOCS:
         rejected: list[np.ndarray] = []
         accepted = bool(np.all(ok_e))
         if not accepted and (self.root_filter is not None or self.max_deflations > 0):
-            # root-selection safeguard (spec §2.3): deflate the rejected roots and restart
+            # root-selection safeguard (paper §4.2, eqs. (8)–(10)): deflate the rejected roots and
+            # restart
             # from the extrapolated guess, its reflections about the rejected root, and q1.
             # Entries are accepted one by one: an entry keeps the first admissible root found
             if bool(np.any(np.asarray(res.converged, dtype=bool) & ~ok_e)):
@@ -395,13 +398,13 @@ class DSOCS:
                     step=step_index, t=t, residual=float(np.max(np.abs(fun(rejected[-1])))),
                     tol=self.tol, iterations=total_it,
                     hint=f"the {len(rejected)} root(s) found were rejected by root_filter; "
-                    "halve h or give a problem-specific solver=... (spec §2.3)",
+                    "halve h or give a problem-specific solver=... (paper §4.2, eqs. (8)–(10))",
                 )
             raise DSOCSConvergenceError(
                 step=step_index, t=t, residual=float(np.max(res.residual)), tol=self.tol,
                 iterations=total_it,
                 hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
-                "solver=... (spec §2.4)",
+                "solver=... (see the docs' theory page)",
             )
         roots = rejected
         if J_guess.shape[-2] != n:
@@ -466,7 +469,7 @@ class DSOCS:
         return DF
 
     def check_flow_conditions(self, q0, q1, q2=None, rtol: float = 1e-10) -> FlowConditions:
-        """Theorem 5.1 rank conditions at (q0, q1, q2) (spec §3, "Thm 5.1")."""
+        """Theorem 5.1 rank conditions at (q0, q1, q2) (paper §5, Thm. 5.1, 5.3, "Thm 5.1")."""
         q0 = as_points(q0, "q0")
         q1 = as_points(q1, "q1", q0.shape[-1])
         if q2 is None:
@@ -545,7 +548,7 @@ class DSOCS:
         scale: float = 1.0,
         **kwargs,
     ) -> DSOCS:
-        """DSOCS of a continuous SOCS by the discretization maps of §4 (spec §2.1).
+        """DSOCS of a continuous SOCS by the discretization maps of §4 (paper §4.1.2, §4.2.2).
 
         L_d = scale·L(q0, (q1 − q0)/h); D_K = φ_{D_K}(C_K) with the central-difference map
         φ_{D_K}^{-1}(q0,q1,q2) = (q1, (q2−q0)/(2h), (q2−2q1+q0)/h²); D_V = C_V at that image.
@@ -613,7 +616,7 @@ class DSOCS:
         h: float | None = None,
         **kwargs,
     ) -> DSOCS:
-        """The DSOCS of a discrete nonholonomic system (Remark 3.4; spec §1.4).
+        """The DSOCS of a discrete nonholonomic system (Remark 3.4; paper Rem. 3.4).
 
         D_K = (Q×𝒟_d) ∩ (𝒟_d×Q) = {g_d(q0, q1) = 0, g_d(q1, q2) = 0} and
         D_V|(q0,q1,q2) = 𝒟_{q1} = ker A(q1). Both systems have the same trajectories.
@@ -629,7 +632,8 @@ class DSOCS:
         Notes
         -----
         The rows g_d(q0, q1) do not involve q2: on consistent data they are identities, and
-        the step is solved by Gauss–Newton (spec §1.3 "Redundant rows"). C_d ⊂ 𝒟_d is not
+        the step is solved by Gauss–Newton (paper Def. 3.1, 3.2, eqs. (2)–(4), Thm. 3.3 "Redundant
+        rows"). C_d ⊂ 𝒟_d is not
         open, so Theorem 5.3 is checked on T𝒟_d (``tangent_basis``).
         """
         from ._validation import fd_jacobian

@@ -5,7 +5,7 @@ already computed next node q_{k+1} in ``carry``, so that ``state.v`` is the cent
 difference (q_{k+1} − q_{k−1})/(2h) (φ_{D_K}^{-1}, §4.1.2 (3)); at the first node it is the
 one-sided (q_1 − q_0)/h. ``sol.q`` holds the nodes q_0, q_1, ...
 
-Starting procedures (spec §2.4, §4.3):
+Starting procedures (see the docs' theory page):
 
 * ``start="paper"``: q1 = q0 + h v0 = φ_{L_d}(q0, v0) (§4.1.2, §4.2.2). First order: the
   global error is O(h) and the paper's fitted slopes 1.6 and 1.3 are pre-asymptotic.
@@ -54,7 +54,8 @@ class DSOCSIntegrator:
         :meth:`DSOCS.from_continuous`).
 
     Order: 2 with ``start="second_order"`` (central-difference scheme, symmetric), 1 with
-    ``start="paper"`` (spec §4.3). Constraint D_K and β = 0 hold to solver tolerance at
+    ``start="paper"`` (see the docs' theory page). Constraint D_K and β = 0 hold to solver
+    tolerance at
     every node. Not symplectic in general (Theorem 5.3: F*Ω = Ω + dξ).
     """
 

@@ -1,12 +1,12 @@
 """Two-point discrete Lagrangians L_d(q0, q1) and their derivatives.
 
-The paper's discretization (§4.1.2, §4.2.2; spec §2.1) is
+The paper's discretization (§4.1.2, §4.2.2; paper §4.1.2, §4.2.2) is
 
     L_d(q0, q1) = scale · L(q0, (q1 − q0)/h),
 
 the forward-difference ("Euler-A") map φ_{L_d}^{-1}(q0, q1) = (q0, (q1 − q0)/h) with
 ``scale = 1`` (no factor h; β = 0 is homogeneous in L_d so the dynamics do not depend
-on the scale, only Ω_{L_d}, ξ and energy values do — spec §6 item 10).
+on the scale, only Ω_{L_d}, ξ and energy values do — the docs' theory page).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class TwoPointLagrangian:
 
     Notes
     -----
-    Discrete Legendre transforms (spec §1.3): 𝔽⁻L_d = −D1, 𝔽⁺L_d = D2.
+    Discrete Legendre transforms (paper Def. 3.1, 3.2, eqs. (2)–(4), Thm. 3.3): 𝔽⁻L_d = −D1, 𝔽⁺L_d
+    = D2.
     Lagrangian two-form (eq. (11)): Ω_{L_d} = −dθ⁺ = [[0, −D12], [D12ᵀ, 0]].
     """
 
@@ -81,7 +82,7 @@ class TwoPointLagrangian:
         return np.asarray(self.D2(q0, q1))
 
     def omega(self, q0, q1) -> np.ndarray:
-        """Ω_{L_d} as a (..., 2n, 2n) matrix, Ω(u, w) = uᵀΩw (eq. (11), spec §3)."""
+        """Ω_{L_d} as a (..., 2n, 2n) matrix, Ω(u, w) = uᵀΩw (eq. (11), paper §5, Thm. 5.1, 5.3)."""
         d12 = self.d12(q0, q1)
         n = d12.shape[-1]
         out = np.zeros((*d12.shape[:-2], 2 * n, 2 * n))
@@ -103,7 +104,7 @@ class TwoPointLagrangian:
         d2L_dvdv: Callable | None = None,
         scale: float = 1.0,
     ) -> TwoPointLagrangian:
-        """L_d = scale·L(q0, (q1 − q0)/h) from a continuous Lagrangian (spec §2.1).
+        """L_d = scale·L(q0, (q1 − q0)/h) from a continuous Lagrangian (paper §4.1.2, §4.2.2).
 
         ``dLdq(q, v)``, ``dLdv(q, v)`` → (..., n); optional second derivatives
         (..., n, n) with ``d2L_dqdv[i, j] = ∂²L/∂q_i ∂v_j``. With v = (q1 − q0)/h:
@@ -163,7 +164,7 @@ class TwoPointLagrangian:
         potential_hess: Callable | None = None,
         scale: float = 1.0,
     ) -> TwoPointLagrangian:
-        """L_d for L = ½vᵀ𝐌v − U(q) with a constant mass matrix 𝐌 (spec §2.1).
+        """L_d for L = ½vᵀ𝐌v − U(q) with a constant mass matrix 𝐌 (paper §4.1.2, §4.2.2).
 
         D1 = −𝐌(q1 − q0)/h² − ∇U(q0),   D2 = 𝐌(q1 − q0)/h²  (times ``scale``).
         """

@@ -1,4 +1,5 @@
-"""Particle in the plane with prescribed signed curvature k(x, y) (paper §4.1; spec §2.2).
+"""Particle in the plane with prescribed signed curvature k(x, y) (paper §4.1; paper §4.1.2, eqs.
+(6), (7)).
 
 Continuous SOCS: L = ½m|v|², C_K: (v×a)/|v|³ = k(q) (eq. (5)), C_V = span{v}.
 Discrete step, eqs. (6)–(7): with v = (q2 − q0)/(2h), a = (q2 − 2q1 + q0)/h²,
@@ -6,7 +7,8 @@ Discrete step, eqs. (6)–(7): with v = (q2 − q0)/(2h), a = (q2 − 2q1 + q0)/
     (6)·|v|³   v×a − k(q1)|v|³ = 0,
     (7)        (q2 − 2q1 + q0)·(q2 − q0) = 0.
 
-Closed form (spec §2.2, derived): the step length is preserved and q2 = q1 + R(φ)(q1 − q0)
+Closed form (paper §4.1.2, eqs. (6), (7), derived): the step length is preserved and q2 = q1 +
+R(φ)(q1 − q0)
 with sin(φ/2) = c/(1 + √(1 + c²)), c = k(q1)·|q1 − q0|·sign(h). Unique solution.
 """
 
@@ -67,7 +69,8 @@ def particle_residual_jacobian(q0, q1, q2, h: float, k) -> np.ndarray:
 
 
 def particle_closed_form_step(q0, q1, h: float, k) -> np.ndarray:
-    """Unique solution q2 of (6)–(7): q2 = q1 + R(φ)(q1 − q0) (spec §2.2, closed form).
+    """Unique solution q2 of (6)–(7): q2 = q1 + R(φ)(q1 − q0) (paper §4.1.2, eqs. (6), (7), closed
+    form).
 
     ``q0``, ``q1``: (..., 2) nodes (leading batch axes broadcast); ``k`` a number or a
     callable k(q) → (...); returns (..., 2).
@@ -86,7 +89,7 @@ def particle_closed_form_step(q0, q1, h: float, k) -> np.ndarray:
 def particle_discrete_circle(q0, q1, k: float):
     """Circle through the constant-k discrete trajectory: (center, radius, turning angle).
 
-    R_d = (1 + √(1 + k²s²))/(2k), C_d = (q0 + q1)/2 + R_d cos(φ/2) n̂ (spec §2.2).
+    R_d = (1 + √(1 + k²s²))/(2k), C_d = (q0 + q1)/2 + R_d cos(φ/2) n̂ (paper §4.1.2, eqs. (6), (7)).
     """
     q0, q1 = step_points(1.0, q0, q1, n=2)[1:]
     k = float(k)

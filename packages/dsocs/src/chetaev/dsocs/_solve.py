@@ -3,7 +3,7 @@
 Used for the step equations of Theorem 3.3. The stopping test is on the step size,
 |Δx|∞ ≤ tol·(1 + |x|∞), because the rows of the DSOCS residual carry factors such as
 I/h² and 1/h³ whose round-off floor makes a pure residual test unattainable
-(spec §2.4 "Scaled stopping test").
+(the docs' theory page "Scaled stopping test").
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def deflated(fun: Callable, jac: Callable, roots: list[np.ndarray], shift: float
 
     Deflation (Farrell, Birkisson & Funke 2015) removes known roots x_k so that Newton
     from the same guess converges to a different root; used by the root-selection
-    safeguard of :class:`~chetaev.dsocs.DSOCS` (spec §2.3 "Root selection").
+    safeguard of :class:`~chetaev.dsocs.DSOCS` (paper §4.2, eqs. (8)–(10) "Root selection").
     """
 
     def m_and_grad(x):

@@ -1,7 +1,8 @@
 """Convergence studies of §4 (Figs 3 and 6) against independent references.
 
 * Particle (§4.1, Fig 3): exact solution for k ≡ 1, error = max_k |x_k − x(kh)| over [0, 500].
-* Inertia wheel (§4.2, Fig 6): reference = scipy DOP853 on the closed-loop ODE (spec §2.3),
+* Inertia wheel (§4.2, Fig 6): reference = scipy DOP853 on the closed-loop ODE (paper §4.2, eqs.
+(8)–(10)),
   error = max_k |θ_k − θ_ref(kh)| over [0, 2000].
 
 The discrete trajectories come from fast scalar loops of the same step equations
@@ -63,7 +64,8 @@ def particle_trajectory(q0, q1, h: float, n_steps: int, k=1.0) -> np.ndarray:
 
 def iwp_reference(t_final: float, params: InertiaWheelParameters | None = None,
                   q0=(0.5, 0.0), v0=(0.0, 0.5), rtol: float = 1e-12, atol: float = 1e-12):
-    """Dense DOP853 solution of the closed-loop ODE (spec §2.3); returns ``sol(t)`` → (4, ...)."""
+    """Dense DOP853 solution of the closed-loop ODE (paper §4.2, eqs. (8)–(10)); returns ``sol(t)``
+    → (4, ...)."""
     from scipy.integrate import solve_ivp
 
     params = params or InertiaWheelParameters()
@@ -113,7 +115,7 @@ def convergence_study(problem: str = "particle", hs=None, t_final: float | None 
     problem : "particle" (k ≡ 1, q(0) = 0, q̇(0) = (1, 1), exact reference) or
         "inertia_wheel" (θ(0) = 0.5, ψ(0) = 0, θ̇(0) = 0, ψ̇(0) = 0.5, DOP853 reference).
     hs : step sizes; defaults {0.1, …, 0.001} (particle) and {0.1, …, 0.002} (wheel) —
-        spec §6.5.
+        the docs' theory page.
     t_final : 500 (particle) or 2000 (wheel) by default, as in the paper.
     start : "paper" (q1 = q0 + h v0) or "second_order" (q1 = q0 + h v0 + ½h² a0).
     reference : optional precomputed ``iwp_reference`` dense solution (reuse across calls).

@@ -1,20 +1,21 @@
-"""Inertia wheel pendulum with a Lyapunov constraint (paper §4.2; spec §2.3).
+"""Inertia wheel pendulum with a Lyapunov constraint (paper §4.2, eqs. (8)–(10)).
 
 Continuous SOCS on ℝ² ∋ q = (θ, ψ) (universal cover of S¹×S¹):
 
-    L = ½Iθ̇² + ½J(θ̇ + ψ̇)² − M(1 + cos θ)        (M = M̃g; sign restored, spec §6.1)
+    L = ½Iθ̇² + ½J(θ̇ + ψ̇)² − M(1 + cos θ)        (M = M̃g; sign restored, the docs' theory page)
     C_K:  dV/dt(q, q̇, q̈) + F(q, q̇) = 0          (eq. (8))
     C_V = span{∂/∂θ}.
 
 V = ½f p_θ² + ½h_c p_ψ² + g_c p_θ p_ψ + χ[1 − cos(ψ − nθ)] + (Me/d)(1 − cos θ),
 F = ρ tanh(G)·G, G = g_c p_θ + h_c p_ψ, with p = 𝐌q̇, 𝐌 = [[I+J, J], [J, J]],
-h_c = −d(I + (n+1)J), g_c = dJ(n+1), f = (g_c² + e)/h_c (spec §2.3).
+h_c = −d(I + (n+1)J), g_c = dJ(n+1), f = (g_c² + e)/h_c (paper §4.2, eqs. (8)–(10)).
 
-Discrete step (eqs. (9)–(10)). Eq. (10) factorizes exactly as G(θ2)·R(θ2) = 0 (spec §2.3):
+Discrete step (eqs. (9)–(10)). Eq. (10) factorizes exactly as G(θ2)·R(θ2) = 0 (paper §4.2, eqs.
+(8)–(10)):
 G is affine in θ2 (the spurious root, on which V_d is constant) and
 R(θ2) = L0 − (I/h²)θ2 + ρ tanh(Dθ2 + E) is strictly decreasing (the physical root, in the
 bracket (h²/I)[L0 − ρ, L0 + ρ]). The default solver takes the R-branch; the paper's rule
-"closest to θ1" picks the spurious root in a large fraction of steps (spec §2.3).
+"closest to θ1" picks the spurious root in a large fraction of steps (paper §4.2, eqs. (8)–(10)).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ __all__ = [
 
 @attrs.frozen
 class InertiaWheelParameters:
-    """Parameters of §4.2 (defaults: the paper's values; M is the product M̃g, spec §6.2)."""
+    """Parameters of §4.2 (defaults: the paper's values; M is the product M̃g, the docs' theory
+    page)."""
 
     I: float = 312.5
     J: float = 2.0772
@@ -82,7 +84,7 @@ class InertiaWheelParameters:
 
     @property
     def kappa(self) -> float:
-        """κ = (dIg_c − e)/(dIh_c) (closed-loop torque, spec §2.3)."""
+        """κ = (dIg_c − e)/(dIh_c) (closed-loop torque, paper §4.2, eqs. (8)–(10))."""
         return (self.d * self.I * self.gc - self.e) / (self.d * self.I * self.hc)
 
     @property
@@ -133,7 +135,7 @@ def _gradV_q(q, p):
 
 
 def iwp_dVdt(q, v, a, params: InertiaWheelParameters = _P):
-    """dV/dt(q, q̇, q̈) by the chain rule (spec §2.3)."""
+    """dV/dt(q, q̇, q̈) by the chain rule (paper §4.2, eqs. (8)–(10))."""
     p = params
     pt, ps = _momenta(p, v)
     dpt, dps = _momenta(p, a)
@@ -175,7 +177,8 @@ def iwp_constraint_jacobian(q, v, a, params: InertiaWheelParameters = _P):
 
 
 def iwp_closed_loop_rhs(params: InertiaWheelParameters = _P):
-    """The explicit closed-loop ODE (regular branch, smooth through G = 0; spec §2.3).
+    """The explicit closed-loop ODE (regular branch, smooth through G = 0; paper §4.2, eqs.
+    (8)–(10)).
 
     u = −ρ tanh G + (χ/(dIJ)) sin(ψ − nθ) − Mκ sin θ, θ̈ = (M sin θ − u)/I, ψ̈ = u/J − θ̈.
     Returns ``rhs(t, y)`` for y = (θ, ψ, θ̇, ψ̇).
@@ -194,7 +197,8 @@ def iwp_closed_loop_rhs(params: InertiaWheelParameters = _P):
 
 
 def iwp_step_coefficients(q0, q1, h: float, params: InertiaWheelParameters = _P) -> dict:
-    """Coefficients of eq. (10) and its factorization G(θ2)·R(θ2) (spec §2.3, derived).
+    """Coefficients of eq. (10) and its factorization G(θ2)·R(θ2) (paper §4.2, eqs. (8)–(10),
+    derived).
 
     Returns P, K, D, E, L0, A, B, C (paper's eq. (10): Aθ2² + Bθ2 + C = −ρ tanh(Dθ2+E)(Dθ2+E))
     and the cancellation-free forms in δ = θ2 − (2θ1 − θ0): ``c0``, ``G0`` with
@@ -255,7 +259,8 @@ def _solve_R(c0, G0, D, kap, rho, iters: int = 60):
 
 
 def iwp_physical_step(q0, q1, h: float, params: InertiaWheelParameters = _P) -> np.ndarray:
-    """The R-branch root of (9)–(10): the physical q2 (spec §2.3 "Root selection")."""
+    """The R-branch root of (9)–(10): the physical q2 (paper §4.2, eqs. (8)–(10) "Root
+    selection")."""
     p = params
     h, q0, q1 = step_points(h, q0, q1, n=2)
     c = iwp_step_coefficients(q0, q1, h, p)
@@ -276,7 +281,8 @@ def iwp_spurious_step(q0, q1, h: float, params: InertiaWheelParameters = _P) -> 
 def iwp_paper_rule_step(q0, q1, h: float, params: InertiaWheelParameters = _P):
     """The paper's rule: of the two roots, the one closest to θ1. Returns (q2, spurious?).
 
-    Diagnostic only: it picks the spurious root in a large fraction of steps (spec §2.3).
+    Diagnostic only: it picks the spurious root in a large fraction of steps (paper §4.2, eqs.
+    (8)–(10)).
     """
     qR = iwp_physical_step(q0, q1, h, params)
     qG = iwp_spurious_step(q0, q1, h, params)

@@ -19,6 +19,7 @@ from ._registry import (
     registry,
 )
 from ._report import run_experiments, write_report
+from ._version import __version__ as __version__
 
 __all__ = [
     "PAPERS",

@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "PAPERS",
+    "PAPER_REFERENCES",
     "Check",
     "Experiment",
     "Outcome",
@@ -26,22 +27,77 @@ __all__ = [
     "check_order",
     "experiment",
     "fit_order",
+    "paper_citation",
     "registry",
 ]
 
-#: The five papers, by the key used in ``shared/papers`` and ``shared/spec``.
+#: The titles of the five papers, by the key the experiments use.
 PAPERS: Mapping[str, str] = {
     "high-order-nonholonomic": "High-order geometric methods for nonholonomic mechanical systems",
     "homogeneous-spaces-rkmk": (
         "High-order integrators for Lagrangian systems on homogeneous spaces via nonholonomic "
         "mechanics"
     ),
-    "geometric-nonholonomic-integrator": "The Geometric Nonholonomic Integrator (GNI)",
-    "discretization-maps-holonomic": (
-        "Symplectic integrators for holonomic constraints from discretization maps"
+    "geometric-nonholonomic-integrator": (
+        "New developments on the Geometric Nonholonomic Integrator"
     ),
-    "dsocs-second-order-constraints": "Discrete second-order constrained Lagrangian systems",
+    "discretization-maps-holonomic": (
+        "A new perspective on symplectic integration of constrained mechanical systems via "
+        "discretization maps"
+    ),
+    "dsocs-second-order-constraints": (
+        "Discrete second order constrained Lagrangian systems: first results"
+    ),
 }
+
+
+#: The full reference of each paper (authors, title, year, where it appeared, arXiv id where
+#: the project's copy gives one), by the same keys as :data:`PAPERS`.
+PAPER_REFERENCES: Mapping[str, Mapping[str, str]] = {
+    "high-order-nonholonomic": {
+        "authors": "D. Martín de Diego, R. T. Sato Martín de Almagro",
+        "title": PAPERS["high-order-nonholonomic"],
+        "year": "2018",
+        "venue": "preprint of 26 October 2018",
+        "arxiv": "1810.10926",
+    },
+    "homogeneous-spaces-rkmk": {
+        "authors": "R. T. Sato Martín de Almagro",
+        "title": PAPERS["homogeneous-spaces-rkmk"],
+        "year": "2022",
+        "venue": "preprint of 31 January 2022",
+        "arxiv": "2201.12022",
+    },
+    "geometric-nonholonomic-integrator": {
+        "authors": "S. Ferraro, F. Jiménez, D. Martín de Diego",
+        "title": PAPERS["geometric-nonholonomic-integrator"],
+        "year": "2015",
+        "venue": "Nonlinearity 28 (2015)",
+        "arxiv": "",
+    },
+    "discretization-maps-holonomic": {
+        "authors": "M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro",
+        "title": PAPERS["discretization-maps-holonomic"],
+        "year": "2024",
+        "venue": "preprint of 10 December 2024",
+        "arxiv": "",
+    },
+    "dsocs-second-order-constraints": {
+        "authors": "N. Borda, J. Fernández, S. Grillo",
+        "title": PAPERS["dsocs-second-order-constraints"],
+        "year": "2013",
+        "venue": "J. Geom. Mech. 5 (2013) 381–397",
+        "arxiv": "1312.1941",
+    },
+}
+
+
+def paper_citation(paper: str) -> str:
+    """One line: authors, "title", venue, year and arXiv id of ``paper`` (a :data:`PAPERS` key)."""
+    ref = PAPER_REFERENCES[paper]
+    venue = ref["venue"] if ref["year"] in ref["venue"] else f"{ref['venue']}, {ref['year']}"
+    arxiv = f", arXiv:{ref['arxiv']}" if ref["arxiv"] else ""
+    return f"{ref['authors']}, “{ref['title']}”, {venue}{arxiv}."
 
 
 @attrs.frozen
@@ -144,6 +200,18 @@ class Experiment:
     func: Callable[..., Outcome] = attrs.field(repr=False)
 
     def run(self, quick: bool = False, **overrides: Any) -> Result:
+        """Run the experiment; ``overrides`` are ``method``, ``h`` and ``t_final``.
+
+        Raises
+        ------
+        ValueError
+            If ``h`` or ``t_final`` is given and is not a finite number > 0.
+        """
+        for key in ("h", "t_final"):
+            value = overrides.get(key)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{key} must be a finite number > 0, got {value!r}; pass "
+                                 f"{key}=None for the experiment's default")
         start = time.perf_counter()
         outcome = self.func(quick=quick, **{k: v for k, v in overrides.items() if v is not None})
         if not isinstance(outcome, Outcome):

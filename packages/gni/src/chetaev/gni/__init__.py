@@ -16,6 +16,7 @@ from ._reflection import (
     reflect,
     reflection_isometry_residual,
 )
+from ._version import __version__ as __version__
 
 __all__ = [
     "BALL_EXPERIMENT_1",

@@ -1,6 +1,7 @@
-"""The ball rolling on a rotating table (paper §7.4; spec §4), on TR² × 𝔰𝔬(3).
+"""The ball rolling on a rotating table (paper §7.4), on TR² × 𝔰𝔬(3).
 
-This is exactly the paper's model (spec §7 item 12): constant metric ``diag(m, m, I1, I2, I3)``,
+This is exactly the paper's model (see the docs' theory page): constant metric ``diag(m, m, I1, I2,
+I3)``,
 the constraints (40) in the same (left-trivialized) ω,
 
     ẋ − r ω2 + Ω y = 0,    ẏ + r ω1 − Ω x = 0,
@@ -26,7 +27,7 @@ __all__ = [
 
 #: Experiment 1 (paper Figs 1–2): "homogeneous ball" I = 2/3, m = r = Ω = 1;
 #: (x0, y0) = (1, 1), (ẋ0, ẏ0) = (1, 1), ω0 = (0, 2, 0). Exact circle: centre (−1.5, 3.5),
-#: radius √2/0.4 ≈ 3.5355 (spec §4.4).
+#: radius √2/0.4 ≈ 3.5355 (paper §7.4, Exp. 1).
 BALL_EXPERIMENT_1 = {
     "inertia": (2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0),
     "mass": 1.0,
@@ -37,7 +38,7 @@ BALL_EXPERIMENT_1 = {
 }
 
 #: Experiment 2 (paper Fig. 3): I = (1, 1.1, 1.2), m = 3, r = 1, Ω = 0.2; (x0, y0) = (1, 0),
-#: ω0 = (−0.2, 0, 0.4); the constraints give (ẋ0, ẏ0) = (0, 0.4) (spec §4.5).
+#: ω0 = (−0.2, 0, 0.4); the constraints give (ẋ0, ẏ0) = (0, 0.4) (paper §7.4, Exp. 2).
 BALL_EXPERIMENT_2 = {
     "inertia": (1.0, 1.1, 1.2),
     "mass": 3.0,
@@ -78,7 +79,8 @@ def rolling_ball(inertia=(1.0, 1.0, 1.0), mass=1.0, radius=1.0, table_rate=0.0) 
 
 
 def ball_exact_homogeneous(t, x0, v0, inertia, mass=1.0, radius=1.0, table_rate=1.0):
-    """Exact solution for I1 = I2 = I3 = I (spec §4.3): the contact point moves on a circle,
+    """Exact solution for I1 = I2 = I3 = I (see the docs' theory page): the contact point moves on
+    a circle,
     the velocity rotates at ``κ = IΩ/(m r² + I)``; for a fixed table (Ω = 0) it moves on a
     straight line at constant velocity. Returns ``(x (…, 2), v (…, 5))``.
 

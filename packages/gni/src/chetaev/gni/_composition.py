@@ -1,4 +1,4 @@
-"""Composition of GNI methods (paper Remark 5.5; spec §2.5)."""
+"""Composition of GNI methods (paper Remark 5.5; paper Rem. 5.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Discrete Lagrangians used by the GNI (paper (10), (16), §7.2; spec §2.2).
+"""Discrete Lagrangians used by the GNI (paper (10), (16), §7.2; paper §5, eq. (16)).
 
 A discrete Lagrangian here is any object with
 
@@ -28,7 +28,7 @@ class AlphaDiscreteLagrangian:
 
     ``α = 0`` is ``L_d^A`` and ``α = 1`` is ``L_d^B`` (paper (10)); ``α = ½`` is the
     trapezoidal (16) whose GNI is nonholonomic SHAKE/RATTLE. Other α are the convex family of
-    spec §2.2 (not in the paper). The GNI is of order 2 for ``α = ½`` and 1 otherwise.
+    paper §5, eq. (16) (not in the paper). The GNI is of order 2 for ``α = ½`` and 1 otherwise.
     """
 
     alpha: float = attrs.field(converter=float)
@@ -85,7 +85,7 @@ class AlphaDiscreteLagrangian:
 class MidpointDiscreteLagrangian:
     """``L_d(q0, q1) = h L((q0 + q1)/2, (q1 − q0)/h)`` (the midpoint rule of paper §7.2).
 
-    Symmetric; its GNI is of order 2 (spec §2.2, §3 "[V]").
+    Symmetric; its GNI is of order 2 (paper §5, eq. (16); the docs' theory page "[V]").
     """
 
     symmetric = True

@@ -67,7 +67,7 @@ def _split(csys):
 def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, guess=None):
     """Inverse discrete Legendre transform: solve ``−D1 L_d(q0, q1) = p⁻`` for ``q1``.
 
-    Step 2 of the reflection form (spec §2.1). Returns the ``NewtonResult``.
+    Step 2 of the reflection form (paper Def. 4.1). Returns the ``NewtonResult``.
     """
     if guess is None:
         guess = q0
@@ -91,7 +91,7 @@ def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, gue
 
 
 def gni_momentum_step(dl, system, constraint, q, v, lam, h, *, newton, metric_fn=None):
-    """One step of the GNI in one-step ("reflection") form, spec §2.1 / §2.6.
+    """One step of the GNI in one-step ("reflection") form, paper Def. 4.1 / §2.6.
 
     Node data ``(q_k, v_k, λ_k)`` (``v_k`` satisfies the constraint) define
     ``p⁻_k = G v_k + (h/2) muᵀ λ_k``, which is the reflection (8)/(26) of ``p⁺_k``.
@@ -217,7 +217,7 @@ class GNI:
     Notes
     -----
     **Equations.** ``form="momentum"`` (default): the one-step reflection form of (8)/(26),
-    spec §2.1:
+    paper Def. 4.1:
     ``p⁻_k = p⁺_k − 2Qᵀ(p⁺_k − Π)``, ``−D1 L_d(q_k, q_{k+1}) = p⁻_k``,
     ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})``.
     ``form="two_step"``: the local form (9)/(27), unknowns ``(q_{k+1}, λ_k)`` from
@@ -261,7 +261,7 @@ class GNI:
     # ------------------------------------------------------------------ protocol
     def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
         """Node 0: ``(q0, v0)`` must satisfy the constraint; ``λ_0`` is the continuous
-        multiplier (spec §2.3 "Initialization")."""
+        multiplier (paper §5 "Initialization")."""
         inner, constraint = _split(system)
         n = self._dim(system, inner)
         q0 = as_points(q0, name="q0", n=n)
@@ -393,13 +393,13 @@ class GNI:
 
 def euler_alpha_ptilde_step(q, p_tilde, lam_tilde, h, alpha, M, grad_V, mu, a=None):
     """The paper's explicit one-step maps (13) (α = 0, Euler A), (14) (α = 1, Euler B) and
-    (15) (α = ½, RATTLE) on ``(q_k, p̃_k, λ̃_k)`` for a constant mass matrix (spec §2.3).
+    (15) (α = ½, RATTLE) on ``(q_k, p̃_k, λ̃_k)`` for a constant mass matrix (paper §5).
 
     Paper sign: ``λ̃ = −λ`` (chetaev); ``p̃_k = M (q_{k+1} − q_{k−1})/(2h)``. Closed form:
     ``p_{k+1/2} = p̃_k − (h/2)(V_q(q_k) + μᵀλ̃_k)``, ``q_{k+1} = q_k + h M⁻¹ p_{k+1/2}``,
     ``λ̃_{k+1} = C⁻¹ [μ M⁻¹((2/h) p_{k+1/2} − 2α V_q(q_{k+1})) + (2/h) a]``,
     ``p̃_{k+1} = p_{k+1/2} − (h/2)(V_q(q_{k+1}) + μᵀλ̃_{k+1})``; ``mu``, ``a`` are callables of
-    ``q`` (``a`` the affine term, spec §2.6). Relation to :class:`GNI` node states:
+    ``q`` (``a`` the affine term, paper Def. 6.1). Relation to :class:`GNI` node states:
     ``p̃_k = M v_k − (1 − 2α)(h/2) V_q(q_k)``, ``λ̃_k = −λ_k``.
     """
     Minv = np.linalg.inv(M)

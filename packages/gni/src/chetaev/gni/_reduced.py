@@ -1,4 +1,4 @@
-"""Reduced GNI on Q = Rⁿ × G (paper Def. 7.1, §7.2–§7.3; spec §2.7–§2.9).
+"""Reduced GNI on Q = Rⁿ × G (paper Def. 7.1, §7.2–§7.3; paper Def. 7.1; §7.3).
 
 The reduced Lagrangian lives on TRⁿ × 𝔤 (left trivialization ġ = gξ):
 ``l(x, ẋ, ξ) = ½ (ẋ, ξ)ᵀ G̃ (ẋ, ξ) − V(x)`` with a constant bundle metric ``G̃`` (blocks
@@ -186,7 +186,7 @@ class ReducedSystem:
 # ---------------------------------------------------------------------- discrete equations
 def _legendre_minus(system, tau, x0, u, h):
     """``F l_d^−`` of the §7.2 discrete Lagrangian at ``(x0, x0 + h u_x, σ = h u_s)``:
-    ``(−D1 l_d, (dτ⁻¹_σ)ᵀ D3 l_d)`` (paper (29); D3 with respect to σ, spec §7 item 11)."""
+    ``(−D1 l_d, (dτ⁻¹_σ)ᵀ D3 l_d)`` (paper (29); D3 with respect to σ, the docs' theory page)."""
     n = system.n_shape
     Gu = _mv(system.metric, u)
     px = Gu[..., :n] + 0.5 * h * system.grad_V(x0)
@@ -228,7 +228,7 @@ def reduced_gni_residual(system, tau, x_prev, u_prev, x, u, h):
 @attrs.frozen
 class ReducedGNI:
     """Reduced GNI on Rⁿ × G (paper Def. 7.1; affine: (38) with the sign of 2Q*Π corrected,
-    spec §2.9 and §7 item 10) with the discrete Lagrangian of §7.2,
+    paper §7.3; the docs' theory page) with the discrete Lagrangian of §7.2,
 
     ``l_d(x_k, x_{k+1}, σ_k) = h l(x_k, (x_{k+1} − x_k)/h, σ_k/h)`` (kinetic part) ``− (h/2)(V(x_k)
     + V(x_{k+1}))``, ``g_k = τ(σ_k)``, ``W_{k+1} = W_k τ(σ_k)`` (Remark 7.2). With this ``l_d`` the
@@ -236,7 +236,7 @@ class ReducedGNI:
     (time-reversible) and of order 2 with a consistent start; the averaged momentum
     satisfies the constraint exactly; ``|p⁻ − Π|_{G̃⁻¹} = |p⁺ − Π|_{G̃⁻¹}``.
 
-    Equations (reflection form of (30)/(38), spec §2.1 applied to §2.7):
+    Equations (reflection form of (30)/(38), paper Def. 4.1 applied to §2.7):
     ``p⁻_k = p⁺_k − 2Qᵀ(p⁺_k − Π)``; solve ``F l_d^−(x_k, x_{k+1}, σ_k) = p⁻_k`` for
     ``(x_{k+1}, σ_k)`` (Newton, analytic Jacobian from the retraction's derivative terms);
     ``p⁺_{k+1} = F l_d^+(x_k, x_{k+1}, σ_k)``.
@@ -292,7 +292,7 @@ class ReducedGNI:
 
     def state_from_points(self, system, x0, x1, xi0, h, t0: float = 0.0, g0=None) -> State:
         """The state at node 1 from the discrete start ``(x0, x1, ξ0)``, e.g. the paper's
-        ``x1 = x0 + h ẋ0``, ``ω_0 = ω(0)`` (spec §4.5), or a consistent ``x1 = x(h)``,
+        ``x1 = x0 + h ẋ0``, ``ω_0 = ω(0)`` (paper §7.4, Exp. 2), or a consistent ``x1 = x(h)``,
         ``ω_0 = ω(h/2)``."""
         tau = self._tau(system)
         h = as_step(h)
@@ -382,7 +382,7 @@ class ReducedGNI:
 
 
 def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, newton=None):
-    """One step of the reduced RATTLE algorithm (37), written as in the paper (spec §2.8).
+    """One step of the reduced RATTLE algorithm (37), written as in the paper (paper §7.2).
 
     State ``(x_k, p̃_k, ξ_k, M̃_k, λ̃_k)`` in the paper's multiplier sign
     (``λ̃ = −λ``/chetaev convention): ``p̃_k`` is the x-part of the averaged momentum,

@@ -41,7 +41,7 @@ def _mtv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def constraint_gram(G: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """``C = mu G⁻¹ muᵀ``, shape ``(..., m, m)`` (spec §1, "Projectors")."""
+    """``C = mu G⁻¹ muᵀ``, shape ``(..., m, m)`` (paper §2–3, "Projectors")."""
     Ginv_muT = np.linalg.solve(G, np.swapaxes(mu, -1, -2))
     return mu @ Ginv_muT
 
@@ -67,7 +67,7 @@ def reflect(p_plus: np.ndarray, G: np.ndarray, mu: np.ndarray, a: np.ndarray | N
     """The whole GNI at one node: ``p⁻ = p⁺ − 2 Qᵀ(p⁺ − Π)``.
 
     Equivalent to (8) (linear constraints, ``a = None``) and to (26) (affine constraints
-    ``mu v + a = 0``, i.e. ``Π = G Y`` with ``a = −mu Y``), spec §2.1 and §2.6 "Reflection
+    ``mu v + a = 0``, i.e. ``Π = G Y`` with ``a = −mu Y``), paper Def. 4.1; Def. 6.1 "Reflection
     form". Written without ``Q``: ``Qᵀ(p⁺ − Π) = muᵀ C⁻¹ (mu G⁻¹ p⁺ + a)``.
 
     The map is an involution and an isometry of ``|p − Π|_{G⁻¹}``.
@@ -118,7 +118,8 @@ def average_momentum_residual(p_minus, p_plus, G, mu, a=None):
 
 
 def reflection_isometry_residual(p_minus, p_plus, G, mu, a=None):
-    """``|p⁻ − Π|²_{G⁻¹} − |p⁺ − Π|²_{G⁻¹}`` (spec §3 row 3.9), with ``Π`` any covector
+    """``|p⁻ − Π|²_{G⁻¹} − |p⁺ − Π|²_{G⁻¹}`` (the docs' theory page row 3.9), with ``Π`` any
+    covector
     satisfying ``mu G⁻¹ Π = −a``."""
     if a is None:
         shift = 0.0

@@ -119,7 +119,8 @@ def _multiplier(q, v, affine, M, H):
 
 
 def nonholonomic_particle(affine: bool = False) -> ParticleProblem:
-    """The particle problem of spec §3 (linear or affine constraint), ready to integrate.
+    """The particle problem of the docs' theory page (linear or affine constraint), ready to
+    integrate.
 
     ``q0 = (0.3, −0.5, 0.2)``, ``v0 = (1, 0.5, y0 v_x + Y_z(q0))``.
     """

@@ -16,6 +16,7 @@ from ._se3 import SE3, SE3Group
 from ._so2 import SO2, SO2Group
 from ._so3 import SO3, SO3Group
 from ._sphere import S2, Sphere2
+from ._version import __version__ as __version__
 
 __all__ = [
     "S2",

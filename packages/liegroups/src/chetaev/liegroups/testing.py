@@ -294,7 +294,7 @@ def check_derivative_terms(tau: Retraction, rng, batch=(), mode="random") -> Non
                  f"{tau}: dL ddL = dL_deriv")
     assert_close(tau.ddL_star(xi, eta, mu), np.einsum("...ij,...i->...j", ddL, mu), 1e-14,
                  1e-13, f"{tau}: ddL_star = ddL^T pi")
-    if tau.kind == "cayley":  # closed form of spec §3.1: ddL(eta, d) = ½ (eta A^-1 d - d B^-1 eta)
+    if tau.kind == "cayley":  # closed form of paper §6: ddL(eta, d) = ½ (eta A^-1 d - d B^-1 eta)
         X = G.hat(xi)
         eye = np.eye(G.matrix_dim)
         Ai, Bi = np.linalg.inv(eye - 0.5 * X), np.linalg.inv(eye + 0.5 * X)

@@ -22,6 +22,7 @@ from ._nhprk import (
     NonholonomicPRK,
 )
 from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
+from ._version import __version__ as __version__
 
 __all__ = [
     "AUTO_STRUCTURED_MIN_BATCH",

@@ -3,7 +3,7 @@
 Pure module-level functions of arrays: the residual of the square system solved at
 each step and its analytic Jacobian, for the Lagrangian form (paper eq. 14, App. D;
 spec high-order-nonholonomic §2.4) and the Hamiltonian form (paper eq. 15, App. E;
-spec §2.5). Everything broadcasts over leading batch axes ``...``; the stage axis
+paper eq. (15), App. E). Everything broadcasts over leading batch axes ``...``; the stage axis
 ``s`` comes right after them, so one call of every system callable evaluates all
 stages of all trajectories.
 
@@ -173,7 +173,7 @@ def lagrangian_residual(
     aux: dict | None = None,
     generic: bool = False,
 ) -> Array:
-    """Residual of the Lagrangian-form step (paper eq. 14, App. D; spec §2.4).
+    """Residual of the Lagrangian-form step (paper eq. 14, App. D; paper eq. (14), App. D).
 
     Parameters
     ----------
@@ -596,7 +596,7 @@ class LagrangianStep:
         ``|J_0^-1 (J - J_0)| = O(h^2 |d^2 L/dq^2|)``; for ``s = 2`` the dropped block is
         nilpotent (``ahat a`` has a double zero eigenvalue) and the rate is ``O(h^3)``.
         Measured rates at ``h = 0.1`` are below ``1.4e-3`` on the particle and the chaotic
-        system (spec §5.1, §5.3), against ``0.03`` for the analytic Jacobian of the previous
+        system (paper §7.1; §7.3), against ``0.03`` for the analytic Jacobian of the previous
         step; when the rate is too large (stiff forces), :func:`._solve.newton_structured`
         falls back to the analytic Jacobian.
 
@@ -905,7 +905,7 @@ def _ham_stages(x, q, p, lam, h, a, model: StageModel):
 
 
 def hamiltonian_residual(x, q, p, lam, h, a, ahat, model: StageModel) -> Array:
-    """Residual of the Hamiltonian-form step (paper eq. 15, App. E; spec §2.5)."""
+    """Residual of the Hamiltonian-form step (paper eq. 15, App. E; paper eq. (15), App. E)."""
     Q, P, _Lam, v, _G, W, pk = _ham_stages(x, q, p, lam, h, a, model)
     E1 = Q - q[..., None, :] - h * _mix(a, v)
     E2 = P - p[..., None, :] + h * _mix(ahat, W)

@@ -68,7 +68,7 @@ def sphere_lift(
     potential_hess: Callable[[np.ndarray], np.ndarray] | None = None,
     space: Any = None,
 ) -> ConstrainedSystem:
-    """Nonholonomic lift to SO(3) of L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² (spec §1.2, §4, §7).
+    """Nonholonomic lift to SO(3) of L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² (paper §2; §5).
 
     Parameters
     ----------
@@ -79,7 +79,7 @@ def sphere_lift(
         m > 0.
     regularization
         M ≠ 0 (the coefficient of (M/2)(x₀·η)²; must be > 0 for a positive definite 𝕀_reg).
-        It changes the discrete trajectory only at O(h^{2s−2}) (spec §9 item 1).
+        It changes the discrete trajectory only at O(h^{2s−2}) (see the docs' theory page).
     x0
         Origin of S² (default the north pole e₃); 𝔥 = span{x₀}, 𝔪 = x₀^⊥.
     potential_hess
@@ -133,7 +133,7 @@ def spherical_pendulum(
 ) -> ConstrainedSystem:
     """Spherical pendulum, L = (m/2)|ẋ|² + γ·x with γ = (0, 0, −α) (homogeneous-spaces §5.1).
 
-    Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (spec §7.1).
+    Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (paper §5.1).
     """
     gamma = np.array([0.0, 0.0, -float(alpha)])
     return sphere_lift(
@@ -155,7 +155,7 @@ def spherical_kepler(
 ) -> ConstrainedSystem:
     """Spherical Kepler problem, V(x) = −ρ c/√(1 − c²), c = X·x (homogeneous-spaces §5.2).
 
-    V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, spec §7.2); λ ≡ 0.
+    V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, paper §5.2); λ ≡ 0.
     """
     X = _unit(center)
 
@@ -185,7 +185,7 @@ def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
 
 
 def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:
-    """g = R_z(θ₃) R_y(θ₂) R_x(θ₁) (the paper's Tait–Bryan convention, spec §4).
+    """g = R_z(θ₃) R_y(θ₂) R_x(θ₁) (the paper's Tait–Bryan convention, paper §5).
 
     The angles broadcast against each other; the result has shape ``(..., 3, 3)``.
     """

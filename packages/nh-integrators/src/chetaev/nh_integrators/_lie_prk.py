@@ -139,10 +139,10 @@ class LieNonholonomicPRK(StageOrders):
     D₂ℓ(Gⁱ, ηⁱ) = Mⁱ, at stages 2..s; by H1/H3 the last one is exactly φ(g_{k+1}, η_{k+1}) = 0,
     so the constraint holds at every node to solver tolerance. ``State.p`` holds the
     trivialized momentum μ_k = D₂ℓ(g_k, η_k): the App. G (Hamiltonian) form is the same map
-    viewed in (g, μ, λ) (spec §2.11); ``form="hamiltonian"`` solves it with the stage
+    viewed in (g, μ, λ) (paper App. G); ``form="hamiltonian"`` solves it with the stage
     velocities eliminated through the inverse Legendre map (see ``form``).
 
-    Orders (the paper: "theorems 5.1 and 5.2 still hold"; spec §2.10 [checked]; λ₀ from the
+    Orders (the paper: "theorems 5.1 and 5.2 still hold"; paper §6.4, App. F [checked]; λ₀ from the
     continuous equations): g and η ``2s − 2``; λ ``s`` for even s, ``s − 1`` for odd s. Not
     symplectic (nonholonomic flows are not). With G = Rⁿ the method is exactly the vector-space
     ``NonholonomicPRK`` (eq. 14).
@@ -179,7 +179,7 @@ class LieNonholonomicPRK(StageOrders):
         ``system.legendre_inv(g, μ)`` when the system has one and otherwise inverting
         D₂ℓ(Gⁱ, ·) = Mⁱ by an inner Newton solve to round-off (its derivative enters the
         Jacobian through the implicit-function theorem). Both forms are the same map
-        (spec §2.11): tested equal to ~1e-13; for a mechanical system Fℓ⁻¹ = 𝕀⁻¹μ and the two
+        (paper App. G): tested equal to ~1e-13; for a mechanical system Fℓ⁻¹ = 𝕀⁻¹μ and the two
         forms run the same code.
 
     Notes

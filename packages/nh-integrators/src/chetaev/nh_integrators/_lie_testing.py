@@ -3,7 +3,7 @@
 Import them from the public :mod:`chetaev.nh_integrators.testing` (which re-exports every name
 here; this module stays importable for existing callers): the vertical disc
 with a spring on SE(2) (paper §7.4, spec high-order-nonholonomic §5.4), the homogeneous ball on
-a rotating turntable on SO(3)×R² (§7.5, spec §5.5, "physical" constraint A1), and reference
+a rotating turntable on SO(3)×R² (§7.5, paper §7.5, "physical" constraint A1), and reference
 solutions that do not use the discrete method: the disc's reduced ODE and the ball's closed
 form (both integrated / evaluated with scipy DOP853 at rtol 1e-13), and the ambient ODE of a
 mechanical system on S² (spec homogeneous-spaces-rkmk §7.3).
@@ -158,14 +158,14 @@ def _se2(x: Any, y: Any, th: Any) -> np.ndarray:
 
 
 def disc_initial() -> tuple[np.ndarray, np.ndarray]:
-    """(g0, η0) of spec §5.4: (x, y, θ) = (1, 0.5, 0.3), η0 = (0.8, 0, 1.2)."""
+    """(g0, η0) of paper §7.4: (x, y, θ) = (1, 0.5, 0.3), η0 = (0.8, 0, 1.2)."""
     return _se2(1.0, 0.5, 0.3), np.array([0.8, 0.0, 1.2])
 
 
 def disc_reference(
     g0: np.ndarray, eta0: np.ndarray, t: np.ndarray, mass: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact reduced dynamics of the disc (spec §5.4): θ = θ₀ + ωt, ẋ = v₁ cos θ,
+    """Exact reduced dynamics of the disc (paper §7.4): θ = θ₀ + ωt, ẋ = v₁ cos θ,
     ẏ = v₁ sin θ, m v̇₁ = −(x cos θ + y sin θ), v₂ ≡ 0, λ = m ω v₁ − x sin θ + y cos θ.
     DOP853 at rtol = atol = 1e-13. Returns (g(t), η(t), λ(t)) with λ of shape (T, 1)."""
     t = np.asarray(t, dtype=float)
@@ -250,7 +250,7 @@ def turntable_ball(
 def ball_initial(
     radius: float = 1.0, table_rate: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(g0, η0) of spec §5.5: R0 = I, (x0, y0) = (1, 0), ω_s0 = (0.3, −0.2, 0.5),
+    """(g0, η0) of paper §7.5: R0 = I, (x0, y0) = (1, 0), ω_s0 = (0.3, −0.2, 0.5),
     v0 = (r ω_y − Ω y, Ω x − r ω_x) = (−0.2, 0.7)."""
     g0 = np.eye(6)
     g0[3, 5] = 1.0
@@ -262,7 +262,7 @@ def ball_initial(
 def ball_first_integrals(
     g: np.ndarray, eta: np.ndarray, radius: float = 1.0, a: float = 0.4, table_rate: float = 1.0
 ) -> np.ndarray:
-    """(I1, I2, I3, E_mov) of spec §5.5 with ω = R ω_b, shape ``(..., 4)``."""
+    """(I1, I2, I3, E_mov) of paper §7.5 with ω = R ω_b, shape ``(..., 4)``."""
     g, eta = np.asarray(g), np.asarray(eta)
     R = g[..., :3, :3]
     w = np.einsum("...ij,...j->...i", R, eta[..., :3])
@@ -289,7 +289,7 @@ def ball_reference(
     a: float = 0.4,
     table_rate: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Closed-form ball motion (spec §5.5) with R(t) from Ṙ = ω̂(t) R (DOP853, rtol 1e-13).
+    """Closed-form ball motion (paper §7.5) with R(t) from Ṙ = ω̂(t) R (DOP853, rtol 1e-13).
 
     Returns (g(t), η(t), λ(t)): κ = aΩ/(1+a), v(t) = Rot(κt) v0,
     (x, y)(t) = (x0, y0) − J (v(t) − v0)/κ, r ω₁,₂(t) = r ω₁,₂(0) + Ω(x − x0, y − y0)/(1+a),

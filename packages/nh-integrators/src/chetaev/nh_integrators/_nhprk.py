@@ -85,18 +85,19 @@ class NonholonomicPRK(StageOrders):
 
     A map ``(q_k, v_k, lambda_k) -> (q_{k+1}, v_{k+1}, lambda_{k+1})`` on ``TQ|_N x Lambda``
     (Lagrangian form, App. D) or ``(q_k, p_k, lambda_k) -> ...`` on ``T*Q|_M x Lambda``
-    (Hamiltonian form, App. E / eq. 15); both give the same map (spec §2.5). The
+    (Hamiltonian form, App. E / eq. 15); both give the same map (paper eq. (15), App. E). The
     stage momenta come from Lobatto IIIB; the constraint is imposed at stages 2..s with
     the IIIA-weighted momenta ``p_k^i = p_k + h sum_j a_ij W^j`` (eq. 14d), and by H1/H3
     the last one is exactly ``Psi(q_{k+1}, p_{k+1}) = 0``: the constraint holds at every
     node to solver tolerance. ``lambda_k = Lambda^1`` is carried from the previous step
-    and ``lambda_{k+1} = Lambda^s`` (spec §2.4, A5).
+    and ``lambda_{k+1} = Lambda^s`` (paper eq. (14), App. D, A5).
 
     Orders (Cor. 5.2.1, for ``lambda_0`` from the continuous problem): ``q`` and ``p``
     ``2s - 2``; ``lambda`` ``s`` for even ``s`` and ``s - 1`` for odd ``s``. With
     ``lambda`` carried the step is exactly symmetric (stepping back with ``-h`` returns
     the input) and, for linear constraints and velocity-reversible systems, reversible
-    under ``(q, p, lambda) -> (q, -p, lambda)`` (spec §4.3). Nonholonomic flows are not
+    under ``(q, p, lambda) -> (q, -p, lambda)`` (paper Thm. 5.1, Cor. 5.2.1). Nonholonomic flows
+    are not
     symplectic; nothing is claimed there.
 
     Parameters
@@ -306,7 +307,7 @@ class NonholonomicPRK(StageOrders):
 
         ``lambda_0`` defaults to the continuous multiplier ``system.multiplier(q0, v0)``
         (Thm 5.1 requires it; spec A4). Pass ``lam0`` only to study the effect of a
-        wrong value (the order of ``q``, ``p`` drops to 2, spec §2.4).
+        wrong value (the order of ``q``, ``p`` drops to 2, paper eq. (14), App. D).
 
         Raises
         ------

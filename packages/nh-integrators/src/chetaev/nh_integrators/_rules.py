@@ -69,7 +69,7 @@ def check_pair(inst: Any, attribute: Any, pair: Any) -> None:
         hint = "" if "Use " in res.message else " Use rktableaux.lobatto_iiia_iiib(s), s >= 2."
         raise HypothesisError(
             f"{owner} needs a pair satisfying H1-H3 (first tableau) and H1'-H2' "
-            f"(second, its symplectic conjugate), spec §2.0: {res.message}{hint}"
+            f"(second, its symplectic conjugate), paper §4, App. A: {res.message}{hint}"
         )
 
 

@@ -4,12 +4,12 @@ Vector-space models (spec ``high-order-nonholonomic.md`` §5; the paper is
 arXiv:1810.10926, §7):
 
 - :func:`particle_system`, :func:`affine_particle_system`: nonholonomic particle in a
-  harmonic potential (paper §7.1, spec §5.1), initial data :data:`PARTICLE_Q0`,
+  harmonic potential (paper §7.1), initial data :data:`PARTICLE_Q0`,
   :data:`PARTICLE_V0`;
-- :func:`cvt_system`, :func:`cvt_energies`: pendulum-driven CVT (paper §7.2, spec §5.2),
+- :func:`cvt_system`, :func:`cvt_energies`: pendulum-driven CVT (paper §7.2),
   initial data :data:`CVT_Q0`, :data:`CVT_V0_LOW`, :data:`CVT_V0_HIGH`;
 - :func:`chaotic_system`, :func:`chaotic_ensemble`: the "fully chaotic" system (paper §7.3,
-  spec §5.3);
+  paper §7.3);
 - :func:`particle_cvt_system`: the particle and copies of the CVT side by side (one long run);
 - :func:`sleigh_system`: the Chaplygin sleigh (not in the paper; issue 6's system on which
   the carried multiplier develops an alternating mode), :data:`SLEIGH_Q0`, :data:`SLEIGH_V0`;
@@ -19,7 +19,7 @@ arXiv:1810.10926, §7):
 Lie-group models and references (re-exported from ``_lie_testing``): :func:`vertical_disc`,
 :func:`vertical_disc_general`, :func:`disc_initial`, :func:`disc_reference` (paper §7.4, spec
 §5.4); :func:`turntable_ball`, :func:`ball_initial`, :func:`ball_first_integrals`,
-:func:`ball_reference` (paper §7.5, spec §5.5); :func:`sphere_reference` (spec
+:func:`ball_reference` (paper §7.5); :func:`sphere_reference` (spec
 ``homogeneous-spaces-rkmk.md`` §7.3).
 
 Every model callable broadcasts over leading batch axes. Parameters not given by the paper
@@ -94,14 +94,14 @@ def _zeros_like_q(q, *tail):
     return np.zeros(q.shape[:-1] + tail)
 
 
-# ---------------------------------------------------------------- particle (§7.1, spec §5.1)
+# ---------------------------------------------------------------- particle (§7.1, paper §7.1)
 
 
 def particle_system() -> ConstrainedSystem:
-    """Nonholonomic particle in a harmonic potential (paper §7.1; spec §5.1), q = (x, y, z):
+    """Nonholonomic particle in a harmonic potential (paper §7.1), q = (x, y, z):
     L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x (linear, m = 1).
 
-    Continuous multiplier lambda = (v_x v_y - x y)/(1 + y^2) (spec §5.1). Initial data
+    Continuous multiplier lambda = (v_x v_y - x y)/(1 + y^2) (paper §7.1). Initial data
     (spec's proposal, not in the paper): :data:`PARTICLE_Q0`, :data:`PARTICLE_V0`."""
 
     def V(q):
@@ -135,7 +135,7 @@ def particle_system() -> ConstrainedSystem:
 def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
     """The particle of :func:`particle_system` with the affine constraint
     Phi = v_z - y v_x - kappa sin(x) (not in the paper: exercises the affine term of
-    spec §1.2, Phi = A(q) v + a(q))."""
+    paper §3, Phi = A(q) v + a(q))."""
     base = particle_system()
     con = base.constraint
 
@@ -154,12 +154,12 @@ PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
 PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
 
-# ---------------------------------------------------------------- CVT (§7.2, spec §5.2)
+# ---------------------------------------------------------------- CVT (§7.2, paper §7.2)
 
 
 def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
     """Pendulum-driven continuously variable transmission (paper §7.2, from Modin–Verdier;
-    spec §5.2): L = |v|^2/2 - (x^2 + z^2 - 2 cos y + eps sin 2y)/2, Phi = v_z + sin(y) v_x.
+    paper §7.2): L = |v|^2/2 - (x^2 + z^2 - 2 cos y + eps sin 2y)/2, Phi = v_z + sin(y) v_x.
 
     The paper's figures use eps = 1/2; initial data :data:`CVT_Q0` with :data:`CVT_V0_LOW`
     or :data:`CVT_V0_HIGH`; energies :func:`cvt_energies`."""
@@ -195,7 +195,7 @@ def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
 
 
 def cvt_energies(q, v, eps: float = 0.5):
-    """(driver, passenger, total) energies of the CVT (spec §5.2), each of shape (...)
+    """(driver, passenger, total) energies of the CVT (paper §7.2), each of shape (...)
     for q, v of shape (..., 3); all three are exact first integrals."""
     x, y, z = q[..., 0], q[..., 1], q[..., 2]
     vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
@@ -209,14 +209,14 @@ CVT_V0_LOW = np.array([0.0, 3.0 * np.sqrt(10.0) / 5.0, 0.0])
 CVT_V0_HIGH = np.array([0.0, np.sqrt(8.0), 0.0])
 
 
-# ---------------------------------------------------------------- chaotic n = 7 (§7.3, spec §5.3)
+# ---------------------------------------------------------------- chaotic n = 7 (§7.3, paper §7.3)
 
 
 def chaotic_system(m: int = 3) -> ConstrainedSystem:
     """L = |v|^2/2 - (|q|^2 + q_{m+2}^2 q_{m+3}^2 + sum_i q_{1+i}^2 q_{m+1+i}^2)/2,
     Phi = v_1 + sum_{i >= m+2} q_i v_i (1-based indices as in the paper).
 
-    The "fully chaotic" system of paper §7.3 (from McLachlan–Perlmutter; spec §5.3),
+    The "fully chaotic" system of paper §7.3 (from McLachlan–Perlmutter; paper §7.3),
     n = 2m + 1 (the paper's experiment: m = 3, n = 7); ensemble :func:`chaotic_ensemble`."""
     n = 2 * m + 1
     lo = slice(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
@@ -268,7 +268,7 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
 
 
 def chaotic_ensemble(J: int = 9):
-    """Ensemble of paper §7.3 (spec §5.3): q0 = (alpha, .6, .4, .2, 1, 1, 1),
+    """Ensemble of paper §7.3 (paper §7.3): q0 = (alpha, .6, .4, .2, 1, 1, 1),
     v0 = (0, beta, 0, ...), alpha = cos(j pi / 2J), beta = sin(j pi / 2J), j = 0..J.
     Returns (q0, v0), each of shape (J + 1, 7); every member has energy 3.06."""
     j = np.arange(J + 1)
@@ -287,7 +287,7 @@ def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
     """The particle (q[:3]) and ``n_cvt`` copies of the CVT (q[3 + 3k : 6 + 3k]) side by
     side as one decoupled system (n = 3 + 3 n_cvt, m = 1 + n_cvt), so one long run checks
     the energy of all of them (each CVT copy can carry its own initial condition): paper
-    §7.1 and §7.2 (spec §5.1, §5.2) in one system, for the 10^5-step energy test."""
+    §7.1 and §7.2 (paper §7.1; §7.2) in one system, for the 10^5-step energy test."""
     n, m = 3 + 3 * n_cvt, 1 + n_cvt
     xs = 3 + 3 * np.arange(n_cvt)  # CVT x, y, z at xs, xs + 1, xs + 2
     ys, zs = xs + 1, xs + 2
@@ -388,7 +388,7 @@ GEN_KAPPA, GEN_GAMMA = 0.1, 0.2
 
 
 def general_particle_system() -> ConstrainedSystem:
-    """Non-mechanical test model (not in the paper; exercises spec §2.4's implicit
+    """Non-mechanical test model (not in the paper; exercises paper eq. (14), App. D's implicit
     FL^{-1} unknowns and a general constraint Phi(q, v)) with a nonlinear velocity constraint:
     L = |v|^2/2 + kappa |v|^4/4 - (x^2 + y^2)/2,  Phi = v_z - y v_x + gamma v_z^2 / 2."""
     k, g = GEN_KAPPA, GEN_GAMMA

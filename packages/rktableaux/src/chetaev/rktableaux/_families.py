@@ -83,7 +83,7 @@ def _radau_left_nodes(s: int) -> list:
 
 
 def _lobatto_nodes(s: int) -> list:
-    """0, 1 and the zeros of d/dx P_{s−1}(2x−1) (= x(x−1)J^{(1,1)}_{s−2}(2x−1), spec §4.1)."""
+    """0, 1 and the zeros of d/dx P_{s−1}(2x−1) (= x(x−1)J^{(1,1)}_{s−2}(2x−1), paper App. A)."""
     p = legendre_shifted(s - 1)
     dp = [k * p[k] for k in range(1, len(p))]
     guesses = legendre_guesses(np.polynomial.legendre.legder(_unit(s - 1))) if s > 2 else []
@@ -179,7 +179,7 @@ def radau_iia(s: int) -> Tableau:
 def lobatto_iiia(s: int) -> Tableau:
     """Lobatto IIIA (continuous collocation, paper eq. 41), s ≥ 2 stages.
 
-    Nodes: 0, 1 and the zeros of P'_{s−1}(2x − 1) (spec §4.1); defined by C(s):
+    Nodes: 0, 1 and the zeros of P'_{s−1}(2x − 1) (paper App. A); defined by C(s):
     a_ij = ∫_0^{c_i} ℓ_j, b_j = ∫_0^1 ℓ_j. Satisfies B(2s−2), C(s), D(s−2); H1 (first row
     zero) and H3 (stiffly accurate) hold exactly; order 2s − 2, R(∞) = (−1)^{s−1}.
     """
@@ -191,7 +191,7 @@ def lobatto_iiib(s: int) -> Tableau:
     """Lobatto IIIB (discontinuous collocation), s ≥ 2 stages.
 
     Lobatto nodes; defined by D(s), which makes it the symplectic conjugate of Lobatto IIIA
-    (â_ij = b_j(1 − a_ji/b_i), spec §2.0). Satisfies B(2s−2), C(s−2), D(s); last column zero
+    (â_ij = b_j(1 − a_ji/b_i), paper §4, App. A). Satisfies B(2s−2), C(s−2), D(s); last column zero
     and first column b_1 (H1', H2') exactly; order 2s − 2.
     """
     s = as_stage_count(s, "lobatto_iiib", 2)

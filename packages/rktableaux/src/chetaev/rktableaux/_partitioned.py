@@ -34,7 +34,7 @@ DEFAULT_PAIR_MAX_ORDER = 8
 
 
 def symplectic_conjugate(t: Tableau) -> Tableau:
-    """The symplectic conjugate (â, b̂, ĉ) of ``t`` (spec §2.0).
+    """The symplectic conjugate (â, b̂, ĉ) of ``t`` (paper §4, App. A).
 
     â_ij = b_j (1 − a_ji / b_i), b̂ = b, ĉ = c, the unique tableau with
     b_i â_ij + b̂_j a_ji = b_i b̂_j. The conjugate of Lobatto IIIA is Lobatto IIIB, that of
@@ -61,7 +61,8 @@ def symplectic_conjugate(t: Tableau) -> Tableau:
 
 
 class MixedOrders(NamedTuple):
-    """Largest orders of the mixed simplifying assumptions of a pair (spec §4.2)."""
+    """Largest orders of the mixed simplifying assumptions of a pair (paper App. A, eqs. (43)–(45),
+    App. B)."""
 
     CC_hat: int
     DD_hat: int
@@ -217,7 +218,7 @@ class PartitionedTableau:
 
     # ------------------------------------------------------------------ mixed assumptions
     def CC_hat_residual(self, Q: int, basis: str = "legendre") -> np.ndarray:
-        """(Q−1, s) residuals of CĈ(Q), k = 2..Q (spec §4.2).
+        """(Q−1, s) residuals of CĈ(Q), k = 2..Q (paper App. A, eqs. (43)–(45), App. B).
 
         Monomial: Σ_j Σ_l a_ij â_jl c_l^{k−2} − c_i^k/(k(k−1)). Legendre (default, the same
         conditions, well-conditioned): Σ_j Σ_l a_ij â_jl P̃_{k−2}(c_l) − ∫_0^{c_i}∫_0^t P̃_{k−2}.
@@ -232,7 +233,7 @@ class PartitionedTableau:
         return P @ aah.T - J
 
     def DD_hat_residual(self, R: int, basis: str = "legendre") -> np.ndarray:
-        """(R−1, s) residuals of DD̂(R), k = 2..R (spec §4.2).
+        """(R−1, s) residuals of DD̂(R), k = 2..R (paper App. A, eqs. (43)–(45), App. B).
 
         Monomial: Σ_i Σ_j b_i c_i^{k−2} a_ij â_jl − b_l [(k−1) − (k c_l − c_l^k)] / (k(k−1)).
         Legendre (default): Σ_i Σ_j b_i P̃_{k−2}(c_i) a_ij â_jl − b_l ∫_{c_l}^1 ∫_t^1 P̃_{k−2}.
@@ -282,7 +283,7 @@ class PartitionedTableau:
     def satisfies_constrained_hypotheses(
         self, tol: float = SIMPLIFYING_TOL, cond_max: float = 1e12
     ) -> ConstrainedHypotheses:
-        """Check H1, H2, H3 on ``first`` and H1', H2' on ``second`` (spec §2.0, Thm 5.1).
+        """Check H1, H2, H3 on ``first`` and H1', H2' on ``second`` (paper §4, App. A, Thm 5.1).
 
         H2 holds when the condition number of Ã = (a_ij)_{i,j≥2} is below ``cond_max``.
         """
@@ -341,7 +342,7 @@ def symplectic_pair(t: Tableau) -> PartitionedTableau:
 
 
 def lobatto_iiia_iiib(s: int) -> PartitionedTableau:
-    """The Lobatto IIIA–IIIB pair (s ≥ 2) used by every constrained method (spec §2.0).
+    """The Lobatto IIIA–IIIB pair (s ≥ 2) used by every constrained method (paper §4, App. A).
 
     ``first`` is Lobatto IIIA (a, b, c), ``second`` is Lobatto IIIB (â, b̂, ĉ) = its symplectic
     conjugate (both built in high precision). Symplectic; order 2s − 2; H1–H3 and H1'–H2'

@@ -332,7 +332,7 @@ class Tableau:
             return 0.0 if abs(r) < mpmath.mpf(10) ** -60 else float(r)
 
     def is_A_stable_at_infinity(self) -> bool:
-        """|R(∞)| ≤ 1 (the hypothesis of Thm 5.2, spec §4.3)."""
+        """|R(∞)| ≤ 1 (the hypothesis of Thm 5.2, paper Thm. 5.1, Cor. 5.2.1)."""
         return bool(abs(self.R_inf) <= 1.0 + 1e-12)
 
     # ------------------------------------------------------------------ structure

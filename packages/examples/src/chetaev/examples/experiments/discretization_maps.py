@@ -2,7 +2,8 @@
 (Barbero Liñán, Martín de Diego, Sato Martín de Almagro 2024; spec
 ``discretization-maps-holonomic.md``).
 
-The paper has no numerical experiment (spec §0, §5.1): its claims are the orders of the
+The paper has no numerical experiment (see the docs' discretization-maps page): its claims are the
+orders of the
 methods (Euler A/B order 1, midpoint and RATTLE order 2, compositions of higher order, the Lie
 methods of §6), that the discrete points lie exactly on N and the momenta on Leg(TN)
 (Thm. 4.5), symplecticity on T*N, and — against the stage-constrained baseline (1.2) — that
@@ -28,6 +29,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
 
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import heavy_top, planar_pendulum, spherical_pendulum
+from ._plotting import block_max, h_axis, log_bars
 
 __all__ = [
     "constraints_and_energy",
@@ -55,11 +57,13 @@ def _run(system, method, q0, v0, h, t_final):
     return traj
 
 
-#: Errors at T = 1, h = 0.05 of an independent implementation (spec §5 B2, nonlinear V;
+#: Errors at T = 1, h = 0.05 of an independent implementation (the project's benchmark B2,
+#: nonlinear V;
 #: the triple jump from the h = 0.1/2^k table, k = 1), given to 5 digits.
 SPEC_B2_H005 = {"euler_a": 3.9898e-2, "euler_b": 4.4154e-2, "midpoint": 2.0047e-2,
                 "rattle": 2.5449e-2, "euler_ba": 1.2975e-2, "triple_jump_rattle": 2.4837e-3}
-#: The same for the heavy top (spec §5 B5 and B4 [CHECKED]), T = 1, h = 0.05.
+#: The same for the heavy top (the project's benchmark B5 and B4 [CHECKED]), T = 1, h
+# = 0.05.
 SPEC_B5_H005 = {("euler_a", "exp"): 0.13849001, ("euler_b", "exp"): 0.14195885,
                 ("lobatto2", "exp"): 7.00901e-3, ("rattle", "exp"): 8.65642e-3,
                 ("euler_a", "cayley"): 0.14183553, ("euler_b", "cayley"): 0.15181278,
@@ -96,7 +100,8 @@ def _loglog(ax, hs, errs, label):
                   "(§5.1–5.2); the points stay on N (Thm. 4.5)")
 def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
                               h: float | None = None, t_final: float | None = None) -> Outcome:
-    """Error at T of (q, p) against DOP853 (spec §5 B2, nonlinear potential) for h = h0/2^k.
+    """Error at T of (q, p) against DOP853 (the project's benchmark B2, nonlinear
+    potential) for h = h0/2^k.
 
     h0 = 0.05; k = 0..2 (quick) or 0..3. ``method`` restricts to
     one of ``euler_a, euler_b, midpoint, rattle, euler_ba, triple_jump_rattle``; ``h``
@@ -143,6 +148,7 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
         for d in data.values():
             if isinstance(d, dict):
                 _loglog(ax, d["h"], d["error"], f"{d['label']} (order {d['order']})")
+                h_axis(ax, d["h"])
         ax.set_xlabel("h")
         ax.set_ylabel(f"|(q, p) − reference| at T = {T:g}")
         ax.set_title("Spherical pendulum (B2, nonlinear V)")
@@ -198,24 +204,30 @@ def constraints_and_energy(quick: bool = False, method: str | None = None,
                         "≫ 1e-13 (not on N)", viol[0] > 1e-6))
 
     def plot(fig):
-        ax1 = fig.add_subplot(131)
-        ax2 = fig.add_subplot(132)
-        ax3 = fig.add_subplot(133)
+        fig.set_size_inches(10.0, 3.6)
+        ax1, ax2, ax3 = fig.subplots(1, 3)
+        styles = {"midpoint": ("o", "-"), "rattle": ("x", "--")}
         for name in names:
             d = data[name]
-            ax1.semilogy(d["t"], np.maximum(d["phi"], 1e-17), label=d["label"], lw=0.6)
-            ax3.plot(d["t"], d["dE"], label=d["label"], lw=0.6)
+            marker, ls = styles.get(name, ("s", ":"))
+            tm, phi = block_max(d["t"], np.maximum(d["phi"], 1e-17))
+            ax1.semilogy(tm, phi, marker=marker, ls=ls, ms=4, lw=0.8, label=d["label"])
+            tm, dE = block_max(d["t"], d["dE"])
+            ax3.plot(tm, dE, marker=marker, ls=ls, ms=3, lw=0.8, label=d["label"])
+        ax1.set_ylim(1e-17, 1e-14)
         ax1.set_xlabel("t")
-        ax1.set_ylabel("|φ(q_k)|")
-        ax1.set_title(f"methods, h = {hh:g}", fontsize=8)
+        ax1.set_ylabel("max |φ(q_k)| per window")
+        ax1.set_title(f"constraint, h = {hh:g} (round-off level)", fontsize=8)
         ax1.legend(fontsize=6)
         ax2.loglog(hs, viol, "ko-")
+        h_axis(ax2, hs)
         ax2.set_xlabel("h")
         ax2.set_ylabel("max |φ(q_k)| on [0, 2]")
-        ax2.set_title("baseline (1.2)", fontsize=8)
+        ax2.set_title("stage-constrained baseline (1.2) leaves N", fontsize=8)
         ax3.set_xlabel("t")
-        ax3.set_ylabel("|E − E0|")
-        ax3.set_title(f"energy, h = {hh:g}", fontsize=8)
+        ax3.set_ylabel("max |E − E₀| per window")
+        ax3.set_title(f"energy error envelope, h = {hh:g}", fontsize=8)
+        ax3.legend(fontsize=6)
         fig.tight_layout()
 
     return Outcome(checks, data, plot)
@@ -337,9 +349,24 @@ def symplecticity_planar_pendulum(quick: bool = False, method: str | None = None
     checks.append(Check("control: explicit Euler in the chart, max |det DF − 1|", control,
                         "> 1e-3 (the measurement detects a non-symplectic map)",
                         control > 1e-3))
-    return Outcome(checks, data, None,
+    def plot(fig):
+        labels, values, bounds = [], [], []
+        for name in names:
+            label = _METHODS[name][2]
+            labels += [f"{label}: planar, |det DF − 1|", f"{label}: sphere, |DFᵀJDF − J|"]
+            values += [data[name], data[f"{name}-sphere"]]
+            bounds += [1e-7, 1e-7]
+        labels += ["control: RATTLE + damping, sphere", "control: explicit Euler, planar"]
+        values += [sphere_control, control]
+        bounds += [1e-3, 1e-3]
+        log_bars(fig.add_subplot(111), labels, values, bounds,
+                 title=f"symplecticity defect of one step (h = {hh:g}); red: pass bound")
+        fig.tight_layout()
+
+    return Outcome(checks, data, plot,
                    notes="Finite-difference Jacobian (ε = 1e-6) of one step in the chart "
-                         "(θ, p_θ) of the planar pendulum's T*N (spec §4.3).")
+                         "(θ, p_θ) of the planar pendulum's T*N (see the docs' "
+                         "discretization-maps page).")
 
 
 _LIE_KINDS = {"euler_a": 1, "euler_b": 1, "lobatto2": 2, "rattle": 2}
@@ -417,6 +444,7 @@ def lie_heavy_top(quick: bool = False, method: str | None = None, h: float | Non
         for key, d in data.items():
             if isinstance(d, dict):
                 _loglog(ax, d["h"], d["error"], key)
+                h_axis(ax, d["h"])
         ax.set_xlabel("h")
         ax.set_ylabel(f"‖R − R_ref‖ + ‖Ω − Ω_ref‖ at T = {T:g}")
         ax.set_title("Heavy top (B4, B5)")

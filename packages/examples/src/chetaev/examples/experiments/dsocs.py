@@ -17,6 +17,7 @@ from chetaev.dsocs import central_difference, convergence_study, iwp_dVdt
 
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import curvature_particle, inertia_wheel
+from ._plotting import h_axis, log_bars
 
 __all__ = [
     "particle_figure_2",
@@ -97,6 +98,7 @@ def _slopes_plot(paper, second, ylabel):
         ax.loglog(paper.h, paper.error, "o-", label=f"paper start (slope {paper.slope:.2f})")
         ax.loglog(second.h, second.error, "s-",
                   label=f"second-order start (slope {second.slope:.2f})")
+        h_axis(ax, list(paper.h) + list(second.h))
         ax.set_xlabel("h")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
@@ -116,7 +118,8 @@ def _circle(q):
 def particle_figure_3(quick: bool = False, method: str | None = None, h: float | None = None,
                       t_final: float | None = None) -> Outcome:
     """h ∈ {0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001} (quick: down to 0.002), exact
-    reference; paper start and the second-order start q1 = q0 + h v0 + ½h²a0 (spec §4.3)."""
+    reference; paper start and the second-order start q1 = q0 + h v0 + ½h²a0 (see the docs' theory
+    page)."""
     _no_method(method, "dsocs-particle-figure-3")
     hs = [0.1, 0.05, 0.02, 0.01, 0.005, 0.002] + ([] if quick else [0.001])
     if h is not None:
@@ -127,7 +130,7 @@ def particle_figure_3(quick: bool = False, method: str | None = None, h: float |
     checks = [
         check_order("paper start: LS slope of the max x-error", paper.h, paper.error, 1.6,
                     tol=0.1),
-        check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
+        check_order("second-order start: LS slope (the project's, not in the paper)", second.h,
                     second.error, 2.0),
     ]
     if h is None and T == curvature_particle.T_FINAL:
@@ -141,7 +144,7 @@ def particle_figure_3(quick: bool = False, method: str | None = None, h: float |
     return Outcome(checks, data, _slopes_plot(paper, second, f"max |x_k − x(t_k)| on [0, {T:g}]"),
                    notes="The fitted slope between 1 and 2 is pre-asymptotic: the first-order "
                          "start gives a persistent O(h) error, the phase drift is O(h²t) "
-                         "(spec §4.3).")
+                         "(see the docs' theory page).")
 
 
 @experiment("dsocs-wheel-figure-5", paper=PAPER,
@@ -193,7 +196,8 @@ def wheel_figure_5(quick: bool = False, method: str | None = None, h: float | No
 
     return Outcome(checks, data, plot,
                    notes="V does not reach 0 on [0, 2000]: it plateaus at about 1.3 % of V(0) "
-                         "(spec §4.2); 'tending to zero' is read on the paper's linear scale.")
+                         "(paper §4.2, Figs. 4–6); 'tending to zero' is read on the paper's linear "
+                         "scale.")
 
 
 @experiment("dsocs-wheel-figure-6", paper=PAPER,
@@ -217,13 +221,13 @@ def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | No
     ratio = paper.error[small] / paper.h[small]
     checks = [
         check_order("paper start: LS slope of the max θ-error", paper.h, paper.error, 1.3),
-        check_order("second-order start: LS slope (spec §4.3, not in the paper)", second.h,
+        check_order("second-order start: LS slope (the project's, not in the paper)", second.h,
                     second.error, 2.0),
     ]
     if small.sum() >= 2:  # a spread needs two step sizes in the asymptotic range
         checks.insert(1, check_bound(
             "paper start, h ≤ 0.02: spread of error/h (start-up transient, order 1)",
-            float(np.ptp(ratio) / np.mean(ratio)), 0.1, "error ≈ 0.66 h (spec §4.2)"))
+            float(np.ptp(ratio) / np.mean(ratio)), 0.1, "error ≈ 0.66 h (paper §4.2, Figs. 4–6)"))
     if h is None and T >= 250.0:
         for hv, ref in ((0.1, 0.3287), (0.05, 8.044e-2)):
             e = float(paper.error[list(paper.h).index(hv)])
@@ -260,7 +264,8 @@ def _fd_flow_jacobian(ds, q0, q1, eps=1e-6):
 def theorem_5_3(quick: bool = False, method: str | None = None, h: float | None = None,
                 t_final: float | None = None) -> Outcome:
     """Particle with k(x, y) = 1 + 0.5x − 0.3y, m = 1.3, h = 0.07 at z = (0.1, −0.2, 0.156,
-    −0.123), and the wheel at h = 0.1, z = (0.3, 1.0, 0.31, 1.2) (spec §3): the identity with
+    −0.123), and the wheel at h = 0.1, z = (0.3, 1.0, 0.31, 1.2) (paper §5, Thm. 5.1, 5.3): the
+    identity with
     the flow Jacobian by central differences of the step, and the symplecticity defect."""
     _no_method(method, "dsocs-theorem-5-3")
     cases = {
@@ -292,4 +297,12 @@ def theorem_5_3(quick: bool = False, method: str | None = None, h: float | None 
         on_dv = float(np.max(np.abs(E @ xi[len(q0):])) / np.max(np.abs(xi)))
         checks.append(check_bound(f"{name}: |ξ(δq1 ∈ D_V)| / |ξ|", on_dv, 1e-8,
                                   "0 (Rem. 5.4)"))
-    return Outcome(checks, data, None)
+    def plot(fig):
+        labels = [c.name for c in checks]
+        bounds = [1e-6 if "dξ‖" in c.name else 1e-8 if "D_V" in c.name else 1e-3
+                  for c in checks]
+        log_bars(fig.add_subplot(111), labels, [c.measured for c in checks], bounds,
+                 title="Thm 5.3: F*Ω − Ω − dξ ≈ 0 (short bars), F*Ω ≠ Ω (long bars)")
+        fig.tight_layout()
+
+    return Outcome(checks, data, plot)

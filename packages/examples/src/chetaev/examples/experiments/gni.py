@@ -20,6 +20,7 @@ from chetaev.gni.testing import nonholonomic_particle
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import chaplygin_ball
 from ._common import grid_steps
+from ._plotting import h_axis, log_bars
 
 __all__ = [
     "adjoint_reversibility",
@@ -50,7 +51,7 @@ _VARIANTS = {
                   "(spec row 3.10, not claimed by the paper)")
 def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                     t_final: float | None = None) -> Outcome:
-    """‖q_N − q(T)‖ and ‖v_N − v(T)‖ at T = 5 against DOP853 (spec §3 particle), N = 50·2^k
+    """‖q_N − q(T)‖ and ‖v_N − v(T)‖ at T = 5 against DOP853 (see the docs' theory page), N = 50·2^k
     (k = 0..2 quick, 0..3 full); also the constraint residual of every node."""
     names = list(_VARIANTS) if method is None else [method]
     for name in names:
@@ -85,9 +86,10 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
         ax = fig.add_subplot(111)
         for d in data.values():
             ax.loglog(d["h"], d["error_q"], "o-", label=d["label"])
+            h_axis(ax, d["h"])
         ax.set_xlabel("h")
         ax.set_ylabel(f"‖q_N − q({T:g})‖")
-        ax.set_title("Nonholonomic particle (spec §3)")
+        ax.set_title("Nonholonomic particle (see the docs' theory page)")
         ax.legend(fontsize=7)
 
     return Outcome(checks, data, plot,
@@ -124,7 +126,8 @@ def _run_ball(method, system, state, h, n):
 
 
 def _centred_energy(x, w, h, mass, inertia):
-    """E_c,k = ½m|(x_{k+1} − x_{k−1})/(2h)|² + ½ω̄ᵀIω̄, ω̄ = (ω_k + ω_{k−1})/2 (spec §4.5), for
+    """E_c,k = ½m|(x_{k+1} − x_{k−1})/(2h)|² + ½ω̄ᵀIω̄, ω̄ = (ω_k + ω_{k−1})/2 (paper §7.4, Exp.
+    2), for
     the nodes x_0..x_{n+1} and increments ω_0..ω_n; returns E_c at k = 1..n."""
     k = np.arange(1, len(w))
     xd = (x[k + 1] - x[k - 1]) / (2 * h)
@@ -170,6 +173,7 @@ def _error_plot(hs, err, labels, title):
             ax.loglog(hs, err[:, i], "o-", label=lab)
         ax.loglog(hs, err[0, 0] * (np.asarray(hs) / hs[0]), "k:", label="slope 1")
         ax.loglog(hs, err[0, 2] * (np.asarray(hs) / hs[0]) ** 2, "k--", label="slope 2")
+        h_axis(ax, hs)
         ax.set_xlabel("h")
         ax.set_ylabel("max error")
         ax.set_title(title)
@@ -185,7 +189,7 @@ def _error_plot(hs, err, labels, title):
 def ball_figure_1(quick: bool = False, method: str | None = None, h: float | None = None,
                   t_final: float | None = None) -> Outcome:
     """Experiment 1, T = 10 (quick: 5), h = 0.1/2^k: max errors of position, ω and energy with
-    the paper's start (spec §4.4), and the consistent start (x_1 = x(h), ω_0 = ω(h/2))."""
+    the paper's start (paper §7.4, Exp. 1), and the consistent start (x_1 = x(h), ω_0 = ω(h/2))."""
     T = (5.0 if quick else 10.0) if t_final is None else float(t_final)
     h0 = 0.1 if h is None else float(h)
     hs = h0 / 2.0 ** np.arange(3 if quick else 4)
@@ -314,7 +318,8 @@ def ball_figure_3(quick: bool = False, method: str | None = None, h: float | Non
                    notes="The paper lets h decrease exponentially from 0.15 to about 8.4e-5 "
                          "and measures against a discrete trajectory with h ≈ 2.7e-5; here h = "
                          "0.1/2^k and the reference is DOP853 (rtol 1e-13) on the continuous "
-                         "equations (spec §4.5). The O(h) errors come from the first-order "
+                         "equations (paper §7.4, Exp. 2). The O(h) errors come from the "
+                         "first-order "
                          "start (spec 3.7).")
 
 
@@ -370,7 +375,8 @@ def ball_conservation(quick: bool = False, method: str | None = None, h: float |
                   "ball scheme are time-reversible")
 def adjoint_reversibility(quick: bool = False, method: str | None = None,
                           h: float | None = None, t_final: float | None = None) -> Outcome:
-    """Nonholonomic particle (spec §3), node states along a RATTLE run (h = 0.1): max
+    """Nonholonomic particle (see the docs' theory page), node states along a RATTLE run (h = 0.1):
+    max
     deviation of F_A^h∘F_B^{−h} and F_B^h∘F_A^{−h} from the identity; RATTLE and the ball
     scheme (Exp. 2) run N steps forward and N back (N = 50; 200 unless quick)."""
     hh = 0.1 if h is None else float(h)
@@ -414,5 +420,13 @@ def adjoint_reversibility(quick: bool = False, method: str | None = None,
         check_bound(f"ball scheme (Exp. 2): {n} steps forward and back, max deviation",
                     ball_dev, 1e-11, "0 (symmetric, spec 3.7/3.11)"),
     ]
+    def plot(fig):
+        labels = ["F_A^h∘F_B^{−h} − Id (Thm 5.4)", "control: F_A^h∘F_A^{−h} − Id",
+                  f"RATTLE, {n} steps and back", f"ball scheme, {n} steps and back"]
+        log_bars(fig.add_subplot(111), labels, [ab, aa, rattle_dev, ball_dev],
+                 [1e-12, 1e-4, 1e-11, 1e-11],
+                 title=f"max deviation from the identity (h = {hh:g}); red: pass bound")
+        fig.tight_layout()
+
     return Outcome(checks, {"adjoint": ab, "control": aa, "rattle": rattle_dev,
-                            "ball": ball_dev}, None)
+                            "ball": ball_dev}, plot)

@@ -91,7 +91,8 @@ _DISC_HS_S4 = (0.15, 0.1, 0.075, 0.05)
             claim="q and p converge with order 2s − 2; λ with order s (even s) or s − 1 (odd s)")
 def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                     t_final: float | None = None) -> Outcome:
-    """Errors at T = 2 (spec §5.1 proposal) against the index-reduced ODE (DOP853 1e-13) for
+    """Errors at T = 2 (the project's choice, not in the paper) against the index-reduced ODE
+    (DOP853 1e-13) for
     Lobatto IIIA–IIIB s = 2, 3, 4, 5, Lagrangian form (``method="hamiltonian"`` for eq. 15).
     ``h`` scales the largest step of every sweep."""
     form = method or "lagrangian"
@@ -125,7 +126,7 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
                               "≤ 1e-13 (solver tolerance 1e-14)"))
     return Outcome(checks, {"T": T, "form": form, "errors": results},
                    _order_plot(results, ("q", "p", "lambda"), "particle"),
-                   notes="Initial data q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25), T = 2: spec §5.1 "
+                   notes="Initial data q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25), T = 2: paper §7.1 "
                          "proposals (the paper gives none). Relative ∞-norm errors.")
 
 
@@ -162,7 +163,7 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
             e = np.abs(dE[k, :, j])
             if sub == "total":
                 checks.append(check_bound(f"{regime}: max |ΔE_T|, h = 0.1", e.max(), 0.03,
-                                          "bounded, < 0.03 (spec §5.2)"))
+                                          "bounded, < 0.03 (paper §7.2)"))
             ratio = e[half:].max() / e[:half].max()
             checks.append(Check(f"{regime}: {sub} energy, max|ΔE| 2nd half / 1st half (h = 0.1)",
                                 ratio, "no drift: < 1.5", bool(ratio < 1.5)))
@@ -197,7 +198,7 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
 def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float | None = None,
                        t_final: float | None = None) -> Outcome:
     """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
-    step sizes at t = 20 must lie in [0.7, 1.4] (spec §8 item 9). The paper's p = 10 for
+    step sizes at t = 20 must lie in [0.7, 1.4] (see the docs' theory page). The paper's p = 10 for
     Lobatto-3 is a typo for 8 = 2(2s − 2) (spec A2), recorded as a deficiency check. Full runs
     (T = 200) also require agreement within a factor 4 at the end (chaos spreads the ratios)."""
     T = t_final or (20.0 if quick else 200.0)
@@ -257,7 +258,7 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
 def disc_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                 t_final: float | None = None) -> Outcome:
     """LieNonholonomicPRK s = 2, 3, 4 with both retractions (``method`` = "cayley" or "exp"
-    to run one), T = 3 (spec §5.4 proposal), against the exact reduced
+    to run one), T = 3 (the project's choice, not in the paper), against the exact reduced
     ODE (DOP853 1e-13). The spec's h = 0.2 is pre-asymptotic for λ at s = 2, so the sweep is
     h ∈ {0.1, 0.05, 0.025}; for s = 4 it is h ∈ {0.15, 0.1, 0.075, 0.05}, which keeps the
     errors above the reference floor 1e-12 (at h = 0.025 they are 6e-13)."""
@@ -294,7 +295,7 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
     return Outcome(checks, {"T": T, "errors": results},
                    _order_plot(results, ("g", "eta", "lambda"), "disc"),
                    notes="m = 1, I_z = 0.5, (x, y, θ)0 = (1, 0.5, 0.3), η0 = (0.8, 0, 1.2), T = 3: "
-                         "spec §5.4 proposals. Relative ∞-norm errors.")
+                         "the project's choice, not in the paper. Relative ∞-norm errors.")
 
 
 # ----------------------------------------------------------------------------- Fig. 8
@@ -306,7 +307,7 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
 def ball_first_integrals(quick: bool = False, method: str | None = None, h: float | None = None,
                          t_final: float | None = None) -> Outcome:
     """Physical constraint (spec A1), s = 3, cay, h = 0.1, T = 100 (spec proposals; quick:
-    T = 50). Bounds from spec §8 item 11: |ΔI_k| ≤ 1e-12, |ΔE_mov| ≤ 1e-8 and no growth
+    T = 50). Bounds from the docs' theory page: |ΔI_k| ≤ 1e-12, |ΔE_mov| ≤ 1e-8 and no growth
     (max over the second half ≤ 1.5 × the first). The full run adds the convergence against the
     closed form (T = 4, s = 2, 3, 4). ``method``: the stage count s of the long run."""
     T = t_final or (50.0 if quick else turntable_ball.T_FINAL)
@@ -322,7 +323,8 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
     dI = I - I[0]
     checks = [check_bound(f"max |ΔI{k + 1}|", np.abs(dI[:, k]).max(), 1e-12) for k in range(3)]
     emov = np.abs(dI[:, 3])
-    checks.append(check_bound("max |ΔE_mov|", emov.max(), 1e-8, "bounded, ≤ 1e-8 (spec §8)"))
+    checks.append(check_bound("max |ΔE_mov|", emov.max(), 1e-8,
+                              "bounded, ≤ 1e-8 (the project's independent check)"))
     halves = [p.max() for p in np.array_split(emov[1:], 2)]
     growth = halves[1] / halves[0]
     checks.append(Check("E_mov: max over 2nd half / 1st half", growth, "no drift: ≤ 1.5",
@@ -369,6 +371,6 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
 
     return Outcome(checks, data, plot,
                    notes="r = 1, a = 2/5, Ω = 1, R0 = I, (x, y)0 = (1, 0), ω0 = (0.3, −0.2, 0.5): "
-                         "spec §5.5 proposals; physical constraint (ω = R ω_b).")
+                         "the project's choice, not in the paper; physical constraint (ω = R ω_b).")
 
 

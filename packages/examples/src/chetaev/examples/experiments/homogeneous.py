@@ -18,6 +18,7 @@ from chetaev.nh_integrators import LieNonholonomicPRK
 from .._registry import Check, Outcome, check_bound, check_order, experiment
 from ..models import sphere_pendulum, spherical_kepler
 from ._common import grid_steps
+from ._plotting import h_axis
 
 __all__ = [
     "kepler_orbits",
@@ -59,7 +60,8 @@ def _sphere_errors(model: Any, s: int, kind: str, hs: tuple[float, ...], T: floa
 def sphere_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                   t_final: float | None = None) -> Outcome:
     """x = g e₃ and ẋ against the ambient ODE at T (pendulum T = 2, h = 0.2/2ʲ; Kepler T = 1,
-    h = 0.1/2ʲ; spec §7.4). ``method`` chooses the retraction (default "exp", as Fig. 5)."""
+    h = 0.1/2ʲ; the docs' theory page). ``method`` chooses the retraction (default "exp", as Fig.
+    5)."""
     kind = method or "exp"
     cases = {"pendulum": (sphere_pendulum, (0.2, 0.1, 0.05), 2.0),
              "kepler": (spherical_kepler, (0.1, 0.05, 0.025), 1.0)}
@@ -97,12 +99,17 @@ def sphere_orders(quick: bool = False, method: str | None = None, h: float | Non
                 axes[1].loglog(r["hs"], r["Lambda"], "o-", label=key)
         axes[0].set_title("error in x = g e₃", fontsize=9)
         axes[1].set_title("|Λ| (exact multiplier 0)", fontsize=9)
+        all_hs = sorted({h for r in results.values() for h in r["hs"]})
         for ax in axes:
+            h_axis(ax, all_hs)
+            ax.tick_params(axis="y", labelsize=7)
             ax.set_xlabel("h")
             ax.legend(fontsize=6)
+        fig.tight_layout()
 
     return Outcome(checks, {"retraction": kind, "errors": results}, plot,
-                   notes="m = M = α = ρ = 1, X = e₃ (spec §9 item 1); reference: ambient ODE on "
+                   notes="m = M = α = ρ = 1, X = e₃ (not in the paper: the project's choice); "
+                         "reference: ambient ODE on "
                          "S² (DOP853, rtol 1e-13).")
 
 
@@ -121,7 +128,7 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
     """Runs (s, rule) = (2, carry), (3, carry), (3, zero_first), (4, carry) to T = 200 (quick:
     T = 30). Bounded means: max over the last fifth ≤ 1.25 × the first fifth and below the spec
     §7.4 magnitudes (×1.5). The Fig. 4 closure C3 (Σ bⱼΛʲ = 0) is singular on the lift
-    (spec §9 item 29); Fig. 4 is reproduced with C2 ("zero_first")."""
+    (see the docs' theory page); Fig. 4 is reproduced with C2 ("zero_first")."""
     T = t_final or (30.0 if quick else 200.0)
     hh = h or 0.1
     kind = method or "cayley"
@@ -146,12 +153,13 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
             continue
         emax, lmax = bounds[s, rule]
         checks.append(check_bound(f"s={s} {rule}: max |E − E0|", np.abs(dE).max(), 1.5 * emax,
-                                  f"bounded, ≤ 1.5 × {emax:.2e} (spec §7.4)"))
+                                  f"bounded, ≤ 1.5 × {emax:.2e} (the project's independent check)"))
         f = _fifths(dE)
         checks.append(Check(f"s={s} {rule}: energy error, last fifth / first fifth", f[-1] / f[0],
                             "no drift: ≤ 1.25", bool(f[-1] <= 1.25 * f[0])))
         checks.append(check_bound(f"s={s} {rule}: max |Λ|", np.abs(tr.lam).max(),
-                                  max(1.5 * lmax, 1e-13), "bounded (spec §7.4)"))
+                                  max(1.5 * lmax, 1e-13),
+                                  "bounded (the project's independent check)"))
         if s > 2:
             fl = _fifths(tr.lam[:, 0])
             checks.append(Check(f"s={s} {rule}: |Λ|, last fifth / first fifth", fl[-1] / fl[0],
@@ -192,8 +200,8 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
             "max_abs_dE": {f"s={s} {r}": float(np.abs(d).max()) for (s, r), (_, d, _) in
                            runs.items()}}
     return Outcome(checks, data, plot,
-                   notes="m = M = α = 1 (spec §9 item 1); magnitudes from spec §7.4 (OUR "
-                         "independent check, not in the paper).")
+                   notes="m = M = α = 1 (not in the paper: the project's choice); magnitudes "
+                         "from the project's independent check (not in the paper).")
 
 
 @experiment("homogeneous-fig4-weighted-sum-closure", paper=PAPER,
@@ -203,7 +211,8 @@ def weighted_sum_closure(quick: bool = False, method: str | None = None,
                          h: float | None = None, t_final: float | None = None) -> Outcome:
     """One step of the C3 closure on the pendulum lift: the step is well posed (1) or the
     Newton matrix is singular (0). On the lift C3 is implied by the end-point constraint
-    (discrete Noether identity, spec §9 item 29), so the paper's claim cannot be reproduced."""
+    (discrete Noether identity, the docs' theory page), so the paper's claim cannot be
+    reproduced."""
     hh = h or 0.1
     sysm = sphere_pendulum.lift_system()
     prk = LieNonholonomicPRK(3, retraction=method or "cayley", multiplier_rule="weighted_sum")
@@ -216,9 +225,34 @@ def weighted_sum_closure(quick: bool = False, method: str | None = None,
     check = Check("C3 step is well posed (1 = solved, 0 = singular)", solvable, "1 (well posed)",
                   solvable == 1.0,
                   deficiency="C3 is implied by φ(η_{k+1}) = 0 on a homogeneous-space lift "
-                             "(spec §9 item 29, F5): singular; Fig. 4 is reproduced with C2 "
+                             "(a discrete Noether identity; see the docs' theory page): singular; "
+                             "Fig. 4 is reproduced with C2 "
                              "('zero_first') in homogeneous-fig1-4-pendulum-energy")
-    return Outcome([check], {"message": msg}, None, notes=msg)
+    def plot(fig) -> None:
+        # the closures that can be solved on the lift, for comparison with the paper's Fig. 4
+        ax1, ax2 = fig.subplots(1, 2)
+        T = 30.0
+        for rule, style in (("carry", "-"), ("zero_first", "--")):
+            other = LieNonholonomicPRK(3, retraction=method or "cayley", multiplier_rule=rule)
+            tr = integrate(sysm, other, sphere_pendulum.G0, sphere_pendulum.ETA0, h=hh,
+                           n_steps=round(T / hh))
+            x, v = sphere_pendulum.to_ambient(tr.q, tr.v)
+            E = sphere_pendulum.energy(x, v)
+            ax1.semilogy(tr.t[1:], np.abs(E[1:] - E[0]) + 1e-18, style, lw=0.8,
+                         label=f"s=3 {rule}")
+            ax2.semilogy(tr.t[1:], np.abs(tr.lam[1:, 0]) + 1e-18, style, lw=0.8,
+                         label=f"s=3 {rule}")
+        verdict = "solved" if solvable == 1.0 else "singular Newton matrix at the first step"
+        fig.suptitle(f"C3 (Σ bⱼΛʲ = 0): {verdict}; the other s = 3 closures:", fontsize=9)
+        ax1.set_title("|E − E0|", fontsize=8)
+        ax2.set_title("|Λ|", fontsize=8)
+        for ax in (ax1, ax2):
+            ax.set_xlabel("t", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+
+    return Outcome([check], {"message": msg}, plot, notes=msg)
 
 
 @experiment("homogeneous-fig6-kepler-orbits", paper=PAPER,
@@ -277,21 +311,37 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
     checks.append(check_bound("max(| |x| − 1 |, |η₃|)", on_sphere, 1e-13))
 
     def plot(fig) -> None:
-        ax, ax2 = fig.subplots(1, 2)
-        th = np.linspace(0, 2 * np.pi, 200)
-        ax.plot(np.cos(th), np.sin(th), "k", lw=0.3)
+        fig.set_size_inches(11.0, 3.8)
+        ax, ax1, ax2 = fig.subplots(1, 3)
+        styles = {2: ("tab:red", "-"), 3: ("tab:blue", "--"), 4: ("tab:green", ":")}
+        # the precession is ~1e-3 of the radius at T = 36: draw each orbit's deviation from the
+        # reference magnified by one common factor, so s = 2 shows it and s = 3, 4 hug the
+        # reference (the lower the order, the more precession)
+        dev = max(float(np.max(np.linalg.norm(x - xr, axis=-1))) for x in orbits.values())
+        mag = 10 ** np.floor(np.log10(0.15 / max(dev, 1e-300)))
+        ax.plot(xr[:, 0], xr[:, 1], color="0.75", lw=2.5, label="reference")
         for s, x in orbits.items():
-            ax.plot(x[:, 0], x[:, 1], lw=0.5, label=f"s={s}")
-        ax.plot(xr[:, 0], xr[:, 1], "k--", lw=0.4, label="reference")
+            xm = xr + mag * (x - xr)
+            color, ls = styles[s]
+            ax.plot(xm[:, 0], xm[:, 1], color=color, ls=ls, lw=0.7, label=f"s={s}")
         ax.set_aspect("equal")
-        ax.set_title("orbits, (x₁, x₂) projection (Fig. 6)", fontsize=8)
-        ax.legend(fontsize=6)
+        ax.set_title(f"orbits (x₁, x₂), deviation ×{mag:.0e} (Fig. 6)", fontsize=8)
+        ax.legend(fontsize=6, loc="lower left")
+        for s, x in orbits.items():
+            color, ls = styles[s]
+            ax1.semilogy(t[1:], np.linalg.norm(x - xr, axis=-1)[1:] + 1e-18, color=color,
+                         ls=ls, lw=0.8, label=f"s={s}")
+        ax1.set_title("|x − x_ref|: precession grows with t", fontsize=8)
+        ax1.set_xlabel("t", fontsize=8)
+        ax1.legend(fontsize=6)
         for k in range(3):
             ax2.plot(t, eta4[:, k], lw=0.6, label=f"η{k + 1}")
         ax2.set_title("η(t), s = 4 (Fig. 7a)", fontsize=8)
         ax2.set_xlabel("t", fontsize=8)
         ax2.legend(fontsize=6)
+        for a in (ax, ax1, ax2):
+            a.tick_params(labelsize=7)
         fig.tight_layout()
 
     return Outcome(checks, {"T": T, "h": hh, "position_error": errs}, plot,
-                   notes="m = M = ρ = 1, X = e₃ (inferred, spec §7.2).")
+                   notes="m = M = ρ = 1, X = e₃ (inferred, paper §5.2).")

@@ -5,12 +5,13 @@ Q = Rⁿ, n = 2m + 1, m ≥ 2 (1-based indices as in the paper)::
     L = ½|v|² − ½(|q|² + q_{m+2}² q_{m+3}² + Σ_{i=1}^m q_{1+i}² q_{m+1+i}²)
     Φ = v_1 + Σ_{i=m+2}^{n} q_i v_i = 0        (A(q) = (1, 0, …, 0, q_{m+2}, …, q_n))
 
-λ(q, v) = (A·∇V − Σ_{i≥m+2} v_i²)/(1 + Σ_{i≥m+2} q_i²) (spec §5.3). The energy is conserved.
+λ(q, v) = (A·∇V − Σ_{i≥m+2} v_i²)/(1 + Σ_{i≥m+2} q_i²) (paper §7.3). The energy is conserved.
 
 Experiment [paper]: m = 3 (n = 7), the ensemble q0 = (α, 0.6, 0.4, 0.2, 1, 1, 1),
 v0 = (0, β, 0, …, 0), α = cos(jπ/(2J)), β = sin(jπ/(2J)), j = 0..J (E₀ = 3.06 for every
 member) and the mean squared energy error μ(E, k) = (1/(J+1)) Σ_j (E_jk − E₀)² (eq. 33).
-Not in the paper (spec §5.3 proposals, from O. Verdier's odelab reproduction): J = 9,
+Not in the paper (the project's choice, not in the paper, from O. Verdier's odelab reproduction): J
+= 9,
 h ∈ {0.1, 0.05}, T = 200. Known typo (spec A2): Fig. 6's "μ/h¹⁰" for Lobatto-3 should be
 μ/h⁸ = μ/h^{2(2s−2)}.
 """

@@ -66,7 +66,7 @@ def initial(experiment=1):
 
 
 def paper_start(method, experiment, h: float):
-    """The paper's starting procedure (spec §4.5): ``ω_0 := ω(0)``, ``x_1 = x_0 + h ẋ_0``;
+    """The paper's starting procedure (paper §7.4, Exp. 2): ``ω_0 := ω(0)``, ``x_1 = x_0 + h ẋ_0``;
     returns the ``ReducedGNI`` state at node 1."""
     sysb = system(experiment)
     x0, v0 = initial(experiment)

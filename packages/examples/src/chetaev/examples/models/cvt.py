@@ -4,7 +4,7 @@ From Modin–Verdier. Q = R³, q = (x, y, z)::
 
     L = ½|v|² − ½(x² + z² − 2 cos y + ε sin 2y),     Φ = v_z + sin(y) v_x = 0
 
-Equations (spec §5.2): ẍ = −x + λ sin y, ÿ = −sin y − ε cos 2y (the driver gets no constraint
+Equations (paper §7.2): ẍ = −x + λ sin y, ÿ = −sin y − ε cos 2y (the driver gets no constraint
 force), z̈ = −z + λ, λ = (x sin y + z − v_x v_y cos y)/(1 + sin² y) (sign convention
 d/dt ∂L/∂v − ∂L/∂q = Aᵀλ, A = (sin y, 0, 1)). Subsystem energies E_d (driver), E_p (passenger) and
 E_T = E_d + E_p are exact first integrals.
@@ -12,7 +12,7 @@ E_T = E_d + E_p are exact first integrals.
 Parameters [paper]: ε = ½ (the figures), Lobatto-2. Initial data [paper]: q0 = (1, 0, 1) and
 v0 = (0, 3√10/5, 0) (low energy, oscillating driver: E_T = 9/5) or v0 = (0, √8, 0) (high
 energy, rotating driver: E_T = 4). Step sizes [paper]: h = 0.1 and h = π/10. The horizon is
-not in the paper: T = 500 (spec §5.2 proposal).
+not in the paper: T = 500 (the project's choice, not in the paper).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ Q0 = np.array(nh_testing.CVT_Q0, dtype=float)
 V0_LOW = np.array(nh_testing.CVT_V0_LOW, dtype=float)
 #: High-energy initial velocity (rotating driver) [paper]: (0, √8, 0).
 V0_HIGH = np.array(nh_testing.CVT_V0_HIGH, dtype=float)
-#: Horizon (spec §5.2 proposal, not from the paper).
+#: Horizon (the project's choice, not in the paper, not from the paper).
 T_FINAL = 500.0
 
 
@@ -74,7 +74,7 @@ def lie_system(eps: float = EPS) -> ConstrainedSystem:
 
 def energies(q, v, eps: float = EPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E_d, E_p, E_T): driver ½v_y² − cos y + (ε/2) sin 2y, passenger ½(v_x² + v_z²) +
-    ½(x² + z²), and their sum (all exact first integrals, spec §5.2)."""
+    ½(x² + z²), and their sum (all exact first integrals, paper §7.2)."""
     q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
     return nh_testing.cvt_energies(q, v, eps)
 
@@ -83,7 +83,7 @@ def multiplier(q, v, eps: float = EPS) -> np.ndarray:
     """Exact λ(q, v), shape ``(..., 1)``.
 
     From d/dt(v_z + sin(y) v_x) = 0 with ẍ = −x + λ sin y, z̈ = −z + λ:
-    λ = (x sin y + z − v_x v_y cos y)/(1 + sin² y) (spec §5.2).
+    λ = (x sin y + z − v_x v_y cos y)/(1 + sin² y) (paper §7.2).
     """
     q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
     x, y, z = q[..., 0], q[..., 1], q[..., 2]

@@ -15,7 +15,8 @@ and with the GNI (linear constraint on a vector space);
 :func:`reference` integrates the index-reduced ODE with the
 closed-form λ, written here independently of ``chetaev.discrete_lagrangian.reference_solution``.
 
-Initial data and horizon are NOT from the paper (it gives none): the spec §5.1 proposals
+Initial data and horizon are NOT from the paper (it gives none): the the project's choice, not in
+the paper
 q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25) (so that v_z = y v_x), T = 2.
 """
 
@@ -30,11 +31,11 @@ from ._nh_common import dop853
 __all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "lie_system", "multiplier", "reference",
            "system"]
 
-#: Initial configuration (spec §5.1 proposal, not from the paper).
+#: Initial configuration (the project's choice, not in the paper, not from the paper).
 Q0 = np.array([1.0, 0.5, 0.0])
-#: Initial velocity, v_z = y v_x (spec §5.1 proposal, not from the paper).
+#: Initial velocity, v_z = y v_x (the project's choice, not in the paper, not from the paper).
 V0 = np.array([0.5, 1.0, 0.25])
-#: Horizon of the convergence study (spec §5.1 proposal).
+#: Horizon of the convergence study (the project's choice, not in the paper).
 T_FINAL = 2.0
 
 

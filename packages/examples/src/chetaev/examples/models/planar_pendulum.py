@@ -38,11 +38,12 @@ __all__ = [
     "reference_angle",
 ]
 
-#: Gravity (spec §5 B1, proposed).
+#: Gravity (the project's benchmark B1, proposed).
 G = 9.81
-#: Length ℓ (spec §5 B1, proposed); the mass is 1.
+#: Length ℓ (the project's benchmark B1, proposed); the mass is 1.
 LENGTH = 1.0
-#: Initial angle from the downward vertical and angular velocity (spec §5 B1, proposed).
+#: Initial angle from the downward vertical and angular velocity (the project's benchmark B1,
+#: proposed).
 THETA0 = 1.0
 OMEGA0 = 0.5
 

@@ -13,7 +13,8 @@ formulations:
 Energy E = (m/2)|ẋ|² + α x₃ (= (m/2)(η₁² + η₂²) + (M/2)η₃² + α(g x₀)₃ on the lift).
 
 Initial data [paper]: g₀ = Tait–Bryan (0, π/3, 0), η₀ = (1/3, 0, 0), λ₀ = 0; h = 0.1, τ = cay
-(Figs. 1–4), τ = exp for the convergence study (Fig. 5). Not in the paper (spec §9 item 1):
+(Figs. 1–4), τ = exp for the convergence study (Fig. 5). Not in the paper (see the docs' theory
+page):
 m = M = α = 1 (E₀ = 5/9), T = 200 for the long runs, T = 2 with h = 0.2/2ʲ for convergence.
 
 Not to be confused with :mod:`.spherical_pendulum`, the Cartesian spherical pendulum of the

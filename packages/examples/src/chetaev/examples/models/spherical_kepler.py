@@ -13,7 +13,7 @@ Energy E = (m/2)|ẋ|² − ρ cot ϑ. Closed (Bertrand-type) orbits; radial per
 
 Initial data [paper, verbatim]: g₀ = Tait–Bryan (0.940125174120388, −0.693184358892293,
 3.007331043590061), η₀ = (1.534184084268850, 0, 0); h = 0.01, τ = exp. Not in the paper
-(spec §7.2, §9 item 1): X = e₃ (inferred: ϑ₀ = 1.1, φ₀ = 1.0 exactly), m = M = ρ = 1
+(paper §5.2; the docs' theory page): X = e₃ (inferred: ϑ₀ = 1.1, φ₀ = 1.0 exactly), m = M = ρ = 1
 (E₀ = 0.66789229697286), T = 36 (about 10 radial periods) for the long runs.
 """
 
@@ -31,13 +31,13 @@ __all__ = ["CENTER", "E0", "ETA0", "G0", "MASS", "REGULARIZATION", "RHO", "ambie
 
 #: m, M, ρ (spec proposals, not from the paper).
 MASS, REGULARIZATION, RHO = 1.0, 1.0, 1.0
-#: Centre X = e₃ (inferred in spec §7.2).
+#: Centre X = e₃ (inferred in paper §5.2).
 CENTER = np.array([0.0, 0.0, 1.0])
 #: g₀ [paper, verbatim].
 G0 = tait_bryan(0.940125174120388, -0.693184358892293, 3.007331043590061)
 #: η₀ [paper, verbatim].
 ETA0 = np.array([1.534184084268850, 0.0, 0.0])
-#: Energy of the paper's initial data with m = ρ = 1, X = e₃ (spec §7.2).
+#: Energy of the paper's initial data with m = ρ = 1, X = e₃ (paper §5.2).
 E0 = 0.6678922969728607
 
 to_ambient = _sc.to_ambient

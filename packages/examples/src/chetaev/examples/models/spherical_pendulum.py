@@ -9,7 +9,8 @@ Formulations of the same motion:
   ``q = ℓ(sin θ cos φ, sin θ sin φ, −cos θ)``): the intrinsic Euler–Lagrange equations (2.1),
   an independent reference away from the poles.
 
-Potentials (spec §5 B2, **proposed**; the paper has no numerical example):
+Potentials (the project's benchmark B2, **proposed**; the paper has no numerical
+example):
 ``"linear"``: ``V = g q_z``; ``"nonlinear"``: ``V = g q_z + 1.5 q_x² + 0.3 q_x q_y²``.
 Initial data (proposed): ``q0 = (sin 1, 0, −cos 1)``, ``v0 = (0, 1, 0)``; g = 9.81, ℓ = 1.
 Invariants: energy; for the linear potential also the vertical angular momentum
@@ -58,7 +59,8 @@ __all__ = [
 G = 9.81
 LENGTH = 1.0
 POTENTIALS = ("nonlinear", "linear")
-#: Standard initial data (spec §5 B2, proposed): on the sphere, tangent.
+#: Standard initial data (the project's benchmark B2, proposed): on the sphere,
+# tangent.
 Q0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
 V0 = np.array([0.0, 1.0, 0.0])
 

@@ -12,9 +12,10 @@ Left-trivialized, η = (ω_b, v) (body angular velocity, centre velocity), mass 
 First integrals (homogeneous case, ω the components entering the constraint):
 I₁ = ω_ζ, I₂ = r ω_ξ − Ω x/(1 + a), I₃ = r ω_η − Ω y/(1 + a) and the moving energy
 E_mov = ½|v|² + (a r²/2)|ω|² + rΩ(x ω_ξ + y ω_η) − Ω²(x² + y²). The plain energy is not
-conserved (affine constraints). Closed form (spec §5.5): v̇ = κ J v, κ = aΩ/(1 + a).
+conserved (affine constraints). Closed form (paper §7.5): v̇ = κ J v, κ = aΩ/(1 + a).
 
-[paper]: homogeneous ball a = b = c, Lobatto-3, cay. Not in the paper (spec §5.5 proposals):
+[paper]: homogeneous ball a = b = c, Lobatto-3, cay. Not in the paper (the project's choice, not in
+the paper):
 r = 1, a = 2/5 (solid sphere), Ω = 1, R₀ = I, (x₀, y₀) = (1, 0), ω_s0 = (0.3, −0.2, 0.5),
 v₀ = (−0.2, 0.7), h = 0.1, T = 100.
 """
@@ -43,7 +44,7 @@ __all__ = [
     "system",
 ]
 
-#: Ball radius (spec §5.5 proposal, not from the paper).
+#: Ball radius (the project's choice, not in the paper, not from the paper).
 RADIUS = 1.0
 #: Rescaled moment of inertia a = b = c (solid sphere 2/5; spec proposal).
 A_INERTIA = 0.4
@@ -123,7 +124,7 @@ def first_integrals(g, eta, radius: float = RADIUS, a: float = A_INERTIA,
 
 
 def multiplier(eta, a: float = A_INERTIA, table_rate: float = TABLE_RATE) -> np.ndarray:
-    """Exact λ = (−κ v_y, κ v_x), κ = aΩ/(1 + a) (homogeneous ball, spec §5.5)."""
+    """Exact λ = (−κ v_y, κ v_x), κ = aΩ/(1 + a) (homogeneous ball, paper §7.5)."""
     eta = np.asarray(eta, dtype=float)
     k = a * table_rate / (1.0 + a)
     return np.stack([-k * eta[..., 4], k * eta[..., 3]], axis=-1)

@@ -15,11 +15,12 @@ Two formulations of the same mechanical system:
   (:func:`coordinate_system`, integrated with ``NonholonomicPRK`` or the GNI).
 
 The constraint covectors agree (the body e₂ is (−sin θ, cos θ) in the plane), so both forms
-have the same multiplier λ = m ω v₁ − x sin θ + y cos θ. Exact reduced dynamics (spec §5.4):
+have the same multiplier λ = m ω v₁ − x sin θ + y cos θ. Exact reduced dynamics (paper §7.4):
 θ = θ₀ + ωt, ẋ = v₁ cos θ, ẏ = v₁ sin θ, m v̇₁ = −(x cos θ + y sin θ); the energy
 ½(m v₁² + I_z ω²) + ½(x² + y²) is conserved.
 
-Parameters and initial data are NOT in the paper (spec §5.4 proposals): m = 1, I_z = 0.5,
+Parameters and initial data are NOT in the paper (the project's choice, not in the paper): m = 1,
+I_z = 0.5,
 (x₀, y₀, θ₀) = (1, 0.5, 0.3), η₀ = (0.8, 0, 1.2), T = 3.
 """
 
@@ -55,15 +56,16 @@ __all__ = [
     "spatial_velocity",
 ]
 
-#: Mass (spec §5.4 proposal, not from the paper).
+#: Mass (the project's choice, not in the paper, not from the paper).
 MASS = 1.0
-#: Moment of inertia about the vertical axis (spec §5.4 proposal, not from the paper).
+#: Moment of inertia about the vertical axis (the project's choice, not in the paper, not from the
+# paper).
 INERTIA_Z = 0.5
-#: Initial pose (x₀, y₀, θ₀) (spec §5.4 proposal).
+#: Initial pose (x₀, y₀, θ₀) (the project's choice, not in the paper).
 POSE0 = np.array([1.0, 0.5, 0.3])
-#: Initial body velocity (v₁, v₂, ω) (spec §5.4 proposal).
+#: Initial body velocity (v₁, v₂, ω) (the project's choice, not in the paper).
 ETA0 = np.array([0.8, 0.0, 1.2])
-#: Horizon of the convergence study (spec §5.4 proposal).
+#: Horizon of the convergence study (the project's choice, not in the paper).
 T_FINAL = 3.0
 
 

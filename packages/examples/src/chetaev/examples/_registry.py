@@ -72,15 +72,15 @@ PAPER_REFERENCES: Mapping[str, Mapping[str, str]] = {
         "authors": "S. Ferraro, F. Jiménez, D. Martín de Diego",
         "title": PAPERS["geometric-nonholonomic-integrator"],
         "year": "2015",
-        "venue": "Nonlinearity 28 (2015)",
-        "arxiv": "",
+        "venue": "Nonlinearity 28 (2015) 871–900",
+        "arxiv": "1312.1587",
     },
     "discretization-maps-holonomic": {
         "authors": "M. Barbero Liñán, D. Martín de Diego, R. T. Sato Martín de Almagro",
         "title": PAPERS["discretization-maps-holonomic"],
         "year": "2024",
         "venue": "preprint of 10 December 2024",
-        "arxiv": "",
+        "arxiv": "2306.06786",
     },
     "dsocs-second-order-constraints": {
         "authors": "N. Borda, J. Fernández, S. Grillo",

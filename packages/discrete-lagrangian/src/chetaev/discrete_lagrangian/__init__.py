@@ -13,11 +13,14 @@ from ._errors import (
     ConvergenceError,
     HypothesisError,
     InputError,
+    PostConditionError,
     SingularMatrixError,
+    UnpicklableError,
 )
-from ._integrate import integrate
+from ._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
 from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
 from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
+from ._pickling import register_picklable
 from ._prk import (
     PRKCoefficients,
     StageEvaluation,
@@ -40,6 +43,8 @@ from ._trajectory import Trajectory
 from ._vprk import VPRK
 
 __all__ = [
+    "OVERFLOW_BOUND",
+    "POSTCONDITION_FACTOR",
     "VPRK",
     "ConstrainedPRK",
     "ConstrainedSystem",
@@ -60,6 +65,7 @@ __all__ = [
     "NewtonOptions",
     "NewtonResult",
     "PRKCoefficients",
+    "PostConditionError",
     "ReferenceSolution",
     "SingularMatrixError",
     "StageEvaluation",
@@ -69,6 +75,7 @@ __all__ = [
     "Trajectory",
     "TrivializedLagrangianSystem",
     "TrivializedMechanicalSystem",
+    "UnpicklableError",
     "VelocityConstraint",
     "coefficients_from",
     "integrate",
@@ -77,6 +84,7 @@ __all__ = [
     "prk_residual",
     "raise_unless_converged",
     "reference_solution",
+    "register_picklable",
     "solve_lie_stages",
     "solve_stages",
 ]

@@ -75,6 +75,7 @@ POSTCONDITION_FACTOR = 1e4
 #: the kinetic energy, would not be finite).
 OVERFLOW_BOUND = 1e150
 _EPS = float(np.finfo(np.float64).eps)
+
 MESSAGES = {
     "success": "Integration finished: {n} steps of h = {h:g} to t = {t:.6g}.",
     "callback": "Stopped by the callback at step {n} (t = {t:.6g}).",

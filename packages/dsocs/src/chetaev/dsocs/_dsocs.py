@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, newton_solve
+from chetaev.discrete_lagrangian import NewtonOptions, newton_solve, register_picklable
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
@@ -675,3 +675,7 @@ class DSOCS:
 
 def V_depends(V: VariationalConstraint) -> tuple[int, ...]:
     return tuple(V.depends_on)
+
+
+# pickling a DSOCS whose callables are lambdas raises UnpicklableError (with advice)
+register_picklable(DSOCS, KinematicConstraint, VariationalConstraint, TwoPointLagrangian, SOCS)

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, State, newton_solve
+from chetaev.discrete_lagrangian import NewtonOptions, State, newton_solve, register_picklable
 from chetaev.liegroups import retraction as make_retraction
 from scipy.integrate import solve_ivp
 
@@ -495,3 +495,6 @@ def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, new
                                tol=newton.tol, iterations=int(res.iterations),
                                hint="halve h")
     return x1, p_tilde1, res.x, M1, lam1
+
+
+register_picklable(ReducedSystem)  # pickling one built from lambdas raises UnpicklableError

@@ -226,30 +226,25 @@ def _grid(state: State, h: float) -> tuple[float, int, float]:
 
 
 def _system_kind_check(system: Any, method: Any, state: State) -> None:
-    """A State passed as ``q0`` must match the system (shape of q and v)."""
-    n = getattr(system, "n", None)
-    group = getattr(system, "group", None)
-    q = np.asarray(state.q)
-    v = np.asarray(state.v)
-    if group is not None:
-        core = tuple(group.shape)
-        ok_q = q.shape[q.ndim - len(core):] == core and q.ndim >= len(core)
-        dim = getattr(group, "dim", n)
-    else:
-        ok_q = n is None or (q.ndim >= 1 and q.shape[-1] == n)
-        dim = n
-    ok_v = dim is None or (v.ndim >= 1 and v.shape[-1] == dim)
-    if not (ok_q and ok_v):
-        want = f"(..., {', '.join(map(str, group.shape))})" if group is not None else f"(..., {n})"
-        raise InputError(
-            f"`q0` is a State with q of shape {q.shape} and v of shape {v.shape}, which does "
-            f"not match this {type(system).__name__} (q must have shape {want}, v the "
-            f"dimension {dim}). Continue a run only on the system it was computed with."
-        )
+    """A State passed as ``q0`` must fit the system: its data must be finite and pass the
+    method's own initial-data checks (shapes, group membership, the constraint set) on this
+    system. Skipped for a method that declares ``guarantees = {}`` (its nodes leave the
+    constraint set by design, e.g. ``StageConstrainedBaseline``)."""
     for name in _FIELDS:
         x = getattr(state, name)
         if x is not None and not np.all(np.isfinite(np.asarray(x, dtype=float))):
             raise InputError(f"`q0` is a State whose `{name}` holds NaN or inf.")
+    if getattr(method, "guarantees", None) == {}:
+        return
+    try:
+        method.initial_state(system, state.q, state.v, state.t)
+    except (AttributeError, TypeError) as err:
+        raise _mismatch(system, method, err) from err
+    except InputError as err:
+        raise type(err)(
+            f"`q0` is a State that does not fit this {type(system).__name__}: {err} Continue "
+            "a run only on the system it was computed with."
+        ) from err
 
 
 def integrate(

@@ -25,8 +25,9 @@ continued from ``traj.final_state()`` with the same h stays on the same grid, bi
 
 **Post-conditions.** After every step the driver checks, in this order:
 
-1. finiteness and overflow: every entry of q, v, p, λ finite and below
-   ``OVERFLOW_BOUND`` = 1e150 in magnitude (beyond it the quadratic energy overflows);
+1. finiteness and overflow: every entry of q, v, p, λ finite and the Euclidean norm of each
+   below ``OVERFLOW_BOUND`` = √(largest float) ≈ 1.3e154 (beyond it the quadratic energy
+   overflows; one ``vdot`` per field checks both);
 2. the constraint residual, for each level the method lists in ``guarantees``
    (``"position"``: ``system.residual(q, v)``, i.e. Φ(q) for a holonomic constraint and
    Φ(q, v) for a velocity constraint; ``"velocity"``: ``system.velocity_residual(q, v)``):
@@ -52,6 +53,7 @@ run, and appends its text to ``Trajectory.message``.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -71,9 +73,11 @@ __all__ = ["MESSAGES", "OVERFLOW_BOUND", "POSTCONDITION_FACTOR", "integrate"]
 #: A converged step fails when its constraint residual exceeds this multiple of the tolerance
 #: the method guarantees (times the run's scale S², see the module docstring).
 POSTCONDITION_FACTOR = 1e4
-#: A state entry larger than this in magnitude counts as an overflow (its square, e.g. in
-#: the kinetic energy, would not be finite).
-OVERFLOW_BOUND = 1e150
+#: A state field whose Euclidean norm exceeds this (≈ 1.3e154, the square root of the largest
+#: float) counts as an overflow: its square, e.g. in the kinetic energy, is not finite.
+OVERFLOW_BOUND = float(np.sqrt(np.finfo(np.float64).max))
+_vdot = np.vdot
+_isfinite = math.isfinite
 _EPS = float(np.finfo(np.float64).eps)
 
 MESSAGES = {
@@ -86,7 +90,7 @@ MESSAGES = {
         "size) or check the system's callables for overflow."
     ),
     "overflow": (
-        "Step {n} (from t = {t:.6g}) produced values above {bound:.0e} in magnitude in {what} "
+        "Step {n} (from t = {t:.6g}) produced values of norm above {bound:.1e} in {what} "
         "(overflow: the method is unstable at this step size); the trajectory stops at the "
         "last good state. Try: halve h."
     ),
@@ -152,18 +156,15 @@ class _Recorder:
 
 
 def _too_big(state: State) -> list[tuple[str, float]]:
-    """The fields of ``state`` with a non-finite entry or one above ``OVERFLOW_BOUND``."""
+    """The fields of ``state`` with a non-finite entry or whose squared norm overflows
+    (one reduction per field: ``vdot(x, x)`` is finite iff every entry is finite and the
+    Euclidean norm is below ``OVERFLOW_BOUND``)."""
     out = []
     for name in _FIELDS:
         x = getattr(state, name)
-        if x is None:
-            continue
-        if type(x) is not np.ndarray:
+        if x is not None and not _isfinite(_vdot(x, x)):
             x = np.asarray(x)
-        if x.size:
-            m = np.abs(x).max()
-            if not m <= OVERFLOW_BOUND:
-                out.append((name, float(m)))
+            out.append((name, float(np.abs(x).max()) if np.all(np.isfinite(x)) else np.inf))
     return out
 
 
@@ -390,7 +391,10 @@ def integrate(
             break
         t_k = t_ref + (n_start + k - n_ref) * h
         if new.t != t_k:
-            new = attrs.evolve(new, t=t_k)
+            if new is state:
+                new = attrs.evolve(new, t=t_k)
+            else:  # the method's fresh State: set its time on the grid in place (no copy)
+                object.__setattr__(new, "t", t_k)
         big = _too_big(new)
         if big:  # nothing returns NaN (or an overflowing state) silently
             success = False

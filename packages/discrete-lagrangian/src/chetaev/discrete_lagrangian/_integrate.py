@@ -47,8 +47,8 @@ continued from ``traj.final_state()`` with the same h stays on the same grid, bi
 A violation of 1 ends the run with ``success=False`` at the last good state and the
 ``MESSAGES["nonfinite"]`` or ``MESSAGES["overflow"]`` text; a violation of 2 raises
 :class:`PostConditionError` (a :class:`ConvergenceError`) that names the step, the time and
-the residual and suggests a smaller h, and, like a Newton failure, ends the run the same way. ``check_step`` checks
-further method-specific post-conditions: a violation raises :class:`ConvergenceError`,
+the residual and suggests a smaller h, and, like a Newton failure, ends the run the same
+way. ``check_step`` checks further method-specific post-conditions: a violation raises :class:`ConvergenceError`,
 which fails the run at that step like a Newton failure. It may instead return a
 :class:`Warning` instance (a diagnostic that does not invalidate the step, such as a growing
 parasitic mode): the driver emits it with :func:`warnings.warn`, once per warning class and
@@ -300,12 +300,15 @@ def integrate(
         (``n_steps``; ``newton_iterations`` and ``max_newton_iterations`` summed/maximized
         over the steps' ``info``; ``max_residual``; ``n_rejected``, the number of roots a
         root-selection safeguard rejected, from ``info["rejected_roots"]`` (e.g. DSOCS);
-        ``fd_second_derivatives``; ``wall_time_s``).
+        ``fd_second_derivatives``; ``wall_time_s``; ``max_constraint_residual``, the largest
+        post-condition residual, when the method declares ``guarantees``). ``t`` holds the
+        grid times t0 + k·h exactly.
 
     Raises
     ------
     InputError
-        Bad arguments, or bad initial data (raised by ``method.initial_state``).
+        Bad arguments, bad initial data (raised by ``method.initial_state``), a method that
+        cannot integrate this kind of system, or a State ``q0`` that does not fit the system.
     """
     if h is None:
         raise InputError(

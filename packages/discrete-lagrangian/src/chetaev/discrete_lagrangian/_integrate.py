@@ -49,8 +49,8 @@ A violation of 1 ends the run with ``success=False`` at the last good state and 
 :class:`PostConditionError` (a :class:`ConvergenceError`) that names the step, the time and
 the residual and suggests a smaller h, and, like a Newton failure, ends the run the same
 way. ``check_step`` checks further method-specific post-conditions: a violation raises
-:class:`ConvergenceError`, which fails the run at that step like a Newton failure. It may instead return a
-:class:`Warning` instance (a diagnostic that does not invalidate the step, such as a growing
+:class:`ConvergenceError`, which fails the run at that step like a Newton failure. It may
+instead return a :class:`Warning` instance (a diagnostic that does not invalidate the step, such as a growing
 parasitic mode): the driver emits it with :func:`warnings.warn`, once per warning class and
 run, and appends its text to ``Trajectory.message``.
 """

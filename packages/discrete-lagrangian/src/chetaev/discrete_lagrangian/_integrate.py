@@ -50,9 +50,9 @@ A violation of 1 ends the run with ``success=False`` at the last good state and 
 the residual and suggests a smaller h, and, like a Newton failure, ends the run the same
 way. ``check_step`` checks further method-specific post-conditions: a violation raises
 :class:`ConvergenceError`, which fails the run at that step like a Newton failure. It may
-instead return a :class:`Warning` instance (a diagnostic that does not invalidate the step, such as a growing
-parasitic mode): the driver emits it with :func:`warnings.warn`, once per warning class and
-run, and appends its text to ``Trajectory.message``.
+instead return a :class:`Warning` instance (a diagnostic that does not invalidate the
+step, such as a growing parasitic mode): the driver emits it with :func:`warnings.warn`,
+once per warning class and run, and appends its text to ``Trajectory.message``.
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ def integrate(
             break
         try:
             for what, fun, bound in constraint_checks:
-                r = float(np.max(np.abs(fun(new.q, new.v)), initial=0.0))
+                res_c = np.asarray(fun(new.q, new.v))
+                r = float(np.abs(res_c).max()) if res_c.size else 0.0
                 if not r <= bound:
                     raise PostConditionError(step=state.n, t=state.t, residual=r, tol=bound,
                                              what=what)

@@ -14,11 +14,14 @@ from ._errors import (
     DerivativeError,
     HypothesisError,
     InputError,
+    PostConditionError,
     SingularMatrixError,
+    UnpicklableError,
 )
-from ._integrate import integrate
+from ._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
 from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
 from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
+from ._pickling import register_picklable
 from ._prk import (
     PRKCoefficients,
     StageEvaluation,
@@ -42,6 +45,8 @@ from ._version import __version__ as __version__
 from ._vprk import VPRK
 
 __all__ = [
+    "OVERFLOW_BOUND",
+    "POSTCONDITION_FACTOR",
     "VPRK",
     "ConstrainedPRK",
     "ConstrainedSystem",
@@ -63,6 +68,7 @@ __all__ = [
     "NewtonOptions",
     "NewtonResult",
     "PRKCoefficients",
+    "PostConditionError",
     "ReferenceSolution",
     "SingularMatrixError",
     "StageEvaluation",
@@ -72,6 +78,7 @@ __all__ = [
     "Trajectory",
     "TrivializedLagrangianSystem",
     "TrivializedMechanicalSystem",
+    "UnpicklableError",
     "VelocityConstraint",
     "coefficients_from",
     "integrate",
@@ -80,6 +87,7 @@ __all__ = [
     "prk_residual",
     "raise_unless_converged",
     "reference_solution",
+    "register_picklable",
     "solve_lie_stages",
     "solve_stages",
 ]

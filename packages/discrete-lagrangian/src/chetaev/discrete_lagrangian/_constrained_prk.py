@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._checks import is_flag, is_newton_options, is_tolerance
 from ._common import check_symplectic, vector_initial_data
 from ._errors import HypothesisError
 from ._prk import PRKCoefficients, coefficients_from, solve_stages
@@ -149,10 +150,10 @@ class ConstrainedPRK:
     """
 
     pair: Any
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
-    check_hypotheses: bool = True
-    constraint_tol: float = 1e-10
-    fast_path: bool = True
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
+    check_hypotheses: bool = attrs.field(default=True, validator=is_flag)
+    constraint_tol: float = attrs.field(default=1e-10, validator=is_tolerance)
+    fast_path: bool = attrs.field(default=True, validator=is_flag)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
 
@@ -196,6 +197,15 @@ class ConstrainedPRK:
 
             self._cache["order"] = min(2 * self.coeffs.s - 2, _pair_order(self.pair))
         return self._cache["order"]
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """Φ(q_k) = 0 and ∂Φ/∂q·v_k = 0 at every node to the Newton tolerance, for pairs
+        satisfying H1–H3 (the post-condition :func:`~chetaev.discrete_lagrangian.integrate`
+        checks); nothing without the hypotheses (the nodes are then not stages)."""
+        if not self._cache["hypotheses"]:
+            return {}
+        return {"position": self.newton.tol, "velocity": self.newton.tol}
 
     def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3)."""

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._checks import is_newton_options
 from ._common import vector_initial_data
 from ._errors import InputError
 from ._solver import NewtonOptions, newton_solve, raise_unless_converged
@@ -135,7 +136,7 @@ class DiscreteEulerLagrange:
 
     kind: str = "midpoint"
     alpha: float = 0.5
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
     ld: DiscreteLagrangian = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:

@@ -20,6 +20,7 @@ import attrs
 import numpy as np
 
 from . import _dmaps_kernels as K
+from ._checks import is_newton_options
 from ._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
 from ._errors import InputError
 from ._solver import NewtonOptions, newton_solve, raise_unless_converged
@@ -42,6 +43,15 @@ __all__ = [
 # Phase-1 equations, so this is the accuracy to which the points lie on N (paper §5.1–5.2).
 _TOL = 1e-14
 _HINT = "halve h, or increase NewtonOptions(max_iter=...)"
+
+
+def _theta_converter(value: Any) -> float:
+    if isinstance(value, (bool, np.bool_, str, bytes)) or np.iscomplexobj(value):
+        raise InputError(f"`theta` must be a real number in [0, 1], got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"`theta` must be a real number in [0, 1], got {value!r}.") from None
 
 
 def _theta_validator(_inst: Any, _attr: Any, value: float) -> None:
@@ -70,7 +80,7 @@ class DiscretizationMap:
         The parameter θ ∈ [0, 1] (called α in the paper).
     """
 
-    theta: float = attrs.field(converter=float, validator=_theta_validator)
+    theta: float = attrs.field(converter=_theta_converter, validator=_theta_validator)
 
     def forward(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``R_d(q, v)`` → ``(q0, q1)``."""
@@ -228,6 +238,12 @@ class _EuclideanMethod:
         """Check ``(q0, v0) ∈ TN`` and return the state with ``p0 = M v0 ∈ Leg(TN)``."""
         return initial_euclidean_state(system, q0, v0, t0)
 
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """Constraint levels held at every node and the tolerance they are solved to (the
+        post-condition :func:`~chetaev.discrete_lagrangian.integrate` checks)."""
+        return {"position": self.newton.tol, "velocity": self.newton.tol}
+
 
 @attrs.frozen
 class DiscretizationMapMethod(_EuclideanMethod):
@@ -257,9 +273,10 @@ class DiscretizationMapMethod(_EuclideanMethod):
         Options of the Phase-1 Newton solve.
     """
 
-    theta: float = attrs.field(converter=float, validator=_theta_validator)
+    theta: float = attrs.field(converter=_theta_converter, validator=_theta_validator)
     nullspace: bool = False
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
+                                        validator=is_newton_options)
 
     @property
     def map(self) -> DiscretizationMap:
@@ -307,7 +324,8 @@ class Rattle(_EuclideanMethod):
     """
 
     nullspace: bool = False
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
+                                        validator=is_newton_options)
     order = 2
     symmetric = True
     name = "RATTLE"
@@ -365,6 +383,13 @@ class Composition:
 
     def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
         return self.methods[0].initial_state(system, q0, v0, t0)
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """The levels every factor guarantees, at the loosest of their tolerances."""
+        claims = [getattr(m, "guarantees", None) or {} for m in self.methods]
+        return {level: max(c[level] for c in claims)
+                for level in ("position", "velocity") if all(level in c for c in claims)}
 
     def step(self, system, state: State, h: float) -> State:
         h = check_step(h)
@@ -461,7 +486,8 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     item A7 corrects the paper's claim that (5.7) and (5.8) differ).
     """
 
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
+                                        validator=is_newton_options)
     order = 2
     symmetric = True
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
@@ -514,10 +540,16 @@ class StageConstrainedBaseline(_EuclideanMethod):
     for simulation.
     """
 
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
+                                        validator=is_newton_options)
     order = 2
     symmetric = True
     name = "stage-constrained midpoint (baseline, paper (1.2))"
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """Nothing: its step points leave the constraint set at O(h²) (the defect it shows)."""
+        return {}
 
     def step(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)

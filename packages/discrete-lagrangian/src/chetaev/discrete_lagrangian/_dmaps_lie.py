@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._checks import is_newton_options
 from ._dmaps_euclid import check_step
 from ._errors import ConstraintViolationError, ConvergenceError, InputError
 from ._solver import NewtonOptions, newton_solve
@@ -243,7 +244,8 @@ class LieDiscretizationMapMethod:
 
     kind: str = attrs.field(validator=_kind_validator)
     retraction: str = attrs.field(default="cayley", validator=_retraction_validator)
-    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True))
+    newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True),
+                                        validator=is_newton_options)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False, eq=False, hash=False)
 
     def _problem(self, system) -> _LieProblem:
@@ -257,6 +259,12 @@ class LieDiscretizationMapMethod:
     @property
     def order(self) -> int:
         return 1 if self.kind in ("euler_a", "euler_b") else 2
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """Constraint levels held at every node and the tolerance they are solved to (the
+        post-condition :func:`~chetaev.discrete_lagrangian.integrate` checks)."""
+        return {"position": self.newton.tol, "velocity": self.newton.tol}
 
     @property
     def symmetric(self) -> bool:
@@ -289,7 +297,13 @@ class LieDiscretizationMapMethod:
                     f"ker ℓ(g0))."
                 )
             lam0 = np.asarray(system.multiplier(g0, xi0), dtype=float)
-        batch = np.broadcast_shapes(g0.shape[:-2], xi0.shape[:-1])
+        try:
+            batch = np.broadcast_shapes(g0.shape[:-2], xi0.shape[:-1])
+        except ValueError:
+            raise InputError(
+                f"{self.name}: the batch shapes of q0 {g0.shape[:-2]} and v0 {xi0.shape[:-1]} "
+                "do not broadcast; pass one velocity per initial element (same leading axes)."
+            ) from None
         g0 = np.broadcast_to(g0, batch + g0.shape[-2:]).copy()
         xi0 = np.broadcast_to(xi0, (*batch, prob.d)).copy()
         return State(t=t0, q=g0, v=xi0, p=_mv(prob.I, xi0), lam=lam0, n=0)

@@ -8,13 +8,17 @@ residual and what to try (DESIGN.md "Conventions", STYLE.md §6).
 
 from __future__ import annotations
 
+import pickle
+
 __all__ = [
     "ConstraintViolationError",
     "ConvergenceError",
     "DerivativeError",
     "HypothesisError",
     "InputError",
+    "PostConditionError",
     "SingularMatrixError",
+    "UnpicklableError",
 ]
 
 
@@ -77,3 +81,46 @@ class ConvergenceError(RuntimeError):
             type(self),
             (self.step, self.t, self.residual, self.tol, self.iterations, self.hint),
         )
+
+
+class PostConditionError(ConvergenceError):
+    """A step converged but its result violates what the method guarantees.
+
+    Raised by :func:`~chetaev.discrete_lagrangian.integrate` after a converged step whose
+    constraint residual exceeds the method's claimed tolerance by more than the documented
+    factor (``POSTCONDITION_FACTOR``), or whose state overflows. The message has the shape::
+
+        Step 3 (from t = 30) converged but its position constraint residual 1.0e-04
+        exceeds the bound 1.0e-06 the method guarantees. Try: halve h (the step is
+        beyond the method's stability limit).
+    """
+
+    def __init__(self, step: int, t: float, residual: float, tol: float, what: str,
+                 hint: str = "halve h (the step is beyond the method's stability limit)",
+                 ) -> None:
+        self.what = str(what)
+        RuntimeError.__init__(self)
+        self.step = int(step)
+        self.t = float(t)
+        self.residual = float(residual)
+        self.tol = float(tol)
+        self.iterations = 0
+        self.hint = hint
+        self.args = (
+            f"Step {self.step} (from t = {self.t:.6g}) converged but its {self.what} "
+            f"{self.residual:.1e} exceeds the bound {self.tol:.1e} the method guarantees. "
+            f"Try: {hint.rstrip('.')}.",
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.step, self.t, self.residual, self.tol, self.what, self.hint))
+
+
+class UnpicklableError(InputError, pickle.PicklingError):
+    """An object cannot be pickled because it holds a lambda or a locally defined function.
+
+    Pickle stores functions by their importable name, so a system built from lambdas (or
+    closures) cannot be sent to another process or saved. The message names the field and
+    says what to do: define the callables as module-level functions, or pickle with
+    ``cloudpickle``.
+    """

@@ -5,37 +5,85 @@ A method implements (DESIGN.md "The shared protocol")::
     method.initial_state(system, q0, v0, t0=0.0) -> State   # checks and completes the data
     method.step(system, state, h) -> State                 # n + 1, t + h; raises on failure
 
-and optionally ``method.order``, ``method.name`` and the post-step hook::
+and optionally ``method.order``, ``method.name``, the declaration of what it guarantees::
+
+    method.guarantees -> {"position": tol, "velocity": tol}   # constraint levels held at
+                                                              # every node, solved to tol
+
+and the post-step hook::
 
     method.check_step(system, previous, state, h) -> Warning | None
 
-``integrate`` never looks inside a method: it loops, records every ``save_every``-th state,
-and turns a :class:`ConvergenceError` into ``Trajectory(success=False, message=...)``.
+``integrate`` never looks inside a method: it loops, records every ``save_every``-th state
+into preallocated arrays, and turns a :class:`ConvergenceError` into
+``Trajectory(success=False, message=...)``.
 
-``check_step`` is called after every converged, finite step. It checks what the method
-guarantees of the new state (post-conditions): a violation raises
+**Time grid.** The driver sets the time of node k from the grid, t_k = t_ref + (k − k_ref)·h
+(not by accumulating t + h), so ``sol.t[-1] == t0 + n·h`` to rounding after any number of
+steps. The grid (t_ref, k_ref, h) is kept in ``State.grid`` of the final state, so a run
+continued from ``traj.final_state()`` with the same h stays on the same grid, bit for bit.
+
+**Post-conditions.** After every step the driver checks, in this order:
+
+1. finiteness and overflow: every entry of q, v, p, λ finite and the Euclidean norm of each
+   below ``OVERFLOW_BOUND`` = √(largest float) ≈ 1.3e154 (beyond it the quadratic energy
+   overflows; one ``vdot`` per field checks both);
+2. the constraint residual, for each level the method lists in ``guarantees``
+   (``"position"``: ``system.residual(q, v)``, i.e. Φ(q) for a holonomic constraint and
+   Φ(q, v) for a velocity constraint; ``"velocity"``: ``system.velocity_residual(q, v)``):
+   ``max|residual| ≤ POSTCONDITION_FACTOR · max(tol, 64·eps) · S²`` with
+   ``S = max(1, max|q_0|, max|v_0|)`` taken from the state the run starts from (S² because
+   the residuals of mechanical constraints are at most bilinear in (q, v); S is fixed for
+   the run, so a blow-up whose residual is small *relative* to its own huge state still
+   fails). ``POSTCONDITION_FACTOR`` = 1e4. Measured in normal runs, the largest ratio
+   ``max|residual| / (max(tol, 64·eps)·S²)`` over every step of the discrete-lagrangian
+   structure, Lie, discretization-map and broadcast tests and of the integration tests is
+   2.8 (``LieDiscretizationMapMethod("euler_b")``; ConstrainedPRK 0.99, RATTLE 1.0, GNI
+   3e-4, ReducedGNI 9e-4), so the factor leaves a margin of more than 3000, while a step
+   beyond the stability limit (GNI at h = 3, 10, 100 on the nonholonomic particle) exceeds
+   it within a few steps, long before an overflow;
+3. ``method.check_step`` if the method has it.
+
+A violation of 1 ends the run with ``success=False`` at the last good state and the
+``MESSAGES["nonfinite"]`` or ``MESSAGES["overflow"]`` text; a violation of 2 raises
+:class:`PostConditionError` (a :class:`ConvergenceError`) that names the step, the time and
+the residual and suggests a smaller h, and, like a Newton failure, ends the run the same
+way. ``check_step`` checks further method-specific post-conditions: a violation raises
 :class:`ConvergenceError`, which fails the run at that step like a Newton failure. It may
-instead return a :class:`Warning` instance (a diagnostic that does not invalidate the step,
-such as a growing parasitic mode): the driver emits it with :func:`warnings.warn`, once per
-warning class and run, and appends its text to ``Trajectory.message``.
+instead return a :class:`Warning` instance (a diagnostic that does not invalidate the
+step, such as a growing parasitic mode): the driver emits it with :func:`warnings.warn`,
+once per warning class and run, and appends its text to ``Trajectory.message``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
+from . import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
 from ._derivcheck import verify_before_first_step
-from ._errors import ConvergenceError, InputError
+from ._errors import ConvergenceError, InputError, PostConditionError
 from ._state import State
 from ._trajectory import Trajectory
 from ._validation import as_float, as_int
 
-__all__ = ["MESSAGES", "integrate"]
+__all__ = ["MESSAGES", "OVERFLOW_BOUND", "POSTCONDITION_FACTOR", "integrate"]
+
+#: A converged step fails when its constraint residual exceeds this multiple of the tolerance
+#: the method guarantees (times the run's scale S², see the module docstring).
+POSTCONDITION_FACTOR = 1e4
+#: A state field whose Euclidean norm exceeds this (≈ 1.3e154, the square root of the largest
+#: float) counts as an overflow: its square, e.g. in the kinetic energy, is not finite.
+OVERFLOW_BOUND = float(np.sqrt(np.finfo(np.float64).max))
+_vdot = np.vdot
+_isfinite = math.isfinite
+_EPS = float(np.finfo(np.float64).eps)
 
 MESSAGES = {
     "success": "Integration finished: {n} steps of h = {h:g} to t = {t:.6g}.",
@@ -46,13 +94,163 @@ MESSAGES = {
         "stops at the last finite state. Try: halve h (the method may be unstable at this step "
         "size) or check the system's callables for overflow."
     ),
+    "overflow": (
+        "Step {n} (from t = {t:.6g}) produced values of norm above {bound:.1e} in {what} "
+        "(overflow: the method is unstable at this step size); the trajectory stops at the "
+        "last good state. Try: halve h."
+    ),
 }
+
+_FIELDS = ("q", "v", "p", "lam")
+
+
+class _Recorder:
+    """Saved nodes written into arrays preallocated for the whole run (lean storage).
+
+    A field whose shape changes during the run (a method that does so) falls back to a
+    list of rows, stacked at the end.
+    """
+
+    def __init__(self, state: State, capacity: int) -> None:
+        self.t = np.empty(capacity)
+        self.k = 0
+        self.buffers: dict[str, Any] = {}
+        for name in _FIELDS:
+            x = getattr(state, name)
+            if x is None:
+                self.buffers[name] = None
+            else:
+                x = np.asarray(x)
+                self.buffers[name] = np.empty((capacity, *x.shape), dtype=np.result_type(x, float))
+        self.record(state)
+
+    def record(self, state: State) -> None:
+        k = self.k
+        self.t[k] = state.t
+        for name in _FIELDS:
+            buf = self.buffers[name]
+            x = getattr(state, name)
+            if buf is None and x is None:
+                continue
+            if type(buf) is np.ndarray and x is not None and np.shape(x) == buf.shape[1:]:
+                buf[k] = x
+            else:
+                self._fallback(name, x, k)
+        self.k = k + 1
+
+    def _fallback(self, name: str, x: Any, k: int) -> None:
+        buf = self.buffers[name]
+        if isinstance(buf, np.ndarray):
+            buf = list(buf[:k])
+        elif buf is None:
+            buf = [None] * k
+        buf.append(None if x is None else np.asarray(x))
+        self.buffers[name] = buf
+
+    def arrays(self) -> dict[str, Any]:
+        k, cap = self.k, self.t.shape[0]
+        out: dict[str, Any] = {"t": self.t[:k] if k == cap else self.t[:k].copy()}
+        for name, buf in self.buffers.items():
+            if isinstance(buf, np.ndarray):
+                out[name] = buf if k == cap else buf[:k].copy()
+            elif buf is None:
+                out[name] = None
+            else:
+                out[name] = _stack(buf)
+        return out
+
+
+def _too_big(state: State) -> list[tuple[str, float]]:
+    """The fields of ``state`` with a non-finite entry or whose squared norm overflows
+    (one reduction per field: ``vdot(x, x)`` is finite iff every entry is finite and the
+    Euclidean norm is below ``OVERFLOW_BOUND``)."""
+    out = []
+    for name in _FIELDS:
+        x = getattr(state, name)
+        if x is not None and not _isfinite(_vdot(x, x)):
+            x = np.asarray(x)
+            out.append((name, float(np.abs(x).max()) if np.all(np.isfinite(x)) else np.inf))
+    return out
 
 
 def _stack(items: list[Any]) -> np.ndarray | None:
     if any(x is None for x in items):
         return None
     return np.stack([np.asarray(x) for x in items])
+
+
+def _constraint_checks(method: Any, system: Any, state: State) -> list[tuple[str, Any, float]]:
+    """(level name, residual function, bound) for each level the method guarantees."""
+    claims = getattr(method, "guarantees", None) or {}
+    levels = {"position": "residual", "velocity": "velocity_residual"}
+    checks = []
+    scale = max(1.0, float(np.max(np.abs(state.q), initial=0.0)),
+                float(np.max(np.abs(state.v), initial=0.0)))
+    for level, tol in claims.items():
+        if level not in levels:
+            raise InputError(
+                f"{type(method).__name__}.guarantees names the level {level!r}; the driver "
+                f"knows {sorted(levels)}."
+            )
+        fun = getattr(system, levels[level], None)
+        if fun is None or not hasattr(system, "constraint"):
+            continue
+        bound = POSTCONDITION_FACTOR * max(float(tol), 64.0 * _EPS) * scale * scale
+        checks.append((f"{level} constraint residual", fun, bound))
+    return checks
+
+
+def _mismatch(system: Any, method: Any, err: Exception) -> InputError:
+    name = getattr(method, "name", type(method).__name__)
+    return InputError(
+        f"`method` {name} cannot integrate this `system` ({type(system).__name__}): "
+        f"{type(err).__name__}: {err}. Pass a system of the kind the method integrates "
+        "(see its docstring; e.g. a DSOCS runs with DSOCSIntegrator, a ConstrainedSystem with "
+        "a velocity constraint with chetaev.nh_integrators or GNI)."
+    )
+
+
+def _start_on_constraints(checks: list[tuple[str, Any, float]], state: State) -> None:
+    """A State passed as ``q0`` must satisfy what the method guarantees on *this* system
+    (a state saved from another system fails here instead of running on)."""
+    for what, fun, bound in checks:
+        r = float(np.max(np.abs(fun(state.q, state.v)), initial=0.0))
+        if not r <= bound:
+            raise InputError(
+                f"`q0` is a State whose {what} on this system is {r:.2e} > {bound:.1e}: it "
+                "does not lie on this system's constraint set. Was it computed with another "
+                "system? Continue a run only on the system it was computed with."
+            )
+
+
+def _grid(state: State, h: float) -> tuple[float, int, float]:
+    """The time grid (t_ref, n_ref, h) the run continues on (module docstring)."""
+    g = state.grid
+    if g is not None and g[2] == h:
+        return (float(g[0]), int(g[1]), float(g[2]))
+    return (float(state.t), int(state.n), h)
+
+
+def _system_kind_check(system: Any, method: Any, state: State) -> None:
+    """A State passed as ``q0`` must fit the system: its data must be finite and pass the
+    method's own initial-data checks (shapes, group membership, the constraint set) on this
+    system. Skipped for a method that declares ``guarantees = {}`` (its nodes leave the
+    constraint set by design, e.g. ``StageConstrainedBaseline``)."""
+    for name in _FIELDS:
+        x = getattr(state, name)
+        if x is not None and not np.all(np.isfinite(np.asarray(x, dtype=float))):
+            raise InputError(f"`q0` is a State whose `{name}` holds NaN or inf.")
+    if getattr(method, "guarantees", None) == {}:
+        return
+    try:
+        method.initial_state(system, state.q, state.v, state.t)
+    except (AttributeError, TypeError) as err:
+        raise _mismatch(system, method, err) from err
+    except InputError as err:
+        raise type(err)(
+            f"`q0` is a State that does not fit this {type(system).__name__}: {err} Continue "
+            "a run only on the system it was computed with."
+        ) from err
 
 
 def integrate(
@@ -103,12 +301,15 @@ def integrate(
         (``n_steps``; ``newton_iterations`` and ``max_newton_iterations`` summed/maximized
         over the steps' ``info``; ``max_residual``; ``n_rejected``, the number of roots a
         root-selection safeguard rejected, from ``info["rejected_roots"]`` (e.g. DSOCS);
-        ``fd_second_derivatives``; ``wall_time_s``).
+        ``fd_second_derivatives``; ``wall_time_s``; ``max_constraint_residual``, the largest
+        post-condition residual, when the method declares ``guarantees``). ``t`` holds the
+        grid times t0 + k·h exactly.
 
     Raises
     ------
     InputError
-        Bad arguments, or bad initial data (raised by ``method.initial_state``).
+        Bad arguments, bad initial data (raised by ``method.initial_state``), a method that
+        cannot integrate this kind of system, or a State ``q0`` that does not fit the system.
     """
     if h is None:
         raise InputError(
@@ -118,12 +319,34 @@ def integrate(
     save_every = as_int(save_every, "save_every", minimum=1)
     if (t_final is None) == (n_steps is None):
         raise InputError("Give exactly one of `t_final` and `n_steps`.")
+    if not (hasattr(method, "initial_state") and hasattr(method, "step")):
+        raise InputError(
+            f"`method` must be an integrator with initial_state(system, q0, v0, t0) and "
+            f"step(system, state, h) (e.g. VPRK(gauss(2))); got {type(method).__name__}."
+        )
+    if callback is not None and not callable(callback):
+        raise InputError(f"`callback` must be callable callback(state), got {callback!r}.")
     if isinstance(q0, State):
         state = q0
+        _system_kind_check(system, method, state)
+        if v0 is not None:
+            raise InputError(
+                "`v0` must be None when `q0` is a State (the State holds the velocity); "
+                "call integrate(system, method, traj.final_state(), None, h=...)."
+            )
     else:
         t0 = as_float(t0, "t0")
+        for name, x in (("q0", q0), ("v0", v0)):
+            if x is not None and np.iscomplexobj(x):
+                raise InputError(
+                    f"`{name}` must be real, got a complex array; pass its real part "
+                    f"(np.real({name})) if the imaginary part is zero."
+                )
         verify_before_first_step(system, q0, v0)  # user callables and derivatives, once
-        state = method.initial_state(system, q0, v0, t0)
+        try:
+            state = method.initial_state(system, q0, v0, t0)
+        except (AttributeError, TypeError) as err:
+            raise _mismatch(system, method, err) from err
     if n_steps is None:
         span = as_float(t_final, "t_final") - state.t
         n_float = span / h
@@ -134,6 +357,7 @@ def integrate(
                 "pass n_steps=... or adjust t_final."
             )
     n_steps = as_int(n_steps, "n_steps", minimum=0)
+    t_ref, n_ref, _ = grid = _grid(state, h)
 
     bar = None
     if progress:
@@ -144,7 +368,7 @@ def integrate(
         except ImportError:  # pragma: no cover - optional dependency
             bar = None
 
-    ts, qs, vs, ps, lams = [state.t], [state.q], [state.v], [state.p], [state.lam]
+    rec = _Recorder(state, n_steps // save_every + 1 + (n_steps % save_every != 0))
     total_it = 0
     n_rejected = 0
     max_it = 0
@@ -155,47 +379,74 @@ def integrate(
     k = 0
     stopped = False
     check_step = getattr(method, "check_step", None)
+    constraint_checks = _constraint_checks(method, system, state)
+    if isinstance(q0, State):
+        _start_on_constraints(constraint_checks, state)
+    max_constraint = 0.0
     notes: list[str] = []
     warned: set[type] = set()
+    n_start = state.n
     for k in range(1, n_steps + 1):
         try:
             new = method.step(system, state, h)
+        except (AttributeError, TypeError) as err:
+            if k == 1 and isinstance(q0, State):  # a State from another kind of system
+                raise _mismatch(system, method, err) from err
+            raise
         except ConvergenceError as err:
             success = False
             message = MESSAGES["failed"].format(error=err)
             k -= 1
             break
-        bad = [name for name, x in (("q", new.q), ("v", new.v), ("p", new.p), ("lam", new.lam))
-               if x is not None and not np.all(np.isfinite(x))]
-        if bad:  # nothing returns NaN silently
+        t_k = t_ref + (n_start + k - n_ref) * h
+        if new.t != t_k:
+            if new is state:
+                new = attrs.evolve(new, t=t_k)
+            else:  # the method's fresh State: set its time on the grid in place (no copy)
+                object.__setattr__(new, "t", t_k)
+        big = _too_big(new)
+        if big:  # nothing returns NaN (or an overflowing state) silently
             success = False
-            message = MESSAGES["nonfinite"].format(n=state.n, t=state.t, what=", ".join(bad))
+            if all(np.isfinite(m) for _, m in big):
+                message = MESSAGES["overflow"].format(
+                    n=state.n, t=state.t, bound=OVERFLOW_BOUND,
+                    what=", ".join(name for name, _ in big))
+            else:
+                message = MESSAGES["nonfinite"].format(
+                    n=state.n, t=state.t,
+                    what=", ".join(name for name, m in big if not np.isfinite(m)))
             k -= 1
             break
-        if check_step is not None:
-            try:
-                note = check_step(system, state, new, h)
-            except ConvergenceError as err:
-                success = False
-                message = MESSAGES["failed"].format(error=err)
-                k -= 1
-                break
-            if note is not None and type(note) not in warned:
-                warned.add(type(note))
-                warnings.warn(note, stacklevel=2)
-                notes.append(str(note))
+        try:
+            for what, fun, bound in constraint_checks:
+                res_c = np.asarray(fun(new.q, new.v))
+                r = float(np.abs(res_c).max()) if res_c.size else 0.0
+                if not r <= bound:
+                    raise PostConditionError(step=state.n, t=state.t, residual=r, tol=bound,
+                                             what=what)
+                max_constraint = max(max_constraint, r)
+            note = check_step(system, state, new, h) if check_step is not None else None
+        except ConvergenceError as err:
+            success = False
+            message = MESSAGES["failed"].format(error=err)
+            k -= 1
+            break
+        if note is not None and type(note) not in warned:
+            warned.add(type(note))
+            warnings.warn(note, stacklevel=2)
+            notes.append(str(note))
         state = new
-        it = state.info.get("newton_iterations", 0)
-        total_it += int(it)
-        max_it = max(max_it, int(it))
-        max_res = max(max_res, float(state.info.get("residual", 0.0)))
-        n_rejected += int(state.info.get("rejected_roots", 0))
+        info = state.info
+        it = int(info.get("newton_iterations", 0))
+        total_it += it
+        if it > max_it:
+            max_it = it
+        res = float(info.get("residual", 0.0))
+        if res > max_res:
+            max_res = res
+        n_rejected += int(info.get("rejected_roots", 0))
         if k % save_every == 0:
-            ts.append(state.t)
-            qs.append(state.q)
-            vs.append(state.v)
-            ps.append(state.p)
-            lams.append(state.lam)
+            rec.record(state)
             last_saved = k
         if bar is not None:
             bar.update(1)
@@ -203,11 +454,7 @@ def integrate(
             stopped = True
             break
     if last_saved != k and k > 0:
-        ts.append(state.t)
-        qs.append(state.q)
-        vs.append(state.v)
-        ps.append(state.p)
-        lams.append(state.lam)
+        rec.record(state)
     if bar is not None:
         bar.close()
     if success:
@@ -224,17 +471,16 @@ def integrate(
         "fd_second_derivatives": bool(getattr(system, "fd_second_derivatives", False)),
         "wall_time_s": time.perf_counter() - wall,
     }
+    if constraint_checks:
+        stats["max_constraint_residual"] = max_constraint
+    arrays = rec.arrays()
     return Trajectory(
-        t=np.asarray(ts, dtype=float),
-        q=np.stack([np.asarray(x) for x in qs]),
-        v=np.stack([np.asarray(x) for x in vs]),
-        p=_stack(ps),
-        lam=_stack(lams),
+        **arrays,
         success=success,
         message=message,
         stats=stats,
         system=system,
         method=str(getattr(method, "name", type(method).__name__)),
         h=h,
-        final=state,
+        final=attrs.evolve(state, grid=grid),
     )

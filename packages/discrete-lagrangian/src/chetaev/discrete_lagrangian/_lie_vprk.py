@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._checks import is_newton_options, is_tolerance
 from ._common import check_symplectic
 from ._errors import HypothesisError, InputError
 from ._lie_prk import solve_lie_stages
@@ -127,8 +128,8 @@ class LieVPRK:
 
     pair: Any
     retraction: str = "cayley"
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
-    constraint_tol: float = 1e-10
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
+    constraint_tol: float = attrs.field(default=1e-10, validator=is_tolerance)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
 
@@ -155,13 +156,21 @@ class LieVPRK:
             self._cache["order"] = _pair_order(self.pair)
         return self._cache["order"]
 
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """With a holonomic constraint: Φ(g_k) = 0 and the tangency at every node to the
+        Newton tolerance (the post-condition :func:`~chetaev.discrete_lagrangian.integrate`
+        checks; ignored for unconstrained systems)."""
+        return {"position": self.newton.tol, "velocity": self.newton.tol}
+
     def _tau(self, group: Any):
         key = ("tau", id(group))
-        if key not in self._cache:
+        hit = self._cache.get(key)
+        if hit is None or hit[0] is not group:  # ids are reused (and stale after pickling)
             from chetaev.liegroups import retraction
 
-            self._cache[key] = retraction(group, self.retraction)
-        return self._cache[key]
+            hit = self._cache[key] = (group, retraction(group, self.retraction))
+        return hit[1]
 
     def _check_holonomic_pair(self) -> None:
         if "hyp" not in self._cache:
@@ -187,7 +196,14 @@ class LieVPRK:
         g0 = as_group_element(q0, group, "q0")
         eta0 = as_vector(v0, "v0", group.dim)
         gnd = len(tuple(group.shape))
-        batch = np.broadcast_shapes(g0.shape[: g0.ndim - gnd], eta0.shape[:-1])
+        try:
+            batch = np.broadcast_shapes(g0.shape[: g0.ndim - gnd], eta0.shape[:-1])
+        except ValueError:
+            raise InputError(
+                f"LieVPRK: the batch shapes of q0 {g0.shape[: g0.ndim - gnd]} and v0 "
+                f"{eta0.shape[:-1]} do not broadcast; pass one velocity per initial element "
+                "(same leading axes)."
+            ) from None
         g0 = np.array(np.broadcast_to(g0, batch + tuple(group.shape)))
         eta0 = np.array(np.broadcast_to(eta0, (*batch, group.dim)))
         lam0 = None

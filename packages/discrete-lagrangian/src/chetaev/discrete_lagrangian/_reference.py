@@ -28,7 +28,7 @@ from scipy.integrate import solve_ivp
 
 from ._derivcheck import verify_before_first_step
 from ._errors import InputError
-from ._validation import as_vector
+from ._validation import as_float, as_group_element, as_vector
 
 __all__ = ["ReferenceSolution", "reference_solution"]
 
@@ -108,27 +108,44 @@ def reference_solution(
     -------
     ReferenceSolution
     """
-    t = np.asarray(t, dtype=float).reshape(-1)
+    if np.iscomplexobj(t):
+        raise InputError("`t` must be real times, got a complex array.")
+    try:
+        t = np.asarray(t, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(f"`t` must be an array of real times, got {t!r}.") from None
     if t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise InputError("`t` must be a non-empty, finite, strictly increasing array of times.")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        as_float(tol, name, positive=True)
     verify_before_first_step(system, q0, v0)  # user callables and derivatives, once
     group = getattr(system, "group", None)
-    n = system.n
+    n = getattr(system, "n", None)
+    if n is None or not hasattr(system, "legendre"):
+        raise InputError(
+            "`system` must be a LagrangianSystem, MechanicalSystem, Trivialized*System or "
+            f"ConstrainedSystem; got {type(system).__name__}."
+        )
+    for name, x in (("q0", q0), ("v0", v0)):
+        if np.iscomplexobj(x):
+            raise InputError(f"`{name}` must be real, got a complex array.")
     v0 = as_vector(v0, "v0", n)
-    q0 = np.asarray(q0, dtype=float)
     if group is None:
         q0 = as_vector(q0, "q0", n)
-        batch = np.broadcast_shapes(q0.shape[:-1], v0.shape[:-1])
-        q0 = np.broadcast_to(q0, (*batch, n))
+        qb = q0.shape[:-1]
         k = None
     else:
         k = group.shape[-1]
-        if q0.shape[-2:] != (k, k):
-            raise InputError(
-                f"`q0` must be a group element of shape (..., {k}, {k}), got {q0.shape}."
-            )
-        batch = np.broadcast_shapes(q0.shape[:-2], v0.shape[:-1])
-        q0 = np.broadcast_to(q0, (*batch, k, k))
+        q0 = as_group_element(q0, group, "q0")
+        qb = q0.shape[:-2]
+    try:
+        batch = np.broadcast_shapes(qb, v0.shape[:-1])
+    except ValueError:
+        raise InputError(
+            f"the batch shapes of `q0` {qb} and `v0` {v0.shape[:-1]} do not broadcast; pass "
+            "one velocity per initial configuration (same leading axes)."
+        ) from None
+    q0 = np.broadcast_to(q0, (*batch, n) if group is None else (*batch, k, k))
     v0 = np.broadcast_to(v0, (*batch, n))
     if hasattr(system, "check_initial"):
         system.check_initial(q0, v0, tol=1e-8)

@@ -65,27 +65,59 @@ class NewtonOptions:
         Ignore an analytic Jacobian and use finite differences (testing aid).
     """
 
-    tol: float = attrs.field(default=1e-12, converter=float)
-    atol: float = attrs.field(default=1e-300, converter=float)
-    max_iter: int = attrs.field(default=50, converter=int)
-    simplified: bool = False
-    refresh_rate: float = 0.2
-    max_stall: int = 3
-    finite_differences: bool = False
+    tol: float = attrs.field(default=1e-12)
+    atol: float = attrs.field(default=1e-300)
+    max_iter: int = attrs.field(default=50)
+    simplified: bool = attrs.field(default=False)
+    refresh_rate: float = attrs.field(default=0.2)
+    max_stall: int = attrs.field(default=3)
+    finite_differences: bool = attrs.field(default=False)
 
-    @tol.validator
-    def _check_tol(self, attribute, value):
-        if not (value > 0 and np.isfinite(value)):
-            from ._errors import InputError
+    def __attrs_post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "tol", _option_float(self.tol, "tol", positive=True))
+        set_(self, "atol", _option_float(self.atol, "atol", positive=False))
+        set_(self, "refresh_rate", _option_float(self.refresh_rate, "refresh_rate", True))
+        set_(self, "max_iter", _option_int(self.max_iter, "max_iter"))
+        set_(self, "max_stall", _option_int(self.max_stall, "max_stall"))
+        for name in ("simplified", "finite_differences"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                _option_error(name, value, "must be True or False")
+            set_(self, name, bool(value))
 
-            raise InputError(f"NewtonOptions(tol=...) must be positive and finite, got {value}.")
 
-    @max_iter.validator
-    def _check_iter(self, attribute, value):
-        if value < 1:
-            from ._errors import InputError
+def _option_error(name: str, value, what: str):
+    from ._errors import InputError
 
-            raise InputError(f"NewtonOptions(max_iter=...) must be >= 1, got {value}.")
+    raise InputError(f"NewtonOptions({name}=...) {what}, got {value!r}.")
+
+
+def _option_float(value, name: str, positive: bool) -> float:
+    """A finite real option (> 0, or >= 0 when not ``positive``)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or np.iscomplexobj(value):
+        _option_error(name, value, "must be a real number")
+    try:
+        val = float(value)
+    except (TypeError, ValueError):
+        _option_error(name, value, "must be a real number")
+    if not np.isfinite(val) or val < 0 or (positive and val == 0):
+        _option_error(name, value, "must be positive and finite" if positive
+                      else "must be non-negative and finite")
+    return val
+
+
+def _option_int(value, name: str) -> int:
+    """An integer option >= 1 (an integral float such as 20.0 is accepted; 2.7 is not)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or np.iscomplexobj(value):
+        _option_error(name, value, "must be an integer >= 1")
+    try:
+        val = float(value)
+    except (TypeError, ValueError):
+        _option_error(name, value, "must be an integer >= 1")
+    if not (np.isfinite(val) and val.is_integer() and val >= 1):
+        _option_error(name, value, "must be an integer >= 1")
+    return int(val)
 
 
 @attrs.frozen(eq=False)

@@ -7,7 +7,47 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._errors import InputError
+
 __all__ = ["State"]
+
+
+_INF = float("inf")
+
+
+def _as_time(t: Any) -> float:
+    if type(t) is float and -_INF < t < _INF:  # the hot path: methods pass Python floats
+        return t
+    if isinstance(t, (bool, np.bool_, str, bytes)) or np.iscomplexobj(t):
+        raise InputError(f"State(t=...) must be a real number, got {t!r}.")
+    try:
+        val = float(t)
+    except (TypeError, ValueError):
+        raise InputError(f"State(t=...) must be a real number, got {t!r}.") from None
+    if not -_INF < val < _INF:
+        raise InputError(f"State(t=...) must be finite, got {t!r}.")
+    return val
+
+
+def _as_count(n: Any) -> int:
+    if type(n) is int:
+        return n
+    if isinstance(n, (bool, np.bool_, str, bytes)):
+        raise InputError(f"State(n=...) must be an integer step counter, got {n!r}.")
+    try:
+        val = float(n)
+    except (TypeError, ValueError):
+        raise InputError(f"State(n=...) must be an integer step counter, got {n!r}.") from None
+    if not val.is_integer():
+        raise InputError(f"State(n=...) must be an integer step counter, got {n!r}.")
+    return int(val)
+
+
+def _as_grid(g: Any) -> tuple[float, int, float] | None:
+    if g is None:
+        return None
+    t_ref, n_ref, h = g
+    return (float(t_ref), int(n_ref), float(h))
 
 
 @attrs.frozen(eq=False)
@@ -47,15 +87,21 @@ class State:
         Saved with a :class:`Trajectory`, so a restart is bit-for-bit identical.
     info : dict
         Per-step diagnostics, e.g. ``{"newton_iterations": 3, "residual": 1e-15}``.
+    grid : tuple (t_ref, n_ref, h) or None
+        The time grid this state lies on, t = t_ref + (n − n_ref)·h, set by
+        :func:`~chetaev.discrete_lagrangian.integrate` on the final state of a run so that a
+        continued run with the same h stays on the same grid (exact times after any number
+        of steps). None for states made by hand or by a method.
 
     Derive modified copies with :func:`attrs.evolve`.
     """
 
-    t: float = attrs.field(converter=float)
+    t: float = attrs.field(converter=_as_time)
     q: np.ndarray = attrs.field()
     v: np.ndarray = attrs.field()
     p: np.ndarray | None = None
     lam: np.ndarray | None = None
-    n: int = attrs.field(default=0, converter=int)
+    n: int = attrs.field(default=0, converter=_as_count)
     carry: dict[str, Any] = attrs.field(factory=dict)
     info: dict[str, Any] = attrs.field(factory=dict)
+    grid: tuple[float, int, float] | None = attrs.field(default=None, converter=_as_grid)

@@ -66,6 +66,25 @@ class Trajectory:
     h: float = float("nan")
     final: State | None = None
 
+    def __attrs_post_init__(self) -> None:
+        t = np.asarray(self.t)
+        if t.ndim != 1 or not np.isrealobj(t):
+            raise InputError(f"Trajectory(t=...) must be a real 1-D array of times, got shape "
+                             f"{t.shape} and dtype {t.dtype}.")
+        for name in ("q", "v", "p", "lam"):
+            x = getattr(self, name)
+            if name in ("q", "v") and x is None:
+                raise InputError(f"Trajectory({name}=...) is required (an array with the time "
+                                 "axis first).")
+            if x is not None and (np.ndim(x) < 1 or np.shape(x)[0] != t.shape[0]):
+                raise InputError(
+                    f"Trajectory({name}=...) must have the time axis first with {t.shape[0]} "
+                    f"nodes (len(t)), got shape {np.shape(x)}."
+                )
+        if self.final is not None and not isinstance(self.final, State):
+            raise InputError(f"Trajectory(final=...) must be a State or None, got "
+                             f"{type(self.final).__name__}.")
+
     def final_state(self) -> State:
         """The last state reached (with the method's carry), ready to integrate on from."""
         if self.final is None:
@@ -147,7 +166,8 @@ class Trajectory:
                         f"Cannot save carry entry {k!r} of type {type(val).__name__}: "
                         "carry values must be arrays, numbers, lists of arrays or None."
                     )
-            final_meta = {"t": f.t, "n": f.n, "info": _jsonable(f.info)}
+            final_meta = {"t": f.t, "n": f.n, "info": _jsonable(f.info),
+                          "grid": None if f.grid is None else list(f.grid)}
         meta = {
             "format_version": _FORMAT_VERSION,
             "success": bool(self.success),
@@ -165,7 +185,19 @@ class Trajectory:
     @classmethod
     def load(cls, path: str | Path, system: Any = None) -> Trajectory:
         """Load a trajectory written by :meth:`save` (attach ``system`` if given)."""
-        with np.load(path, allow_pickle=False) as data:
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise InputError(
+                f"Trajectory.load(path={str(path)!r}): cannot read the file ({err}). Pass the "
+                "path of an .npz file written by Trajectory.save."
+            ) from err
+        if not hasattr(data, "files") or "metadata" not in data.files:
+            raise InputError(
+                f"Trajectory.load(path={str(path)!r}): the file is not a trajectory written by "
+                "Trajectory.save (no metadata entry)."
+            )
+        with data:
             meta = json.loads(str(data["metadata"]))
             get = lambda k: np.array(data[k]) if k in data.files else None  # noqa: E731
             final = None
@@ -190,6 +222,7 @@ class Trajectory:
                 final = State(
                     t=fm["t"], q=get("final__q"), v=get("final__v"), p=get("final__p"),
                     lam=get("final__lam"), n=fm["n"], carry=carry, info=fm["info"],
+                    grid=fm.get("grid"),
                 )
             return cls(
                 t=get("t"), q=get("q"), v=get("v"), p=get("p"), lam=get("lam"),

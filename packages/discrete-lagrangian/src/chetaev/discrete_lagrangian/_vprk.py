@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._checks import is_newton_options
 from ._common import check_symplectic, vector_initial_data
 from ._prk import PRKCoefficients, coefficients_from, solve_stages
 from ._solver import NewtonOptions
@@ -56,7 +57,7 @@ class VPRK:
     """
 
     pair: Any
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
 

@@ -16,21 +16,21 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, newton_solve
+from chetaev.discrete_lagrangian import NewtonOptions, newton_solve, register_picklable
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
 from ._errors import DSOCSConvergenceError, DSOCSInputError
 from ._lagrangian import TwoPointLagrangian
 from ._solve import deflated, gauss_newton
-from ._validation import as_points, as_step
+from ._validation import as_points, as_step, step_points
 
 __all__ = ["DSOCS", "FlowConditions", "TwoFormCheck", "central_difference"]
 
 
 def central_difference(q0, q1, q2, h: float):
     """φ_{D_K}^{-1}(q0, q1, q2) = (q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²) (§4.1.2 (3))."""
-    q0, q1, q2 = (np.asarray(x, float) for x in (q0, q1, q2))
+    h, q0, q1, q2 = step_points(h, q0, q1, q2)
     return q1, (q2 - q0) / (2.0 * h), (q2 - 2.0 * q1 + q0) / h**2
 
 
@@ -290,8 +290,7 @@ class DSOCS:
         DSOCSConvergenceError
             If Newton fails, or every root found is rejected by ``root_filter``.
         """
-        q0 = as_points(q0, "q0")
-        q1 = as_points(q1, "q1", q0.shape[-1])
+        _, q0, q1 = step_points(1.0, q0, q1, names=("q0", "q1"))
         if self.solver is not None:
             q2 = np.asarray(self.solver(q0, q1), float)
             # the residual of eq. (4) at the solver's point is measured, not assumed
@@ -680,3 +679,7 @@ class DSOCS:
 
 def V_depends(V: VariationalConstraint) -> tuple[int, ...]:
     return tuple(V.depends_on)
+
+
+# pickling a DSOCS whose callables are lambdas raises UnpicklableError (with advice)
+register_picklable(DSOCS, KinematicConstraint, VariationalConstraint, TwoPointLagrangian, SOCS)

@@ -23,7 +23,7 @@ import numpy as np
 from chetaev.discrete_lagrangian import State
 
 from ._errors import DSOCSInputError
-from ._validation import as_points, as_step
+from ._validation import as_points, as_step, as_time, step_points
 
 __all__ = ["DSOCSIntegrator"]
 
@@ -35,6 +35,13 @@ def _check_start(inst, attribute, value):
         raise DSOCSInputError(
             f"start must be 'paper', 'second_order' or a callable start(q0, v0, h) -> q1; "
             f"got {value!r}."
+        )
+
+
+def _check_acceleration(inst, attribute, value):
+    if value is not None and not callable(value):
+        raise DSOCSInputError(
+            f"acceleration must be None or a callable acceleration(q0, v0) -> a0; got {value!r}."
         )
 
 
@@ -60,7 +67,7 @@ class DSOCSIntegrator:
     """
 
     start: str | Callable = attrs.field(default="second_order", validator=_check_start)
-    acceleration: Callable | None = None
+    acceleration: Callable | None = attrs.field(default=None, validator=_check_acceleration)
 
     @property
     def order(self) -> int | None:
@@ -115,8 +122,9 @@ class DSOCSIntegrator:
                 "this DSOCS has no time step: build it with h=... (DSOCS(..., h=...) or "
                 "DSOCS.from_continuous(..., h)) so the starting procedure can form q1."
             )
-        q0 = as_points(q0, "q0")
-        v0 = as_points(v0, "v0", q0.shape[-1])
+        _, q0, v0 = step_points(dsocs.h, q0, v0, names=("q0", "v0"))
+        q0, v0 = (np.array(x) for x in np.broadcast_arrays(q0, v0))
+        t0 = as_time(t0)
         h = dsocs.h
         q1 = self.first_point(dsocs, q0, v0, h)
         return State(

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._errors import DSOCSInputError
 
-__all__ = ["as_points", "as_step", "fd_jacobian", "step_points"]
+__all__ = ["as_points", "as_step", "as_time", "fd_jacobian", "step_points"]
 
 
 def as_points(x, name: str, n: int | None = None) -> np.ndarray:
@@ -17,6 +17,8 @@ def as_points(x, name: str, n: int | None = None) -> np.ndarray:
     DSOCSInputError
         If ``x`` is not numeric, not finite, or its last axis is not ``n``.
     """
+    if np.iscomplexobj(x):
+        raise DSOCSInputError(f"{name} must be real; got a complex array (pass its real part).")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -37,6 +39,8 @@ def as_points(x, name: str, n: int | None = None) -> np.ndarray:
 
 def as_step(h, name: str = "h", allow_negative: bool = True) -> float:
     """Return the time step as a float; zero, NaN and inf are rejected."""
+    if isinstance(h, (bool, np.bool_, str, bytes)) or np.iscomplexobj(h):
+        raise DSOCSInputError(f"{name} must be a real number; got {h!r}.")
     try:
         val = float(h)
     except (TypeError, ValueError) as exc:
@@ -44,6 +48,19 @@ def as_step(h, name: str = "h", allow_negative: bool = True) -> float:
     if not np.isfinite(val) or val == 0.0 or (not allow_negative and val < 0.0):
         sign = "nonzero" if allow_negative else "positive"
         raise DSOCSInputError(f"{name} must be a finite {sign} number; got {h!r}.")
+    return val
+
+
+def as_time(t, name: str = "t0") -> float:
+    """A finite real time."""
+    if isinstance(t, (bool, np.bool_, str, bytes)) or np.iscomplexobj(t):
+        raise DSOCSInputError(f"{name} must be a real number; got {t!r}.")
+    try:
+        val = float(t)
+    except (TypeError, ValueError) as exc:
+        raise DSOCSInputError(f"{name} must be a real number; got {t!r}.") from exc
+    if not np.isfinite(val):
+        raise DSOCSInputError(f"{name} must be finite; got {t!r}.")
     return val
 
 

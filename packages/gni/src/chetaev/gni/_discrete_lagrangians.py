@@ -18,8 +18,18 @@ import attrs
 import numpy as np
 
 from ._adapters import second_derivatives
+from ._errors import InputError
 
 __all__ = ["AlphaDiscreteLagrangian", "MidpointDiscreteLagrangian"]
+
+
+def _as_alpha(value) -> float:
+    if isinstance(value, (bool, np.bool_, str, bytes)) or np.iscomplexobj(value):
+        raise InputError(f"alpha must be a real number in [0, 1]; got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"alpha must be a real number in [0, 1]; got {value!r}") from None
 
 
 @attrs.frozen
@@ -31,12 +41,12 @@ class AlphaDiscreteLagrangian:
     paper §5, eq. (16) (not in the paper). The GNI is of order 2 for ``α = ½`` and 1 otherwise.
     """
 
-    alpha: float = attrs.field(converter=float)
+    alpha: float = attrs.field(converter=_as_alpha)
 
     @alpha.validator
     def _check(self, attribute, value):
         if not np.isfinite(value):
-            raise ValueError(f"alpha must be a finite float, got {value!r}")
+            raise InputError(f"alpha must be a finite float, got {value!r}")
 
     @property
     def symmetric(self) -> bool:

@@ -20,7 +20,14 @@ from ._adapters import constraint_parts, metric
 from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
 from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
-from ._validation import as_points, as_step, check_on_constraint
+from ._validation import (
+    as_points,
+    as_step,
+    broadcast_pair,
+    check_newton,
+    check_on_constraint,
+    check_tol,
+)
 
 __all__ = [
     "GNI",
@@ -194,6 +201,14 @@ def _resolve_variant(variant):
     )
 
 
+def _check_metric(instance, attribute, value):
+    if value is not None and not callable(value):
+        raise InputError(
+            f"GNI(metric=...) must be None (the system's mass matrix) or a callable q -> "
+            f"(..., n, n); got {value!r}"
+        )
+
+
 def _check_form(instance, attribute, value):
     if value not in _FORMS:
         raise InputError(f"form must be one of {_FORMS}; got {value!r}")
@@ -238,9 +253,9 @@ class GNI:
 
     variant: Any = "rattle"
     form: str = attrs.field(default="momentum", validator=_check_form)
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
-    metric: Any = None
-    constraint_tol: float = 1e-10
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=check_newton)
+    metric: Any = attrs.field(default=None, validator=_check_metric)
+    constraint_tol: float = attrs.field(default=1e-10, validator=check_tol)
 
     def __attrs_post_init__(self):
         _resolve_variant(self.variant)
@@ -252,6 +267,13 @@ class GNI:
     @property
     def order(self) -> int | None:
         return getattr(self.discrete_lagrangian, "order", None)
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """The velocity constraint mu(q_k) v_k + a(q_k) = 0 at every node, to the Newton
+        tolerance (it holds exactly by construction; the post-condition
+        ``chetaev.discrete_lagrangian.integrate`` checks)."""
+        return {"position": self.newton.tol}
 
     @property
     def name(self) -> str:
@@ -266,8 +288,7 @@ class GNI:
         n = self._dim(system, inner)
         q0 = as_points(q0, name="q0", n=n)
         v0 = as_points(v0, name="v0", n=n)
-        q0, v0 = np.broadcast_arrays(q0, v0)
-        q0, v0 = q0.copy(), v0.copy()
+        q0, v0 = broadcast_pair(q0, v0, ("q0", "v0"))
         check_on_constraint(
             constraint.residual(q0, v0),
             tol=self.constraint_tol,

@@ -13,13 +13,20 @@ from typing import Any
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, State, newton_solve
+from chetaev.discrete_lagrangian import NewtonOptions, State, newton_solve, register_picklable
 from chetaev.liegroups import retraction as make_retraction
 from scipy.integrate import solve_ivp
 
 from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
-from ._validation import as_points, as_step, check_on_constraint
+from ._validation import (
+    as_points,
+    as_step,
+    broadcast_pair,
+    check_newton,
+    check_on_constraint,
+    check_tol,
+)
 
 __all__ = ["ReducedGNI", "ReducedSystem", "reduced_gni_residual", "reduced_rattle_37"]
 
@@ -36,6 +43,27 @@ def _fd(f, x, eps=1e-6):
         dx[..., j] = eps * (1.0 + abs(float(np.max(np.abs(x[..., j])))))
         cols.append((np.asarray(f(x + dx)) - np.asarray(f(x - dx))) / (2.0 * dx[..., j, None]))
     return np.stack(cols, axis=-1)
+
+
+def _as_dimension(n) -> int:
+    if isinstance(n, (bool, np.bool_, str, bytes)) or np.iscomplexobj(n):
+        raise InputError(f"n_shape must be a non-negative integer; got {n!r}")
+    try:
+        val = float(n)
+    except (TypeError, ValueError):
+        raise InputError(f"n_shape must be a non-negative integer; got {n!r}") from None
+    if not (val.is_integer() and val >= 0):
+        raise InputError(f"n_shape must be a non-negative integer; got {n!r}")
+    return int(val)
+
+
+def _as_metric(G) -> np.ndarray:
+    if np.iscomplexobj(G):
+        raise InputError("metric must be a real (N, N) matrix; got a complex array")
+    try:
+        return np.array(G, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"metric must be a real (N, N) matrix; got {G!r}") from None
 
 
 @attrs.frozen(eq=False)
@@ -60,8 +88,8 @@ class ReducedSystem:
     """
 
     group: Any
-    n_shape: int = attrs.field(converter=int)
-    metric: np.ndarray = attrs.field(converter=lambda G: np.array(G, dtype=float))
+    n_shape: int = attrs.field(converter=_as_dimension)
+    metric: np.ndarray = attrs.field(converter=_as_metric)
     constraint_matrix: Any = attrs.field()
     constraint_affine: Callable | None = None
     potential: Callable | None = None
@@ -70,8 +98,14 @@ class ReducedSystem:
     constraint_affine_grad: Callable | None = None
 
     def __attrs_post_init__(self):
+        if not hasattr(self.group, "dim") or not hasattr(self.group, "compose"):
+            raise InputError(
+                f"group must be a chetaev.liegroups group (e.g. SO3); got {self.group!r}"
+            )
         N = self.n_shape + self.group.dim
         G = self.metric
+        if not np.all(np.isfinite(G)):
+            raise InputError("metric must be finite; got NaN or inf entries")
         if G.shape != (N, N):
             raise InputError(
                 f"metric must be ({N}, {N}) = (n_shape + group.dim)²; got shape {G.shape}"
@@ -184,6 +218,26 @@ class ReducedSystem:
 
 
 # ---------------------------------------------------------------------- discrete equations
+def _as_element(g0, system):
+    """``g0`` as a finite element of ``system.group`` (shape and membership checked)."""
+    group = system.group
+    shape = tuple(group.shape)
+    if np.iscomplexobj(g0):
+        raise InputError("g0 must be a real group element; got a complex array")
+    try:
+        g = np.asarray(g0, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"g0 must be a real array (a group element); got {g0!r}") from None
+    if g.ndim < len(shape) or g.shape[g.ndim - len(shape):] != shape:
+        raise InputError(f"g0 must have shape (..., {', '.join(map(str, shape))}); got {g.shape}")
+    if not np.all(np.isfinite(g)) or not np.all(group.is_element(g, tol=1e-9)):
+        raise InputError(
+            f"g0 is not a (finite) element of {getattr(group, 'name', type(group).__name__)}; "
+            "project it onto the group first"
+        )
+    return g
+
+
 def _legendre_minus(system, tau, x0, u, h):
     """``F l_d^−`` of the §7.2 discrete Lagrangian at ``(x0, x0 + h u_x, σ = h u_s)``:
     ``(−D1 l_d, (dτ⁻¹_σ)ᵀ D3 l_d)`` (paper (29); D3 with respect to σ, the docs' theory page)."""
@@ -252,8 +306,8 @@ class ReducedGNI:
     """
 
     retraction: str = "cayley"
-    newton: NewtonOptions = attrs.field(factory=NewtonOptions)
-    constraint_tol: float = 1e-10
+    newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=check_newton)
+    constraint_tol: float = attrs.field(default=1e-10, validator=check_tol)
 
     def __attrs_post_init__(self):
         if self.retraction not in ("cayley", "exp"):
@@ -266,6 +320,12 @@ class ReducedGNI:
     @property
     def name(self) -> str:
         return f"ReducedGNI({self.retraction})"
+
+    @property
+    def guarantees(self) -> dict[str, float]:
+        """The constraint K(x_k) v_k + a(x_k) = 0 at every node, to the Newton tolerance (the
+        post-condition ``chetaev.discrete_lagrangian.integrate`` checks)."""
+        return {"position": self.newton.tol}
 
     def _tau(self, system):
         if not isinstance(system, ReducedSystem):
@@ -285,7 +345,8 @@ class ReducedGNI:
             system.residual(x0, v0), tol=self.constraint_tol, what="the initial data (x0, v0)",
             fix="Choose (xdot0, xi0) with K(x0) v0 + a(x0) = 0.",
         )
-        g0 = system.group.identity(x0.shape[:-1]) if g0 is None else np.asarray(g0, float)
+        x0, v0 = broadcast_pair(x0, v0, ("q0", "v0"))
+        g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)
         lam0 = system.multiplier(x0, v0)
         return State(t=float(t0), q=x0, v=v0, p=_mv(system.metric, v0), lam=lam0, n=0,
                      carry={"g": g0, "xi": None}, info={})
@@ -303,7 +364,7 @@ class ReducedGNI:
         p_plus = _legendre_plus(system, tau, x1, u, h)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, system.metric, system.K(x1), h,
                                                   system.a(x1))
-        g0 = system.group.identity(x0.shape[:-1]) if g0 is None else np.asarray(g0, float)
+        g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)
         g1 = system.group.compose(g0, tau(h * xi0))
         return State(t=float(t0) + h, q=x1, v=v1, p=p_bar, lam=lam1, n=1,
                      carry={"g": g1, "xi": xi0}, info={})
@@ -434,3 +495,6 @@ def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, new
                                tol=newton.tol, iterations=int(res.iterations),
                                hint="halve h")
     return x1, p_tilde1, res.x, M1, lam1
+
+
+register_picklable(ReducedSystem)  # pickling one built from lambdas raises UnpicklableError

@@ -191,6 +191,18 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
 
 
 # ----------------------------------------------------------------------------- Fig. 6
+#: End of the time window of the full-run collapse check. μ(E, k) is already an ensemble mean;
+#: its time mean over 0 < t ≤ 100 averages ~1000 (h = 0.1) correlated samples, while a single
+#: value at t = 200 is one sample of two decorrelated chaotic runs (the old check "ratio at
+#: t = 200 within a factor 4" measured 0.21..1.82 under 1e-9 perturbations of the ensemble).
+#: Measured ratio of the window means (h over h/2), over the paper's ensemble, three 1e-9
+#: (round-off sized) and three 0.05 perturbations of its angles, OPENBLAS_NUM_THREADS = 1 and
+#: unset, h = 0.1 and 0.08: Lobatto-2 in [0.99, 1.12], Lobatto-3 in [0.97, 1.03]. Runs
+#: started 1e-9 apart separate after t ≈ 60..80, so the window still covers the regime where
+#: μ/h^p collapses before the comparison turns into one of two chaotic samples. The band
+#: [0.7, 1.4] is the spec's collapse band of the t = 20 check (margin ≥ 2.9 in log ratio; a
+#: wrong power p ± 2 moves the ratio by a factor 4).
+_CHAOS_WINDOW = 100.0
 @experiment("high-order-fig6-chaotic-mse", paper=PAPER,
             title="Fig. 6: fully chaotic system, ensemble energy MSE μ(E, k) (Lobatto-2, -3)",
             claim="μ(E, k)/h⁴ (Lobatto-2) and μ(E, k)/h¹⁰ (Lobatto-3) collapse for different h")
@@ -198,8 +210,10 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
                        t_final: float | None = None) -> Outcome:
     """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
     step sizes at t = 20 must lie in [0.7, 1.4] (spec §8 item 9). The paper's p = 10 for
-    Lobatto-3 is a typo for 8 = 2(2s − 2) (spec A2), recorded as a deficiency check. Full runs
-    (T = 200) also require agreement within a factor 4 at the end (chaos spreads the ratios)."""
+    Lobatto-3 is a typo for 8 = 2(2s − 2) (spec A2), recorded as a deficiency check. Runs
+    longer than t = 20 also compare the time mean of μ/h^p over 0 < t ≤ 100 (see
+    ``_CHAOS_WINDOW``), never a single late-time value: there the two step sizes follow
+    decorrelated chaotic trajectories and one sample of the ratio flips with round-off."""
     T = t_final or (20.0 if quick else 200.0)
     h1 = h or 0.1
     hs = (h1, h1 / 2)
@@ -230,10 +244,13 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
                                 deficiency="typo in the paper (spec A2): the collapse is with "
                                            "h⁸ = h^{2(2s−2)}, not h¹⁰"))
         if T > 20.0:
-            end = (mu[hs[0]][1][-1] / hs[0] ** p) / (mu[hs[1]][1][-1] / hs[1] ** p)
-            checks.append(Check(f"Lobatto-{s}: μ/h^{p} ratio at t = {T:g}", end,
-                                "within a factor 4 (chaotic spreading)",
-                                bool(0.25 <= end <= 4.0)))
+            t_w = min(_CHAOS_WINDOW, T)
+            means = [np.mean(mu[hh][1][(mu[hh][0] > 0) & (mu[hh][0] <= t_w)]) / hh**p
+                     for hh in hs]
+            win = means[0] / means[1]
+            checks.append(Check(f"Lobatto-{s}: time mean of μ/h^{p} over 0 < t ≤ {t_w:g}, "
+                                f"ratio h = {hs[0]:g} over h = {hs[1]:g}", win,
+                                "collapse: in [0.7, 1.4]", bool(0.7 <= win <= 1.4)))
 
     def plot(fig) -> None:
         axes = fig.subplots(1, 2)
@@ -246,7 +263,13 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
             ax.legend(fontsize=7)
 
     return Outcome(checks, {"T": T, "hs": hs, "E0": float(E0[0])}, plot,
-                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06.")
+                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06. The "
+                         "full-run collapse statistic is the time mean of the ensemble MSE "
+                         "μ/h^p over 0 < t ≤ 100, not μ at t = T: after t ≈ 60..80 the runs "
+                         "with the two step sizes follow decorrelated chaotic trajectories, and "
+                         "a single late-time ratio then flips with round-off (measured 0.21..1.8 "
+                         "at t = 200 under 1e-9 perturbations), while the window mean stays "
+                         "within 0.97..1.12.")
 
 
 # ----------------------------------------------------------------------------- Fig. 7

@@ -58,7 +58,7 @@ def test_second_derivatives(tau, batch, mode, seed):
 #: n = G.dim products of each matrix entry in a different order (einsum/matmul on stacks vs.
 #: single matrices), and the trigonometric coefficients cancel inside an entry. A norm-wise
 #: bound, |batched - looped| <= c n eps max(|batched|, |looped|) over the entries of one element
-#: (Higham, Accuracy and Stability, Lemma 3.4: gamma_n on inner products), covers entries that
+#: (Higham, Accuracy and Stability, §3.1: gamma_n bound on inner products), covers entries that
 #: are small by cancellation; an elementwise rtol does not (the old bound 1e-15 + 1e-14|x| failed
 #: at 4.7e-15 on an entry of size 0.17 of SE(3)'s dL_inv_deriv).
 #: Measured: max of |batched - looped| / (n eps max|.|) over every retraction, map and mode,

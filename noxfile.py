@@ -1,13 +1,24 @@
 """Sessions for the chetaev monorepo.
 
-``nox`` with no arguments runs every per-package ``tests`` session and the
-``integration`` session. Each ``tests`` session builds a fresh virtualenv that
+``nox`` with no arguments runs every per-package ``tests`` session, the
+``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
+experiment matches its paper's claim). Each ``tests`` session builds a fresh virtualenv that
 holds only one package, its declared (local) dependencies and its ``[test]``
 extra, and runs that package's tests against the *installed* wheel. That is how
 we prove every package installs and works on its own.
 
 Other sessions: ``lint`` (ruff), ``docs`` (Sphinx, warnings are errors),
 ``demo`` (the paper reproductions), ``bench`` (timed benchmarks).
+
+Environment variables read here:
+
+``CHETAEV_NUMPY_SPEC``
+    A pip requirement for numpy (e.g. ``numpy==1.24.*``, the oldest version the pyprojects
+    allow) installed together with the packages in every session, so the suites run under
+    that numpy; unset, pip picks the newest.
+``HYPOTHESIS_PROFILE``
+    The hypothesis profile of the test sessions; ``ci`` (derandomized, registered in each
+    tests/conftest.py that uses hypothesis) unless set.
 """
 
 from __future__ import annotations
@@ -55,7 +66,8 @@ def _present(name: str) -> bool:
 
 PRESENT = [p for p in LOCAL_DEPS if _present(p)]
 
-nox.options.sessions = ["tests", "integration"]
+# "demo" is the full main job (a few minutes): CI must see every experiment pass.
+nox.options.sessions = ["tests", "integration", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -77,7 +89,19 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None) 
         if extra and pkg in names:
             path += f"[{extra}]"
         args.append(path)
+    # Resolved in the same pip call as the packages, so scipy & co. come in versions that
+    # support the pinned numpy.
+    numpy_spec = os.environ.get("CHETAEV_NUMPY_SPEC", "").strip()
+    if numpy_spec:
+        args.append(numpy_spec)
     session.install(*args)
+    if numpy_spec:
+        session.run("python", "-c", "import numpy; print('numpy', numpy.__version__)")
+
+
+def _test_env() -> dict[str, str]:
+    """Environment of the test sessions: the derandomized hypothesis profile by default."""
+    return {"HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "ci")}
 
 
 def _run_package_tests(session: nox.Session, package: str) -> None:
@@ -87,7 +111,7 @@ def _run_package_tests(session: nox.Session, package: str) -> None:
     session.chdir(session.create_tmp())
     session.run(
         "python", "-m", "pytest", str(tests_dir), "-q", "-p", "no:cacheprovider",
-        "--import-mode=importlib", *session.posargs,
+        "--import-mode=importlib", *session.posargs, env=_test_env(),
     )
 
 
@@ -171,6 +195,7 @@ def integration(session: nox.Session) -> None:
     session.run(
         "python", "-m", "pytest", str(ROOT / "integration-tests"), "-q",
         "-p", "no:cacheprovider", "--import-mode=importlib", *session.posargs,
+        env=_test_env(),
     )
 
 

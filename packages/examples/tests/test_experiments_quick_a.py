@@ -21,9 +21,9 @@ def test_every_paper_has_experiments():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_quick_experiment(name):
-    start = time.perf_counter()
+    start = time.process_time()
     result = registry[name].run(quick=True)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     checks = result.outcome.checks
     assert checks, "an experiment must compute at least one check"
     bad = [(c.name, c.measured, c.claim, c.mark) for c in checks if not c.ok]

@@ -25,9 +25,12 @@ def test_all_experiments_of_both_papers_are_registered() -> None:
 
 @pytest.fixture(scope="module")
 def quick_results():
-    start = time.perf_counter()
+    # CPU time of this process, not wall time: the budget is "on one core", and wall time on a
+    # shared CI machine grows with the load of other jobs (202 s wall measured under load 16
+    # for this block; its CPU time was 24.7 s, OPENBLAS_NUM_THREADS unset).
+    start = time.process_time()
     out = {n: registry[n].run(quick=True) for n in NAMES}
-    return out, time.perf_counter() - start
+    return out, time.process_time() - start
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -75,8 +75,11 @@ def _order_plot(results: dict[Any, dict[str, Any]], labels: tuple[str, ...], tit
 # ----------------------------------------------------------------------------- Fig. 3
 # Asymptotic regime per s (larger steps for high orders so that three points stay above the
 # round-off floor; the largest steps of s = 4, 5 are pre-asymptotic and not used).
+# s = 5: with h = 0.4 the local slope of q is 7.7 (then 7.9, 8.0) and the fit gave 7.86, 0.11
+# from the edge of 8 ± 0.25 (margin 1.8); over h = 0.25 .. 0.125 the fits are q 7.97, p 8.06
+# (h = 0.125 is below the floor for p), λ 4.08 (margins 7.8, 4.0, 3.0).
 _PARTICLE_HS = {2: (0.2, 0.1, 0.05, 0.025), 3: (0.2, 0.1, 0.05, 0.025),
-                4: (0.2, 0.1, 0.05, 0.025), 5: (0.4, 0.25, 0.2, 0.125)}
+                4: (0.2, 0.1, 0.05, 0.025), 5: (0.25, 0.2, 1 / 6, 0.125)}
 _NEWTON = NewtonOptions(tol=1e-14)
 #: Order fits against a DOP853 reference (rtol = atol = 1e-13) use only relative errors above
 #: 10 × its tolerance: closer to it the reference's own error and the accumulated round-off
@@ -192,6 +195,18 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
 
 
 # ----------------------------------------------------------------------------- Fig. 6
+#: End of the time window of the full-run collapse check. μ(E, k) is already an ensemble mean;
+#: its time mean over 0 < t ≤ 100 averages ~1000 (h = 0.1) correlated samples, while a single
+#: value at t = 200 is one sample of two decorrelated chaotic runs (the old check "ratio at
+#: t = 200 within a factor 4" measured 0.21..2.9 over the variants below).
+#: Measured ratio of the window means (h over h/2) over the paper's ensemble, three 1e-9
+#: (round-off sized) and three 0.05 perturbations of its angles, OPENBLAS_NUM_THREADS = 1 and
+#: unset (bitwise equal) and h = 0.1 and 0.08: Lobatto-2 in [0.89, 1.11], Lobatto-3 in
+#: [0.97, 1.09]. Runs started 1e-9 apart separate after t ≈ 60..80; up to t = 100 μ/h^p
+#: still collapses, later windows of 20 spread 0.5..2.4. The band [0.7, 1.4] is the spec's
+#: collapse band of the t = 20 check: the measured spread uses at most 1/3 of its width in
+#: log ratio (margin ≥ 3), and a wrong power p ± 2 would move the ratio by a factor 4.
+_CHAOS_WINDOW = 100.0
 @experiment("high-order-fig6-chaotic-mse", paper=PAPER,
             title="Fig. 6: fully chaotic system, ensemble energy MSE μ(E, k) (Lobatto-2, -3)",
             claim="μ(E, k)/h⁴ (Lobatto-2) and μ(E, k)/h¹⁰ (Lobatto-3) collapse for different h")
@@ -199,8 +214,10 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
                        t_final: float | None = None) -> Outcome:
     """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
     step sizes at t = 20 must lie in [0.7, 1.4] (see the docs' theory page). The paper's p = 10 for
-    Lobatto-3 is a typo for 8 = 2(2s − 2) (spec A2), recorded as a deficiency check. Full runs
-    (T = 200) also require agreement within a factor 4 at the end (chaos spreads the ratios)."""
+    Lobatto-3 is a typo for 8 = 2(2s − 2) (see the docs' theory page, errata), recorded as a deficiency check. Runs
+    longer than t = 20 also compare the time mean of μ/h^p over 0 < t ≤ 100 (see
+    ``_CHAOS_WINDOW``), never a single late-time value: there the two step sizes follow
+    decorrelated chaotic trajectories and one sample of the ratio flips with round-off."""
     T = t_final or (20.0 if quick else 200.0)
     h1 = h or 0.1
     hs = (h1, h1 / 2)
@@ -231,10 +248,13 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
                                 deficiency="typo in the paper (spec A2): the collapse is with "
                                            "h⁸ = h^{2(2s−2)}, not h¹⁰"))
         if T > 20.0:
-            end = (mu[hs[0]][1][-1] / hs[0] ** p) / (mu[hs[1]][1][-1] / hs[1] ** p)
-            checks.append(Check(f"Lobatto-{s}: μ/h^{p} ratio at t = {T:g}", end,
-                                "within a factor 4 (chaotic spreading)",
-                                bool(0.25 <= end <= 4.0)))
+            t_w = min(_CHAOS_WINDOW, T)
+            means = [np.mean(mu[hh][1][(mu[hh][0] > 0) & (mu[hh][0] <= t_w)]) / hh**p
+                     for hh in hs]
+            win = means[0] / means[1]
+            checks.append(Check(f"Lobatto-{s}: time mean of μ/h^{p} over 0 < t ≤ {t_w:g}, "
+                                f"ratio h = {hs[0]:g} over h = {hs[1]:g}", win,
+                                "collapse: in [0.7, 1.4]", bool(0.7 <= win <= 1.4)))
 
     def plot(fig) -> None:
         axes = fig.subplots(1, 2)
@@ -247,7 +267,13 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
             ax.legend(fontsize=7)
 
     return Outcome(checks, {"T": T, "hs": hs, "E0": float(E0[0])}, plot,
-                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06.")
+                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06. The "
+                         "full-run collapse statistic is the time mean of the ensemble MSE "
+                         "μ/h^p over 0 < t ≤ 100, not μ at t = T: after t ≈ 60..80 the runs "
+                         "with the two step sizes follow decorrelated chaotic trajectories, and "
+                         "a single late-time ratio then flips with round-off (measured 0.21..2.9 "
+                         "at t = 200 over perturbed ensembles and step sizes), while the window "
+                         "mean stays within 0.89..1.11.")
 
 
 # ----------------------------------------------------------------------------- Fig. 7

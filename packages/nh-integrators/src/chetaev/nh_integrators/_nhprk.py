@@ -22,17 +22,23 @@ from chetaev.discrete_lagrangian import (
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
 from ._rules import (
+    DEFAULT_MULTIPLIER_RULE,
     MULTIPLIER_MODE_ALIASES,
     MULTIPLIER_MODES,
     MULTIPLIER_RULES,
+    MethodCache,
+    MultiplierModeWarning,
     StageOrders,
     check_newton,
     check_pair,
+    convert_pair,
+    multiplier_mode_check,
     one_of,
 )
 from ._solve import SolveResult
 from ._solve import newton as _newton
 from ._solve import newton_structured as _newton_structured
+from ._validate import check_state, real_array, real_scalar, step_size
 
 __all__ = [
     "AUTO_STRUCTURED_MIN_BATCH",
@@ -61,22 +67,20 @@ AUTO_STRUCTURED_MIN_BATCH = 16
 
 
 def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
-    try:
-        arr = np.array(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"`{name}` must be an array of real numbers, got {type(x).__name__}."
-        ) from None
+    arr = real_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != n:
         raise InputError(
             f"`{name}` must have shape (..., {n}) for this system (n = {n}), got shape "
             f"{arr.shape}. Pass one configuration per row."
         )
-    if not np.all(np.isfinite(arr)):
-        raise InputError(
-            f"`{name}` must be finite, but it holds NaN or inf. Check how it was computed."
-        )
     return arr
+
+
+def _implicit_flag(inst: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise InputError(
+            f"`implicit_velocity` must be None, True or False, got {value!r}."
+        )
 
 
 @attrs.frozen
@@ -173,7 +177,7 @@ class NonholonomicPRK(StageOrders):
     nonholonomic mechanical systems", arXiv:1810.10926.
     """
 
-    pair: Any = attrs.field(validator=check_pair)
+    pair: Any = attrs.field(converter=convert_pair, validator=check_pair)
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     newton: NewtonOptions = attrs.field(
         factory=NewtonOptions,
@@ -185,10 +189,10 @@ class NonholonomicPRK(StageOrders):
     )
     constraint_momenta: str = attrs.field(default="iiia", validator=one_of(CONSTRAINT_MOMENTA))
     multiplier_rule: str | None = None
-    implicit_velocity: bool | None = None
+    implicit_velocity: bool | None = attrs.field(default=None, validator=_implicit_flag)
     jacobian_reuse: str = attrs.field(default="auto", validator=one_of(JACOBIAN_REUSE))
     multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
-    _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         rule = self.multiplier_rule
@@ -213,7 +217,7 @@ class NonholonomicPRK(StageOrders):
                     f"contradicts multiplier_rule={rule!r}. Pass multiplier_rule only."
                 )
             rule = alias
-        rule = "carry" if rule is None else rule
+        rule = DEFAULT_MULTIPLIER_RULE if rule is None else rule
         if rule == "weighted_sum":
             raise InputError(
                 "multiplier_rule='weighted_sum' (sum_j b_j Lambda^j = 0) is not offered by "
@@ -313,11 +317,33 @@ class NonholonomicPRK(StageOrders):
         ConstraintViolationError
             If ``|Phi(q0, v0)| > tol`` (data off the constraint set).
         """
-        n = int(system.system.n)
+        inner = getattr(system, "system", None)
+        if inner is None or getattr(system, "constraint", None) is None or not hasattr(
+            inner, "n"
+        ):
+            raise InputError(
+                "NonholonomicPRK needs a `system` ConstrainedSystem(MechanicalSystem or "
+                f"LagrangianSystem, velocity constraint) on a vector space, got "
+                f"{type(system).__name__}."
+            )
+        if getattr(inner, "group", None) is not None:
+            raise InputError(
+                f"`system` is a trivialized system on the group {type(inner.group).__name__}: "
+                "integrate it with LieNonholonomicPRK (NonholonomicPRK is for vector spaces)."
+            )
+        t0 = real_scalar(t0, "t0")
+        tol = real_scalar(tol, "tol", positive=True)
+        n = int(inner.n)
         m = constraint_dim(system)
         q0 = _as_batch_vector(q0, "q0", n)
         v0 = _as_batch_vector(v0, "v0", n)
-        q0, v0 = np.broadcast_arrays(q0, v0)
+        try:
+            q0, v0 = np.broadcast_arrays(q0, v0)
+        except ValueError:
+            raise InputError(
+                f"`v0` of shape {v0.shape} does not broadcast with `q0` of shape {q0.shape}: "
+                "pass one row per trajectory in both (or a single row in one)."
+            ) from None
         q0, v0 = q0.copy(), v0.copy()
         system.check_initial(q0, v0, tol=tol)  # ConstraintViolationError off the set
         p0 = np.asarray(system.system.D2L(q0, v0), dtype=np.float64)
@@ -335,6 +361,16 @@ class NonholonomicPRK(StageOrders):
                 ) from None
         return State(t=float(t0), q=q0, v=v0, p=p0, lam=lam, n=0, carry={}, info={})
 
+    def check_step(
+        self, system: Any, previous: State, state: State, h: float
+    ) -> MultiplierModeWarning | None:
+        """Post-step hook (called by ``integrate`` after every converged step): with the
+        papers' rule ``"carry"``, a :class:`MultiplierModeWarning` once the parasitic
+        multiplier mode exceeds ``MULTIPLIER_MODE_THRESHOLD`` times the multiplier's scale
+        (one continuous-multiplier evaluation per step; nothing for the other rules).
+        See :func:`._rules.multiplier_mode_check`."""
+        return multiplier_mode_check(self, system, previous, state, h)
+
     def step(self, system, state: State, h: float) -> State:
         """One step of eq. (14) (or (15)); returns the state at ``t + h``.
 
@@ -346,13 +382,9 @@ class NonholonomicPRK(StageOrders):
         ConvergenceError
             If Newton does not converge for some trajectory of the batch.
         """
-        h = float(h)
-        if not np.isfinite(h) or h == 0.0:
-            raise InputError(
-                f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
-                "(a negative h steps backwards in time)."
-            )
+        h = step_size(h)
         model = self._model(system)
+        check_state(state, (model.n,), model.n, model.m)
         a, b, ahat, c = self._cache["tableau"]
         s = a.shape[0]
         q, v, p = state.q, state.v, state.p

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
+    InputError,
     LinearVelocityConstraint,
     TrivializedMechanicalSystem,
     VelocityConstraint,
@@ -24,6 +25,7 @@ from chetaev.discrete_lagrangian import (
 from scipy.integrate import solve_ivp
 
 from ._homogeneous import _hat
+from ._validate import real_scalar
 
 __all__ = [
     "ball_first_integrals",
@@ -51,6 +53,12 @@ def vertical_disc(
     the same constraint set and, on it, the same Chetaev force direction D₂φ = (0, 1, 0), so
     the same continuous motion and multiplier, while the discrete method sees a constraint
     that is nonlinear in η (D₂φ is evaluated at the stage velocities, where v₂ ≠ 0)."""
+    mass = real_scalar(mass, "mass", positive=True)
+    inertia_z = real_scalar(inertia_z, "inertia_z", positive=True)
+    if constraint not in ("linear", "nonlinear"):
+        raise InputError(
+            f"`constraint` must be 'linear' or 'nonlinear', got {constraint!r}."
+        )
     from chetaev.liegroups import SE2
 
     def V(g: np.ndarray) -> np.ndarray:
@@ -197,6 +205,9 @@ def turntable_ball(
     V = 0; with ω = R ω_b (spatial):
     φ₁ = v_x + Ω y − r ω₂ = 0, φ₂ = v_y − Ω x + r ω₁ = 0 (affine in η, depends on g).
     """
+    radius = real_scalar(radius, "radius", positive=True)
+    a = real_scalar(a, "a", positive=True)
+    table_rate = real_scalar(table_rate, "table_rate")
     from chetaev.liegroups import SO3, Product, Rn
 
     G = Product(SO3, Rn(2))

@@ -78,8 +78,15 @@ def test_default_keeps_the_free_sleigh_energy(nh, s):
     system = nh.sleigh_system()
     with warnings.catch_warnings():
         warnings.simplefilter("error", MultiplierModeWarning)
-        sol = integrate(system, NonholonomicPRK(s), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.05,
-                        t_final=200.0, save_every=10)
+        sol = integrate(
+            system,
+            NonholonomicPRK(s),
+            nh.SLEIGH_Q0,
+            nh.SLEIGH_V0,
+            h=0.05,
+            t_final=200.0,
+            save_every=10,
+        )
     assert sol.success, sol.message
     assert _relative_energy_error(system, sol) < 1e-3
     th = sol.q[-1, 2]
@@ -97,8 +104,8 @@ def test_default_keeps_the_free_sleigh_energy_on_se2(s):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MultiplierModeWarning)
             runs[method.multiplier_rule] = integrate(
-                system, method, SLEIGH_SE2_G0, SLEIGH_SE2_ETA0, h=0.05, t_final=50.0,
-                save_every=10)
+                system, method, SLEIGH_SE2_G0, SLEIGH_SE2_ETA0, h=0.05, t_final=50.0, save_every=10
+            )
     assert _relative_energy_error(system, runs["continuous"]) < 1e-3
     assert _relative_energy_error(system, runs["carry"]) > 0.5
 
@@ -122,8 +129,9 @@ def test_default_rule_keeps_the_order_in_q_and_v(nh, s):
     hs = SLEIGH_HS[s]
     errs = []
     for h in hs:
-        sol = integrate(system, NonholonomicPRK(s), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=h,
-                        n_steps=round(T / h))
+        sol = integrate(
+            system, NonholonomicPRK(s), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=h, n_steps=round(T / h)
+        )
         errs.append([np.abs(sol.q[-1] - ref.q[-1]).max(), np.abs(sol.v[-1] - ref.v[-1]).max()])
     errs = np.array(errs)
     for k in range(2):
@@ -157,8 +165,14 @@ def test_warning_fires_on_the_free_sleigh_with_the_papers_rule(nh, s):
 def test_warning_fires_on_the_se2_sleigh_with_the_papers_rule():
     system = sleigh_se2()
     with pytest.warns(MultiplierModeWarning, match="multiplier_rule='continuous'"):
-        sol = integrate(system, LieNonholonomicPRK(2, multiplier_rule="carry"),
-                        SLEIGH_SE2_G0, SLEIGH_SE2_ETA0, h=0.1, t_final=20.0)
+        sol = integrate(
+            system,
+            LieNonholonomicPRK(2, multiplier_rule="carry"),
+            SLEIGH_SE2_G0,
+            SLEIGH_SE2_ETA0,
+            h=0.1,
+            t_final=20.0,
+        )
     assert "parasitic multiplier mode" in sol.message
 
 
@@ -167,8 +181,7 @@ def test_warning_names_the_batch_entry(nh):
     q0 = np.stack([nh.SLEIGH_Q0, nh.SLEIGH_Q0])
     v0 = np.stack([0.1 * nh.SLEIGH_V0, nh.SLEIGH_V0])
     with pytest.warns(MultiplierModeWarning, match=r"trajectory \(1,\)"):
-        integrate(system, NonholonomicPRK(2, multiplier_rule="carry"), q0, v0, h=0.1,
-                  t_final=15.0)
+        integrate(system, NonholonomicPRK(2, multiplier_rule="carry"), q0, v0, h=0.1, t_final=15.0)
 
 
 def _no_mode_warning(system, method, q0, v0, h, t_final):
@@ -183,8 +196,9 @@ def test_warning_does_not_fire_on_the_knife_edge(nh, s):
     """Vertical disc (knife edge on SE(2)), papers' rule, h = 0.1, T = 50. Measured over
     T = 200: the ratio stays below 1.2e-2 (s = 2) and 5e-3 (s = 3); 4.5e-2 at h = 0.2."""
     g0, eta0 = nh.disc_initial()
-    _no_mode_warning(nh.vertical_disc(), LieNonholonomicPRK(s, multiplier_rule="carry"),
-                     g0, eta0, 0.1, 50.0)
+    _no_mode_warning(
+        nh.vertical_disc(), LieNonholonomicPRK(s, multiplier_rule="carry"), g0, eta0, 0.1, 50.0
+    )
 
 
 @pytest.mark.parametrize("s", [2, 3])
@@ -192,8 +206,14 @@ def test_warning_does_not_fire_on_the_knife_edge(nh, s):
 def test_warning_does_not_fire_on_the_cvt(nh, s, v0):
     """CVT (paper §7.2), papers' rule, h = 0.1, T = 200. Measured: ratio below 4.4e-2
     (T = 500, h = 0.1) and 0.27 (T = 3000, h = 0.2)."""
-    _no_mode_warning(nh.cvt_system(0.5), NonholonomicPRK(s, multiplier_rule="carry"),
-                     nh.CVT_Q0, getattr(nh, v0), 0.1, 200.0)
+    _no_mode_warning(
+        nh.cvt_system(0.5),
+        NonholonomicPRK(s, multiplier_rule="carry"),
+        nh.CVT_Q0,
+        getattr(nh, v0),
+        0.1,
+        200.0,
+    )
 
 
 @pytest.mark.parametrize("s", [2, 3])
@@ -201,8 +221,9 @@ def test_warning_does_not_fire_on_the_ball(nh, s):
     """Turntable ball (paper §7.5), papers' rule, h = 0.1, T = 50. Measured: ratio below
     5e-4 (T = 100, h = 0.1) and 7e-4 (T = 200, h = 0.2)."""
     g0, eta0 = nh.ball_initial()
-    _no_mode_warning(nh.turntable_ball(), LieNonholonomicPRK(s, multiplier_rule="carry"),
-                     g0, eta0, 0.1, 50.0)
+    _no_mode_warning(
+        nh.turntable_ball(), LieNonholonomicPRK(s, multiplier_rule="carry"), g0, eta0, 0.1, 50.0
+    )
 
 
 def test_monitor_is_off_for_rules_without_the_mode(nh):
@@ -264,7 +285,8 @@ def test_used_lie_prk_pickles_and_continues_bitwise(nh):
 def test_homogeneous_space_integrator_pickles_and_continues_bitwise():
     system = spherical_pendulum()
     method = LieNonholonomicPRK(2, multiplier_rule="carry")
-    whole, again = _continuations(system, method, tait_bryan(0, np.pi / 3, 0),
-                                  np.array([1 / 3, 0.0, 0.0]), 0.1)
+    whole, again = _continuations(
+        system, method, tait_bryan(0, np.pi / 3, 0), np.array([1 / 3, 0.0, 0.0]), 0.1
+    )
     for name in ("q", "v", "p", "lam"):
         np.testing.assert_array_equal(getattr(again, name), getattr(whole, name))

@@ -56,9 +56,7 @@ def _so3() -> Any:
 def _unit(x0: Any, name: str = "x0") -> np.ndarray:
     x0 = real_array(x0, name)
     if x0.shape != (3,) or abs(np.linalg.norm(x0) - 1.0) > 1e-12:
-        raise InputError(
-            f"`{name}` must be a unit vector of shape (3,), got {x0!r}. Normalize it."
-        )
+        raise InputError(f"`{name}` must be a unit vector of shape (3,), got {x0!r}. Normalize it.")
     return x0
 
 
@@ -118,8 +116,11 @@ def sphere_lift(
             f"{type(potential_hess).__name__}."
         )
     mass = real_scalar(mass, "mass", positive=True)
-    if not (isinstance(regularization, (int, float, np.integer, np.floating))
-            and np.isfinite(regularization) and regularization > 0):
+    if not (
+        isinstance(regularization, (int, float, np.integer, np.floating))
+        and np.isfinite(regularization)
+        and regularization > 0
+    ):
         raise InputError(
             f"`regularization` M must be positive and finite, got {regularization}. Any M > 0 "
             "gives the same dynamics on the constraint (e.g. M = mass)."

@@ -157,12 +157,18 @@ class LieNonholonomicPRK(StageOrders):
         (3c). Checked against H1–H3, H1'–H2' (:class:`HypothesisError`).
     retraction : {"cayley", "exp"}
         τ. Both use exact closed forms of d^Lτ and of its derivative (no truncated series).
-    multiplier_rule : {"carry", "zero_first", "continuous", "weighted_sum"}
+    multiplier_rule : {"continuous", "carry", "zero_first", "weighted_sum"}
         Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6); the same
         keyword and values as :class:`NonholonomicPRK` (shared constant ``MULTIPLIER_RULES``).
-        ``"carry"`` (default; the high-order paper and the homogeneous-spaces paper's
-        Λ-concatenation): Λ¹ = λ_k = Λˢ of the previous step. ``"zero_first"``: Λ¹ = 0
-        (C2). ``"continuous"``: Λ¹ = λ(g_k, η_k) from the continuous formula (C2, general).
+        ``"continuous"`` (default, ``DEFAULT_MULTIPLIER_RULE``): Λ¹ = λ(g_k, η_k) from the
+        continuous formula (C2, general): no parasitic multiplier mode, orders 2s − 2 kept
+        (on S² lifts λ ≡ 0, so it equals ``"zero_first"``). ``"carry"``: the papers' rule
+        (App. F of the high-order paper and the homogeneous-spaces paper's
+        Λ-concatenation), Λ¹ = λ_k = Λˢ of the previous step; pass it to reproduce the
+        papers. Its multiplier sequence has a parasitic mode (as for
+        :class:`NonholonomicPRK`: the free Chaplygin sleigh on SE(2) loses its energy by
+        T = 50 at h = 0.05 for s = 2, 3), so runs with it are monitored
+        (:class:`MultiplierModeWarning`). ``"zero_first"``: Λ¹ = 0 (C2).
         ``"weighted_sum"``: Λ¹ unknown and Σⱼ bⱼΛʲ = 0 (C3). On a homogeneous-space lift
         (right-H-invariant ℓ_reg with the 𝔪-constraint) this equation is implied by the
         end-point constraint (discrete Noether identity, spec F5), the Newton matrix is

@@ -15,8 +15,9 @@ def real_array(x: Any, name: str) -> np.ndarray:
     """``x`` as a finite float64 array; complex, object, string or None data is refused."""
     arr = np.asarray(x) if x is not None and not isinstance(x, str) else None
     if arr is None or arr.dtype.kind not in "biuf":
-        what = "None" if x is None else (
-            f"dtype {arr.dtype}" if arr is not None else type(x).__name__)
+        what = (
+            "None" if x is None else (f"dtype {arr.dtype}" if arr is not None else type(x).__name__)
+        )
         raise InputError(
             f"`{name}` must be an array of real numbers, got {what}. Pass real (float) data; "
             "take the real part explicitly if that is what you mean."
@@ -79,8 +80,9 @@ def check_state(state: Any, q_tail: tuple[int, ...], d: int, m: int) -> None:
             f"{(*batch, d)}), lam {None if lam is None else lam.shape} (expected "
             f"{(*batch, m)}). Start from method.initial_state(system, q0, v0) for this system."
         )
-    if not (np.isfinite(q).all() and np.isfinite(v).all()
-            and (lam is None or np.isfinite(lam).all())):
+    if not (
+        np.isfinite(q).all() and np.isfinite(v).all() and (lam is None or np.isfinite(lam).all())
+    ):
         raise InputError("`state` holds NaN or inf; continue only from a finite state.")
 
 

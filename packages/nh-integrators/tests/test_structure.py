@@ -321,7 +321,12 @@ def test_multiplier_mode_alias_gives_the_same_method(nh, old):
     assert np.array_equal(runs[0].q, runs[1].q) and np.array_equal(runs[0].lam, runs[1].lam)
     if old != "carried":  # the rule is really applied (differs from the carried map)
         carried = integrate(
-            system, NonholonomicPRK(pair), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20
+            system,
+            NonholonomicPRK(pair, multiplier_rule="carry"),
+            nh.SLEIGH_Q0,
+            nh.SLEIGH_V0,
+            h=0.1,
+            n_steps=20,
         )
         assert not np.array_equal(carried.lam, runs[0].lam)
 

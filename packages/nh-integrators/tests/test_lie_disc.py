@@ -196,7 +196,7 @@ def test_hamiltonian_form_is_the_same_map(disc):
         assert np.array_equal(mech_l.q, mech_h.q) and np.array_equal(mech_l.lam, mech_h.lam)
         gen_h = integrate(
             vertical_disc_general(),
-            LieNonholonomicPRK(s, form="hamiltonian"),
+            LieNonholonomicPRK(s, form="hamiltonian", multiplier_rule="carry"),
             g0,
             eta0,
             h=0.1,

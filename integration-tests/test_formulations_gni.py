@@ -49,7 +49,8 @@ def test_reduced_gni_and_lie_nhprk_discrete_trajectories_agree():
     g0, eta0, x0, v0 = _ball_data()
     h, tf = 0.05, 10.0
     a = integrate(chaplygin_ball.system(PARAMS), ReducedGNI(), x0, v0, h=h, t_final=tf)
-    b = integrate(turntable_ball.system(), nh.LieNonholonomicPRK(lobatto_iiia_iiib(2)), g0,
+    b = integrate(turntable_ball.system(),
+                  nh.LieNonholonomicPRK(lobatto_iiia_iiib(2), multiplier_rule="carry"), g0,
                   eta0, h=h, t_final=tf)
     assert a.success and b.success
     xb = turntable_ball.position(b.q)

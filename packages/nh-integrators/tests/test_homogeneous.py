@@ -70,7 +70,7 @@ def test_sphere_orders(problem, kind, hs, T, s):
     else:
         sysc, g0, eta0, grad = spherical_kepler(), KEPLER_G0, KEPLER_ETA0, _kepler_grad
     xr, vr = sphere_reference(grad, sphere_point(g0), sphere_velocity(g0, eta0), np.array([0.0, T]))
-    method = LieNonholonomicPRK(s, retraction=kind)
+    method = LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry")
     if s == 4:
         hs = S4_STEPS[problem]
     ex, ev, el = [], [], []
@@ -201,7 +201,7 @@ def test_regularization_changes_trajectory_only_at_method_order():
         for M in (1.0, 2.0):
             tr = integrate(
                 spherical_pendulum(regularization=M),
-                LieNonholonomicPRK(3, "exp"),
+                LieNonholonomicPRK(3, "exp", multiplier_rule="carry"),
                 PENDULUM_G0,
                 PENDULUM_ETA0,
                 h=h,
@@ -263,7 +263,7 @@ def test_lobatto3_step_on_so3_costs_milliseconds():
     import time
 
     sysc = spherical_pendulum()
-    method = LieNonholonomicPRK(3)
+    method = LieNonholonomicPRK(3, multiplier_rule="carry")
     state = method.initial_state(sysc, PENDULUM_G0, PENDULUM_ETA0)
     for _ in range(5):
         state = method.step(sysc, state, 0.1)

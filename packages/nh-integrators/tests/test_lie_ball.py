@@ -31,7 +31,7 @@ def test_ball_orders_against_closed_form(ball, s):
     sysc, g0, eta0 = ball
     T = 8.0  # for s = 4 with Cayley the g error is still pre-asymptotic (rate ≈ 6.9) at T = 4
     gr, er, lr = ball_reference(g0, eta0, np.array([0.0, T]))
-    method = LieNonholonomicPRK(s)
+    method = LieNonholonomicPRK(s, multiplier_rule="carry")
     hs = (0.2, 0.1, 0.05)
     eg, ee, el = [], [], []
     for h in hs:
@@ -53,7 +53,9 @@ def test_ball_first_integrals_over_ten_thousand_steps(ball):
     Measured: max |ΔI| = 1.9e-14, 1.0e-14, 1.3e-14; max |ΔE_mov| = 1.546e-7 (first and last
     tenth alike); ‖RᵀR − I‖ = 2.3e-14; |φ| = 2.2e-15."""
     sysc, g0, eta0 = ball
-    tr = integrate(sysc, LieNonholonomicPRK(2), g0, eta0, h=0.1, n_steps=10_000)
+    tr = integrate(
+        sysc, LieNonholonomicPRK(2, multiplier_rule="carry"), g0, eta0, h=0.1, n_steps=10_000
+    )
     assert tr.success, tr.message
     inv = ball_first_integrals(tr.q, tr.v)
     dev = np.abs(inv - inv[0])
@@ -73,7 +75,9 @@ def test_ball_lobatto3_moving_energy(ball):
     """s = 3, cay, h = 0.1, T = 100 (paper §7.5 [checked]): |ΔE_mov| ≤ 1.9e-9, no growth between
     the first and the last fifth; first integrals to ~1e-14."""
     sysc, g0, eta0 = ball
-    tr = integrate(sysc, LieNonholonomicPRK(3), g0, eta0, h=0.1, n_steps=1000)
+    tr = integrate(
+        sysc, LieNonholonomicPRK(3, multiplier_rule="carry"), g0, eta0, h=0.1, n_steps=1000
+    )
     inv = ball_first_integrals(tr.q, tr.v)
     dev = np.abs(inv - inv[0])
     assert np.max(dev[:, :3]) < 1e-13

@@ -104,7 +104,7 @@ def _problem(name):
 @pytest.mark.parametrize("kind", ["cayley", "exp"])
 def test_analytic_jacobian_matches_finite_differences(name, s, kind):
     sysc, g0, eta0 = _problem(name)
-    method = LieNonholonomicPRK(s, retraction=kind)
+    method = LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry")
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     rng = np.random.default_rng(s)
@@ -130,7 +130,7 @@ def test_analytic_jacobian_matches_finite_differences(name, s, kind):
 def test_last_multiplier_does_not_enter_first_residual_block(s):
     """F1: ∂R1/∂Λˢ = 0 (Λˢ only enters μ_{k+1} and the IIIA momenta)."""
     sysc, g0, eta0 = _problem("ball")
-    method = LieNonholonomicPRK(s)
+    method = LieNonholonomicPRK(s, multiplier_rule="carry")
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     x = np.concatenate([np.tile(eta0, s), 0.1 * np.ones((s - 1) * model.m)])
@@ -154,7 +154,7 @@ def test_discrete_noether_identity_on_sphere():
     of R1 for arbitrary Λ, which is why the "weighted_sum" closure is singular."""
     sysc, g0, eta0 = _problem("kepler")
     for s in (3, 4):
-        method = LieNonholonomicPRK(s, retraction="exp")
+        method = LieNonholonomicPRK(s, retraction="exp", multiplier_rule="carry")
         ops, model = method._setup(sysc)
         a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
         rng = np.random.default_rng(11)
@@ -176,7 +176,7 @@ def test_continuous_multiplier_matches_closed_forms():
     sysc, g0, eta0 = _problem("disc")
     lam = sysc.multiplier(g0, eta0)
     assert np.allclose(lam, disc_reference(g0, eta0, np.array([0.0, 1.0]))[2][0], atol=1e-12)
-    method = LieNonholonomicPRK(2)
+    method = LieNonholonomicPRK(2, multiplier_rule="carry")
     ops, model = method._setup(sysc)
     assert np.allclose(continuous_multiplier(ops, model, g0, eta0), lam, atol=1e-12)
     sysc, g0, eta0 = _problem("ball")
@@ -234,7 +234,7 @@ def test_constraint_holds_at_every_inner_stage(s):
 
     sysc = spherical_pendulum()
     g0, eta0 = tait_bryan(0.0, np.pi / 3, 0.0), np.array([1 / 3, 0.0, 0.0])
-    method = LieNonholonomicPRK(s, retraction="exp")
+    method = LieNonholonomicPRK(s, retraction="exp", multiplier_rule="carry")
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     x0 = np.concatenate([np.tile(eta0, s), np.zeros(s - 1)])
@@ -260,7 +260,7 @@ def test_constraint_holds_at_every_inner_stage(s):
 
 def test_failed_step_raises_convergence_error_with_advice():
     sysc, g0, eta0 = _problem("disc")
-    method = LieNonholonomicPRK(3)
+    method = LieNonholonomicPRK(3, multiplier_rule="carry")
     state = method.initial_state(sysc, g0, eta0)
     with pytest.raises(ConvergenceError, match=r"step 0 .*Try: halve h"):
         method.step(sysc, state, 20.0)

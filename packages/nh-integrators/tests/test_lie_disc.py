@@ -42,7 +42,7 @@ def disc():
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_disc_orders(disc, kind, s):
     sysc, g0, eta0, gr, er, lr = disc
-    method = LieNonholonomicPRK(s, retraction=kind)
+    method = LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry")
     eg, ee, el = [], [], []
     for h in STEPS[s]:
         tr = integrate(sysc, method, g0, eta0, h=h, t_final=T_FINAL)
@@ -64,7 +64,7 @@ def test_disc_orders(disc, kind, s):
 def test_disc_wrong_initial_multiplier_is_not_fatal_but_flagged_by_lambda(disc):
     """λ₀ off by Δ never decays (paper eq. (14), App. D): the λ error stays ≈ Δ for s = 3."""
     sysc, g0, eta0, _, _, lr = disc
-    method = LieNonholonomicPRK(3)
+    method = LieNonholonomicPRK(3, multiplier_rule="carry")
     lam0 = sysc.multiplier(g0, eta0) + 0.05
     st = method.initial_state(sysc, g0, eta0, lam0=lam0)
     tr = integrate(sysc, method, st, h=0.05, t_final=T_FINAL)
@@ -78,7 +78,7 @@ def test_disc_trapezoidal_step_is_symmetric(disc, kind):
     O(h^{2s−1}); the vector-space method, G = Rⁿ, is exactly symmetric, paper Thm. 5.1, Cor.
     5.2.1.)"""
     sysc, g0, eta0, *_ = disc
-    method = LieNonholonomicPRK(2, retraction=kind)
+    method = LieNonholonomicPRK(2, retraction=kind, multiplier_rule="carry")
     st0 = method.initial_state(sysc, g0, eta0)
     st1 = method.step(sysc, st0, 0.1)
     back = method.step(sysc, attrs.evolve(st1, carry={}), -0.1)
@@ -91,7 +91,7 @@ def test_disc_trapezoidal_step_is_symmetric(disc, kind):
 
 def test_disc_batched_initial_conditions_match_single_runs(disc):
     sysc, g0, eta0, *_ = disc
-    method = LieNonholonomicPRK(3)
+    method = LieNonholonomicPRK(3, multiplier_rule="carry")
     g0b = np.stack([g0, g0 @ np.array([[1, 0, 0.1], [0, 1, 0], [0, 0, 1.0]])])
     eta0b = np.stack([eta0, eta0 * 1.1])
     trb = integrate(sysc, method, g0b, eta0b, h=0.1, n_steps=5)
@@ -107,7 +107,7 @@ def test_disc_general_velocity_constraint_orders(disc, s):
     D₂φ evaluated at the stage velocities (note §9 item 16); orders unchanged."""
     _, g0, eta0, gr, _, lr = disc
     sysc = vertical_disc(constraint="nonlinear")
-    method = LieNonholonomicPRK(s)
+    method = LieNonholonomicPRK(s, multiplier_rule="carry")
     eg, el = [], []
     for h in STEPS[s]:
         tr = integrate(sysc, method, g0, eta0, h=h, t_final=T_FINAL)
@@ -124,8 +124,22 @@ def test_general_lagrangian_path_reproduces_mechanical_path(disc):
     D₂ℓ(Gⁱ, ηⁱ) = Mⁱ) gives the mechanical path's iterates to round-off."""
     _, g0, eta0, *_ = disc
     for s in (2, 3, 4):
-        ta = integrate(vertical_disc(), LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
-        tb = integrate(vertical_disc_general(), LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
+        ta = integrate(
+            vertical_disc(),
+            LieNonholonomicPRK(s, multiplier_rule="carry"),
+            g0,
+            eta0,
+            h=0.1,
+            n_steps=20,
+        )
+        tb = integrate(
+            vertical_disc_general(),
+            LieNonholonomicPRK(s, multiplier_rule="carry"),
+            g0,
+            eta0,
+            h=0.1,
+            n_steps=20,
+        )
         assert np.max(np.abs(ta.q - tb.q)) < 1e-13
         assert np.max(np.abs(ta.v - tb.v)) < 1e-13
         assert np.max(np.abs(ta.lam - tb.lam)) < 1e-12
@@ -140,7 +154,7 @@ def test_general_lagrangian_orders(disc, s, form):
     _, g0, eta0, *_ = disc
     sysc = vertical_disc_general(quartic=0.5)
     ref = reference_solution(sysc, g0, eta0, np.array([0.0, T_FINAL]))
-    method = LieNonholonomicPRK(s, form=form)
+    method = LieNonholonomicPRK(s, form=form, multiplier_rule="carry")
     hs = STEPS[4] if s == 4 else (0.1, 0.05, 0.025)
     eg, ee, el = [], [], []
     for h in hs:
@@ -164,14 +178,26 @@ def test_hamiltonian_form_is_the_same_map(disc):
     round-off (measured ≤ 4e-14)."""
     _, g0, eta0, *_ = disc
     for s in (2, 3, 4):
-        mech_l = integrate(vertical_disc(), LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
+        mech_l = integrate(
+            vertical_disc(),
+            LieNonholonomicPRK(s, multiplier_rule="carry"),
+            g0,
+            eta0,
+            h=0.1,
+            n_steps=20,
+        )
         mech_h = integrate(
-            vertical_disc(), LieNonholonomicPRK(s, form="hamiltonian"), g0, eta0, h=0.1, n_steps=20
+            vertical_disc(),
+            LieNonholonomicPRK(s, form="hamiltonian", multiplier_rule="carry"),
+            g0,
+            eta0,
+            h=0.1,
+            n_steps=20,
         )
         assert np.array_equal(mech_l.q, mech_h.q) and np.array_equal(mech_l.lam, mech_h.lam)
         gen_h = integrate(
             vertical_disc_general(),
-            LieNonholonomicPRK(s, form="hamiltonian"),
+            LieNonholonomicPRK(s, form="hamiltonian", multiplier_rule="carry"),
             g0,
             eta0,
             h=0.1,
@@ -181,8 +207,17 @@ def test_hamiltonian_form_is_the_same_map(disc):
         assert np.max(np.abs(gen_h.v - mech_l.v)) < 1e-13
         assert np.max(np.abs(gen_h.lam - mech_l.lam)) < 1e-12
         sysc = vertical_disc_general(quartic=0.5)
-        tl = integrate(sysc, LieNonholonomicPRK(s), g0, eta0, h=0.1, n_steps=20)
-        th = integrate(sysc, LieNonholonomicPRK(s, form="hamiltonian"), g0, eta0, h=0.1, n_steps=20)
+        tl = integrate(
+            sysc, LieNonholonomicPRK(s, multiplier_rule="carry"), g0, eta0, h=0.1, n_steps=20
+        )
+        th = integrate(
+            sysc,
+            LieNonholonomicPRK(s, form="hamiltonian", multiplier_rule="carry"),
+            g0,
+            eta0,
+            h=0.1,
+            n_steps=20,
+        )
         assert th.success, th.message
         for a_, b_ in [(tl.q, th.q), (tl.v, th.v), (tl.p, th.p), (tl.lam, th.lam)]:
             assert np.max(np.abs(a_ - b_)) < 1e-12
@@ -201,7 +236,7 @@ def test_non_invertible_legendre_map_fails_loudly(disc, form):
     ConvergenceError (integrate returns success=False with the message) and never NaN."""
     _, g0, eta0, *_ = disc
     sysc = vertical_disc_general(quartic=-0.5)
-    method = LieNonholonomicPRK(3, form=form)
+    method = LieNonholonomicPRK(3, form=form, multiplier_rule="carry")
     with pytest.raises(ConvergenceError, match="did not converge"):
         method.step(sysc, method.initial_state(sysc, g0, eta0), 0.1)
     tr = integrate(sysc, method, g0, eta0, h=0.1, n_steps=5)

@@ -78,11 +78,12 @@ def test_rn_lie_method_reproduces_vector_space_nhprk(s):
 
 
 def test_rn_lie_method_is_symmetric():
-    """On Rⁿ the inner stages are linear in Ξ, so the step is exactly symmetric (paper Thm. 5.1,
+    """On Rⁿ the inner stages are linear in Ξ, so the step is exactly symmetric with the
+    carried multiplier (paper Thm. 5.1,
     Cor. 5.2.1)."""
     con = LinearVelocityConstraint(A, dA=dA)
     lie = ConstrainedSystem(TrivializedMechanicalSystem(Rn(3), MASS, V, gradV, hessV), con)
-    method = LieNonholonomicPRK(3)
+    method = LieNonholonomicPRK(3, multiplier_rule="carry")
     st0 = method.initial_state(lie, np.array([0.4, -0.3, 0.2]), np.array([0.5, 0.1, -0.15]))
     st1 = method.step(lie, st0, 0.1)
     back = method.step(lie, attrs.evolve(st1, carry={}), -0.1)

@@ -49,7 +49,7 @@ def test_particle_orders(nh, particle_ref, s):
     s=4: ~6.0, ~6.0, ~4.0; s=5 (h = 1/3 .. 1/8): ~7.9, ~8.0, ~4.1.
     """
     system, ref = particle_ref
-    method = NonholonomicPRK(lobatto_iiia_iiib(s))
+    method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry")
     hs = H_VALUES[s]
     err = _errors(system, method, nh.PARTICLE_Q0, nh.PARTICLE_V0, hs, ref)
     order_q = nh.fit_order(hs, err[:, 0], FLOOR)
@@ -68,7 +68,7 @@ def test_particle_error_magnitudes_match_spec(nh, particle_ref):
     for s, expected in [(2, 2.06e-3), (3, 5.87e-7)]:
         sol = integrate(
             system,
-            NonholonomicPRK(lobatto_iiia_iiib(s)),
+            NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry"),
             nh.PARTICLE_Q0,
             nh.PARTICLE_V0,
             h=0.1,
@@ -83,7 +83,7 @@ def test_general_lagrangian_nonlinear_constraint_orders(nh, s):
     """Implicit v = FL^{-1}(p) unknowns and a nonlinear Phi: orders 2s-2 in q and p."""
     system = nh.general_particle_system()
     ref = reference_solution(system, nh.GEN_Q0, nh.GEN_V0, np.array([0.0, T]))
-    method = NonholonomicPRK(lobatto_iiia_iiib(s))
+    method = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry")
     hs = [0.2, 0.1, 0.05]
     err = _errors(system, method, nh.GEN_Q0, nh.GEN_V0, hs, ref)
     assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
@@ -98,7 +98,12 @@ def test_sleigh_orders(nh, s):
     ref = reference_solution(system, nh.SLEIGH_Q0, nh.SLEIGH_V0, np.array([0.0, T]))
     hs = [0.2, 0.1, 0.05]
     err = _errors(
-        system, NonholonomicPRK(lobatto_iiia_iiib(s)), nh.SLEIGH_Q0, nh.SLEIGH_V0, hs, ref
+        system,
+        NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry"),
+        nh.SLEIGH_Q0,
+        nh.SLEIGH_V0,
+        hs,
+        ref,
     )
     assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 1], FLOOR) - (2 * s - 2)) <= 0.25, err
@@ -112,9 +117,18 @@ def test_affine_constraint_orders(nh, s):
     v0 = np.array([0.5, 1.0, 0.25 + 0.3 * np.sin(1.0)])  # on the affine constraint
     ref = reference_solution(system, q0, v0, np.array([0.0, T]))
     hs = [0.2, 0.1, 0.05]
-    err = _errors(system, NonholonomicPRK(lobatto_iiia_iiib(s)), q0, v0, hs, ref)
+    err = _errors(
+        system, NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry"), q0, v0, hs, ref
+    )
     assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 1], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 2], FLOOR) - 2) <= 0.25, err
-    sol = integrate(system, NonholonomicPRK(lobatto_iiia_iiib(s)), q0, v0, h=0.1, n_steps=20)
+    sol = integrate(
+        system,
+        NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry"),
+        q0,
+        v0,
+        h=0.1,
+        n_steps=20,
+    )
     assert np.abs(system.residual(sol.q, sol.v)).max() < 1e-11

@@ -76,7 +76,9 @@ def test_symmetric_with_carried_multiplier(nh, s, model):
     else:
         q0s, v0s = nh.chaotic_ensemble()
         q0, v0 = q0s[3], v0s[3]
-    method = NonholonomicPRK(lobatto_iiia_iiib(s), jacobian_reuse="iteration")  # full Newton
+    method = NonholonomicPRK(
+        lobatto_iiia_iiib(s), jacobian_reuse="iteration", multiplier_rule="carry"
+    )  # full Newton
     st0 = method.initial_state(system, q0, v0)
     st = st0
     for _ in range(3):
@@ -94,7 +96,9 @@ def test_reversible_under_momentum_flip(nh, s):
     """(q1, -p1, lambda1) stepped with +h gives (q0, -p0, lambda0) (linear constraint,
     velocity-reversible particle; paper Thm. 5.1, Cor. 5.2.1: 1e-15)."""
     system = nh.particle_system()
-    method = NonholonomicPRK(lobatto_iiia_iiib(s), jacobian_reuse="iteration")  # full Newton
+    method = NonholonomicPRK(
+        lobatto_iiia_iiib(s), jacobian_reuse="iteration", multiplier_rule="carry"
+    )  # full Newton
     st0 = method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
     st1 = method.step(system, st0, 0.2)
     rev = method.step(system, _state(st1.q, -st1.v, -st1.p, st1.lam), 0.2)
@@ -290,8 +294,8 @@ def test_one_multiplier_rule_vocabulary():
     """Both classes take ``multiplier_rule`` from the shared ``MULTIPLIER_RULES``."""
     assert MULTIPLIER_RULES == ("carry", "zero_first", "continuous", "weighted_sum")
     pair = lobatto_iiia_iiib(2)
-    assert NonholonomicPRK(pair).multiplier_rule == "carry"
-    assert LieNonholonomicPRK(2).multiplier_rule == "carry"
+    assert NonholonomicPRK(pair).multiplier_rule == "continuous"  # the safe default
+    assert LieNonholonomicPRK(2).multiplier_rule == "continuous"
     for rule in MULTIPLIER_RULES[:3]:
         assert NonholonomicPRK(pair, multiplier_rule=rule).multiplier_rule == rule
         assert LieNonholonomicPRK(2, multiplier_rule=rule).multiplier_rule == rule
@@ -320,7 +324,12 @@ def test_multiplier_mode_alias_gives_the_same_method(nh, old):
     assert np.array_equal(runs[0].q, runs[1].q) and np.array_equal(runs[0].lam, runs[1].lam)
     if old != "carried":  # the rule is really applied (differs from the carried map)
         carried = integrate(
-            system, NonholonomicPRK(pair), nh.SLEIGH_Q0, nh.SLEIGH_V0, h=0.1, n_steps=20
+            system,
+            NonholonomicPRK(pair, multiplier_rule="carry"),
+            nh.SLEIGH_Q0,
+            nh.SLEIGH_V0,
+            h=0.1,
+            n_steps=20,
         )
         assert not np.array_equal(carried.lam, runs[0].lam)
 
@@ -431,7 +440,9 @@ def test_s2_is_the_nonholonomic_trapezoidal_scheme(nh):
     transform p_k = D2L_d(q_{k-1}, q_k) + (h/2) A(q_k)^T lambda_k, and Phi(q_k, v_k) = 0."""
     system = nh.particle_system()
     h = 0.1
-    method = NonholonomicPRK(lobatto_iiia_iiib(2), newton=NewtonOptions(tol=1e-15))
+    method = NonholonomicPRK(
+        lobatto_iiia_iiib(2), newton=NewtonOptions(tol=1e-15), multiplier_rule="carry"
+    )
     sol = integrate(system, method, nh.PARTICLE_Q0, nh.PARTICLE_V0, h=h, n_steps=30)
     q, p, lam = sol.q, sol.p, sol.lam
     grad_v = np.array(q, copy=True)

@@ -21,19 +21,31 @@ from ._nhprk import (
     JACOBIAN_REUSE,
     NonholonomicPRK,
 )
-from ._rules import MULTIPLIER_MODE_ALIASES, MULTIPLIER_MODES, MULTIPLIER_RULES
+from ._rules import (
+    DEFAULT_MULTIPLIER_RULE,
+    MULTIPLIER_MODE_ALIASES,
+    MULTIPLIER_MODE_EVERY,
+    MULTIPLIER_MODE_THRESHOLD,
+    MULTIPLIER_MODES,
+    MULTIPLIER_RULES,
+    MultiplierModeWarning,
+)
 from ._version import __version__ as __version__
 
 __all__ = [
     "AUTO_STRUCTURED_MIN_BATCH",
     "CONSTRAINT_MOMENTA",
+    "DEFAULT_MULTIPLIER_RULE",
     "FORMS",
     "JACOBIAN_REUSE",
     "MULTIPLIER_MODES",
     "MULTIPLIER_MODE_ALIASES",
+    "MULTIPLIER_MODE_EVERY",
+    "MULTIPLIER_MODE_THRESHOLD",
     "MULTIPLIER_RULES",
     "RETRACTIONS",
     "LieNonholonomicPRK",
+    "MultiplierModeWarning",
     "NonholonomicPRK",
     "StageModel",
     "sphere_lift",

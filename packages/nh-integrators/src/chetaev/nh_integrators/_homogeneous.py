@@ -26,6 +26,8 @@ from chetaev.discrete_lagrangian import (
     TrivializedMechanicalSystem,
 )
 
+from ._validate import real_array, real_scalar
+
 __all__ = [
     "sphere_lift",
     "sphere_point",
@@ -51,11 +53,20 @@ def _so3() -> Any:
     return SO3
 
 
-def _unit(x0: Any) -> np.ndarray:
-    x0 = np.asarray(x0, dtype=float)
-    if x0.shape != (3,) or not np.all(np.isfinite(x0)) or abs(np.linalg.norm(x0) - 1.0) > 1e-12:
-        raise InputError(f"`x0` must be a unit vector of shape (3,), got {x0!r}. Normalize it.")
+def _unit(x0: Any, name: str = "x0") -> np.ndarray:
+    x0 = real_array(x0, name)
+    if x0.shape != (3,) or abs(np.linalg.norm(x0) - 1.0) > 1e-12:
+        raise InputError(f"`{name}` must be a unit vector of shape (3,), got {x0!r}. Normalize it.")
     return x0
+
+
+def _rotation(g: Any, name: str = "g") -> np.ndarray:
+    g = real_array(g, name)
+    if g.ndim < 2 or g.shape[-2:] != (3, 3):
+        raise InputError(
+            f"`{name}` must be a rotation matrix of shape (..., 3, 3), got shape {g.shape}."
+        )
+    return g
 
 
 def sphere_lift(
@@ -94,9 +105,22 @@ def sphere_lift(
         ``LinearVelocityConstraint(x₀ᵀ)``: φ(η) = x₀·η.
     """
     x0 = _unit(space.x0 if space is not None else x0)
-    if not (np.isfinite(mass) and mass > 0):
-        raise InputError(f"`mass` must be positive and finite, got {mass}.")
-    if not (np.isfinite(regularization) and regularization > 0):
+    for name, f in (("potential", potential), ("potential_grad", potential_grad)):
+        if not callable(f):
+            raise InputError(
+                f"`{name}` must be a callable of the points x (..., 3), got {type(f).__name__}."
+            )
+    if potential_hess is not None and not callable(potential_hess):
+        raise InputError(
+            "`potential_hess` must be None or a callable x (..., 3) -> (..., 3, 3), got "
+            f"{type(potential_hess).__name__}."
+        )
+    mass = real_scalar(mass, "mass", positive=True)
+    if not (
+        isinstance(regularization, (int, float, np.integer, np.floating))
+        and np.isfinite(regularization)
+        and regularization > 0
+    ):
         raise InputError(
             f"`regularization` M must be positive and finite, got {regularization}. Any M > 0 "
             "gives the same dynamics on the constraint (e.g. M = mass)."
@@ -135,7 +159,7 @@ def spherical_pendulum(
 
     Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (paper §5.1).
     """
-    gamma = np.array([0.0, 0.0, -float(alpha)])
+    gamma = np.array([0.0, 0.0, -real_scalar(alpha, "alpha")])
     return sphere_lift(
         lambda x: -np.asarray(x) @ gamma,
         lambda x: np.broadcast_to(-gamma, np.shape(x)).copy(),
@@ -157,7 +181,8 @@ def spherical_kepler(
 
     V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, paper §5.2); λ ≡ 0.
     """
-    X = _unit(center)
+    X = _unit(center, "center")
+    rho = real_scalar(rho, "rho")
 
     def V(x: np.ndarray) -> np.ndarray:
         c = np.asarray(x) @ X
@@ -176,12 +201,23 @@ def spherical_kepler(
 
 def sphere_point(g: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
     """x = g x₀ ∈ S², shape ``(..., 3)``."""
-    return np.asarray(g, dtype=float) @ _unit(x0)
+    return _rotation(g) @ _unit(x0)
 
 
 def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
     """ẋ = g (η × x₀), shape ``(..., 3)`` (Prop. 2.2 of the homogeneous-spaces paper)."""
-    return np.einsum("...ij,...j->...i", np.asarray(g, dtype=float), np.cross(eta, _unit(x0)))
+    g = _rotation(g)
+    eta = real_array(eta, "eta")
+    if eta.ndim == 0 or eta.shape[-1] != 3:
+        raise InputError(f"`eta` must have shape (..., 3) (in so(3)), got shape {eta.shape}.")
+    try:
+        np.broadcast_shapes(g.shape[:-2], eta.shape[:-1])
+    except ValueError:
+        raise InputError(
+            f"`eta` of shape {eta.shape} does not broadcast with the batch of `g` (shape "
+            f"{g.shape}): pass one row per element, or a single one."
+        ) from None
+    return np.einsum("...ij,...j->...i", g, np.cross(eta, _unit(x0)))
 
 
 def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:
@@ -189,9 +225,14 @@ def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:
 
     The angles broadcast against each other; the result has shape ``(..., 3, 3)``.
     """
-    t1, t2, t3 = np.broadcast_arrays(
-        *(np.asarray(t, dtype=float) for t in (theta1, theta2, theta3))
-    )
+    angles = [real_array(t, f"theta{i}") for i, t in enumerate((theta1, theta2, theta3), 1)]
+    try:
+        t1, t2, t3 = np.broadcast_arrays(*angles)
+    except ValueError:
+        raise InputError(
+            "`theta1`, `theta2`, `theta3` must broadcast against each other, got shapes "
+            f"{[a.shape for a in angles]}."
+        ) from None
 
     def rot(t: np.ndarray, i: int, j: int) -> np.ndarray:  # rotation in the (i, j) plane
         R = np.zeros((*t.shape, 3, 3))

@@ -22,23 +22,25 @@ from chetaev.discrete_lagrangian import (
 
 from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._lie_ops import _RetractionOps
-from ._rules import MULTIPLIER_RULES, StageOrders, check_newton, check_pair, one_of
+from ._rules import (
+    DEFAULT_MULTIPLIER_RULE,
+    MULTIPLIER_RULES,
+    MethodCache,
+    MultiplierModeWarning,
+    StageOrders,
+    check_newton,
+    check_pair,
+    convert_pair,
+    multiplier_mode_check,
+    one_of,
+)
+from ._validate import check_state, real_array, real_scalar, step_size
 
 FORMS = ("lagrangian", "hamiltonian")
 
 __all__ = ["MULTIPLIER_RULES", "RETRACTIONS", "LieNonholonomicPRK"]
 
 RETRACTIONS = ("cayley", "exp")
-
-
-def _convert_pair(pair: Any) -> Any:
-    if isinstance(pair, (int, np.integer)) and not isinstance(pair, bool):
-        if pair < 2:
-            raise InputError(f"`pair` as a stage count must be >= 2 (Lobatto s >= 2), got {pair}.")
-        from chetaev.rktableaux import lobatto_iiia_iiib
-
-        return lobatto_iiia_iiib(int(pair))
-    return pair
 
 
 def _as_float(f: Any) -> Any:
@@ -55,9 +57,9 @@ def _constraint_model(system: Any) -> _LieModel:
     group = getattr(system, "group", None)
     if sysm is None or con is None or group is None:
         raise InputError(
-            "LieNonholonomicPRK needs a ConstrainedSystem(TrivializedMechanicalSystem(group, ...), "
-            f"constraint) on a Lie group, got {type(system).__name__}. For a vector space use "
-            "NonholonomicPRK (or the group Rn(n))."
+            "LieNonholonomicPRK needs a `system` ConstrainedSystem(TrivializedMechanicalSystem("
+            f"group, ...), constraint) on a Lie group, got {type(system).__name__}. For a vector "
+            "space use NonholonomicPRK (or the group Rn(n))."
         )
     if getattr(con, "is_holonomic", False):
         raise InputError(
@@ -155,12 +157,18 @@ class LieNonholonomicPRK(StageOrders):
         (3c). Checked against H1–H3, H1'–H2' (:class:`HypothesisError`).
     retraction : {"cayley", "exp"}
         τ. Both use exact closed forms of d^Lτ and of its derivative (no truncated series).
-    multiplier_rule : {"carry", "zero_first", "continuous", "weighted_sum"}
+    multiplier_rule : {"continuous", "carry", "zero_first", "weighted_sum"}
         Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6); the same
         keyword and values as :class:`NonholonomicPRK` (shared constant ``MULTIPLIER_RULES``).
-        ``"carry"`` (default; the high-order paper and the homogeneous-spaces paper's
-        Λ-concatenation): Λ¹ = λ_k = Λˢ of the previous step. ``"zero_first"``: Λ¹ = 0
-        (C2). ``"continuous"``: Λ¹ = λ(g_k, η_k) from the continuous formula (C2, general).
+        ``"continuous"`` (default, ``DEFAULT_MULTIPLIER_RULE``): Λ¹ = λ(g_k, η_k) from the
+        continuous formula (C2, general): no parasitic multiplier mode, orders 2s − 2 kept
+        (on S² lifts λ ≡ 0, so it equals ``"zero_first"``). ``"carry"``: the papers' rule
+        (App. F of the high-order paper and the homogeneous-spaces paper's
+        Λ-concatenation), Λ¹ = λ_k = Λˢ of the previous step; pass it to reproduce the
+        papers. Its multiplier sequence has a parasitic mode (as for
+        :class:`NonholonomicPRK`: the free Chaplygin sleigh on SE(2) loses its energy by
+        T = 50 at h = 0.05 for s = 2, 3), so runs with it are monitored
+        (:class:`MultiplierModeWarning`). ``"zero_first"``: Λ¹ = 0 (C2).
         ``"weighted_sum"``: Λ¹ unknown and Σⱼ bⱼΛʲ = 0 (C3). On a homogeneous-space lift
         (right-H-invariant ℓ_reg with the 𝔪-constraint) this equation is implied by the
         end-point constraint (discrete Noether identity, spec F5), the Newton matrix is
@@ -198,9 +206,11 @@ class LieNonholonomicPRK(StageOrders):
     R. T. Sato Martín de Almagro, arXiv:2201.12022, §4.2.
     """
 
-    pair: Any = attrs.field(converter=_convert_pair, validator=check_pair)
+    pair: Any = attrs.field(converter=convert_pair, validator=check_pair)
     retraction: str = attrs.field(default="cayley", validator=one_of(RETRACTIONS))
-    multiplier_rule: str = attrs.field(default="carry", validator=one_of(MULTIPLIER_RULES))
+    multiplier_rule: str = attrs.field(
+        default=DEFAULT_MULTIPLIER_RULE, validator=one_of(MULTIPLIER_RULES)
+    )
     newton: NewtonOptions = attrs.field(
         factory=lambda: NewtonOptions(tol=1e-13, max_iter=30),
         validator=check_newton(
@@ -209,7 +219,7 @@ class LieNonholonomicPRK(StageOrders):
         ),
     )
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
-    _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
 
     # ------------------------------------------------------------------ protocol
     @property
@@ -227,15 +237,13 @@ class LieNonholonomicPRK(StageOrders):
 
     def _check_element(self, system: Any, g: Any, name: str) -> np.ndarray:
         group = system.group
-        g = np.asarray(g, dtype=float)
+        g = real_array(g, name)
         shape = tuple(group.shape)
         if g.shape[g.ndim - len(shape) :] != shape:
             raise InputError(
                 f"`{name}` must be a group element of shape (..., {', '.join(map(str, shape))}) "
                 f"for {type(group).__name__}, got shape {g.shape}."
             )
-        if not np.all(np.isfinite(g)):
-            raise InputError(f"`{name}` must be finite, but it holds NaN or inf.")
         ok = np.asarray(group.is_element(g, tol=1e-9)) if hasattr(group, "is_element") else True
         if not np.all(ok):
             raise InputError(
@@ -259,17 +267,23 @@ class LieNonholonomicPRK(StageOrders):
         InputError
             For a wrong shape, a non-finite value or ``g0`` off the group.
         """
+        t0 = real_scalar(t0, "t0")
+        tol = real_scalar(tol, "tol", positive=True)
         ops, model = self._setup(system)
         g0 = self._check_element(system, q0, "q0")
-        eta0 = np.asarray(v0, dtype=float)
+        eta0 = real_array(v0, "v0")
         if eta0.ndim == 0 or eta0.shape[-1] != model.d:
             raise InputError(
                 f"`v0` must be the trivialized velocity η0 of shape (..., {model.d}), got shape "
                 f"{eta0.shape}."
             )
-        if not np.all(np.isfinite(eta0)):
-            raise InputError("`v0` must be finite, but it holds NaN or inf.")
-        batch = np.broadcast_shapes(g0.shape[: g0.ndim - ops.elem_ndim], eta0.shape[:-1])
+        try:
+            batch = np.broadcast_shapes(g0.shape[: g0.ndim - ops.elem_ndim], eta0.shape[:-1])
+        except ValueError:
+            raise InputError(
+                f"`v0` of shape {eta0.shape} does not broadcast with the batch of `q0` (shape "
+                f"{g0.shape}): pass one row per trajectory in both (or a single one in one)."
+            ) from None
         g0 = np.broadcast_to(g0, batch + ops.elem_shape).copy()
         eta0 = np.broadcast_to(eta0, (*batch, model.d)).copy()
         system.check_initial(g0, eta0, tol=tol)
@@ -277,7 +291,7 @@ class LieNonholonomicPRK(StageOrders):
         if lam0 is None:
             lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
         else:
-            lam = np.asarray(lam0, dtype=float)
+            lam = real_array(lam0, "lam0")
             if lam.ndim == 0 or lam.shape[-1] != model.m:
                 raise InputError(
                     f"`lam0` must have shape (..., {model.m}) (one multiplier per constraint), "
@@ -290,9 +304,17 @@ class LieNonholonomicPRK(StageOrders):
                     f"`lam0` of shape {lam.shape} does not broadcast to the batch {batch} of "
                     "the initial data. Pass one row per trajectory or a single row."
                 ) from None
-            if not np.all(np.isfinite(lam)):
-                raise InputError("`lam0` must be finite, but it holds NaN or inf.")
         return State(t=float(t0), q=g0, v=eta0, p=mu0, lam=lam, n=0, carry={}, info={})
+
+    def check_step(
+        self, system: Any, previous: State, state: State, h: float
+    ) -> MultiplierModeWarning | None:
+        """Post-step hook (called by ``integrate`` after every converged step): with the
+        papers' rule ``"carry"``, a :class:`MultiplierModeWarning` once the parasitic
+        multiplier mode exceeds ``MULTIPLIER_MODE_THRESHOLD`` times the multiplier's scale
+        (one continuous-multiplier evaluation per step; nothing for the other rules).
+        See :func:`._rules.multiplier_mode_check`."""
+        return multiplier_mode_check(self, system, previous, state, h)
 
     def step(self, system: Any, state: State, h: float) -> State:
         """One step of App. F; returns the state at ``t + h``.
@@ -305,13 +327,9 @@ class LieNonholonomicPRK(StageOrders):
             With ``multiplier_rule="weighted_sum"`` when Σ bⱼΛʲ = 0 is redundant (rank
             deficient Newton matrix).
         """
-        h = float(h)
-        if not np.isfinite(h) or h == 0.0:
-            raise InputError(
-                f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
-                "(a negative h steps backwards in time)."
-            )
+        h = step_size(h)
         ops, model = self._setup(system)
+        check_state(state, ops.elem_shape, model.d, model.m)
         a = np.asarray(self.pair.first.a, dtype=float)
         b = np.asarray(self.pair.first.b, dtype=float)
         s, d, m = a.shape[0], model.d, model.m

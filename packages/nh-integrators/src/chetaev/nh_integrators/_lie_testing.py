@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
+    InputError,
     LinearVelocityConstraint,
     TrivializedMechanicalSystem,
     VelocityConstraint,
@@ -24,6 +25,7 @@ from chetaev.discrete_lagrangian import (
 from scipy.integrate import solve_ivp
 
 from ._homogeneous import _hat
+from ._validate import real_scalar
 
 __all__ = [
     "ball_first_integrals",
@@ -51,6 +53,10 @@ def vertical_disc(
     the same constraint set and, on it, the same Chetaev force direction D₂φ = (0, 1, 0), so
     the same continuous motion and multiplier, while the discrete method sees a constraint
     that is nonlinear in η (D₂φ is evaluated at the stage velocities, where v₂ ≠ 0)."""
+    mass = real_scalar(mass, "mass", positive=True)
+    inertia_z = real_scalar(inertia_z, "inertia_z", positive=True)
+    if constraint not in ("linear", "nonlinear"):
+        raise InputError(f"`constraint` must be 'linear' or 'nonlinear', got {constraint!r}.")
     from chetaev.liegroups import SE2
 
     def V(g: np.ndarray) -> np.ndarray:
@@ -115,8 +121,7 @@ def vertical_disc_general(
 
     def lag(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
         eta = np.asarray(eta)
-        return (0.5 * np.sum(Id * eta * eta, axis=-1) + 0.25 * quartic * eta[..., 0] ** 4
-                - mech.V(g))
+        return 0.5 * np.sum(Id * eta * eta, axis=-1) + 0.25 * quartic * eta[..., 0] ** 4 - mech.V(g)
 
     def dl_dg(g: np.ndarray, eta: np.ndarray) -> np.ndarray:
         return np.broadcast_to(-mech.gradV(g), (*bs(g, eta), 3))
@@ -178,8 +183,16 @@ def disc_reference(
         c, s = np.cos(th), np.sin(th)
         return [z[2] * c, z[2] * s, -(z[0] * c + z[1] * s) / mass]
 
-    sol = solve_ivp(rhs, (0.0, t[-1]), [x0, y0, v1], method="DOP853", rtol=1e-13, atol=1e-13,
-                    t_eval=t, dense_output=False)
+    sol = solve_ivp(
+        rhs,
+        (0.0, t[-1]),
+        [x0, y0, v1],
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+        t_eval=t,
+        dense_output=False,
+    )
     x, y, v = sol.y
     th = th0 + om * t
     eta = np.stack([v, np.zeros_like(v), np.full_like(v, om)], axis=-1)
@@ -197,6 +210,9 @@ def turntable_ball(
     V = 0; with ω = R ω_b (spatial):
     φ₁ = v_x + Ω y − r ω₂ = 0, φ₂ = v_y − Ω x + r ω₁ = 0 (affine in η, depends on g).
     """
+    radius = real_scalar(radius, "radius", positive=True)
+    a = real_scalar(a, "a", positive=True)
+    table_rate = real_scalar(table_rate, "table_rate")
     from chetaev.liegroups import SO3, Product, Rn
 
     G = Product(SO3, Rn(2))
@@ -247,9 +263,7 @@ def turntable_ball(
     return ConstrainedSystem(sysm, LinearVelocityConstraint(A, a_aff, dA, da))
 
 
-def ball_initial(
-    radius: float = 1.0, table_rate: float = 1.0
-) -> tuple[np.ndarray, np.ndarray]:
+def ball_initial(radius: float = 1.0, table_rate: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(g0, η0) of paper §7.5: R0 = I, (x0, y0) = (1, 0), ω_s0 = (0.3, −0.2, 0.5),
     v0 = (r ω_y − Ω y, Ω x − r ω_x) = (−0.2, 0.7)."""
     g0 = np.eye(6)
@@ -322,8 +336,9 @@ def ball_reference(
         _, _, w = state(tt)
         return (_hat(w) @ z.reshape(3, 3)).ravel()
 
-    sol = solve_ivp(rhs, (0.0, t[-1]), R0.ravel(), method="DOP853", rtol=1e-13, atol=1e-13,
-                    t_eval=t)
+    sol = solve_ivp(
+        rhs, (0.0, t[-1]), R0.ravel(), method="DOP853", rtol=1e-13, atol=1e-13, t_eval=t
+    )
     R = sol.y.T.reshape(-1, 3, 3)
     v, p, w = state(t)
     g = np.zeros((t.size, 6, 6))
@@ -354,6 +369,13 @@ def sphere_reference(
         f = -np.asarray(potential_grad(x), dtype=float) / mass
         return np.concatenate([v, f - (x @ f) * x - (v @ v) * x])
 
-    sol = solve_ivp(rhs, (0.0, t[-1]), np.concatenate([x0, v0]), method="DOP853", rtol=1e-13,
-                    atol=1e-13, t_eval=t)
+    sol = solve_ivp(
+        rhs,
+        (0.0, t[-1]),
+        np.concatenate([x0, v0]),
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+        t_eval=t,
+    )
     return sol.y[:3].T, sol.y[3:].T

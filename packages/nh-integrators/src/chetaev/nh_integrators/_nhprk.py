@@ -22,17 +22,23 @@ from chetaev.discrete_lagrangian import (
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
 from ._rules import (
+    DEFAULT_MULTIPLIER_RULE,
     MULTIPLIER_MODE_ALIASES,
     MULTIPLIER_MODES,
     MULTIPLIER_RULES,
+    MethodCache,
+    MultiplierModeWarning,
     StageOrders,
     check_newton,
     check_pair,
+    convert_pair,
+    multiplier_mode_check,
     one_of,
 )
 from ._solve import SolveResult
 from ._solve import newton as _newton
 from ._solve import newton_structured as _newton_structured
+from ._validate import check_state, real_array, real_scalar, step_size
 
 __all__ = [
     "AUTO_STRUCTURED_MIN_BATCH",
@@ -61,22 +67,18 @@ AUTO_STRUCTURED_MIN_BATCH = 16
 
 
 def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
-    try:
-        arr = np.array(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"`{name}` must be an array of real numbers, got {type(x).__name__}."
-        ) from None
+    arr = real_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != n:
         raise InputError(
             f"`{name}` must have shape (..., {n}) for this system (n = {n}), got shape "
             f"{arr.shape}. Pass one configuration per row."
         )
-    if not np.all(np.isfinite(arr)):
-        raise InputError(
-            f"`{name}` must be finite, but it holds NaN or inf. Check how it was computed."
-        )
     return arr
+
+
+def _implicit_flag(inst: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"`implicit_velocity` must be None, True or False, got {value!r}.")
 
 
 @attrs.frozen
@@ -89,22 +91,36 @@ class NonholonomicPRK(StageOrders):
     stage momenta come from Lobatto IIIB; the constraint is imposed at stages 2..s with
     the IIIA-weighted momenta ``p_k^i = p_k + h sum_j a_ij W^j`` (eq. 14d), and by H1/H3
     the last one is exactly ``Psi(q_{k+1}, p_{k+1}) = 0``: the constraint holds at every
-    node to solver tolerance. ``lambda_k = Lambda^1`` is carried from the previous step
-    and ``lambda_{k+1} = Lambda^s`` (paper eq. (14), App. D, A5).
+    node to solver tolerance. ``lambda_{k+1} = Lambda^s``; by default ``Lambda^1 =
+    lambda(q_k, v_k)``, the continuous multiplier at the step's start (``multiplier_rule=
+    "continuous"``); the paper's rule carries ``Lambda^1 = lambda_k`` from the previous
+    step (``multiplier_rule="carry"``, paper eq. (14), App. D).
+
+    **Why the default is not the paper's rule.** With ``lambda_k`` carried the multiplier
+    sequence has a parasitic mode ``lambda_{k+1} ~ R_A(inf) lambda_k`` (alternating for even
+    s) that evolves with the backward-time dynamics: a free Chaplygin sleigh (no potential;
+    its forward motion is asymptotically stable) loses all its energy by T = 50 (s = 2, 3)
+    or T = 200 (s = 4, 5) at h = 0.05, with every step converged. The default rule has no
+    such mode (sleigh, h = 0.05, T = 200: relative energy error 1.2e-4, 9.2e-9, 7.3e-13,
+    1.4e-14 for s = 2..5) and keeps the orders 2s - 2 in ``q`` and ``v``, at the cost of one
+    evaluation of ``system.multiplier`` per step. Runs with ``"carry"`` are monitored: a
+    :class:`MultiplierModeWarning` (see :meth:`check_step`) says when the mode has grown.
 
     Orders (Cor. 5.2.1, for ``lambda_0`` from the continuous problem): ``q`` and ``p``
-    ``2s - 2``; ``lambda`` ``s`` for even ``s`` and ``s - 1`` for odd ``s``. With
-    ``lambda`` carried the step is exactly symmetric (stepping back with ``-h`` returns
-    the input) and, for linear constraints and velocity-reversible systems, reversible
-    under ``(q, p, lambda) -> (q, -p, lambda)`` (paper Thm. 5.1, Cor. 5.2.1). Nonholonomic flows
-    are not
-    symplectic; nothing is claimed there.
+    ``2s - 2``; ``lambda`` ``s`` for even ``s`` and ``s - 1`` for odd ``s`` (the paper's
+    rule; measured for the default in ``tests/test_order.py``). With ``lambda`` carried the
+    step is exactly symmetric (stepping back with ``-h`` returns the input) and, for linear
+    constraints and velocity-reversible systems, reversible under ``(q, p, lambda) -> (q,
+    -p, lambda)`` (paper Thm. 5.1, Cor. 5.2.1); the default rule gives up this exact
+    symmetry. Nonholonomic flows are not symplectic; nothing is claimed there.
 
     Parameters
     ----------
-    pair : PartitionedTableau
+    pair : PartitionedTableau or int
         ``first`` = (a, b, c) satisfying H1–H3, ``second`` = its symplectic conjugate
-        (H1', H2'); typically ``lobatto_iiia_iiib(s)``. Checked: :class:`HypothesisError`.
+        (H1', H2'); typically ``lobatto_iiia_iiib(s)``, or just the stage count ``s``
+        (an int >= 2, meaning ``lobatto_iiia_iiib(s)``, as for
+        :class:`LieNonholonomicPRK`). Checked: :class:`HypothesisError`.
     form : {"lagrangian", "hamiltonian"}
         Lagrangian form: unknowns ``V^1..V^s, Lambda^2..Lambda^s`` (plus ``v_k^2..v_k^s``
         when ``FL`` has no explicit inverse). Hamiltonian form: unknowns ``Q^i, P^i,
@@ -119,13 +135,16 @@ class NonholonomicPRK(StageOrders):
         argues against in §5.1, which imposes the inner-stage constraints with the IIIB
         stage momenta ``P^i`` (order ``s - 2`` approximations); kept for negative tests:
         for ``s = 3``, ``lambda`` does not converge and ``q``, ``p`` drop to order 2.
-    multiplier_rule : {"carry", "zero_first", "continuous"}
+    multiplier_rule : {"continuous", "carry", "zero_first"}
         How ``Lambda^1`` of a step is chosen (the same vocabulary as
-        :class:`LieNonholonomicPRK`, constant ``MULTIPLIER_RULES``). ``"carry"`` (default,
-        the paper): ``Lambda^1 = lambda_k``. The remedies for the growing alternating
-        multiplier mode (see README): ``"continuous"`` re-initialises ``Lambda^1`` from the
-        continuous formula ``lambda(q_k, v_k)`` at every step; ``"zero_first"`` uses
-        ``Lambda^1 = 0`` (the rule of the homogeneous-spaces paper). ``"weighted_sum"``
+        :class:`LieNonholonomicPRK`, constant ``MULTIPLIER_RULES``). ``"continuous"``
+        (default, ``DEFAULT_MULTIPLIER_RULE``): ``Lambda^1 = lambda(q_k, v_k)`` from the
+        continuous formula at every step (no parasitic mode; orders ``2s - 2`` kept).
+        ``"carry"``: the paper's rule (eq. 14; pass it to reproduce the paper's numbers),
+        ``Lambda^1 = lambda_k``; it has the growing alternating multiplier mode above and
+        is monitored (:class:`MultiplierModeWarning`). ``"zero_first"`` uses ``Lambda^1 =
+        0`` (the rule of the homogeneous-spaces paper; order 1-2 in ``q`` on a vector
+        space). ``"weighted_sum"``
         (``Lambda^1`` unknown, ``sum_j b_j Lambda^j = 0``) is refused with an
         :class:`InputError`: it was designed for homogeneous-space lifts, where the
         continuous multiplier vanishes (and where it is degenerate, spec
@@ -174,7 +193,7 @@ class NonholonomicPRK(StageOrders):
     nonholonomic mechanical systems", arXiv:1810.10926.
     """
 
-    pair: Any = attrs.field(validator=check_pair)
+    pair: Any = attrs.field(converter=convert_pair, validator=check_pair)
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     newton: NewtonOptions = attrs.field(
         factory=NewtonOptions,
@@ -186,10 +205,10 @@ class NonholonomicPRK(StageOrders):
     )
     constraint_momenta: str = attrs.field(default="iiia", validator=one_of(CONSTRAINT_MOMENTA))
     multiplier_rule: str | None = None
-    implicit_velocity: bool | None = None
+    implicit_velocity: bool | None = attrs.field(default=None, validator=_implicit_flag)
     jacobian_reuse: str = attrs.field(default="auto", validator=one_of(JACOBIAN_REUSE))
     multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
-    _cache: dict = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         rule = self.multiplier_rule
@@ -214,7 +233,7 @@ class NonholonomicPRK(StageOrders):
                     f"contradicts multiplier_rule={rule!r}. Pass multiplier_rule only."
                 )
             rule = alias
-        rule = "carry" if rule is None else rule
+        rule = DEFAULT_MULTIPLIER_RULE if rule is None else rule
         if rule == "weighted_sum":
             raise InputError(
                 "multiplier_rule='weighted_sum' (sum_j b_j Lambda^j = 0) is not offered by "
@@ -314,11 +333,31 @@ class NonholonomicPRK(StageOrders):
         ConstraintViolationError
             If ``|Phi(q0, v0)| > tol`` (data off the constraint set).
         """
-        n = int(system.system.n)
+        inner = getattr(system, "system", None)
+        if inner is None or getattr(system, "constraint", None) is None or not hasattr(inner, "n"):
+            raise InputError(
+                "NonholonomicPRK needs a `system` ConstrainedSystem(MechanicalSystem or "
+                f"LagrangianSystem, velocity constraint) on a vector space, got "
+                f"{type(system).__name__}."
+            )
+        if getattr(inner, "group", None) is not None:
+            raise InputError(
+                f"`system` is a trivialized system on the group {type(inner.group).__name__}: "
+                "integrate it with LieNonholonomicPRK (NonholonomicPRK is for vector spaces)."
+            )
+        t0 = real_scalar(t0, "t0")
+        tol = real_scalar(tol, "tol", positive=True)
+        n = int(inner.n)
         m = constraint_dim(system)
         q0 = _as_batch_vector(q0, "q0", n)
         v0 = _as_batch_vector(v0, "v0", n)
-        q0, v0 = np.broadcast_arrays(q0, v0)
+        try:
+            q0, v0 = np.broadcast_arrays(q0, v0)
+        except ValueError:
+            raise InputError(
+                f"`v0` of shape {v0.shape} does not broadcast with `q0` of shape {q0.shape}: "
+                "pass one row per trajectory in both (or a single row in one)."
+            ) from None
         q0, v0 = q0.copy(), v0.copy()
         system.check_initial(q0, v0, tol=tol)  # ConstraintViolationError off the set
         p0 = np.asarray(system.system.D2L(q0, v0), dtype=np.float64)
@@ -336,6 +375,16 @@ class NonholonomicPRK(StageOrders):
                 ) from None
         return State(t=float(t0), q=q0, v=v0, p=p0, lam=lam, n=0, carry={}, info={})
 
+    def check_step(
+        self, system: Any, previous: State, state: State, h: float
+    ) -> MultiplierModeWarning | None:
+        """Post-step hook (called by ``integrate`` after every converged step): with the
+        papers' rule ``"carry"``, a :class:`MultiplierModeWarning` once the parasitic
+        multiplier mode exceeds ``MULTIPLIER_MODE_THRESHOLD`` times the multiplier's scale
+        (one continuous-multiplier evaluation per step; nothing for the other rules).
+        See :func:`._rules.multiplier_mode_check`."""
+        return multiplier_mode_check(self, system, previous, state, h)
+
     def step(self, system, state: State, h: float) -> State:
         """One step of eq. (14) (or (15)); returns the state at ``t + h``.
 
@@ -347,13 +396,9 @@ class NonholonomicPRK(StageOrders):
         ConvergenceError
             If Newton does not converge for some trajectory of the batch.
         """
-        h = float(h)
-        if not np.isfinite(h) or h == 0.0:
-            raise InputError(
-                f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
-                "(a negative h steps backwards in time)."
-            )
+        h = step_size(h)
         model = self._model(system)
+        check_state(state, (model.n,), model.n, model.m)
         a, b, ahat, c = self._cache["tableau"]
         s = a.shape[0]
         q, v, p = state.q, state.v, state.p
@@ -389,9 +434,7 @@ class NonholonomicPRK(StageOrders):
                 consts = self._constants(h, model)
                 structured = self._structured(model, q)
                 # stage-major layout for one batch axis with the structured matrix
-                Step = (
-                    eq.StagedLagrangianStep if structured and q.ndim == 2 else eq.LagrangianStep
-                )
+                Step = eq.StagedLagrangianStep if structured and q.ndim == 2 else eq.LagrangianStep
                 equations = Step(q, p, lam, h, a, ahat, model, consts)
                 fun, jac = equations.residual, equations.jacobian
 

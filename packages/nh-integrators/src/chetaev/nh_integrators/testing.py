@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
+    InputError,
     LagrangianSystem,
     LinearVelocityConstraint,
     MechanicalSystem,
@@ -50,6 +51,7 @@ from ._lie_testing import (
     vertical_disc,
     vertical_disc_general,
 )
+from ._validate import real_array, real_int, real_scalar
 
 __all__ = [
     "CVT_Q0",
@@ -136,6 +138,7 @@ def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
     """The particle of :func:`particle_system` with the affine constraint
     Phi = v_z - y v_x - kappa sin(x) (not in the paper: exercises the affine term of
     paper §3, Phi = A(q) v + a(q))."""
+    kappa = real_scalar(kappa, "kappa")
     base = particle_system()
     con = base.constraint
 
@@ -163,6 +166,7 @@ def cvt_system(eps: float = 0.5) -> ConstrainedSystem:
 
     The paper's figures use eps = 1/2; initial data :data:`CVT_Q0` with :data:`CVT_V0_LOW`
     or :data:`CVT_V0_HIGH`; energies :func:`cvt_energies`."""
+    eps = real_scalar(eps, "eps")
 
     def V(q):
         x, y, z = q[..., 0], q[..., 1], q[..., 2]
@@ -218,6 +222,7 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
 
     The "fully chaotic" system of paper §7.3 (from McLachlan–Perlmutter; paper §7.3),
     n = 2m + 1 (the paper's experiment: m = 3, n = 7); ensemble :func:`chaotic_ensemble`."""
+    m = real_int(m, "m", 2)
     n = 2 * m + 1
     lo = slice(1, m + 1)  # 0-based indices of q_{1+i}, i = 1..m
     hi = slice(m + 1, 2 * m + 1)  # 0-based indices of q_{m+1+i}
@@ -271,6 +276,7 @@ def chaotic_ensemble(J: int = 9):
     """Ensemble of paper §7.3 (paper §7.3): q0 = (alpha, .6, .4, .2, 1, 1, 1),
     v0 = (0, beta, 0, ...), alpha = cos(j pi / 2J), beta = sin(j pi / 2J), j = 0..J.
     Returns (q0, v0), each of shape (J + 1, 7); every member has energy 3.06."""
+    J = real_int(J, "J", 1)
     j = np.arange(J + 1)
     alpha, beta = np.cos(j * np.pi / (2 * J)), np.sin(j * np.pi / (2 * J))
     q0 = np.tile([0.0, 0.6, 0.4, 0.2, 1.0, 1.0, 1.0], (J + 1, 1))
@@ -288,6 +294,8 @@ def particle_cvt_system(eps: float = 0.5, n_cvt: int = 1) -> ConstrainedSystem:
     side as one decoupled system (n = 3 + 3 n_cvt, m = 1 + n_cvt), so one long run checks
     the energy of all of them (each CVT copy can carry its own initial condition): paper
     §7.1 and §7.2 (paper §7.1; §7.2) in one system, for the 10^5-step energy test."""
+    eps = real_scalar(eps, "eps")
+    n_cvt = real_int(n_cvt, "n_cvt", 1)
     n, m = 3 + 3 * n_cvt, 1 + n_cvt
     xs = 3 + 3 * np.arange(n_cvt)  # CVT x, y, z at xs, xs + 1, xs + 2
     ys, zs = xs + 1, xs + 2
@@ -350,6 +358,9 @@ def sleigh_system(
     Its motion is asymptotically stable forward in time (it straightens out) and
     unstable backward in time: the system on which the carried multiplier develops a
     growing step-to-step alternating mode (README, issue 6)."""
+    mass = real_scalar(mass, "mass", positive=True)
+    inertia = real_scalar(inertia, "inertia", positive=True)
+    offset = real_scalar(offset, "offset")
 
     def V(q):
         return np.zeros(q.shape[:-1])
@@ -466,4 +477,12 @@ def fit_order(hs, errs, floor: float = 1e-12, min_points: int = 3) -> float:
     ValueError
         Fewer than ``min_points`` errors above ``floor``: use larger steps.
     """
-    return _fit_order(hs, errs, floor=floor, min_points=min_points)
+    hs_arr, errs_arr = real_array(hs, "hs"), real_array(errs, "errs")
+    if hs_arr.ndim != 1 or errs_arr.shape != hs_arr.shape:
+        raise InputError(
+            f"`hs` and `errs` must be 1-d of equal length, got shapes {hs_arr.shape} and "
+            f"{errs_arr.shape}."
+        )
+    if np.any(hs_arr <= 0) or np.any(errs_arr < 0):
+        raise InputError("`hs` must be positive and `errs` non-negative (a log-log fit).")
+    return _fit_order(hs_arr, errs_arr, floor=floor, min_points=min_points)

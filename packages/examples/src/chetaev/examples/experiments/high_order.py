@@ -108,7 +108,8 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
     residual = 0.0
     for s, hs in _PARTICLE_HS.items():
         hs = tuple(x * (h / hs[0]) for x in hs) if h else hs
-        prk = NonholonomicPRK(lobatto_iiia_iiib(s), form=form, newton=_NEWTON)
+        prk = NonholonomicPRK(lobatto_iiia_iiib(s), form=form, newton=_NEWTON,
+                              multiplier_rule="carry")
         eq, ep, el = [], [], []
         for hh in hs:
             tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=grid_steps(T, hh))
@@ -149,7 +150,7 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
     sysm = cvt.system()
     q0 = np.stack([cvt.Q0, cvt.Q0])
     v0 = np.stack([cvt.V0_LOW, cvt.V0_HIGH])
-    prk = NonholonomicPRK(lobatto_iiia_iiib(s))
+    prk = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry")
     runs = {}
     for name, hh in (("0.1", h_good), ("pi/10", np.pi / 10)):
         tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=round(T / hh))
@@ -227,7 +228,7 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
     checks: list[Check] = []
     curves = {}
     for s in (2, 3):
-        prk = NonholonomicPRK(lobatto_iiia_iiib(s))
+        prk = NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry")
         mu = {}
         for hh in hs:
             tr = integrate(sysm, prk, q0, v0, h=hh, n_steps=round(T / hh))
@@ -299,7 +300,7 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
     v2 = 0.0
     for kind in retractions:
         for s in (2, 3, 4):
-            prk = LieNonholonomicPRK(s, retraction=kind)
+            prk = LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry")
             hs_s = hs if s < 4 else tuple(x * (hs[0] / 0.1) for x in _DISC_HS_S4)
             eg, ee, el = [], [], []
             for hh in hs_s:
@@ -341,7 +342,8 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
     s = _stages(method, 3)
     sysm = turntable_ball.system()
     g0, eta0 = turntable_ball.initial()
-    tr = integrate(sysm, LieNonholonomicPRK(s, retraction="cayley"), g0, eta0, h=hh,
+    tr = integrate(sysm, LieNonholonomicPRK(s, retraction="cayley", multiplier_rule="carry"),
+                   g0, eta0, h=hh,
                    n_steps=round(T / hh))
     if not tr.success:
         raise RuntimeError(tr.message)
@@ -367,7 +369,9 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
             hs = (0.2, 0.1, 0.05) if ss < 4 else (0.1, 0.08, 0.0625, 0.05)
             eg, ee = [], []
             for hc in hs:
-                tc = integrate(sysm, LieNonholonomicPRK(ss, newton=_NEWTON), g0, eta0, h=hc,
+                tc = integrate(sysm,
+                               LieNonholonomicPRK(ss, newton=_NEWTON, multiplier_rule="carry"),
+                               g0, eta0, h=hc,
                                n_steps=grid_steps(4.0, hc))
                 eg.append(_rel(tc.q[-1] - gr[-1], gr[-1]))
                 ee.append(_rel(tc.v[-1] - er[-1], er[-1]))

@@ -39,7 +39,8 @@ def _sphere_errors(model: Any, s: int, kind: str, hs: tuple[float, ...], T: floa
     sysm = model.lift_system()
     ex, ev, el, off = [], [], [], 0.0
     for h in hs:
-        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), model.G0, model.ETA0, h=h,
+        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry"),
+                       model.G0, model.ETA0, h=h,
                        n_steps=grid_steps(T, h))
         if not tr.success:
             raise RuntimeError(f"s = {s}, h = {h}: {tr.message}")
@@ -275,7 +276,8 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
     orbits, errs = {}, {}
     on_sphere = 0.0
     for s in (2, 3, 4):
-        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind), spherical_kepler.G0,
+        tr = integrate(sysm, LieNonholonomicPRK(s, retraction=kind, multiplier_rule="carry"),
+                       spherical_kepler.G0,
                        spherical_kepler.ETA0, h=hh, n_steps=n)
         if not tr.success:
             raise RuntimeError(f"s = {s}: {tr.message}")

@@ -214,8 +214,9 @@ _CHAOS_WINDOW = 100.0
 def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float | None = None,
                        t_final: float | None = None) -> Outcome:
     """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
-    step sizes at t = 20 must lie in [0.7, 1.4] (see the docs' theory page). The paper's p = 10 for
-    Lobatto-3 is a typo for 8 = 2(2s − 2) (see the docs' theory page, errata), recorded as a deficiency check. Runs
+    step sizes at t = 20 must lie in [0.7, 1.4] (see the docs' theory page). The paper's p = 10
+    for Lobatto-3 is a typo for 8 = 2(2s − 2) (see the docs' theory page, errata), recorded as a
+    deficiency check. Runs
     longer than t = 20 also compare the time mean of μ/h^p over 0 < t ≤ 100 (see
     ``_CHAOS_WINDOW``), never a single late-time value: there the two step sizes follow
     decorrelated chaotic trajectories and one sample of the ratio flips with round-off."""

@@ -276,6 +276,13 @@ class NonholonomicPRK(StageOrders):
     # ------------------------------------------------------------------ protocol
 
     @property
+    def guarantees(self) -> dict[str, float]:
+        """Φ(q_k, v_k) = 0 at every node to the Newton tolerance (the last Lobatto stage is
+        the node, where the constraint is imposed; paper eq. (14)): the post-condition
+        :func:`~chetaev.discrete_lagrangian.integrate` checks after every step."""
+        return {"velocity": float(self.newton.tol)}
+
+    @property
     def name(self) -> str:
         return f"NH-PRK Lobatto-{self.stages} ({self.form})"
 

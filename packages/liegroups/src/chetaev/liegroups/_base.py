@@ -71,6 +71,17 @@ class MatrixLieGroup(abc.ABC):
     #: the input's dtype and the matrix size, ``matrix_dim * sqrt(eps)`` (``membership_tol``)
     element_tol: float | None = None
 
+    def __init_subclass__(cls, **kwargs):
+        """Give the multi-argument closed forms a subclass defines (``exp_dL_deriv(xi, eta)``,
+        ``cay_dL_hess(xi, eta, u)``, ...) a typed error for batch axes that do not broadcast:
+        a comparison of the argument shapes before the call (the closed forms validate each
+        argument themselves)."""
+        super().__init_subclass__(**kwargs)
+        for name in _MULTI_ARG:
+            fn = cls.__dict__.get(name)
+            if fn is not None and not getattr(fn, "_batch_guarded", False):
+                setattr(cls, name, _batch_guard(fn, name))
+
     def __repr__(self) -> str:
         return self.name
 
@@ -177,22 +188,12 @@ class MatrixLieGroup(abc.ABC):
         return self._k_as_matrix(self.check_member(g, "g", f"{self.name}.as_matrix", check))
 
     def from_matrix(self, M, check: bool = True) -> np.ndarray:
-        """Inverse of :meth:`as_matrix`: ``(..., n, n)`` matrices -> elements; validates that the
-        matrices represent group elements unless ``check=False``."""
-        where = f"{self.name}.from_matrix"
+        """Inverse of :meth:`as_matrix`: ``(..., n, n)`` matrices -> elements.  Checks shape and
+        dtype (and finiteness unless ``check=False``) but deliberately not membership: it is a
+        change of representation, used e.g. on ODE solutions that drift off the group by their
+        tolerance.  Test membership with :meth:`is_element` or :meth:`check_member`."""
         n = self.matrix_dim
-        M = as_array(M, (n, n), "M", where, check)
-        g = self._k_from_matrix(M)
-        if check:
-            self._require_element(g, where, name="M")
-            if self.shape != (n, n):  # vector groups: the rest of the matrix must match
-                err = float(np.max(np.abs(self._k_as_matrix(g) - M), initial=0.0))
-                if err > membership_tol(input_eps(M), n):
-                    raise LieGroupError(
-                        f"{where}: `M` is not the matrix of an element of {self.name} "
-                        f"(off by {err:.1e}). Pass as_matrix(g) of an element g."
-                    )
-        return g
+        return self._k_from_matrix(as_array(M, (n, n), "M", f"{self.name}.from_matrix", check))
 
     @abc.abstractmethod
     def is_element(self, g, tol: float = 1e-10):
@@ -328,6 +329,9 @@ class MatrixLieGroup(abc.ABC):
 
     def exp_dL_inv_deriv(self, xi, eta) -> np.ndarray:
         """Jacobian of ``xi -> exp_dL_inv(xi) eta``: ``-dL^{-1} J^L(xi, dL^{-1} eta)`` (exact)."""
+        where = f"{self.name}.exp_dL_inv_deriv"
+        xi = self.check_algebra(xi, "xi", where)
+        eta = self.check_algebra(eta, "eta", where)
         return _inverse_deriv(self.exp_dL_inv(xi), self.exp_dL_deriv, xi, eta)
 
     # ------------------------------------------------------------------ Cayley retraction.
@@ -430,8 +434,44 @@ class MatrixLieGroup(abc.ABC):
         return self._columns(T)
 
 
+#: public closed forms with several algebra arguments (guarded by ``_batch_guard``)
+_MULTI_ARG = ("exp_dL_deriv", "exp_dL_inv_deriv", "exp_dL_hess", "exp_dL_third", "exp_dL_apply",
+              "cay_dL_deriv", "cay_dL_inv_deriv", "cay_dL_hess")
+
+
+def _batch_guard(fn, name: str):
+    import functools
+    import inspect
+
+    arg_names = [p for p in inspect.signature(fn).parameters][1:]
+
+    @functools.wraps(fn)
+    def guarded(self, *args):
+        shapes = [np.shape(a)[:-1] for a in args]
+        if any(sh != shapes[0] for sh in shapes[1:]):
+            try:
+                np.broadcast_shapes(*shapes)
+            except ValueError:
+                desc = ", ".join(f"`{n}` batch {sh}" for n, sh in zip(arg_names, shapes))
+                raise LieGroupError(
+                    f"{self.name}.{name}: the leading batch axes of the arguments do not "
+                    f"broadcast ({desc}). Give them equal batch shapes, or shapes that broadcast "
+                    "(e.g. add axes of size 1)."
+                ) from None
+        return fn(self, *args)
+
+    guarded._batch_guarded = True
+    return guarded
+
+
 def _inverse_deriv(dL_inv: np.ndarray, dL_deriv, xi, eta) -> np.ndarray:
     """Jacobian of ``xi -> dL(xi)^{-1} eta`` from that of ``dL``:
     ``d(D^{-1}) eta = -D^{-1} (dD) D^{-1} eta``, i.e. ``-D^{-1} J^L(xi, D^{-1} eta)``."""
     w = np.einsum("...ij,...j->...i", dL_inv, np.asarray(eta, dtype=np.float64))
     return -np.einsum("...ij,...jk->...ik", dL_inv, dL_deriv(xi, w))
+
+
+for _name in _MULTI_ARG:  # the generic closed forms of the base class (Cayley, exp dL_inv_deriv)
+    _fn = MatrixLieGroup.__dict__.get(_name)
+    if _fn is not None and not getattr(_fn, "__isabstractmethod__", False):
+        setattr(MatrixLieGroup, _name, _batch_guard(_fn, _name))

@@ -39,8 +39,8 @@ class ProductGroup(MatrixLieGroup):
             factors = tuple(factors[0])
         if len(factors) < 1 or not all(isinstance(f, MatrixLieGroup) for f in factors):
             raise LieGroupError(
-                "Product: expected one or more group objects (e.g. Product(SO3, Rn(2))), "
-                f"got {factors!r}."
+                "Product: expected the `factors` to be one or more group objects (e.g. "
+                f"Product(SO3, Rn(2))), got {factors!r}."
             )
         self.factors: tuple[MatrixLieGroup, ...] = tuple(factors)
         self.name = "x".join(f.name for f in self.factors)

@@ -113,13 +113,14 @@ class Retraction:
     def _neg(self, xi, method: str, check: bool = True) -> np.ndarray:
         return -self.group.check_algebra(xi, "xi", f"{self!r}.{method}", check)
 
-    def _contract(self, J: np.ndarray, mu, method: str, check: bool) -> np.ndarray:
+    def _contract(self, J: np.ndarray, mu, method: str, check: bool,
+                  name: str = "mu") -> np.ndarray:
         if mu is None:
             return J
         where = f"{self!r}.{method}"
-        mu = self.group.check_algebra(mu, "mu", where, check)
+        mu = self.group.check_algebra(mu, name, where, check)
         if mu.shape[:-1] != J.shape[:-2]:
-            broadcast_batch(where, result=(J, 2), mu=(mu, 1))
+            broadcast_batch(where, **{"result": (J, 2), name: (mu, 1)})
         return np.einsum("...ij,...i->...j", J, mu)
 
     # ------------------------------------------------------------------ Maps.
@@ -245,7 +246,7 @@ class Retraction:
     def ddL_star(self, xi, eta, pi, check: bool = True) -> np.ndarray:
         """Dual ``(dd^L tau_xi)^*(eta, pi) = ddL(xi, eta)^T pi``, shape ``(..., d)``
         (high-order-nonholonomic §2.8, eq. (26))."""
-        return self._contract(self.ddL(xi, eta, check), pi, "ddL_star", check)
+        return self._contract(self.ddL(xi, eta, check), pi, "ddL_star", check, "pi")
 
 
 _CACHE: dict = {}

@@ -88,9 +88,11 @@ class RnGroup(MatrixLieGroup):
     exp_dL_inv_deriv = exp_dL_deriv
 
     def exp_dL_hess(self, xi, eta, u):
-        u = self.check_algebra(u, "u", f"{self.name}.dL_hess")
-        eta = np.broadcast_to(eta, np.broadcast_shapes(np.shape(eta), u.shape))
-        return self.exp_dL_deriv(xi, eta)
+        where = f"{self.name}.dL_hess"
+        xi = self.check_algebra(xi, "xi", where)
+        eta = self.check_algebra(eta, "eta", where)
+        u = self.check_algebra(u, "u", where)
+        return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape, u.shape), self.n))
 
     # Cayley is the identity on R^n as well.
     def cay(self, xi):

@@ -101,7 +101,10 @@ class SO2Group(MatrixLieGroup):
         return self.exp_dL_deriv(xi, eta)
 
     def exp_dL_hess(self, xi, eta, u):
-        return self.exp_dL_deriv(xi, np.asarray(eta) * np.asarray(u))
+        w = self.check_algebra(xi, where="SO2.exp_dL_hess")
+        eta = self.check_algebra(eta, "eta", "SO2.exp_dL_hess")
+        u = self.check_algebra(u, "u", "SO2.exp_dL_hess")
+        return np.zeros((*np.broadcast_shapes(w.shape, eta.shape, u.shape), 1))
 
     def cay_dL_hess(self, xi, eta, u):
         w = self.check_algebra(xi, where="SO2.cay_dL_hess")

@@ -18,6 +18,7 @@ import numpy as np
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
 from ._numerics import (
+    SMALL_SERIES,
     FTable,
     blocked,
     hat3,
@@ -32,6 +33,8 @@ from ._numerics import (
 from ._validation import predicate_array
 
 __all__ = ["SO3", "SO3Group"]
+
+_EYE3 = np.eye(3)
 
 
 def _exp_dl_coeffs(T: FTable, order: int):
@@ -90,7 +93,10 @@ class SO3Group(MatrixLieGroup):
         g = predicate_array(g)
         if g is None or g.shape[-2:] != (3, 3) or g.ndim < 2:
             return np.False_
-        ok = blocked(lambda R: _is_rotation(R, tol), g, 2, (), dtype=bool)
+        if g.size <= 9 * SMALL_SERIES:  # few elements: few numpy calls (their count dominates)
+            ok = _is_rotation_small(g, tol)
+        else:
+            ok = blocked(lambda R: _is_rotation(R, tol), g, 2, (), dtype=bool)
         return ok[()] if ok.ndim == 0 else ok
 
     # Group operations and algebra: unchecked kernels (public methods in ``_base.py``).
@@ -269,6 +275,18 @@ class SO3Group(MatrixLieGroup):
 
 
 # ----------------------------------------------------------------------------- block kernels
+def _is_rotation_small(R, tol):
+    """:func:`_is_rotation` in a few whole-array calls: |R^T R - I|_max <= tol and
+    |det R - 1| <= 3 tol; False for non-finite entries."""
+    fin = np.isfinite(R).all(axis=(-1, -2))
+    if not fin.all():
+        R = np.where(fin[..., None, None], R, 0.0)
+    E = np.swapaxes(R, -1, -2) @ R
+    E -= _EYE3
+    worst = np.abs(E).max(axis=(-1, -2))
+    return (worst <= tol) & (np.abs(np.linalg.det(R) - 1.0) <= 3 * tol) & fin
+
+
 def _is_rotation(R, tol):
     r = [[R[..., i, j] for j in range(3)] for i in range(3)]
     with np.errstate(invalid="ignore", over="ignore"):

@@ -184,7 +184,7 @@ def classify(cases=None) -> dict[str, list[str]]:
             except TableauError as exc:
                 out["GOOD" if _names_argument(str(exc), arg) else "POOR"].append(cid)
                 continue
-            except Exception as exc:  # noqa: BLE001 - classification of foreign errors
+            except Exception as exc:
                 out["POOR"].append(f"{cid}: {type(exc).__name__}: {str(exc)[:80]}")
                 continue
         out["BAD"].append(cid)

@@ -339,13 +339,15 @@ def _exp_dl_inv_from_table(w, T):
     f1, f2 = T.f(1), T.f(2)
     inv = 0.5 / f2
     a = f1 * inv
+    c_series = (T.f(3) - 2.0 * T.f(4)) * inv
+    if T.all_series:  # every theta < 2 (known without another array pass)
+        return iso_from_coeffs(w, a, 0.5, c_series)
     s = T.s
     big = s >= 4.0
     if not np.any(big):
-        return iso_from_coeffs(w, a, 0.5, (T.f(3) - 2.0 * T.f(4)) * inv)
+        return iso_from_coeffs(w, a, 0.5, c_series)
     s_safe = np.where(big, s, 1.0)
-    c = np.where(big, (2.0 * f2 - f1) * inv / s_safe,
-                 (T.f(3) - 2.0 * T.f(4)) * inv if not np.all(big) else 0.0)
+    c = np.where(big, (2.0 * f2 - f1) * inv / s_safe, c_series)
     M = iso_from_coeffs(w, a, 0.5, c)
     x2, y2, z2 = w[..., 0] ** 2, w[..., 1] ** 2, w[..., 2] ** 2
     for i, (wi2, rest) in enumerate(((x2, y2 + z2), (y2, x2 + z2), (z2, x2 + y2))):

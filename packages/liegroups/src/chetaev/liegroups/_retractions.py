@@ -100,7 +100,8 @@ class Retraction:
     def _run2(self, k, xi, eta, role, check):
         fn = k[0]
         xi, eta = self._a(xi, "xi", role, check), self._a(eta, "eta", role, check)
-        self._batch(self._where[role], xi=xi, eta=eta)
+        if xi.shape[:-1] != eta.shape[:-1]:
+            self._batch(self._where[role], xi=xi, eta=eta)
         return fn(xi, eta)
 
     def _run3(self, k, xi, eta, u, role, check):

@@ -342,16 +342,24 @@ def _exp_dl_inv_from_table(w, T):
     c_series = (T.f(3) - 2.0 * T.f(4)) * inv
     if T.all_series:  # every theta < 2 (known without another array pass)
         return iso_from_coeffs(w, a, 0.5, c_series)
-    s = T.s
-    big = s >= 4.0
-    if not np.any(big):
-        return iso_from_coeffs(w, a, 0.5, c_series)
-    s_safe = np.where(big, s, 1.0)
-    c = np.where(big, (2.0 * f2 - f1) * inv / s_safe, c_series)
-    M = iso_from_coeffs(w, a, 0.5, c)
-    x2, y2, z2 = w[..., 0] ** 2, w[..., 1] ** 2, w[..., 2] ** 2
-    for i, (wi2, rest) in enumerate(((x2, y2 + z2), (y2, x2 + z2), (z2, x2 + y2))):
-        M[..., i, i] = np.where(big, (a * rest + wi2) / s_safe, M[..., i, i])
+    M = iso_from_coeffs(w, a, 0.5, c_series)
+    big = np.flatnonzero(T.s.reshape(-1) >= 4.0)
+    if big.size == 0:
+        return M
+    # recompute the entries of the elements with theta >= 2 only (few, usually)
+    M = np.ascontiguousarray(M)
+    Mf = M.reshape(-1, 3, 3)  # a view: M is contiguous
+    wf = w.reshape(-1, 3)[big]  # w, T.s and M share the batch shape
+    sb = T.s.reshape(-1)[big]
+    ab = a.reshape(-1)[big]
+    f1b, f2b = f1.reshape(-1)[big], f2.reshape(-1)[big]
+    cb = (2.0 * f2b - f1b) * (0.5 / f2b) / sb
+    Mb = iso_from_coeffs(wf, ab, 0.5, cb)
+    x2, y2, z2 = wf[:, 0] ** 2, wf[:, 1] ** 2, wf[:, 2] ** 2
+    Mb[:, 0, 0] = (ab * (y2 + z2) + x2) / sb
+    Mb[:, 1, 1] = (ab * (x2 + z2) + y2) / sb
+    Mb[:, 2, 2] = (ab * (x2 + y2) + z2) / sb
+    Mf[big] = Mb
     return M
 
 

@@ -151,3 +151,101 @@ def test_so3_closed_forms_match_spec_table(kind):
         d = 4 + t**2
         JR = -2 / d * SO3.hat(v) - 4 / d**2 * np.outer(2 * v + np.cross(w, v), w)
         assert np.abs(tau.dR_deriv(w, v) - JR).max() <= 1e-15
+
+
+# ----------------------------------------------------------------------------- issue 14
+def _mp_so3_dL_inv(w):
+    """Exact SO(3) exp dL^{-1}(w) = a I + hat(w)/2 + ((1 - a)/theta^2) w w^T,
+    a = (theta/2) cot(theta/2), in 40-digit arithmetic from the float entries of w."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        wm = [mpmath.mpf(float(x)) for x in w]
+        th2 = sum(x * x for x in wm)
+        th = mpmath.sqrt(th2)
+        a = (th / 2) * mpmath.cot(th / 2)
+        c = (1 - a) / th2
+        hat = [[0, -wm[2], wm[1]], [wm[2], 0, -wm[0]], [-wm[1], wm[0], 0]]
+        M = [[(a if i == j else 0) + hat[i][j] / 2 + c * wm[i] * wm[j] for j in range(3)]
+             for i in range(3)]
+        return np.array([[float(x) for x in row] for row in M]), float(a)
+
+
+THETAS_2PI = [1e-3, 0.5, 1.0, 1.99, 2.0, 2.01, 3.0, np.pi, 3.5, 4.5, 5.5, 6.0,
+              2 * np.pi - 1e-3, 2 * np.pi - 1e-6, 2 * np.pi - 1e-9]
+
+
+@pytest.mark.parametrize("theta", THETAS_2PI)
+def test_so3_exp_dL_inv_accurate_up_to_two_pi(theta):
+    """Issue 14: exp dL_inv against mpmath for |w| up to 2 pi - 1e-9.
+
+    Bound (derived): the inputs are exact; |w|^2 is rounded (relative <= 3 eps), so
+    theta carries a relative error <= 2 eps, which a(theta) = (theta/2) cot(theta/2) amplifies
+    by its condition number kappa = |theta a'/a| <= 1 + theta/|sin theta|; the entries
+    are a (w_j^2 + w_k^2)/theta^2 + w_i^2/theta^2 on the diagonal, (1 - a) w_i w_j / theta^2
+    and w_k/2 off it, each a few roundings.  Hence
+    |computed - exact| <= 16 eps (1 + |a| (1 + kappa)) entrywise (16: a margin for the ~8
+    roundings of each entry).  The textbook form (before the fix) gave -1995 instead of 1 for
+    entry [2, 2] at w = (0, 0, 2 pi - 1e-9)."""
+    tau = retraction(SO3, "exp")
+    eps = np.finfo(float).eps
+    for u in AXES:
+        w = theta * u
+        exact, a = _mp_so3_dL_inv(w)
+        kappa = 1.0 + theta / abs(np.sin(theta))
+        bound = 16 * eps * (1.0 + abs(a) * (1.0 + kappa))
+        got = tau.dL_inv(w)
+        err = np.max(np.abs(got - exact))
+        assert err <= bound, (theta, u, err, bound)
+        # the entry along the axis carries no amplification at all: exact to a few ulps
+        along = u @ got @ u
+        assert abs(along - 1.0) <= 16 * eps * (1 + abs(a)) * np.max(np.abs(u)) ** 0, along
+        # dR_inv(w) = dL_inv(-w): same accuracy
+        assert np.max(np.abs(tau.dR_inv(w) - _mp_so3_dL_inv(-w)[0])) <= bound
+
+
+def test_so3_dL_inv_axis_entry_near_two_pi_is_one():
+    """The reported case, exactly: [2, 2] = 1 at w = (0, 0, 2 pi - 1e-9)."""
+    w = np.array([0.0, 0.0, 2 * np.pi - 1e-9])
+    got = retraction(SO3, "exp").dL_inv(w)
+    assert got[2, 2] == 1.0
+    assert np.all(got[2, :2] == 0.0) and np.all(got[:2, 2] == 0.0)
+
+
+def _mp_se2_dL_inv(x):
+    """Exact SE(2) exp dL^{-1} = [[F^{-1}, -F^{-1} u], [0, 1]] (module docstring of _se2),
+    F^{-1} = a I + (omega/2) J, a = (omega/2) cot(omega/2), u = f2 J v + omega f3 v, 40 digits."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        v1, v2, om = (mpmath.mpf(float(t)) for t in x)
+        f2 = (1 - mpmath.cos(om)) / om**2
+        f3 = (om - mpmath.sin(om)) / om**3
+        a = (om / 2) * mpmath.cot(om / 2)
+        b = om / 2
+        u = [f2 * (-v2) + om * f3 * v1, f2 * v1 + om * f3 * v2]
+        Fi = [[a, -b], [b, a]]
+        Fu = [Fi[0][0] * u[0] + Fi[0][1] * u[1], Fi[1][0] * u[0] + Fi[1][1] * u[1]]
+        M = [[Fi[0][0], Fi[0][1], -Fu[0]], [Fi[1][0], Fi[1][1], -Fu[1]], [0, 0, 1]]
+        return np.array([[float(t) for t in row] for row in M]), float(a)
+
+
+@pytest.mark.parametrize("theta", THETAS_2PI)
+def test_se2_se3_exp_dL_inv_up_to_two_pi(theta):
+    """SE(2): against mpmath with the same derived bound (scaled by the translation size);
+    SE(3): its diagonal blocks are the SO(3) dL^{-1} (tested above) and dL_inv dL = I to the
+    conditioning |dL_inv| |dL| of the pair."""
+    eps = np.finfo(float).eps
+    x = np.array([0.7, -1.3, theta])
+    exact, a = _mp_se2_dL_inv(x)
+    kappa = 1.0 + theta / abs(np.sin(theta))
+    size = 1.0 + np.linalg.norm(x[:2])
+    bound = 16 * eps * size * (1.0 + abs(a) * (1.0 + kappa)) * (1.0 + abs(a))
+    tau2 = retraction(SE2, "exp")
+    assert np.max(np.abs(tau2.dL_inv(x) - exact)) <= bound
+    tau3 = retraction(SE3, "exp")
+    xi = np.array([0.7, -1.3, 0.4, *(theta * AXES[1])])
+    Di, D = tau3.dL_inv(xi), tau3.dL(xi)
+    np.testing.assert_array_equal(Di[3:, 3:], retraction(SO3, "exp").dL_inv(xi[3:]))
+    cond = np.max(np.abs(Di)) * np.max(np.abs(D)) * 6
+    assert np.max(np.abs(Di @ D - np.eye(6))) <= 16 * 6 * eps * cond * (1.0 + kappa)

@@ -130,13 +130,13 @@ def euler_residual(x, prob: _LieProblem, g0, alpha0, h: float, kind: str, ell0):
     """Phase 1 of Lie Euler A / B (paper §6.2) in ``x = (ξ, μ)``, ``μ = hλ``."""
     d = prob.d
     xi = x[..., :d]
-    r1 = _mtv(prob.tau.dR_inv(h * xi), _mv(prob.I, xi)) - alpha0
+    r1 = _mtv(prob.tau.dR_inv(h * xi, check=False), _mv(prob.I, xi)) - alpha0
     if kind == "euler_a":
         r1 = r1 + h * prob.f(g0)
     if not prob.constrained:
         return r1
     mu = x[..., d:]
-    g1 = prob.group.compose(g0, prob.tau(h * xi))
+    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
     return np.concatenate([r1 - _mtv(ell0, mu), prob.phi(g1)], axis=-1)
 
 
@@ -146,8 +146,8 @@ def euler_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
     J11 = _momentum_jac(prob, "dR_inv", h, xi)
     if not prob.constrained:
         return J11
-    g1 = prob.group.compose(g0, prob.tau(h * xi))
-    J21 = h * prob.ell(g1) @ prob.tau.dL(h * xi)
+    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
+    J21 = h * prob.ell(g1) @ prob.tau.dL(h * xi, check=False)
     k = ell0.shape[-2]
     top = np.concatenate([J11, np.broadcast_to(-np.swapaxes(ell0, -1, -2),
                                                (*J11.shape[:-2], d, k))], axis=-1)
@@ -162,14 +162,14 @@ def rattle_residual(x, prob: _LieProblem, g0, alpha0, h: float, ell0):
     xi, xb = x[..., :d], x[..., d:2 * d]
     w, wb = _mv(prob.I, xi), _mv(prob.I, xb)
     # one batched call: dL⁻¹(hξ/2), dR⁻¹(hξ/2) = dL⁻¹(−hξ/2), dR⁻¹(hξ̄/2) = dL⁻¹(−hξ̄/2)
-    D = prob.tau.dL_inv(np.stack([hh * xi, -hh * xi, -hh * xb]))
+    D = prob.tau.dL_inv(np.stack([hh * xi, -hh * xi, -hh * xb]), check=False)
     r1 = _mtv(D[1], w) + hh * prob.f(g0) - alpha0
     r2 = _mtv(D[0], w) - _mtv(D[2], wb)
     if not prob.constrained:
         return np.concatenate([r1, r2], axis=-1)
     mu = x[..., 2 * d:]
-    T = prob.tau(np.stack([hh * xi, hh * xb]))
-    g1 = prob.group.compose(prob.group.compose(g0, T[0]), T[1])
+    T = prob.tau(np.stack([hh * xi, hh * xb]), check=False)
+    g1 = prob.group.compose(prob.group.compose(g0, T[0], check=False), T[1], check=False)
     return np.concatenate([r1 - _mtv(ell0, mu), r2, prob.phi(g1)], axis=-1)
 
 
@@ -186,12 +186,14 @@ def rattle_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
     if not prob.constrained:
         return np.concatenate([top, mid], axis=-2)
     k = ell0.shape[-2]
-    tb = prob.tau(hh * xb)
-    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi)), tb)
+    tb = prob.tau(hh * xb, check=False)
+    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi, check=False), check=False), tb,
+                            check=False)
     ell1 = prob.ell(g1)
     # g1 = g0 τ(a) τ(b): δa ↦ g1·hat(Ad_{τ(−b)} dL(a) δa), δb ↦ g1·hat(dL(b) δb)
-    J31 = hh * ell1 @ prob.group.Ad(prob.group.inverse(tb)) @ prob.tau.dL(hh * xi)
-    J32 = hh * ell1 @ prob.tau.dL(hh * xb)
+    J31 = (hh * ell1 @ prob.group.Ad(prob.group.inverse(tb, check=False), check=False)
+           @ prob.tau.dL(hh * xi, check=False))
+    J32 = hh * ell1 @ prob.tau.dL(hh * xb, check=False)
     batch = J11.shape[:-2]
     top = np.concatenate([top, np.broadcast_to(-np.swapaxes(ell0, -1, -2), (*batch, d, k))],
                          axis=-1)
@@ -368,8 +370,8 @@ def _euler_step(prob: _LieProblem, kind: str, state: State, h: float, options) -
         x0, options, state, _scale(prob, alpha0),
     )
     xi = res.x[..., :d]
-    g1 = prob.group.compose(g0, prob.tau(h * xi))
-    alpha1 = _mtv(prob.tau.dL_inv(h * xi), _mv(prob.I, xi))
+    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
+    alpha1 = _mtv(prob.tau.dL_inv(h * xi, check=False), _mv(prob.I, xi))
     if kind == "euler_b":
         alpha1 = alpha1 - h * prob.f(g1)
     return _finish(prob, state, g1, alpha1, h, res, h)
@@ -391,6 +393,7 @@ def _rattle_step(prob: _LieProblem, state: State, h: float, options) -> State:
         np.concatenate(parts, axis=-1), options, state, _scale(prob, alpha0),
     )
     xi, xb = res.x[..., :d], res.x[..., d:2 * d]
-    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi)), prob.tau(hh * xb))
-    alpha1 = _mtv(prob.tau.dL_inv(hh * xb), _mv(prob.I, xb)) - hh * prob.f(g1)
+    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi, check=False), check=False),
+                            prob.tau(hh * xb, check=False), check=False)
+    alpha1 = _mtv(prob.tau.dL_inv(hh * xb, check=False), _mv(prob.I, xb)) - hh * prob.f(g1)
     return _finish(prob, state, g1, alpha1, h, res, hh)

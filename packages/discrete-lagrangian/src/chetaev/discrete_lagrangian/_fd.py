@@ -26,7 +26,7 @@ def group_perturb(group) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Perturbation on a matrix group: ``g · exp(dξ)`` (left-trivialized derivatives)."""
 
     def perturb(g: np.ndarray, dxi: np.ndarray) -> np.ndarray:
-        return group.compose(g, group.exp(dxi))
+        return group.compose(g, group.exp(dxi), check=False)
 
     return perturb
 

@@ -118,15 +118,15 @@ def lie_prk_residual(
     xi = h * (b @ H)  # (..., d)
     # one call per retraction function: stack [Ξ^1..Ξ^s, ξ] and [Ξ, −Ξ, ξ, −ξ]
     Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
-    tX = tau(Xx)
+    tX = tau(Xx, check=False)
     tXi = tX[(Ellipsis, slice(0, s)) + (slice(None),) * gnd]
     t_xi = tX[(Ellipsis, s) + (slice(None),) * gnd]
-    dLinv = tau.dL_inv(np.concatenate([Xx, -Xx], axis=-2))  # (..., 2s+2, d, d)
+    dLinv = tau.dL_inv(np.concatenate([Xx, -Xx], axis=-2), check=False)  # (..., 2s+2, d, d)
     dLinv_Xi, dLinv_xi = dLinv[..., :s, :, :], dLinv[..., s, :, :]
     dLinv_mXi, dLinv_mxi = dLinv[..., s + 1: 2 * s + 1, :, :], dLinv[..., 2 * s + 1, :, :]
     gk = np.expand_dims(g, axis=-gnd - 1)
-    G = G_.compose(gk, tXi)
-    dL_Xi = tau.dL(Xi)  # (..., s, d, d)
+    G = G_.compose(gk, tXi, check=False)
+    dL_Xi = tau.dL(Xi, check=False)  # (..., s, d, d)
     Omega = _mv(dL_Xi, H)
     F = system.D1L(G, Omega)
     if hooks is not None:
@@ -137,9 +137,9 @@ def lie_prk_residual(
     P = system.D2L(G, Omega)
     Pi = _mtv(dL_Xi, P)
     Nt = _mtv(dLinv_mXi, N)  # dLτ⁻¹(−Ξ^j)ᵀ N^j
-    AdT = np.swapaxes(G_.Ad(t_xi), -1, -2)
+    AdT = np.swapaxes(G_.Ad(t_xi, check=False), -1, -2)
     # (ddLτ_Ξ)*(H, Π) = (dLτ⁻¹(Ξ) dL_deriv(Ξ, H))ᵀ Π
-    ddl = _mtv(tau.dL_deriv(Xi, H), _mtv(dLinv_Xi, Pi))  # (..., s, d)
+    ddl = _mtv(tau.dL_deriv(Xi, H, check=False), _mtv(dLinv_Xi, Pi))  # (..., s, d)
     wmat = (b[None, :] * a.T) / b[:, None]  # [i, j] = b_j a_ji / b_i
     lhs = _mtv(dLinv_xi[..., None, :, :], Pi + h * (wmat @ ddl))
     sumN = b @ Nt  # Σ_j b_j Nt^j
@@ -148,7 +148,7 @@ def lie_prk_residual(
     rhs = _mv(AdT[..., None, :, :], inner)
     R = (lhs - rhs).reshape((*lhs.shape[:-2], s * d))
     mu1 = _mv(AdT, mu + h * sumN)
-    g1 = G_.compose(g, t_xi)
+    g1 = G_.compose(g, t_xi, check=False)
     ev = LieStageEvaluation(g=g, mu=mu, h=h, coeffs=coeffs, H=H, Xi=Xi, xi=xi, G=G,
                             tau_Xi=tXi, Omega=Omega, Lam=Lam, N=N, Nt=Nt, Pi=Pi, g1=g1,
                             mu1=mu1, Ad_tau_xi_T=AdT,
@@ -218,11 +218,11 @@ def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, n_extra: in
     # retraction pieces, one call each: dL and its derivative at Ξ (and ξ), dL_inv at ±Ξ, ±ξ
     # (dL(Ξ), dL_inv at [Ξ, ξ, −Ξ, −ξ], D1ℓ, D2ℓ are reused from the residual evaluation)
     Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
-    D, Dxi = ev.extra["dL_Xi"], tau.dL(xi)
-    Jd = tau.dL_deriv(Xi[..., None, :], eye)  # (..., s, k, d, d): J_D(Ξ, e_k)
+    D, Dxi = ev.extra["dL_Xi"], tau.dL(xi, check=False)
+    Jd = tau.dL_deriv(Xi[..., None, :], eye, check=False)  # (..., s, k, d, d): J_D(Ξ, e_k)
     Y = np.concatenate([Xx, -Xx], axis=-2)  # [Ξ, ξ, −Ξ, −ξ]
     Binv = ev.extra["dL_inv_all"]
-    Jb = tau.dL_inv_deriv(Y[..., None, :], eye)  # (..., 2s+2, k, d, d)
+    Jb = tau.dL_inv_deriv(Y[..., None, :], eye, check=False)  # (..., 2s+2, k, d, d)
     B, C = Binv[..., :s, :, :], Binv[..., s, :, :]
     E, Cm = Binv[..., s + 1: 2 * s + 1, :, :], Binv[..., 2 * s + 1, :, :]
     JbX, JbXi = Jb[..., :s, :, :, :], Jb[..., s, :, :, :]
@@ -256,7 +256,7 @@ def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, n_extra: in
     dNt = np.swapaxes(E, -1, -2) @ dN - T(JbmX, N) @ dXi
     dQ = np.swapaxes(B, -1, -2) @ dPi + T(JbX, Pi) @ dXi
     # ∇²_Ξ ⟨Q, D(Ξ) H⟩: rows k = dL_hess(Ξ, H, e_k)ᵀ Q
-    Hs = tau.dL_hess(Xi[..., None, :], H[..., None, :], eye)  # (..., s, k, d, d)
+    Hs = tau.dL_hess(Xi[..., None, :], H[..., None, :], eye, check=False)  # (..., s, k, d, d)
     hessQ = np.einsum("...kij,...i->...kj", Hs, Q)
     dddl = hessQ @ dXi + np.swapaxes(T(Jd, Q), -1, -2) @ dH + np.swapaxes(JH, -1, -2) @ dQ
     ddl = _mtv(JH, Q)

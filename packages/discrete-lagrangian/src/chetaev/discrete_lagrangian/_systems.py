@@ -69,7 +69,7 @@ def qcore(group: Any) -> int:
 
 def coadjoint(group: Any, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """ad*_η μ = ad(η)ᵀ μ in algebra coordinates (paper §6)."""
-    return np.einsum("...ji,...j->...i", group.ad(eta), mu)
+    return np.einsum("...ji,...j->...i", group.ad(eta, check=False), mu)
 
 
 def _bshape(*arrays_and_cores) -> tuple[int, ...]:

@@ -43,7 +43,7 @@ import abc
 import numpy as np
 
 from ._errors import LieGroupError
-from ._validation import as_array
+from ._validation import as_array, broadcast_batch, input_eps, membership_tol
 
 __all__ = ["MatrixLieGroup"]
 
@@ -67,8 +67,20 @@ class MatrixLieGroup(abc.ABC):
     shape: tuple[int, ...]
     #: size n of the n x n matrix representation (as_matrix / hat)
     matrix_dim: int
-    #: tolerance used by ``log``/``cay_inv`` to reject inputs that are not group elements
-    element_tol: float = 1e-8
+    #: tolerance of the membership tests of ``check=True`` calls; ``None`` (default): scaled to
+    #: the input's dtype and the matrix size, ``matrix_dim * sqrt(eps)`` (``membership_tol``)
+    element_tol: float | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        """Give the multi-argument closed forms a subclass defines (``exp_dL_deriv(xi, eta)``,
+        ``cay_dL_hess(xi, eta, u)``, ...) a typed error for batch axes that do not broadcast:
+        a comparison of the argument shapes before the call (the closed forms validate each
+        argument themselves)."""
+        super().__init_subclass__(**kwargs)
+        for name in _MULTI_ARG:
+            fn = cls.__dict__.get(name)
+            if fn is not None and not getattr(fn, "_batch_guarded", False):
+                setattr(cls, name, _batch_guard(fn, name))
 
     def __repr__(self) -> str:
         return self.name
@@ -96,7 +108,7 @@ class MatrixLieGroup(abc.ABC):
     # ------------------------------------------------------------------ Factory.
     def identity(self, batch_shape: tuple[int, ...] = ()) -> np.ndarray:
         """Identity element, shape ``(*batch_shape, *shape)``."""
-        e = self.from_matrix(np.eye(self.matrix_dim))
+        e = self._k_from_matrix(np.eye(self.matrix_dim))
         return np.broadcast_to(e, (*tuple(batch_shape), *self.shape)).copy()
 
     @abc.abstractmethod
@@ -104,89 +116,177 @@ class MatrixLieGroup(abc.ABC):
         """Random elements, shape ``(*size, *shape)`` (Haar-uniform on compact factors, standard
         normal on translation parts)."""
 
-    # ------------------------------------------------------------------ Matrix representation.
-    def as_matrix(self, g) -> np.ndarray:
-        """Element(s) as matrices ``(..., n, n)``; identity for matrix-valued groups."""
-        return self.check_element(g, "g", f"{self.name}.as_matrix")
+    # ------------------------------------------------------------------ Validation.
+    def check_element(self, g, name: str = "g", where: str | None = None,
+                      check: bool = True) -> np.ndarray:
+        """Validate shape and dtype of ``g`` (and finiteness with ``check``); return float64.
+        Does not test membership (see :meth:`check_member`)."""
+        return as_array(g, self.shape, name, where or self.name, check)
 
-    def from_matrix(self, M) -> np.ndarray:
-        """Inverse of :meth:`as_matrix` (no membership check)."""
-        return np.asarray(M, dtype=np.float64)
+    def check_member(self, g, name: str = "g", where: str | None = None,
+                     check: bool = True) -> np.ndarray:
+        """Validate shape and dtype of ``g`` and, with ``check``, finiteness and membership
+        (tolerance :func:`membership_tol` of the input's dtype); return float64."""
+        where = where or self.name
+        arr = as_array(g, self.shape, name, where, check)
+        if check:
+            self._require_element(arr, where, name=name, eps=input_eps(g))
+        return arr
 
-    @abc.abstractmethod
-    def is_element(self, g, tol: float = 1e-10):
-        """Membership test.  Returns a boolean array of the batch shape (a numpy bool for a
-        single element); False for a wrong trailing shape or non-finite entries."""
+    def check_algebra(self, xi, name: str = "xi", where: str | None = None,
+                      check: bool = True) -> np.ndarray:
+        """Validate algebra coordinates ``(..., dim)`` (finiteness with ``check``); float64."""
+        return as_array(xi, (self.dim,), name, where or self.name, check)
 
-    def check_element(self, g, name: str = "g", where: str | None = None) -> np.ndarray:
-        """Validate shape and finiteness of ``g`` and return it as float64."""
-        return as_array(g, self.shape, name, where or self.name)
+    def check_algebra_matrix(self, X, name: str = "X", where: str | None = None,
+                             check: bool = True) -> np.ndarray:
+        """Validate matrices ``(..., n, n)`` (finiteness with ``check``); float64.  Membership in
+        the algebra is not required: :meth:`vee` reads the algebra part of any matrix (the
+        skew part for rotations), which finite-difference and projection code relies on."""
+        n = self.matrix_dim
+        return as_array(X, (n, n), name, where or self.name, check)
 
-    def check_algebra(self, xi, name: str = "xi", where: str | None = None) -> np.ndarray:
-        """Validate algebra coordinates ``(..., dim)`` and return them as float64."""
-        return as_array(xi, (self.dim,), name, where or self.name)
-
-    def _require_element(self, g: np.ndarray, where: str, tol: float | None = None) -> None:
-        tol = self.element_tol if tol is None else tol
+    def _require_element(self, g: np.ndarray, where: str, tol: float | None = None,
+                         name: str = "g", eps: float | None = None) -> None:
+        if tol is None:
+            tol = self.element_tol
+        if tol is None:
+            tol = membership_tol(eps if eps is not None else input_eps(g), self.matrix_dim)
         ok = np.asarray(self.is_element(g, tol))
         if not np.all(ok):
             n_bad = int(ok.size - np.count_nonzero(ok))
             raise LieGroupError(
                 f"{where}: expected elements of {self.name} ({self._membership_text()}, "
-                f"tolerance {tol:.0e}); {n_bad} of {ok.size} input(s) are not. "
+                f"tolerance {tol:.0e}); {n_bad} of {ok.size} input(s) `{name}` are not. "
                 f"Project the input onto the group first, or pass check=False to skip the test."
             )
 
     def _membership_text(self) -> str:
         return "a valid group element"
 
+    def _pair(self, where, a, b, na, nb, ka, kb):
+        """Batch axes of two validated arrays must broadcast (typed error otherwise)."""
+        if a.shape[: a.ndim - ka] != b.shape[: b.ndim - kb]:
+            broadcast_batch(where, **{na: (a, ka), nb: (b, kb)})
+
+    # ------------------------------------------------------------------ Matrix representation.
+    def as_matrix(self, g, check: bool = True) -> np.ndarray:
+        """Element(s) as matrices ``(..., n, n)``; identity for matrix-valued groups.
+        Validates membership unless ``check=False``."""
+        return self._k_as_matrix(self.check_member(g, "g", f"{self.name}.as_matrix", check))
+
+    def from_matrix(self, M, check: bool = True) -> np.ndarray:
+        """Inverse of :meth:`as_matrix`: ``(..., n, n)`` matrices -> elements.  Checks shape and
+        dtype (and finiteness unless ``check=False``) but deliberately not membership: it is a
+        change of representation, used e.g. on ODE solutions that drift off the group by their
+        tolerance.  Test membership with :meth:`is_element` or :meth:`check_member`."""
+        n = self.matrix_dim
+        return self._k_from_matrix(as_array(M, (n, n), "M", f"{self.name}.from_matrix", check))
+
+    @abc.abstractmethod
+    def is_element(self, g, tol: float = 1e-10):
+        """Membership test.  Returns a boolean array of the batch shape (a numpy bool for a
+        single element); False for a wrong trailing shape, a non-real dtype or non-finite
+        entries."""
+
     # ------------------------------------------------------------------ Group operations.
-    @abc.abstractmethod
-    def compose(self, g, h) -> np.ndarray:
+    # Public methods validate (shapes and dtypes always; finiteness and membership unless
+    # ``check=False``) and call the unchecked kernels ``_k_*`` every group implements.
+    def compose(self, g, h, check: bool = True) -> np.ndarray:
         """Group product ``g h`` (broadcasting), shape ``(..., *shape)``."""
+        where = f"{self.name}.compose"
+        g = self.check_member(g, "g", where, check)
+        h = self.check_member(h, "h", where, check)
+        k = len(self.shape)
+        self._pair(where, g, h, "g", "h", k, k)
+        return self._k_compose(g, h)
 
-    @abc.abstractmethod
-    def inverse(self, g) -> np.ndarray:
+    def inverse(self, g, check: bool = True) -> np.ndarray:
         """Group inverse ``g^{-1}``, shape ``(..., *shape)``."""
+        return self._k_inverse(self.check_member(g, "g", f"{self.name}.inverse", check))
 
-    def between(self, g, h) -> np.ndarray:
+    def between(self, g, h, check: bool = True) -> np.ndarray:
         """``g^{-1} h``."""
-        return self.compose(self.inverse(g), h)
+        where = f"{self.name}.between"
+        g = self.check_member(g, "g", where, check)
+        h = self.check_member(h, "h", where, check)
+        k = len(self.shape)
+        self._pair(where, g, h, "g", "h", k, k)
+        return self._k_compose(self._k_inverse(g), h)
 
-    @abc.abstractmethod
-    def Ad(self, g) -> np.ndarray:
+    def Ad(self, g, check: bool = True) -> np.ndarray:
         """Adjoint matrix ``(..., dim, dim)``: ``hat(Ad(g) xi) = g hat(xi) g^{-1}``."""
+        g = self.check_member(g, "g", f"{self.name}.Ad", check)
+        out = self._k_Ad(g)
+        return out.copy() if out is g else out
 
-    def Ad_star(self, g) -> np.ndarray:
+    def Ad_star(self, g, check: bool = True) -> np.ndarray:
         """Coadjoint matrix ``Ad(g)^T``, ``(..., dim, dim)``:
         ``<Ad_star(g) mu, xi> = <mu, Ad(g) xi>``."""
-        return np.swapaxes(self.Ad(g), -1, -2)
+        g = self.check_member(g, "g", f"{self.name}.Ad_star", check)
+        return np.swapaxes(self._k_Ad(g), -1, -2).copy()
 
     # ------------------------------------------------------------------ Algebra.
-    @abc.abstractmethod
-    def hat(self, xi) -> np.ndarray:
+    def hat(self, xi, check: bool = True) -> np.ndarray:
         """Coordinates ``(..., dim)`` -> algebra matrices ``(..., n, n)``."""
+        return self._k_hat(self.check_algebra(xi, "xi", f"{self.name}.hat", check))
 
-    @abc.abstractmethod
-    def vee(self, X) -> np.ndarray:
-        """Algebra matrices ``(..., n, n)`` -> coordinates ``(..., dim)`` (inverse of hat)."""
+    def vee(self, X, check: bool = True) -> np.ndarray:
+        """Algebra matrices ``(..., n, n)`` -> coordinates ``(..., dim)`` (inverse of hat).  For a
+        matrix outside the algebra it returns the coordinates of its algebra part (documented
+        projection: ``vee(X) = vee(P X)`` with P the projection reading the algebra entries,
+        e.g. the skew part ``(X - X^T)/2`` for rotations)."""
+        return self._k_vee(self.check_algebra_matrix(X, "X", f"{self.name}.vee", check))
 
-    @abc.abstractmethod
-    def ad(self, xi) -> np.ndarray:
+    def ad(self, xi, check: bool = True) -> np.ndarray:
         """``(..., dim, dim)`` matrix of ``eta -> [xi, eta]``;
         ``ad(xi) = d/dt Ad(exp(t xi))|_0``."""
+        return self._k_ad(self.check_algebra(xi, "xi", f"{self.name}.ad", check))
 
-    def ad_star(self, xi) -> np.ndarray:
+    def ad_star(self, xi, check: bool = True) -> np.ndarray:
         """``ad(xi)^T`` ``(..., dim, dim)``."""
-        return np.swapaxes(self.ad(xi), -1, -2)
+        xi = self.check_algebra(xi, "xi", f"{self.name}.ad_star", check)
+        return np.swapaxes(self._k_ad(xi), -1, -2).copy()
 
-    def bracket(self, xi, eta) -> np.ndarray:
+    def bracket(self, xi, eta, check: bool = True) -> np.ndarray:
         """Lie bracket ``[xi, eta] = ad(xi) eta``, shape ``(..., dim)``."""
-        return np.einsum("...ij,...j->...i", self.ad(xi), np.asarray(eta, dtype=np.float64))
+        where = f"{self.name}.bracket"
+        xi = self.check_algebra(xi, "xi", where, check)
+        eta = self.check_algebra(eta, "eta", where, check)
+        self._pair(where, xi, eta, "xi", "eta", 1, 1)
+        return self._k_bracket(xi, eta)
 
     def generators(self) -> np.ndarray:
         """Basis of the algebra as matrices, shape ``(dim, n, n)``: ``hat(e_k)``."""
-        return self.hat(np.eye(self.dim))
+        return self._k_hat(np.eye(self.dim))
+
+    # ------------------------------------------------------------------ Kernels (unchecked).
+    @abc.abstractmethod
+    def _k_compose(self, g, h) -> np.ndarray:
+        """Unchecked group product."""
+
+    @abc.abstractmethod
+    def _k_inverse(self, g) -> np.ndarray:
+        """Unchecked group inverse."""
+
+    @abc.abstractmethod
+    def _k_Ad(self, g) -> np.ndarray:
+        """Unchecked adjoint matrix."""
+
+    @abc.abstractmethod
+    def _k_hat(self, xi) -> np.ndarray:
+        """Unchecked hat."""
+
+    @abc.abstractmethod
+    def _k_vee(self, X) -> np.ndarray:
+        """Unchecked vee (reads the algebra part of X)."""
+
+    @abc.abstractmethod
+    def _k_ad(self, xi) -> np.ndarray:
+        """Unchecked ad."""
+
+    def _k_bracket(self, xi, eta) -> np.ndarray:
+        return np.einsum("...ij,...j->...i", self._k_ad(xi), eta)
 
     # ------------------------------------------------------------------ Exponential retraction.
     @abc.abstractmethod
@@ -219,18 +319,21 @@ class MatrixLieGroup(abc.ABC):
 
     def exp_dL_inv_deriv(self, xi, eta) -> np.ndarray:
         """Jacobian of ``xi -> exp_dL_inv(xi) eta``: ``-dL^{-1} J^L(xi, dL^{-1} eta)`` (exact)."""
+        where = f"{self.name}.exp_dL_inv_deriv"
+        xi = self.check_algebra(xi, "xi", where)
+        eta = self.check_algebra(eta, "eta", where)
         return _inverse_deriv(self.exp_dL_inv(xi), self.exp_dL_deriv, xi, eta)
 
     # ------------------------------------------------------------------ Cayley retraction.
     def _cay_AB(self, xi):
-        X = self.hat(self.check_algebra(xi, where=f"{self.name}.cay"))
+        X = self._k_hat(self.check_algebra(xi, where=f"{self.name}.cay"))
         eye = np.eye(self.matrix_dim)
         return eye - 0.5 * X, eye + 0.5 * X
 
     def cay(self, xi) -> np.ndarray:
         """Cayley map ``(I - hat(xi)/2)^{-1} (I + hat(xi)/2)``, shape ``(..., *shape)``."""
         A, B = self._cay_AB(xi)
-        return self.from_matrix(np.linalg.solve(A, B))
+        return self._k_from_matrix(np.linalg.solve(A, B))
 
     def cay_inv(self, g, check: bool = True) -> np.ndarray:
         """Inverse Cayley map ``vee(2 (g - I)(g + I)^{-1})``, shape ``(..., dim)``; undefined
@@ -239,7 +342,7 @@ class MatrixLieGroup(abc.ABC):
         g = self.check_element(g, "g", where)
         if check:
             self._require_element(g, where)
-        M = self.as_matrix(g)
+        M = self._k_as_matrix(g)
         eye = np.eye(self.matrix_dim)
         P = M + eye
         if np.any(np.abs(np.linalg.det(P)) <= 1e-12 * 2.0**self.matrix_dim):  # det(2I) = 2^n
@@ -249,11 +352,11 @@ class MatrixLieGroup(abc.ABC):
             )
         X = 2.0 * np.swapaxes(np.linalg.solve(np.swapaxes(P, -1, -2), np.swapaxes(M - eye, -1, -2)),
                               -1, -2)
-        return self.vee(X)
+        return self._k_vee(X)
 
     def _columns(self, T: np.ndarray) -> np.ndarray:
         """(..., k, n, n) stack of algebra matrices (one per basis direction k) -> (..., dim, k)."""
-        return np.swapaxes(self.vee(T), -1, -2)
+        return np.swapaxes(self._k_vee(T), -1, -2)
 
     def cay_dL(self, xi) -> np.ndarray:
         """Left-trivialized tangent of cay, ``(..., dim, dim)``:
@@ -276,7 +379,7 @@ class MatrixLieGroup(abc.ABC):
         ``J d = vee(B^{-1} ½(hat(eta) A^{-1} hat(d) - hat(d) B^{-1} hat(eta)) A^{-1})``."""
         A, B = self._cay_AB(xi)
         Ai, Bi = np.linalg.inv(A), np.linalg.inv(B)
-        H = self.hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_deriv"))
+        H = self._k_hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_deriv"))
         E = self.generators()
         left = (H @ Ai)[..., None, :, :] @ E
         right = E @ (Bi @ H)[..., None, :, :]
@@ -291,8 +394,8 @@ class MatrixLieGroup(abc.ABC):
         A, B = self._cay_AB(xi)
         Q, P = np.linalg.inv(A), np.linalg.inv(B)
         where = f"{self.name}.cay_dL_hess"
-        H = self.hat(self.check_algebra(eta, "eta", where))
-        U = self.hat(self.check_algebra(u, "u", where))
+        H = self._k_hat(self.check_algebra(eta, "eta", where))
+        U = self._k_hat(self.check_algebra(u, "u", where))
         PUP = P @ U @ P
         PHQ = P @ H @ Q
         QUQ = Q @ U @ Q
@@ -315,10 +418,40 @@ class MatrixLieGroup(abc.ABC):
         """Jacobian of ``xi -> cay_dL_inv(xi) eta``:
         ``J d = vee(½ hat(d) hat(eta) A - ½ B hat(eta) hat(d))``."""
         A, B = self._cay_AB(xi)
-        H = self.hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_inv_deriv"))
+        H = self._k_hat(self.check_algebra(eta, "eta", f"{self.name}.cay_dL_inv_deriv"))
         E = self.generators()
         T = 0.5 * (E @ (H @ A)[..., None, :, :] - (B @ H)[..., None, :, :] @ E)
         return self._columns(T)
+
+
+#: public closed forms with several algebra arguments (guarded by ``_batch_guard``)
+_MULTI_ARG = ("exp_dL_deriv", "exp_dL_inv_deriv", "exp_dL_hess", "exp_dL_third", "exp_dL_apply",
+              "cay_dL_deriv", "cay_dL_inv_deriv", "cay_dL_hess")
+
+
+def _batch_guard(fn, name: str):
+    import functools
+    import inspect
+
+    arg_names = [p for p in inspect.signature(fn).parameters][1:]
+
+    @functools.wraps(fn)
+    def guarded(self, *args):
+        shapes = [np.shape(a)[:-1] for a in args]
+        if any(sh != shapes[0] for sh in shapes[1:]):
+            try:
+                np.broadcast_shapes(*shapes)
+            except ValueError:
+                desc = ", ".join(f"`{n}` batch {sh}" for n, sh in zip(arg_names, shapes))
+                raise LieGroupError(
+                    f"{self.name}.{name}: the leading batch axes of the arguments do not "
+                    f"broadcast ({desc}). Give them equal batch shapes, or shapes that broadcast "
+                    "(e.g. add axes of size 1)."
+                ) from None
+        return fn(self, *args)
+
+    guarded._batch_guarded = True
+    return guarded
 
 
 def _inverse_deriv(dL_inv: np.ndarray, dL_deriv, xi, eta) -> np.ndarray:
@@ -326,3 +459,9 @@ def _inverse_deriv(dL_inv: np.ndarray, dL_deriv, xi, eta) -> np.ndarray:
     ``d(D^{-1}) eta = -D^{-1} (dD) D^{-1} eta``, i.e. ``-D^{-1} J^L(xi, D^{-1} eta)``."""
     w = np.einsum("...ij,...j->...i", dL_inv, np.asarray(eta, dtype=np.float64))
     return -np.einsum("...ij,...jk->...ik", dL_inv, dL_deriv(xi, w))
+
+
+for _name in _MULTI_ARG:  # the generic closed forms of the base class (Cayley, exp dL_inv_deriv)
+    _fn = MatrixLieGroup.__dict__.get(_name)
+    if _fn is not None and not getattr(_fn, "__isabstractmethod__", False):
+        setattr(MatrixLieGroup, _name, _batch_guard(_fn, _name))

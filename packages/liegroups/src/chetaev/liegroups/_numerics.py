@@ -127,6 +127,8 @@ class FTable:
         self.s = np.asarray(theta_sq, dtype=np.float64)
         self._flat = self.s.reshape(-1)
         self._f: dict[int, np.ndarray] = {}
+        #: True once f_3..f_7 came from the small-array series block, i.e. every s < 4
+        self.all_series: bool = False
 
     # -- internal: values on the flat array
     def _base(self) -> None:
@@ -159,6 +161,7 @@ class FTable:
         V = P @ _BLOCK_COEFFS
         for j, n in enumerate(_BLOCK_NS):
             self._f[n] = V[:, j]
+        self.all_series = True
 
     def _flat_f(self, n: int) -> np.ndarray:
         if n not in self._f:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
+from ._validation import broadcast_batch, predicate_array
 
 __all__ = ["Product", "ProductGroup"]
 
@@ -38,8 +39,8 @@ class ProductGroup(MatrixLieGroup):
             factors = tuple(factors[0])
         if len(factors) < 1 or not all(isinstance(f, MatrixLieGroup) for f in factors):
             raise LieGroupError(
-                "Product: expected one or more group objects (e.g. Product(SO3, Rn(2))), "
-                f"got {factors!r}."
+                "Product: expected the `factors` to be one or more group objects (e.g. "
+                f"Product(SO3, Rn(2))), got {factors!r}."
             )
         self.factors: tuple[MatrixLieGroup, ...] = tuple(factors)
         self.name = "x".join(f.name for f in self.factors)
@@ -62,15 +63,32 @@ class ProductGroup(MatrixLieGroup):
         return hash(("Product", self.factors))
 
     # Parts.
-    def split(self, xi) -> list[np.ndarray]:
+    def split(self, xi, check: bool = True) -> list[np.ndarray]:
         """Algebra coordinates ``(..., dim)`` -> list of per-factor coordinates."""
-        xi = np.asarray(xi, dtype=np.float64)
-        return [xi[..., self._d_off[i] : self._d_off[i + 1]] for i in range(len(self.factors))]
+        return self._split(self.check_algebra(xi, "xi", f"{self.name}.split", check))
 
-    def join(self, parts) -> np.ndarray:
+    def _split(self, xi):
+        return [xi[..., sl] for sl in self._dsl]
+
+    def _parts_list(self, parts, where: str) -> list:
+        if isinstance(parts, np.ndarray) or not hasattr(parts, "__len__"):
+            raise LieGroupError(
+                f"{where}: expected `parts` as a list of {len(self.factors)} arrays (one per "
+                f"factor {', '.join(f.name for f in self.factors)}), got {type(parts).__name__}."
+            )
+        if len(parts) != len(self.factors):
+            raise LieGroupError(
+                f"{where}: expected {len(self.factors)} parts (one per factor), "
+                f"got {len(parts)}."
+            )
+        return list(parts)
+
+    def join(self, parts, check: bool = True) -> np.ndarray:
         """Inverse of :meth:`split` (concatenation, broadcasting batch axes)."""
-        parts = [np.asarray(p, dtype=np.float64) for p in parts]
-        batch = np.broadcast_shapes(*(p.shape[:-1] for p in parts))
+        where = f"{self.name}.join"
+        parts = [f.check_algebra(p, f"parts[{i}]", where, check)
+                 for i, (f, p) in enumerate(zip(self.factors, self._parts_list(parts, where)))]
+        batch = broadcast_batch(where, **{f"parts[{i}]": (p, 1) for i, p in enumerate(parts)})
         return np.concatenate([np.broadcast_to(p, (*batch, p.shape[-1])) for p in parts], -1)
 
     def _blocks_of(self, M):
@@ -79,30 +97,33 @@ class ProductGroup(MatrixLieGroup):
             for i in range(len(self.factors))
         ]
 
-    def element_parts(self, g) -> list[np.ndarray]:
-        """Block-diagonal element(s) -> list of factor elements (R^n factors as (n,) vectors)."""
-        g = self.check_element(g, "g", f"{self.name}.element_parts")
-        return [f.from_matrix(B) for f, B in zip(self.factors, self._blocks_of(g))]
+    def element_parts(self, g, check: bool = True) -> list[np.ndarray]:
+        """Block-diagonal element(s) -> list of factor elements (R^n factors as (n,) vectors);
+        validates membership unless ``check=False``."""
+        g = self.check_member(g, "g", f"{self.name}.element_parts", check)
+        return [f._k_from_matrix(B) for f, B in zip(self.factors, self._blocks_of(g))]
 
-    def from_parts(self, parts) -> np.ndarray:
-        """List of factor elements -> block-diagonal element(s) ``(..., k, k)``."""
-        if len(parts) != len(self.factors):
-            raise LieGroupError(
-                f"{self.name}.from_parts: expected {len(self.factors)} parts (one per factor), "
-                f"got {len(parts)}."
-            )
-        return _block_diag([f.as_matrix(p) for f, p in zip(self.factors, parts)], self.msizes)
+    def from_parts(self, parts, check: bool = True) -> np.ndarray:
+        """List of factor elements -> block-diagonal element(s) ``(..., k, k)``; each part is
+        validated as an element of its factor unless ``check=False``."""
+        where = f"{self.name}.from_parts"
+        parts = [f.check_member(p, f"parts[{i}]", where, check)
+                 for i, (f, p) in enumerate(zip(self.factors, self._parts_list(parts, where)))]
+        broadcast_batch(where, **{f"parts[{i}]": (p, len(f.shape))
+                                  for i, (f, p) in enumerate(zip(self.factors, parts))})
+        return _block_diag([f._k_as_matrix(p) for f, p in zip(self.factors, parts)],
+                           self.msizes)
 
     def _diag(self, mats):
         return _block_diag(list(mats), self.dims)
 
     # Factory / membership.
     def random(self, rng, size=()):
-        return self.from_parts([f.random(rng, size) for f in self.factors])
+        return self.from_parts([f.random(rng, size) for f in self.factors], check=False)
 
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.ndim < 2 or g.shape[-2:] != self.shape:
+        g = predicate_array(g)
+        if g is None or g.ndim < 2 or g.shape[-2:] != self.shape:
             return np.False_
         finite = np.all(np.isfinite(g), axis=(-1, -2))
         g = np.where(np.isfinite(g), g, 0.0)
@@ -111,10 +132,11 @@ class ProductGroup(MatrixLieGroup):
         for f, B, i in zip(self.factors, self._blocks_of(g), range(len(self.factors))):
             a, b = self._m_off[i], self._m_off[i + 1]
             mask[a:b, a:b] = False
-            ok = ok & f.is_element(f.from_matrix(B), tol)
+            ok = ok & f.is_element(f._k_from_matrix(B), tol)
             if f.shape != (f.matrix_dim, f.matrix_dim):  # embedded vector group: check structure
                 with np.errstate(invalid="ignore"):
-                    ok = ok & (np.max(np.abs(f.as_matrix(f.from_matrix(B)) - B), (-1, -2)) <= tol)
+                    ok = ok & (np.max(np.abs(f._k_as_matrix(f._k_from_matrix(B)) - B), (-1, -2))
+                                <= tol)
         with np.errstate(invalid="ignore"):
             off = np.where(mask, np.abs(g), 0.0)
             ok = ok & (np.max(off, axis=(-1, -2)) <= tol)
@@ -124,30 +146,28 @@ class ProductGroup(MatrixLieGroup):
         return "block-diagonal with factor blocks in " + ", ".join(f.name for f in self.factors)
 
     # Group operations.
-    def compose(self, g, h):
+    def _k_compose(self, g, h):
         return np.matmul(np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64))
 
-    def inverse(self, g):
+    def _k_inverse(self, g):
         g = np.asarray(g, dtype=np.float64)
         out = np.zeros(g.shape)
         for f, fm, am, ms in zip(self.factors, self._fk("from_matrix"), self._fk("as_matrix"),
                                  self._msl):
-            out[..., ms, ms] = am(f.inverse(fm(g[..., ms, ms])))
+            out[..., ms, ms] = am(f._k_inverse(fm(g[..., ms, ms])))
         return out
 
-    def Ad(self, g):
-        return self._k_Ad(np.asarray(g, dtype=np.float64))
-
     # Algebra.
-    def hat(self, xi):
-        return _block_diag([f.hat(x) for f, x in zip(self.factors, self.split(xi))], self.msizes)
+    def _k_hat(self, xi):
+        return _block_diag([f._k_hat(x) for f, x in zip(self.factors, self._split(xi))],
+                           self.msizes)
 
-    def vee(self, X):
+    def _k_vee(self, X):
         X = np.asarray(X, dtype=np.float64)
-        return np.concatenate([f.vee(B) for f, B in zip(self.factors, self._blocks_of(X))], -1)
+        return np.concatenate([f._k_vee(B) for f, B in zip(self.factors, self._blocks_of(X))], -1)
 
-    def ad(self, xi):
-        return self._diag(f.ad(x) for f, x in zip(self.factors, self.split(xi)))
+    def _k_ad(self, xi):
+        return self._diag(f._k_ad(x) for f, x in zip(self.factors, self._split(xi)))
 
     # Factor-wise maps: public methods validate once, then the kernels below run the factors'
     # kernels on slices and write the blocks into one preallocated array (``_base.py``).

@@ -29,6 +29,7 @@ import numpy as np
 
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
+from ._validation import broadcast_batch
 
 __all__ = ["Retraction", "retraction"]
 
@@ -37,12 +38,6 @@ _KINDS = {"exp": "exp", "cayley": "cay", "cay": "cay"}
 
 def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.einsum("...ij,...j->...i", A, x)
-
-
-def _contract(J: np.ndarray, mu) -> np.ndarray:
-    if mu is None:
-        return J
-    return np.einsum("...ij,...i->...j", J, np.asarray(mu, dtype=np.float64))
 
 
 class Retraction:
@@ -89,96 +84,124 @@ class Retraction:
         return self.group.dim
 
     # ------------------------------------------------------------------ Validation (once).
-    def _a(self, x, name: str, role: str) -> np.ndarray:
-        return self.group.check_algebra(x, name, self._where[role])
+    # Shapes and dtypes are checked on every call; finiteness unless ``check=False`` (the opt-out
+    # of hot loops: a Newton iteration that already holds validated float64 arrays).
+    def _a(self, x, name: str, role: str, check: bool = True) -> np.ndarray:
+        return self.group.check_algebra(x, name, self._where[role], check)
 
-    def _run1(self, k, xi, role):
+    def _batch(self, where, **arrays):
+        if len({a.shape[:-1] for a in arrays.values()}) > 1:
+            broadcast_batch(where, **{nm: (a, 1) for nm, a in arrays.items()})
+
+    def _run1(self, k, xi, role, check):
         fn, checked = k
-        return fn(xi) if checked else fn(self._a(xi, "xi", role))
+        return fn(xi) if checked else fn(self._a(xi, "xi", role, check))
 
-    def _run2(self, k, xi, eta, role):
-        fn, checked = k
-        if checked:
-            return fn(xi, eta)
-        return fn(self._a(xi, "xi", role), self._a(eta, "eta", role))
+    def _run2(self, k, xi, eta, role, check):
+        fn = k[0]
+        xi, eta = self._a(xi, "xi", role, check), self._a(eta, "eta", role, check)
+        if xi.shape[:-1] != eta.shape[:-1]:
+            self._batch(self._where[role], xi=xi, eta=eta)
+        return fn(xi, eta)
 
-    def _run3(self, k, xi, eta, u, role):
-        fn, checked = k
-        if checked:
-            return fn(xi, eta, u)
-        return fn(self._a(xi, "xi", role), self._a(eta, "eta", role), self._a(u, "u", role))
+    def _run3(self, k, xi, eta, u, role, check):
+        fn = k[0]
+        xi, eta = self._a(xi, "xi", role, check), self._a(eta, "eta", role, check)
+        u = self._a(u, "u", role, check)
+        self._batch(self._where[role], xi=xi, eta=eta, u=u)
+        return fn(xi, eta, u)
 
-    def _neg(self, xi, method: str) -> np.ndarray:
-        return -self.group.check_algebra(xi, where=f"{self!r}.{method}")
+    def _neg(self, xi, method: str, check: bool = True) -> np.ndarray:
+        return -self.group.check_algebra(xi, "xi", f"{self!r}.{method}", check)
+
+    def _contract(self, J: np.ndarray, mu, method: str, check: bool,
+                  name: str = "mu") -> np.ndarray:
+        if mu is None:
+            return J
+        where = f"{self!r}.{method}"
+        mu = self.group.check_algebra(mu, name, where, check)
+        if mu.shape[:-1] != J.shape[:-2]:
+            broadcast_batch(where, **{"result": (J, 2), name: (mu, 1)})
+        return np.einsum("...ij,...i->...j", J, mu)
 
     # ------------------------------------------------------------------ Maps.
-    def __call__(self, xi) -> np.ndarray:
-        """``tau(xi)``: ``(..., dim)`` -> elements ``(..., *group.shape)``."""
-        return self._run1(self._tau, xi, "tau")
+    def __call__(self, xi, check: bool = True) -> np.ndarray:
+        """``tau(xi)``: ``(..., dim)`` -> elements ``(..., *group.shape)``.  Every method of a
+        retraction checks shapes and dtypes; with ``check=False`` it skips the finiteness test
+        (for hot loops that already hold validated float64 arrays)."""
+        return self._run1(self._tau, xi, "tau", check)
 
     def inv(self, g, check: bool = True) -> np.ndarray:
-        """``tau^{-1}(g)``: elements -> ``(..., dim)``; validates membership unless
-        ``check=False``."""
+        """``tau^{-1}(g)``: elements -> ``(..., dim)``; validates finiteness and membership
+        unless ``check=False``."""
         fn, checked = self._tau_inv
         if checked:
             return fn(g, check=check)
         where = self._where["tau_inv"]
-        g = self.group.check_element(g, "g", where)
-        if check:
-            self.group._require_element(g, where)
+        g = self.group.check_member(g, "g", where, check)
         return fn(g)
 
     # ------------------------------------------------------------------ Trivialized tangents.
-    def dL(self, xi) -> np.ndarray:
+    def dL(self, xi, check: bool = True) -> np.ndarray:
         """``(..., d, d)``: d/deps tau(xi + eps delta)|_0 = tau(xi) hat(dL(xi) delta)."""
-        return self._run1(self._dL, xi, "dL")
+        return self._run1(self._dL, xi, "dL", check)
 
-    def dR(self, xi) -> np.ndarray:
+    def dR(self, xi, check: bool = True) -> np.ndarray:
         """``(..., d, d)``: d/deps tau(xi + eps delta)|_0 = hat(dR(xi) delta) tau(xi); = dL(-xi)."""
-        return self._dL[0](self._neg(xi, "dR"))
+        return self._dL[0](self._neg(xi, "dR", check))
 
-    def dL_inv(self, xi) -> np.ndarray:
-        """``(..., d, d)`` inverse of :meth:`dL`."""
-        return self._run1(self._dL_inv, xi, "dL_inv")
+    def dL_inv(self, xi, check: bool = True) -> np.ndarray:
+        """``(..., d, d)`` inverse of :meth:`dL`.
 
-    def dR_inv(self, xi) -> np.ndarray:
-        """``(..., d, d)`` inverse of :meth:`dR`; = dL_inv(-xi)."""
-        return self._dL_inv[0](self._neg(xi, "dR_inv"))
+        Domain (exp): ``dL`` is singular where ``|omega| = 2 pi k``, k >= 1, for the rotation part
+        ``omega`` (SO(3), SE(2), SE(3); nowhere for Cayley, SO(2), R^n).  For ``|omega| < 2 pi``
+        the result is accurate to a few ulps relative to the size of its entries (SO(3): the
+        entries along ``omega`` stay exact, e.g. ``[2, 2] = 1`` at ``omega = (0, 0, 2pi - 1e-9)``;
+        the others grow like ``2 pi / (2 pi - |omega|)``, the true conditioning).  Beyond
+        ``2 pi`` the closed form is evaluated as is (finite, but ``exp`` is no longer injective
+        there: use ``log`` to bring ``omega`` back into ``|omega| <= pi``)."""
+        return self._run1(self._dL_inv, xi, "dL_inv", check)
+
+    def dR_inv(self, xi, check: bool = True) -> np.ndarray:
+        """``(..., d, d)`` inverse of :meth:`dR`; = dL_inv(-xi) (same domain)."""
+        return self._dL_inv[0](self._neg(xi, "dR_inv", check))
 
     # ------------------------------------------------------------------ Derivative terms.
-    def dL_deriv(self, xi, eta, mu=None) -> np.ndarray:
+    def dL_deriv(self, xi, eta, mu=None, check: bool = True) -> np.ndarray:
         """Jacobian ``J`` ``(..., d, d)`` with ``J delta = d/deps [dL(xi + eps delta) eta]``;
         with ``mu`` given, the ``(..., d)`` vector ``J^T mu`` (= grad_xi <mu, dL(xi) eta>)."""
-        return _contract(self._run2(self._dL_deriv, xi, eta, "dL_deriv"), mu)
+        return self._contract(self._run2(self._dL_deriv, xi, eta, "dL_deriv", check), mu,
+                              "dL_deriv", check)
 
-    def dR_deriv(self, xi, eta, mu=None) -> np.ndarray:
+    def dR_deriv(self, xi, eta, mu=None, check: bool = True) -> np.ndarray:
         """As :meth:`dL_deriv` for dR: ``d/deps [dR(xi + eps delta) eta]``;
         equals ``-dL_deriv(-xi, eta)``."""
-        return _contract(-self._run2(self._dL_deriv, self._neg(xi, "dR_deriv"), eta,
-                                     "dL_deriv"), mu)
+        return self._contract(-self._run2(self._dL_deriv, self._neg(xi, "dR_deriv", check), eta,
+                                          "dL_deriv", check), mu, "dR_deriv", check)
 
-    def dL_inv_deriv(self, xi, eta, mu=None) -> np.ndarray:
+    def dL_inv_deriv(self, xi, eta, mu=None, check: bool = True) -> np.ndarray:
         """As :meth:`dL_deriv` for dL_inv: ``J delta = d/deps [dL_inv(xi + eps delta) eta]``."""
-        return _contract(self._run2(self._dL_inv_deriv, xi, eta, "dL_inv_deriv"), mu)
+        return self._contract(self._run2(self._dL_inv_deriv, xi, eta, "dL_inv_deriv", check), mu,
+                              "dL_inv_deriv", check)
 
-    def dR_inv_deriv(self, xi, eta, mu=None) -> np.ndarray:
+    def dR_inv_deriv(self, xi, eta, mu=None, check: bool = True) -> np.ndarray:
         """As :meth:`dL_deriv` for dR_inv: ``-dL_inv_deriv(-xi, eta)``."""
-        return _contract(-self._run2(self._dL_inv_deriv, self._neg(xi, "dR_inv_deriv"), eta,
-                                     "dL_inv_deriv"), mu)
+        return self._contract(-self._run2(self._dL_inv_deriv, self._neg(xi, "dR_inv_deriv", check),
+                                          eta, "dL_inv_deriv", check), mu, "dR_inv_deriv", check)
 
     # ------------------------------------------------------------------ Second derivatives.
-    def dL_hess(self, xi, eta, u) -> np.ndarray:
+    def dL_hess(self, xi, eta, u, check: bool = True) -> np.ndarray:
         """``(..., d, d)`` matrix ``H`` with ``H delta = d/deps [dL_deriv(xi + eps delta, eta) u]``,
         the second derivative of ``xi -> dL(xi) eta`` in the directions u and delta (symmetric in
-        them).  For Newton Jacobians of residuals containing ``dL_deriv``.  Closed forms except
-        SE(3) exp (fourth-order differences of the closed-form first derivative, ~1e-12)."""
-        return self._run3(self._dL_hess, xi, eta, u, "dL_hess")
+        them).  For Newton Jacobians of residuals containing ``dL_deriv``.  Closed forms."""
+        return self._run3(self._dL_hess, xi, eta, u, "dL_hess", check)
 
-    def dR_hess(self, xi, eta, u) -> np.ndarray:
+    def dR_hess(self, xi, eta, u, check: bool = True) -> np.ndarray:
         """As :meth:`dL_hess` for dR; equals ``dL_hess(-xi, eta, u)``."""
-        return self._run3(self._dL_hess, self._neg(xi, "dR_hess"), eta, u, "dL_hess")
+        return self._run3(self._dL_hess, self._neg(xi, "dR_hess", check), eta, u, "dL_hess",
+                          check)
 
-    def dL_inv_hess(self, xi, eta, u) -> np.ndarray:
+    def dL_inv_hess(self, xi, eta, u, check: bool = True) -> np.ndarray:
         """As :meth:`dL_hess` for dL_inv:
         ``H delta = d/deps [dL_inv_deriv(xi + eps delta, eta) u]``.
 
@@ -188,9 +211,10 @@ class Retraction:
         (exact, from d(D^{-1}) = -D^{-1} dD D^{-1})."""
         G = self.group
         where = f"{self!r}.dL_inv_hess"
-        xi = G.check_algebra(xi, where=where)
-        eta = G.check_algebra(eta, "eta", where)
-        u = G.check_algebra(u, "u", where)
+        xi = G.check_algebra(xi, "xi", where, check)
+        eta = G.check_algebra(eta, "eta", where, check)
+        u = G.check_algebra(u, "u", where, check)
+        self._batch(where, xi=xi, eta=eta, u=u)
         return self._dL_inv_hess_k(xi, eta, u)
 
     def _dL_inv_hess_k(self, xi, eta, u) -> np.ndarray:
@@ -206,23 +230,24 @@ class Retraction:
         inner = dL_deriv(xi, y) - self._dL_hess[0](xi, w, u) - K @ self._dL_inv_deriv[0](xi, eta)
         return Di @ inner
 
-    def dR_inv_hess(self, xi, eta, u) -> np.ndarray:
+    def dR_inv_hess(self, xi, eta, u, check: bool = True) -> np.ndarray:
         """As :meth:`dL_inv_hess` for dR_inv; equals ``dL_inv_hess(-xi, eta, u)``."""
-        return self.dL_inv_hess(self._neg(xi, "dR_inv_hess"), eta, u)
+        return self.dL_inv_hess(self._neg(xi, "dR_inv_hess", check), eta, u, check)
 
-    def ddL(self, xi, eta) -> np.ndarray:
+    def ddL(self, xi, eta, check: bool = True) -> np.ndarray:
         """The paper's second tangent dd^L tau_xi(eta, .) as a ``(..., d, d)`` matrix:
         ``d/deps [dL(xi + eps delta) eta] = dL(xi) ddL(xi, eta) delta``
         (high-order-nonholonomic §2.8); = dL_inv(xi) @ dL_deriv(xi, eta)."""
         where = f"{self!r}.ddL"
-        xi = self.group.check_algebra(xi, where=where)
-        eta = self.group.check_algebra(eta, "eta", where)
+        xi = self.group.check_algebra(xi, "xi", where, check)
+        eta = self.group.check_algebra(eta, "eta", where, check)
+        self._batch(where, xi=xi, eta=eta)
         return np.einsum("...ij,...jk->...ik", self._dL_inv[0](xi), self._dL_deriv[0](xi, eta))
 
-    def ddL_star(self, xi, eta, pi) -> np.ndarray:
+    def ddL_star(self, xi, eta, pi, check: bool = True) -> np.ndarray:
         """Dual ``(dd^L tau_xi)^*(eta, pi) = ddL(xi, eta)^T pi``, shape ``(..., d)``
         (high-order-nonholonomic §2.8, eq. (26))."""
-        return _contract(self.ddL(xi, eta), pi)
+        return self._contract(self.ddL(xi, eta, check), pi, "ddL_star", check, "pi")
 
 
 _CACHE: dict = {}
@@ -245,7 +270,7 @@ def retraction(group: MatrixLieGroup, kind: str = "cayley") -> Retraction:
             "retraction: expected a group object such as SO3 or Product(SO3, Rn(2)), "
             f"got {group!r}."
         )
-    if kind not in _KINDS:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise LieGroupError(
             f"retraction: unknown kind {kind!r}; expected 'exp' or 'cayley'."
         )

@@ -14,6 +14,7 @@ import numpy as np
 
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
+from ._validation import predicate_array
 
 __all__ = ["Rn", "RnGroup"]
 
@@ -37,49 +38,35 @@ class RnGroup(MatrixLieGroup):
         size = (size,) if np.isscalar(size) else tuple(size)
         return rng.normal(size=(*size, self.n))
 
-    def as_matrix(self, g):
-        g = self.check_element(g, "g", f"{self.name}.as_matrix")
-        M = np.zeros((*g.shape[:-1], self.n + 1, self.n + 1))
-        idx = np.arange(self.n + 1)
-        M[..., idx, idx] = 1.0
-        M[..., : self.n, self.n] = g
-        return M
-
-    def from_matrix(self, M):
-        return np.array(np.asarray(M, dtype=np.float64)[..., : self.n, self.n])
-
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.ndim < 1 or g.shape[-1] != self.n:
+        g = predicate_array(g)
+        if g is None or g.ndim < 1 or g.shape[-1] != self.n:
             return np.False_
         ok = np.all(np.isfinite(g), axis=-1)
         return ok[()] if ok.ndim == 0 else ok
 
-    def compose(self, g, h):
+    def _k_compose(self, g, h):
         return np.asarray(g, dtype=np.float64) + np.asarray(h, dtype=np.float64)
 
-    def inverse(self, g):
+    def _k_inverse(self, g):
         return -np.asarray(g, dtype=np.float64)
 
     def _eye(self, batch):
         return np.broadcast_to(np.eye(self.n), (*batch, self.n, self.n)).copy()
 
-    def Ad(self, g):
-        return self._eye(np.shape(g)[:-1])
-
-    def hat(self, xi):
+    def _k_hat(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         M = np.zeros((*xi.shape[:-1], self.n + 1, self.n + 1))
         M[..., : self.n, self.n] = xi
         return M
 
-    def vee(self, X):
+    def _k_vee(self, X):
         return np.array(np.asarray(X, dtype=np.float64)[..., : self.n, self.n])
 
-    def ad(self, xi):
+    def _k_ad(self, xi):
         return np.zeros((*np.shape(xi)[:-1], self.n, self.n))
 
-    def bracket(self, xi, eta):
+    def _k_bracket(self, xi, eta):
         return np.zeros(np.broadcast_shapes(np.shape(xi), np.shape(eta)))
 
     def exp(self, xi):
@@ -101,9 +88,11 @@ class RnGroup(MatrixLieGroup):
     exp_dL_inv_deriv = exp_dL_deriv
 
     def exp_dL_hess(self, xi, eta, u):
-        u = self.check_algebra(u, "u", f"{self.name}.dL_hess")
-        eta = np.broadcast_to(eta, np.broadcast_shapes(np.shape(eta), u.shape))
-        return self.exp_dL_deriv(xi, eta)
+        where = f"{self.name}.dL_hess"
+        xi = self.check_algebra(xi, "xi", where)
+        eta = self.check_algebra(eta, "eta", where)
+        u = self.check_algebra(u, "u", where)
+        return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape, u.shape), self.n))
 
     # Cayley is the identity on R^n as well.
     def cay(self, xi):

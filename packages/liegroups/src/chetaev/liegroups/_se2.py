@@ -19,6 +19,7 @@ import numpy as np
 
 from ._base import MatrixLieGroup
 from ._numerics import FTable
+from ._validation import predicate_array
 
 __all__ = ["SE2", "SE2Group"]
 
@@ -57,8 +58,8 @@ class SE2Group(MatrixLieGroup):
         return g
 
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.ndim < 2 or g.shape[-2:] != (3, 3):
+        g = predicate_array(g)
+        if g is None or g.ndim < 2 or g.shape[-2:] != (3, 3):
             return np.False_
         R = g[..., :2, :2]
         with np.errstate(invalid="ignore"):
@@ -71,10 +72,10 @@ class SE2Group(MatrixLieGroup):
         ok = ok & np.all(np.isfinite(g), axis=(-1, -2))
         return ok[()] if ok.ndim == 0 else ok
 
-    def compose(self, g, h):
+    def _k_compose(self, g, h):
         return np.matmul(np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64))
 
-    def inverse(self, g):
+    def _k_inverse(self, g):
         g = np.asarray(g, dtype=np.float64)
         Rt = np.swapaxes(g[..., :2, :2], -1, -2)
         out = np.zeros_like(g)
@@ -83,7 +84,7 @@ class SE2Group(MatrixLieGroup):
         out[..., 2, 2] = 1.0
         return out
 
-    def Ad(self, g):
+    def _k_Ad(self, g):
         g = np.asarray(g, dtype=np.float64)
         A = np.zeros_like(g)
         A[..., :2, :2] = g[..., :2, :2]
@@ -91,7 +92,7 @@ class SE2Group(MatrixLieGroup):
         A[..., 2, 2] = 1.0
         return A
 
-    def hat(self, xi):
+    def _k_hat(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         X = np.zeros((*xi.shape[:-1], 3, 3))
         X[..., 0, 1] = -xi[..., 2]
@@ -99,11 +100,11 @@ class SE2Group(MatrixLieGroup):
         X[..., :2, 2] = xi[..., :2]
         return X
 
-    def vee(self, X):
+    def _k_vee(self, X):
         X = np.asarray(X, dtype=np.float64)
         return np.stack([X[..., 0, 2], X[..., 1, 2], 0.5 * (X[..., 1, 0] - X[..., 0, 1])], axis=-1)
 
-    def ad(self, xi):
+    def _k_ad(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         A = np.zeros((*xi.shape[:-1], 3, 3))
         w = xi[..., 2]

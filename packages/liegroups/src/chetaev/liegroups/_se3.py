@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import MatrixLieGroup
-from ._numerics import FTable, hat3, iso_apply, iso_hess, iso_third, sq3
+from ._numerics import FTable, hat3, iso_apply, iso_hess, iso_third, sq3, vee3
 from ._so3 import SO3, _exp_dl_coeffs
+from ._validation import predicate_array
 
 __all__ = ["SE3", "SE3Group"]
 
@@ -60,8 +61,8 @@ class SE3Group(MatrixLieGroup):
         return g
 
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.ndim < 2 or g.shape[-2:] != (4, 4):
+        g = predicate_array(g)
+        if g is None or g.ndim < 2 or g.shape[-2:] != (4, 4):
             return np.False_
         ok = SO3.is_element(g[..., :3, :3], tol)
         with np.errstate(invalid="ignore"):
@@ -69,31 +70,31 @@ class SE3Group(MatrixLieGroup):
             ok = ok & (np.max(last, axis=-1) <= tol) & np.all(np.isfinite(g), axis=(-1, -2))
         return ok[()] if np.ndim(ok) == 0 else ok
 
-    def compose(self, g, h):
+    def _k_compose(self, g, h):
         return np.matmul(np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64))
 
-    def inverse(self, g):
+    def _k_inverse(self, g):
         g = np.asarray(g, dtype=np.float64)
         Rt = np.swapaxes(g[..., :3, :3], -1, -2)
         return self._make(Rt, -np.einsum("...ij,...j->...i", Rt, g[..., :3, 3]))
 
-    def Ad(self, g):
+    def _k_Ad(self, g):
         g = np.asarray(g, dtype=np.float64)
         R = g[..., :3, :3]
         return _blocks(R, hat3(g[..., :3, 3]) @ R, R)
 
-    def hat(self, xi):
+    def _k_hat(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         X = np.zeros((*xi.shape[:-1], 4, 4))
         X[..., :3, :3] = hat3(xi[..., 3:])
         X[..., :3, 3] = xi[..., :3]
         return X
 
-    def vee(self, X):
+    def _k_vee(self, X):
         X = np.asarray(X, dtype=np.float64)
-        return np.concatenate([X[..., :3, 3], SO3.vee(X[..., :3, :3])], axis=-1)
+        return np.concatenate([X[..., :3, 3], vee3(X[..., :3, :3])], axis=-1)
 
-    def ad(self, xi):
+    def _k_ad(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         W = hat3(xi[..., 3:])
         return _blocks(W, hat3(xi[..., :3]), W)

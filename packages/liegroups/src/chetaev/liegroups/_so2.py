@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import MatrixLieGroup
+from ._validation import predicate_array
 
 __all__ = ["SO2", "SO2Group"]
 
@@ -39,8 +40,8 @@ class SO2Group(MatrixLieGroup):
         return _rot2(np.cos(a), np.sin(a))
 
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.ndim < 2 or g.shape[-2:] != (2, 2):
+        g = predicate_array(g)
+        if g is None or g.ndim < 2 or g.shape[-2:] != (2, 2):
             return np.False_
         with np.errstate(invalid="ignore"):
             E = np.einsum("...ki,...kj->...ij", g, g) - np.eye(2)
@@ -50,27 +51,27 @@ class SO2Group(MatrixLieGroup):
         ok = ok & np.all(np.isfinite(g), axis=(-1, -2))
         return ok[()] if ok.ndim == 0 else ok
 
-    def compose(self, g, h):
+    def _k_compose(self, g, h):
         return np.matmul(np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64))
 
-    def inverse(self, g):
+    def _k_inverse(self, g):
         return np.swapaxes(np.asarray(g, dtype=np.float64), -1, -2).copy()
 
-    def Ad(self, g):
+    def _k_Ad(self, g):
         g = np.asarray(g, dtype=np.float64)
         return np.ones((*g.shape[:-2], 1, 1))
 
-    def hat(self, xi):
+    def _k_hat(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         w = xi[..., 0]
         z = np.zeros_like(w)
         return _rot2(z, w)
 
-    def vee(self, X):
+    def _k_vee(self, X):
         X = np.asarray(X, dtype=np.float64)
         return 0.5 * (X[..., 1, 0] - X[..., 0, 1])[..., None]
 
-    def ad(self, xi):
+    def _k_ad(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
         return np.zeros((*xi.shape[:-1], 1, 1))
 
@@ -100,7 +101,10 @@ class SO2Group(MatrixLieGroup):
         return self.exp_dL_deriv(xi, eta)
 
     def exp_dL_hess(self, xi, eta, u):
-        return self.exp_dL_deriv(xi, np.asarray(eta) * np.asarray(u))
+        w = self.check_algebra(xi, where="SO2.exp_dL_hess")
+        eta = self.check_algebra(eta, "eta", "SO2.exp_dL_hess")
+        u = self.check_algebra(u, "u", "SO2.exp_dL_hess")
+        return np.zeros((*np.broadcast_shapes(w.shape, eta.shape, u.shape), 1))
 
     def cay_dL_hess(self, xi, eta, u):
         w = self.check_algebra(xi, where="SO2.cay_dL_hess")

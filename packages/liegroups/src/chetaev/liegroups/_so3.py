@@ -18,6 +18,7 @@ import numpy as np
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
 from ._numerics import (
+    SMALL_SERIES,
     FTable,
     blocked,
     hat3,
@@ -29,8 +30,11 @@ from ._numerics import (
     sq3,
     vee3,
 )
+from ._validation import predicate_array
 
 __all__ = ["SO3", "SO3Group"]
+
+_EYE3 = np.eye(3)
 
 
 def _exp_dl_coeffs(T: FTable, order: int):
@@ -86,34 +90,33 @@ class SO3Group(MatrixLieGroup):
         return _rot_from_coeffs(v, w * w - sq3(v), 2.0 * w, 2.0)
 
     def is_element(self, g, tol: float = 1e-10):
-        g = np.asarray(g, dtype=np.float64)
-        if g.shape[-2:] != (3, 3) or g.ndim < 2:
+        g = predicate_array(g)
+        if g is None or g.shape[-2:] != (3, 3) or g.ndim < 2:
             return np.False_
-        ok = blocked(lambda R: _is_rotation(R, tol), g, 2, (), dtype=bool)
+        if g.size <= 9 * SMALL_SERIES:  # few elements: few numpy calls (their count dominates)
+            ok = _is_rotation_small(g, tol)
+        else:
+            ok = blocked(lambda R: _is_rotation(R, tol), g, 2, (), dtype=bool)
         return ok[()] if ok.ndim == 0 else ok
 
-    # Group operations.
-    def compose(self, g, h):
-        return np.matmul(np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64))
+    # Group operations and algebra: unchecked kernels (public methods in ``_base.py``).
+    def _k_compose(self, g, h):
+        return np.matmul(g, h)
 
-    def inverse(self, g):
-        return np.swapaxes(np.asarray(g, dtype=np.float64), -1, -2).copy()
+    def _k_inverse(self, g):
+        return np.swapaxes(g, -1, -2).copy()
 
-    def Ad(self, g):
-        return np.array(g, dtype=np.float64)
+    def _k_hat(self, xi):
+        return hat3(xi)
 
-    # Algebra.
-    def hat(self, xi):
-        return hat3(np.asarray(xi, dtype=np.float64))
+    def _k_vee(self, X):
+        return vee3(X)
 
-    def vee(self, X):
-        return vee3(np.asarray(X, dtype=np.float64))
+    def _k_ad(self, xi):
+        return hat3(xi)
 
-    def ad(self, xi):
-        return hat3(np.asarray(xi, dtype=np.float64))
-
-    def bracket(self, xi, eta):
-        return np.cross(np.asarray(xi, dtype=np.float64), np.asarray(eta, dtype=np.float64))
+    def _k_bracket(self, xi, eta):
+        return np.cross(xi, eta)
 
     # Exponential.  Public methods validate (shape, dtype, finiteness, membership) and call the
     # unchecked kernels ``_k_*`` (the internal fast path documented in ``_base.py``).
@@ -147,7 +150,16 @@ class SO3Group(MatrixLieGroup):
     def exp_dL_hess(self, xi, eta, v):
         """``(..., 3, 3)`` Jacobian of ``xi -> exp_dL_deriv(xi, eta) @ v`` (second derivative of
         ``exp_dL(xi) eta``; used for SE(3))."""
-        return self._k_exp_dL_hess(np.asarray(xi, dtype=np.float64), eta, v)
+        return self._k_exp_dL_hess(*self._algebra_args("SO3.exp_dL_hess", xi=xi, eta=eta, v=v))
+
+    def _algebra_args(self, where, **args):
+        out = [self.check_algebra(a, nm, where) for nm, a in args.items()]
+        shapes = {a.shape[:-1] for a in out}
+        if len(shapes) > 1:
+            from ._validation import broadcast_batch
+
+            broadcast_batch(where, **{nm: (a, 1) for nm, a in zip(args, out)})
+        return out
 
     def exp_dL_third(self, xi, eta, v, u):
         """``(..., 3, 3)`` Jacobian of ``xi -> exp_dL_hess(xi, eta, v) @ u``: the third
@@ -160,7 +172,8 @@ class SO3Group(MatrixLieGroup):
         return self._k_exp_dL_third(w, eta, v, u)
 
     def exp_dL_apply(self, xi, eta):
-        w = np.asarray(xi, dtype=np.float64)
+        """``exp_dL(xi) @ eta`` without forming the matrix, shape ``(..., 3)``."""
+        w, eta = self._algebra_args("SO3.exp_dL_apply", xi=xi, eta=eta)
         T = FTable(sq3(w))
         return iso_apply(w, eta, 1.0, -T.f(2), T.f(3))
 
@@ -191,7 +204,7 @@ class SO3Group(MatrixLieGroup):
 
     def cay_dL_hess(self, xi, eta, v):
         """Second derivative of ``cay_dL(xi) eta`` contracted with v (see :meth:`exp_dL_hess`)."""
-        return self._k_cay_dL_hess(np.asarray(xi, dtype=np.float64), eta, v)
+        return self._k_cay_dL_hess(*self._algebra_args("SO3.cay_dL_hess", xi=xi, eta=eta, v=v))
 
     # ------------------------------------------------------------------ Unchecked kernels.
     # Inputs are float64 arrays already validated by a public method (``_base.py``).
@@ -262,6 +275,18 @@ class SO3Group(MatrixLieGroup):
 
 
 # ----------------------------------------------------------------------------- block kernels
+def _is_rotation_small(R, tol):
+    """:func:`_is_rotation` in a few whole-array calls: |R^T R - I|_max <= tol and
+    |det R - 1| <= 3 tol; False for non-finite entries."""
+    fin = np.isfinite(R).all(axis=(-1, -2))
+    if not fin.all():
+        R = np.where(fin[..., None, None], R, 0.0)
+    E = np.swapaxes(R, -1, -2) @ R
+    E -= _EYE3
+    worst = np.abs(E).max(axis=(-1, -2))
+    return (worst <= tol) & (np.abs(np.linalg.det(R) - 1.0) <= 3 * tol) & fin
+
+
 def _is_rotation(R, tol):
     r = [[R[..., i, j] for j in range(3)] for i in range(3)]
     with np.errstate(invalid="ignore", over="ignore"):
@@ -297,9 +322,45 @@ def _exp_dl_inv_core(w):
 
 
 def _exp_dl_inv_from_table(w, T):
-    # I + X/2 + c X^2 = (f1 / (2 f2)) I + X/2 + c w w^T,  c = (f3 - 2 f4) / (2 f2)
-    inv = 0.5 / T.f(2)
-    return iso_from_coeffs(w, T.f(1) * inv, 0.5, (T.f(3) - 2.0 * T.f(4)) * inv)
+    """I + X/2 + c X^2 = a I + X/2 + c w w^T with a = f1/(2 f2) = (theta/2) cot(theta/2) and
+    c = (1 - a)/theta^2 = (2 f2 - f1)/(2 s f2) = (f3 - 2 f4)/(2 f2).
+
+    Near theta = 2 pi (f2 -> 0) a and c grow like 2/(2 pi - theta), and the textbook form loses
+    accuracy twice: (i) f3 - 2 f4 (both ~1/theta^2, from the upward recursion) cancels down to
+    (2 f2 - f1)/s, an absolute rounding error of ~eps/theta^2 that c/a amplifies by
+    1/(2 pi - theta); (ii) the diagonal a + c w_i^2 subtracts two numbers of size |a|.  Where
+    the closed forms are used (s >= 4, the series threshold of f3 and f4) c is therefore
+    computed as (2 f2 - f1)/(2 s f2) (no cancellation for theta >= 2: f1 = sin(theta)/theta is
+    at most 0.46 < 2 f2 there, and negative beyond pi) and the diagonal as
+    (a (w_j^2 + w_k^2) + w_i^2)/s.  Every entry is then accurate to a few ulps of the size of
+    the matrix times the conditioning of a(theta) for theta < 2 pi (tests/test_accuracy.py
+    compares with mpmath up to 2 pi - 1e-9).
+    """
+    f1, f2 = T.f(1), T.f(2)
+    inv = 0.5 / f2
+    a = f1 * inv
+    c_series = (T.f(3) - 2.0 * T.f(4)) * inv
+    if T.all_series:  # every theta < 2 (known without another array pass)
+        return iso_from_coeffs(w, a, 0.5, c_series)
+    M = iso_from_coeffs(w, a, 0.5, c_series)
+    big = np.flatnonzero(T.s.reshape(-1) >= 4.0)
+    if big.size == 0:
+        return M
+    # recompute the entries of the elements with theta >= 2 only (few, usually)
+    M = np.ascontiguousarray(M)
+    Mf = M.reshape(-1, 3, 3)  # a view: M is contiguous
+    wf = w.reshape(-1, 3)[big]  # w, T.s and M share the batch shape
+    sb = T.s.reshape(-1)[big]
+    ab = a.reshape(-1)[big]
+    f1b, f2b = f1.reshape(-1)[big], f2.reshape(-1)[big]
+    cb = (2.0 * f2b - f1b) * (0.5 / f2b) / sb
+    Mb = iso_from_coeffs(wf, ab, 0.5, cb)
+    x2, y2, z2 = wf[:, 0] ** 2, wf[:, 1] ** 2, wf[:, 2] ** 2
+    Mb[:, 0, 0] = (ab * (y2 + z2) + x2) / sb
+    Mb[:, 1, 1] = (ab * (x2 + z2) + y2) / sb
+    Mb[:, 2, 2] = (ab * (x2 + y2) + z2) / sb
+    Mf[big] = Mb
+    return M
 
 
 def _cay_core(w):

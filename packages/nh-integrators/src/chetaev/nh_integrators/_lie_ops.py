@@ -110,8 +110,9 @@ class _RetractionOps:
                 A1[..., sl, sl] = a1
                 A2[..., sl, sl] = a2
             return A1, A2
-        A1 = np.asarray(self.group.Ad(T), dtype=float)
-        A2 = np.swapaxes(np.asarray(self.group.Ad(self.group.inverse(T)), dtype=float), -1, -2)
+        A1 = np.asarray(self.group.Ad(T, check=False), dtype=float)
+        A2 = np.swapaxes(np.asarray(self.group.Ad(self.group.inverse(T, check=False), check=False),
+                                    dtype=float), -1, -2)
         return A1, A2
 
     def P(self, f: np.ndarray) -> np.ndarray:
@@ -137,7 +138,7 @@ class _RetractionOps:
         if self.kind == "cayley":
             if hasattr(self.group, "cay"):
                 return np.asarray(self.group.cay(xi), dtype=float)
-            X = self.group.hat(xi)
+            X = self.group.hat(xi, check=False)
             return np.linalg.solve(self.ident - 0.5 * X, self.ident + 0.5 * X)
         return np.asarray(self.group.exp(xi), dtype=float)
 
@@ -170,17 +171,17 @@ class _RetractionOps:
             Jb = getattr(self.group, pref + "_dL_deriv")(np.expand_dims(xi, -2), np.eye(d))
             return D, np.moveaxis(np.asarray(Jb, dtype=float), -3, -2)  # (..., b, a, c)
         if self.kind == "cayley":
-            X = self.group.hat(xi)
+            X = self.group.hat(xi, check=False)
             Ainv = np.linalg.inv(self.ident - 0.5 * X)
             Binv = np.linalg.inv(self.ident + 0.5 * X)
             E = self.basis_hat
             BEA = np.einsum("...ij,ajk,...kl->...ail", Binv, E, Ainv)  # B⁻¹E_aA⁻¹
-            D = np.swapaxes(self.group.vee(BEA), -1, -2)
+            D = np.swapaxes(self.group.vee(BEA, check=False), -1, -2)
             BE = np.einsum("...ij,cjk->...cik", Binv, E)  # B⁻¹E_c
             EA = np.einsum("cij,...jk->...cik", E, Ainv)  # E_cA⁻¹
             t1 = np.einsum("...cij,...ajk->...acik", BE, BEA)
             t2 = np.einsum("...aij,...cjk->...acik", BEA, EA)
-            V = self.group.vee(0.5 * (t2 - t1))  # (..., a, c, b)
+            V = self.group.vee(0.5 * (t2 - t1), check=False)  # (..., a, c, b)
             return D, np.moveaxis(V, -1, -3)
         return _dexp_left(xi, self.ad_basis)
 

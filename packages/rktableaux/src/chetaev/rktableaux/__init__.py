@@ -36,11 +36,14 @@ from ._partitioned import (
 from ._table import EXPLICIT, FAMILIES, properties_table
 from ._tableau import SimplifyingOrders, Tableau
 from ._trees import TreeSet, bicoloured_trees, rooted_trees
+from ._validation import MAX_ASSUMPTION_ORDER, MAX_STAGES
 from ._version import __version__ as __version__
 
 __all__ = [
     "EXPLICIT",
     "FAMILIES",
+    "MAX_ASSUMPTION_ORDER",
+    "MAX_STAGES",
     "ConstrainedHypotheses",
     "MixedOrders",
     "OrderLimitWarning",

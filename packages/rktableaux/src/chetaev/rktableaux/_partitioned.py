@@ -17,7 +17,7 @@ from ._families import lobatto_iiia, lobatto_iiib
 from ._legendre import legendre_tables
 from ._tableau import ORDER_TOL, SIMPLIFYING_TOL, Tableau, _basis
 from ._trees import bicoloured_trees, elementary_weights
-from ._validation import as_nonnegative_int, as_tolerance
+from ._validation import MAX_ASSUMPTION_ORDER, as_nonnegative_int, as_tolerance
 
 __all__ = [
     "DEFAULT_PAIR_MAX_ORDER",
@@ -223,7 +223,7 @@ class PartitionedTableau:
         Monomial: Σ_j Σ_l a_ij â_jl c_l^{k−2} − c_i^k/(k(k−1)). Legendre (default, the same
         conditions, well-conditioned): Σ_j Σ_l a_ij â_jl P̃_{k−2}(c_l) − ∫_0^{c_i}∫_0^t P̃_{k−2}.
         """
-        Q = as_nonnegative_int(Q, "Q")
+        Q = as_nonnegative_int(Q, "Q", MAX_ASSUMPTION_ORDER)
         c = self.first.c
         aah = self.first.a @ self.second.a
         if _basis(basis) == "monomial":
@@ -238,7 +238,7 @@ class PartitionedTableau:
         Monomial: Σ_i Σ_j b_i c_i^{k−2} a_ij â_jl − b_l [(k−1) − (k c_l − c_l^k)] / (k(k−1)).
         Legendre (default): Σ_i Σ_j b_i P̃_{k−2}(c_i) a_ij â_jl − b_l ∫_{c_l}^1 ∫_t^1 P̃_{k−2}.
         """
-        R = as_nonnegative_int(R, "R")
+        R = as_nonnegative_int(R, "R", MAX_ASSUMPTION_ORDER)
         c, b = self.first.c, self.first.b
         aah = self.first.a @ self.second.a
         if _basis(basis) == "monomial":

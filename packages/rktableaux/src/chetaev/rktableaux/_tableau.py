@@ -17,7 +17,18 @@ import numpy as np
 from ._errors import OrderLimitWarning, TableauError
 from ._legendre import legendre_tables
 from ._trees import elementary_weights, rooted_trees
-from ._validation import as_matrix, as_nonnegative_int, as_tolerance, as_vector, readonly
+from ._validation import (
+    MAX_ASSUMPTION_ORDER,
+    as_digits,
+    as_matrix,
+    as_nonnegative_float,
+    as_nonnegative_int,
+    as_tolerance,
+    as_vector,
+    readonly,
+)
+
+_ASSUMPTION_WHY = " (MAX_ASSUMPTION_ORDER: no tableau of s <= 128 stages satisfies more)"
 
 __all__ = ["DEFAULT_MAX_ORDER", "SimplifyingOrders", "Tableau"]
 
@@ -54,6 +65,27 @@ def _format_number(x: float, width: int = 0) -> str:
     else:
         txt = f"{x:.6g}"
     return txt.rjust(width) if width else txt
+
+
+def _as_stability_argument(z) -> np.ndarray:
+    kind = getattr(getattr(z, "dtype", None), "kind", None)
+    if kind is None:
+        try:
+            kind = np.asarray(z).dtype.kind
+        except (TypeError, ValueError):
+            kind = "O"
+    if kind not in ("f", "i", "u", "c"):
+        raise TableauError(
+            "stability_function: `z` must be a real or complex number or array; got "
+            f"{type(z).__name__} of dtype kind {kind!r}. Pass floats or complex numbers."
+        )
+    z = np.asarray(z)
+    if not np.all(np.isfinite(z)):
+        raise TableauError(
+            "stability_function: `z` contains NaN or inf; R(z) is defined for finite z only "
+            "(for z -> infinity use the R_inf property)."
+        )
+    return z
 
 
 @attrs.frozen(eq=False, repr=False, slots=False)
@@ -142,6 +174,7 @@ class Tableau:
 
     def isclose(self, other: Tableau, atol: float = 1e-14) -> bool:
         """Coefficients of ``other`` agree with ours to ``atol`` (same number of stages)."""
+        atol = as_nonnegative_float(atol, "atol")
         if not isinstance(other, Tableau) or other.stages != self.stages:
             return False
         return bool(
@@ -163,7 +196,7 @@ class Tableau:
         ∫_0^1 P̃_{k−1} with the shifted Legendre polynomials P̃ — the same conditions after a
         triangular change of basis, but well-conditioned for large k.
         """
-        p = as_nonnegative_int(p, "p")
+        p = as_nonnegative_int(p, "p", MAX_ASSUMPTION_ORDER, _ASSUMPTION_WHY)
         if _basis(basis) == "monomial":
             k = np.arange(1, p + 1)
             return (self.c[None, :] ** (k[:, None] - 1)) @ self.b - 1.0 / k
@@ -177,7 +210,7 @@ class Tableau:
         Monomial: Σ_j a_ij c_j^{k−1} − c_i^k / k; Legendre (default): Σ_j a_ij P̃_{k−1}(c_j) −
         ∫_0^{c_i} P̃_{k−1}, k = 1..q.
         """
-        q = as_nonnegative_int(q, "q")
+        q = as_nonnegative_int(q, "q", MAX_ASSUMPTION_ORDER, _ASSUMPTION_WHY)
         if _basis(basis) == "monomial":
             k = np.arange(1, q + 1)[:, None]
             return (self.c[None, :] ** (k - 1)) @ self.a.T - self.c[None, :] ** k / k
@@ -190,7 +223,7 @@ class Tableau:
         Monomial: Σ_i b_i c_i^{k−1} a_ij − b_j (1 − c_j^k)/k; Legendre (default):
         Σ_i b_i P̃_{k−1}(c_i) a_ij − b_j ∫_{c_j}^1 P̃_{k−1}, k = 1..r.
         """
-        r = as_nonnegative_int(r, "r")
+        r = as_nonnegative_int(r, "r", MAX_ASSUMPTION_ORDER, _ASSUMPTION_WHY)
         if _basis(basis) == "monomial":
             k = np.arange(1, r + 1)[:, None]
             lhs = (self.b[None, :] * self.c[None, :] ** (k - 1)) @ self.a
@@ -294,9 +327,10 @@ class Tableau:
     def stability_function(self, z):
         """R(z) = 1 + z bᵀ(I − zA)⁻¹𝟙 = det(I − zA + z𝟙bᵀ) / det(I − zA) (paper App. A.3).
 
-        ``z`` is a scalar or an array (real or complex) of any shape; poles give ±inf.
+        ``z`` is a scalar or an array (real or complex) of any shape, with finite entries
+        (:class:`TableauError` otherwise); poles (1/z an eigenvalue of ``a``) give ±inf.
         """
-        z = np.asarray(z)
+        z = _as_stability_argument(z)
         s = self.stages
         zz = z[..., None, None]
         eye = np.eye(s)
@@ -386,6 +420,7 @@ class Tableau:
 
     def to_latex(self, digits: int | None = None) -> str:
         r"""Butcher array as a LaTeX ``array`` (``digits`` significant digits, or shortest)."""
+        digits = as_digits(digits)
 
         def fmt(x: float) -> str:
             if x == 0:

@@ -20,6 +20,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ._errors import TableauError
+from ._validation import as_nonnegative_int
+
 __all__ = ["TreeSet", "bicoloured_trees", "elementary_weights", "rooted_trees"]
 
 
@@ -39,7 +42,11 @@ class TreeSet:
 
     def __init__(self, max_order: int, colours: int) -> None:
         if not 1 <= max_order <= 20:
-            raise ValueError(f"max_order must be in 1..20 (γ fits in int64); got {max_order}.")
+            raise TableauError(
+                f"max_order must be in 1..20; got {max_order}. The tree densities γ(t) of order "
+                "> 20 overflow int64 (and there are already 12 826 228 rooted trees of order "
+                "20): check order conditions up to order 20 at most."
+            )
         self.max_order = max_order
         self.colours = colours
         # order 1: one single vertex per colour
@@ -124,13 +131,13 @@ def _bracket(trees: TreeSet, i: int) -> str:
 @lru_cache(maxsize=8)
 def rooted_trees(max_order: int) -> TreeSet:
     """All (one-colour) rooted trees of order ≤ ``max_order`` (cached)."""
-    return TreeSet(int(max_order), 1)
+    return TreeSet(as_nonnegative_int(max_order, "max_order"), 1)
 
 
 @lru_cache(maxsize=8)
 def bicoloured_trees(max_order: int) -> TreeSet:
     """All bi-coloured rooted trees (P-trees) of order ≤ ``max_order`` (cached)."""
-    return TreeSet(int(max_order), 2)
+    return TreeSet(as_nonnegative_int(max_order, "max_order"), 2)
 
 
 def elementary_weights(

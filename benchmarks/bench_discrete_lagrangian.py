@@ -106,7 +106,8 @@ def main(quick: bool = False) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Lie-group methods: LieVPRK (s = 3) on the heavy top on SO(3), LieDiscretizationMapMethod on
-# the heavy top on SO(3)×R³ with the holonomic constraint x = Rχ (spec discretization maps §5 B5).
+# the heavy top on SO(3)×R³ with the holonomic constraint x = Rχ (discretization-maps paper
+# Ex. 5.3, §6).
 # µs per step, CPU time; "before" = commit 8266184 (FD Newton Jacobian in LieVPRK, liegroups
 # re-validating and summing series term by term on every internal call): this script run on
 # that commit's packages, on the same shared 2-core machine, 2026-11-22 (timings there vary by

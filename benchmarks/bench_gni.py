@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/bench_gni.py [--quick]
 
-* Vector space: the nonholonomic particle of spec geometric-nonholonomic-integrator §3 (linear
+* Vector space: the project's nonlinear nonholonomic particle (linear
   and affine constraint), GNI Euler A / B / RATTLE / midpoint and the A∘B composition, h = 0.05:
   ms per step through ``integrate``, µs per trajectory-step for a batch of 64 initial conditions
   (one vectorized computation), the error at T against DOP853 at rtol = 1e-13, and the cost of

@@ -3,10 +3,10 @@
 Finding: they COINCIDE. With ``Lambda^1 = lambda_k`` carried, ``NonholonomicPRK(
 lobatto_iiia_iiib(2))`` reduces to ``p_{k+1/2} = p_k + (h/2)(D1L(q_k) + muᵀλ_k)``,
 ``q_{k+1} = q_k + h M⁻¹ p_{k+1/2}``, ``p_{k+1} = p_{k+1/2} + (h/2)(D1L(q_{k+1}) + muᵀλ_{k+1})``
-with ``mu M⁻¹ p_{k+1} + a = 0`` (spec high-order-nonholonomic §2.6), which is exactly the GNI
+with ``mu M⁻¹ p_{k+1} + a = 0`` (high-order paper §5.1), which is exactly the GNI
 with the trapezoidal discrete Lagrangian (16) in the node representation
 ``(q_k, v_k = G⁻¹ p̄_k, λ_k)``: ``p⁻_k = p̄_k + (h/2) muᵀλ_k`` and
-``p̄_{k+1} = p⁺_{k+1} + (h/2) muᵀλ_{k+1}`` (spec geometric-nonholonomic-integrator §2.1, §2.4).
+``p̄_{k+1} = p⁺_{k+1} + (h/2) muᵀλ_{k+1}`` (GNI paper Def. 4.1, Remark 5.1).
 Both take λ_0 from the continuous problem. So q, v and λ agree to solver tolerance at every
 node (1e-12 with NH-PRK's Newton solved to round-off), for linear and affine constraints, not
 merely to O(h³) per step. The GNI midpoint

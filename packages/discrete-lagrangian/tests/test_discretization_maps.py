@@ -1,9 +1,10 @@
 """Tests of the discretization-map integrators on vector spaces (issue 5).
 
 Paper: Barbero Liñán, Martín de Diego, Sato Martín de Almagro (2024); the docs' pages
-discretization_maps and theory/discretization_maps_theory.  Problems (the project's benchmark B2):
-the spherical pendulum in Cartesian coordinates, φ(q) = ½(|q|² − 1), M = I, with the
-nonlinear potential V_nl = g q_z + 1.5 q_x² + 0.3 q_x q_y² and the linear one V_lin = g q_z.
+discretization_maps and theory/discretization_maps_theory.  Problems (the project's
+spherical-pendulum benchmark): the spherical pendulum in Cartesian coordinates, φ(q) = ½(|q|² − 1),
+M = I, with the nonlinear potential V_nl = g q_z + 1.5 q_x² + 0.3 q_x q_y² and the linear one
+V_lin = g q_z.
 The reference is ``reference_solution`` (scipy DOP853, rtol = atol = 1e-13, on the index-1
 equations, paper §2.2).
 """
@@ -39,7 +40,7 @@ from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 # --------------------------------------------------------------------------------------------
-# Problems (the project's benchmark B2) and reference
+# Problems (the project's spherical-pendulum benchmark) and reference
 # --------------------------------------------------------------------------------------------
 G_ACC = 9.81
 
@@ -215,7 +216,7 @@ def test_order(name, make, order, h0, T):
     assert abs(p - order) <= 0.25, (p, errs)
 
 
-# planar double pendulum in R⁴ with two constraints (the project's benchmark B3): C(q)
+# planar double pendulum in R⁴ with two constraints (the project's double-pendulum benchmark): C(q)
 # is 2×2
 def _dp_V(q):
     return G_ACC * (q[..., 1] + q[..., 3])
@@ -261,7 +262,8 @@ def test_double_pendulum_two_constraints(method, order):
 
 
 def test_regression_values_B2():
-    """Spec §5 B2 [CHECKED] errors for V_nl at h = 0.05, T = 1 (loose regression values)."""
+    """Spherical-pendulum errors of an independent numpy check for V_nl at h = 0.05, T = 1
+    (loose regression values)."""
     q_ref, v_ref = _REF[1.0]
     expected = {"A": 3.9898e-2, "B": 4.4154e-2, "mid": 2.0047e-2, "rattle": 2.5449e-2,
                 "BA": 1.2975e-2}
@@ -307,7 +309,7 @@ def test_constraints_exact_long_run(method):
 
 
 def test_baseline_violates_constraint_at_order_two():
-    """Stage-constrained baseline (paper (1.2); spec B7): max |φ(q_k)| = O(h²) on T = 2."""
+    """Stage-constrained baseline (paper (1.2)): max |φ(q_k)| = O(h²) on T = 2."""
     hs = np.array([0.05, 0.025, 0.0125])
     viol = []
     for h in hs:
@@ -448,7 +450,7 @@ def test_shake_recurrence(method):
     acc = (q[2:] - 2 * q[1:-1] + q[:-2]) / h**2 + grad_V_nl(q[1:-1])
     n = q[1:-1] / np.linalg.norm(q[1:-1], axis=-1, keepdims=True)
     tangential = acc - np.sum(acc * n, axis=-1, keepdims=True) * n
-    # the h⁻² amplifies the round-off of q (~1e-16) to ~4e-14 (spec: ≤ 4e-14)
+    # the h⁻² amplifies the round-off of q (~1e-16) to ~4e-14 (independent numpy check: ≤ 4e-14)
     assert np.max(np.abs(tangential)) < 2e-13
     # the normal part is the constraint force (nonzero): the check is not vacuous
     assert np.max(np.abs(acc)) > 1.0
@@ -491,7 +493,8 @@ def test_lemma_4_3_normal_shift_of_momentum():
 
 @pytest.mark.parametrize("theta", [0.0, 0.5, 1.0])
 def test_nullspace_form_equals_multiplier_form(theta):
-    """§4.2: the multiplier-free solve (4.7)–(4.9) gives the same step (spec: ≤ 1e-13)."""
+    """§4.2: the multiplier-free solve (4.7)–(4.9) gives the same step (an
+    independent numpy check: ≤ 1e-13)."""
     a = run(DiscretizationMapMethod(theta), 0.05, 1.0)
     b = run(DiscretizationMapMethod(theta, nullspace=True), 0.05, 1.0)
     np.testing.assert_allclose(b.q, a.q, atol=1e-13)
@@ -510,7 +513,7 @@ def test_extrinsic_and_intrinsic_composition_agree():
 def test_rattle_equals_constrained_lobatto_iiia_iiib_2():
     """RATTLE (5.16)–(5.18) is the constrained Lobatto IIIA–IIIB 2-stage method (Jay 1996),
     implemented independently as ``ConstrainedPRK(lobatto_iiia_iiib(2))`` (issue 4).
-    Compared on (q, p) only (multiplier scalings differ, spec item A14)."""
+    Compared on (q, p) only (multiplier scalings differ, see the docs' theory page)."""
     a = run(rattle(), 0.05, 2.0)
     b = run(ConstrainedPRK(lobatto_iiia_iiib(2)), 0.05, 2.0)
     np.testing.assert_allclose(a.q, b.q, atol=1e-13)

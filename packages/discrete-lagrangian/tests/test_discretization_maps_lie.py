@@ -1,8 +1,10 @@
-"""Tests of the Lie-group discretization-map integrators (paper §6; the project's benchmark B5.
+"""Tests of the Lie-group discretization-map integrators (paper §6; the project's
+SO(3)×R³ heavy-top benchmark).
 
 Problems: the heavy top on SO(3) (V(R) = m g e₃ᵀRχ, inertia about the pivot) as a bare
 TrivializedMechanicalSystem, and the heavy top as a constrained system on SO(3)×R³ with
-φ(R, x) = x − Rχ and ℓ(R, x) = [R χ̂ | I₃] (the project's benchmark B5).  References:
+φ(R, x) = x − Rχ and ℓ(R, x) = [R χ̂ | I₃] (the project's SO(3)×R³ heavy-top benchmark).
+References:
 ``reference_solution``
 (scipy DOP853 on the Euler–Poincaré equations with reconstruction, rtol = atol = 1e-13).
 """
@@ -33,7 +35,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
 from chetaev.liegroups import SO3, Product, Rn
 
 # --------------------------------------------------------------------------------------------
-# Problems (the project's benchmark B4/B5)
+# Problems (the project's heavy-top benchmarks)
 # --------------------------------------------------------------------------------------------
 G_ACC = 9.81
 MASS = 1.5
@@ -107,7 +109,7 @@ R_REF, W_REF = _REF.q[-1], _REF.v[-1]
 
 
 def _err(traj):
-    """‖R − R_ref‖_F + ‖Ω − Ω_ref‖ (the project's benchmark B4/B5 metric)."""
+    """‖R − R_ref‖_F + ‖Ω − Ω_ref‖ (the metric of the project's heavy-top benchmarks)."""
     R = traj.q[-1][:3, :3]
     return np.linalg.norm(R - R_REF) + np.linalg.norm(traj.v[-1][:3] - W_REF)
 
@@ -133,7 +135,7 @@ def test_order_heavy_top_SO3(kind, ret):
     assert abs(p - ORDERS[kind]) <= 0.25, (p, errs)
 
 
-# the project's benchmark B5 [CHECKED] errors at T = 1, h = 0.05
+# the project's SO(3)×R³ heavy-top benchmark: an independent numpy check's errors at T = 1, h = 0.05
 B5_K0 = {("euler_a", "exp"): 0.13849001, ("euler_b", "exp"): 0.14195885,
          ("lobatto2", "exp"): 7.00901e-3, ("rattle", "exp"): 8.65642e-3,
          ("euler_a", "cayley"): 0.14183553, ("euler_b", "cayley"): 0.15181278,
@@ -142,7 +144,7 @@ B5_K0 = {("euler_a", "exp"): 0.13849001, ("euler_b", "exp"): 0.14195885,
 
 @pytest.mark.parametrize("kind,ret", CASES, ids=[f"{k}-{r}" for k, r in CASES])
 def test_order_heavy_top_constrained_SO3xR3(kind, ret):
-    """B5: the §6 methods on SO(3)×R³ with φ = x − Rχ, against the pivot reference."""
+    """The §6 methods on SO(3)×R³ with φ = x − Rχ, against the pivot reference."""
     method = LieDiscretizationMapMethod(kind, retraction=ret)
     hs = 0.05 / 2.0 ** np.arange(3)
     errs = []
@@ -164,7 +166,7 @@ def test_constrained_reference_agrees_with_pivot_reference():
     np.testing.assert_allclose(ref6.v[-1][:3], W_REF, atol=1e-9)
 
 
-# Ex. 5.3 / the project's benchmark B4: the same heavy top as a vector-space
+# Ex. 5.3 / the project's matrix heavy-top benchmark: the same heavy top as a vector-space
 # constrained system in R^{3×3},
 # q = vec(R) (row-major), L = ½ tr(Ṙ J Ṙᵀ) − m g e₃ᵀRχ, φ = the 6 entries of ½(RᵀR − I).
 J_MAT = 0.5 * np.trace(I_PIVOT) * np.eye(3) - I_PIVOT
@@ -199,7 +201,7 @@ MATRIX_TOP = ConstrainedSystem(
 
 def test_matrix_rattle_heavy_top_B4():
     """Ex. 5.3: RATTLE on R^{3×3} with RᵀR = I imposed; order 2 against the pivot reference
-    and the spec's [CHECKED] errors 1.7295e-2, 4.2992e-3, 1.0733e-3 (h = 0.05/2^k)."""
+    and an independent numpy check's errors 1.7295e-2, 4.2992e-3, 1.0733e-3 (h = 0.05/2^k)."""
     v0 = (R0 @ _hat(W0)).ravel()
     hs = 0.05 / 2.0 ** np.arange(3)
     errs = []

@@ -71,7 +71,8 @@ def test_closed_form_is_batched():
 
 
 def test_regression_values_h01_paper_start():
-    """Spec §4.1 regression table (h = 0.1, q0 = 0, q1 = (h, h))."""
+    """Paper §4.1 regression table (an independent numpy check;
+    h = 0.1, q0 = 0, q1 = (h, h))."""
     h = 0.1
     traj = curvature_particle_dsocs(1.0, h).trajectory(np.zeros(2), np.array([h, h]), 1000)
     expected = {
@@ -150,7 +151,7 @@ def test_integrate_runs_the_dsocs_and_reports_central_velocities():
 def test_error_slope_over_0_500():
     """Fig 3: max_k |x_k − x(kh)| over [0, 500], h ∈ {0.1, …, 0.001} (full paper horizon).
 
-    Paper start (q1 = q0 + h v0): pre-asymptotic slope ≈ 1.6 (spec: 1.607);
+    Paper start (q1 = q0 + h v0): pre-asymptotic slope ≈ 1.6 (independent numpy check: 1.607);
     second-order start: clean order 2. Reference: the exact solution.
     """
     paper = convergence_study("particle", start="paper")

@@ -27,7 +27,8 @@ def _particle(h=0.07, mass=1.3, closed_form=True):
 
 
 def test_theorem_5_3_particle_finite_differences(fd_flow_jacobian, fd_dxi):
-    """Spec §3: m = 1.3, h = 0.07, k = 1 + 0.5x − 0.3y, z = (0.1, −0.2, 0.156, −0.123).
+    """An independent numpy check: m = 1.3,
+    h = 0.07, k = 1 + 0.5x − 0.3y, z = (0.1, −0.2, 0.156, −0.123).
 
     F*Ω − Ω − dξ from central differences (ε = 1e-6 for DF and for dξ) is ~1e-9
     while dξ ≈ 84 (the flow is not symplectic). L_d = L(q0, (q1 − q0)/h) (no factor h).
@@ -41,7 +42,7 @@ def test_theorem_5_3_particle_finite_differences(fd_flow_jacobian, fd_dxi):
     Om1 = ds.discrete_lagrangian.omega(q1, q2)
     dxi = fd_dxi(ds, z)
     defect = DF.T @ Om1 @ DF - Om0 - dxi
-    np.testing.assert_allclose(np.abs(dxi).max(), 83.9, rtol=2e-3)  # spec: max|dξ| = 83.9
+    np.testing.assert_allclose(np.abs(dxi).max(), 83.9, rtol=2e-3)  # independent check: 83.9
     assert np.linalg.norm(defect) <= 1e-8 * np.linalg.norm(dxi)
     assert np.linalg.norm(DF.T @ Om1 @ DF - Om0) > 10  # not symplectic
     # the analytic diagnostics agree with the finite differences
@@ -55,7 +56,8 @@ def test_theorem_5_3_particle_finite_differences(fd_flow_jacobian, fd_dxi):
 
 
 def test_theorem_5_3_inertia_wheel(fd_flow_jacobian, fd_dxi):
-    """Spec §3: IWP regular branch, h = 0.1, z = (0.3, 1.0, 0.31, 1.2); relative ~1e-9."""
+    """An independent numpy check:
+    IWP regular branch, h = 0.1, z = (0.3, 1.0, 0.31, 1.2); relative ~1e-9."""
     ds = inertia_wheel_dsocs(0.1, P)
     z = np.array([0.3, 1.0, 0.31, 1.2])
     q0, q1 = z[:2], z[2:]
@@ -65,7 +67,7 @@ def test_theorem_5_3_inertia_wheel(fd_flow_jacobian, fd_dxi):
     Om0 = ds.discrete_lagrangian.omega(q0, q1)
     Om1 = ds.discrete_lagrangian.omega(q1, q2)
     defect = DF.T @ Om1 @ DF - Om0 - dxi
-    np.testing.assert_allclose(np.abs(dxi).max(), 2192, rtol=2e-3)  # spec: max|dξ| = 2192
+    np.testing.assert_allclose(np.abs(dxi).max(), 2192, rtol=2e-3)  # independent check: 2192
     assert np.linalg.norm(defect) <= 1e-8 * np.linalg.norm(dxi)
     chk = ds.two_form_identity(q0, q1)
     assert np.linalg.norm(chk.defect) <= 1e-10 * np.linalg.norm(chk.dxi)
@@ -86,7 +88,7 @@ def test_theorem_5_1_rank_conditions():
     cond = w.check_flow_conditions(q0, q1)
     assert cond.ok
     J2 = w.jacobians(q0, q1, w.step(q0, q1)[0])[2]
-    # rows (8d), −(9): |det| = 2.08e9 as in the spec
+    # rows (8d), −(9): |det| = 2.08e9 as in an independent numpy check
     np.testing.assert_allclose(abs(np.linalg.det(J2)), 2.08e9, rtol=5e-3)
 
 

@@ -59,7 +59,8 @@ def test_derived_constants():
 
 
 def test_first_step_coefficients_and_roots():
-    """Spec §4.2 first-step regression (h = 0.1, q0 = (0.5, 0), q1 = (0.5, 0.05))."""
+    """Paper §4.2 first-step regression (an independent numpy check;
+    h = 0.1, q0 = (0.5, 0), q1 = (0.5, 0.05))."""
     h, q1 = 0.1, np.array([0.5, 0.05])
     c = iwp_step_coefficients(Q0, q1, h, P)
     np.testing.assert_allclose(
@@ -166,12 +167,12 @@ def test_safeguard_never_picks_the_spurious_root():
 
     * R-branch solver (default): 0 spurious roots in 20 000 steps over [0, 2000];
     * the paper's closest-to-θ1 rule picks the spurious root in about 35 % of the steps
-      (spec: 7006 of 19 999);
+      (independent numpy check: 7006 of 19 999);
     * generic 2-D Newton from 2q1 − q0 with the ``root_filter`` safeguard, run through
       ``integrate`` over [28, 60] (320 steps; the two roots start to come close at t ≈ 28,
       before that plain Newton never meets the spurious root): the safeguard rejects roots
       in many steps and never returns one; without it, the same Newton lands on the spurious
-      root (spec: ≈ 4–8 % of the steps of a long run).
+      root (independent numpy check: ≈ 4–8 % of the steps of a long run).
     """
     h = 0.1
     n_long = 20_000
@@ -233,7 +234,7 @@ def test_paper_rule_gives_a_different_trajectory(ref250):
 
 
 def test_lyapunov_function_decreases_as_described(long_run):
-    """Spec §2.3–§4.2: the discrete constraint gives dV/dt_d = −F_d ≤ 0 exactly at every step;
+    """Paper §4.2: the discrete constraint gives dV/dt_d = −F_d ≤ 0 exactly at every step;
     nodal V is not monotone but its increases are tiny; V drops below 2 % of V(0) by t = 500
     and plateaus (it does NOT tend to 0 on [0, 2000]); |θ| < 0.05 on [1000, 2000].
     """
@@ -246,7 +247,7 @@ def test_lyapunov_function_decreases_as_described(long_run):
     assert np.all(dvdt <= 1e-8 * (F + 1.0))
     Vn = iwp_V(q, v, P)  # nodal V at t_1 .. t_{N-1}
     V_init = iwp_V(Q0, V0, P)
-    assert np.max(np.diff(Vn)) < 25.0  # spec: max one-step increase 21.3 at h = 0.1
+    assert np.max(np.diff(Vn)) < 25.0  # independent check: max one-step rise 21.3 at h = 0.1
     t = h * np.arange(1, len(Vn) + 1)
     assert Vn[np.searchsorted(t, 500.0)] / V_init < 0.02
     assert 0.005 < Vn[-1] / V_init < 0.02  # plateau ≈ 195–198, not 0

@@ -43,7 +43,7 @@ def test_particle_trajectory_and_dsocs_agree():
 
 def test_wheel_initial_lyapunov_value_and_monotone_reference():
     V0 = inertia_wheel.lyapunov(inertia_wheel.Q0, inertia_wheel.V0)
-    assert V0 == pytest.approx(14770.1624508, rel=1e-10)  # paper §4.2, Figs. 4–6 [CHECKED]
+    assert V0 == pytest.approx(14770.1624508, rel=1e-10)  # paper §4.2, Figs. 4–6 (indep. check)
     ref = inertia_wheel.reference(20.0)
     y = ref(np.linspace(0.0, 20.0, 2001))
     V = inertia_wheel.lyapunov(y[:2].T, y[2:].T)

@@ -236,7 +236,7 @@ def test_figure_2_stable_circle():
     assert len(x) == 10001
     xc, yc, R = _circle_fit(x[:, 0], x[:, 1])
     assert abs(xc + 1.5) < 0.01 and abs(yc - 3.5) < 0.03 and abs(R - np.sqrt(2) / 0.4) < 0.02
-    np.testing.assert_allclose([xc, yc, R], [-1.5000, 3.5200, 3.55084], atol=2e-3)  # spec [V]
+    np.testing.assert_allclose([xc, yc, R], [-1.5000, 3.5200, 3.55084], atol=2e-3)  # indep. check
     first = np.array(_circle_fit(x[:1001, 0], x[:1001, 1]))
     last = np.array(_circle_fit(x[-1001:, 0], x[-1001:, 1]))
     assert np.max(np.abs(first - last)) < 1e-5
@@ -286,7 +286,7 @@ def test_figure_3_slopes_with_paper_start():
     err = _figure3_errors("paper", hs)
     slopes = [convergence_order(hs, err[:, i]) for i in range(3)]
     assert abs(slopes[0] - 1) < 0.25 and abs(slopes[1] - 1) < 0.25 and abs(slopes[2] - 2) < 0.25
-    np.testing.assert_allclose(err[0], [4.51e-3, 5.85e-3, 6.06e-3], rtol=0.2)  # spec [V]
+    np.testing.assert_allclose(err[0], [4.51e-3, 5.85e-3, 6.06e-3], rtol=0.2)  # independent check
 
 
 def test_figure_3_second_order_with_consistent_start():
@@ -295,7 +295,7 @@ def test_figure_3_second_order_with_consistent_start():
     err = _figure3_errors("consistent", hs)
     for i in range(3):
         assert abs(convergence_order(hs, err[:, i]) - 2) < 0.25
-    np.testing.assert_allclose(err[0, 0], 1.41e-3, rtol=0.2)  # spec [V]
+    np.testing.assert_allclose(err[0, 0], 1.41e-3, rtol=0.2)  # independent check
 
 
 def test_reduced_bad_input():

@@ -51,7 +51,8 @@ def test_order(variant, affine, order, particle, affine_particle, runner):
 def test_spec_regression_numbers(particle, affine_particle, runner):
     # the docs' theory page table: RATTLE 2.125e-3 (N=50), 1.325e-4 (N=200); affine RATTLE 3.248e-3
     # (N=50).
-    # The spec gives four digits, so agreement is required to the rounding (rtol 1e-3).
+    # The independent numpy check gives four digits, so agreement is required to the rounding
+    # (rtol 1e-3).
     _, eq, _, _ = _errors(GNI("rattle"), particle, runner, ns=(50, 200))
     np.testing.assert_allclose(eq, [2.125e-3, 1.325e-4], rtol=1e-3)
     _, eq, _, _ = _errors(GNI("rattle"), affine_particle, runner, ns=(50,))
@@ -69,7 +70,7 @@ def test_two_step_form_orders(particle, runner):
 def test_composition_is_second_order(pair, particle, runner):
     """Remark 5.5: F_A^{h/2}∘F_B^{h/2} (and B∘A) is of order 2 in q and v.
 
-    The spec's note found order 1 composing the (q, p̃, λ̃) maps; in the node-state
+    An earlier independent check found order 1 composing the (q, p̃, λ̃) maps; in the node-state
     representation (q, v, λ) the Euler A/B maps are exactly adjoint on every state, so the
     composition is symmetric and the order is 2 (the paper's claim holds).
     """
@@ -119,7 +120,7 @@ def test_harmonic_particle_reference_and_rattle_order(runner):
 
 
 def _ptilde_start(problem, h, alpha):
-    """Spec §2.3 initialization: λ̃_0 = −λ_cont, p̃_0 = M v0 − (1−2α)(h/2) N V_q(q0)."""
+    """GNI paper §5 initialization: λ̃_0 = −λ_cont, p̃_0 = M v0 − (1−2α)(h/2) N V_q(q0)."""
     inner, con = problem.system.system, problem.system.constraint
     M = inner.M(problem.q0)
     mu = con.matrix(problem.q0)

@@ -128,7 +128,7 @@ def test_f_functions_against_mpmath():
 
 @pytest.mark.parametrize("kind", ["exp", "cayley"])
 def test_so3_closed_forms_match_spec_table(kind):
-    """The spec tables (homogeneous-spaces-rkmk §4): dR exp = I + aX + bX^2,
+    """The closed forms of SO(3) (homogeneous-spaces paper §4): dR exp = I + aX + bX^2,
     (dR exp)^-1 = I - X/2 + cX^2, dR cay = 2/(4+t^2)(2I + X), (dR cay)^-1 = I - X/2 + w w^T/4."""
     w = np.array([0.4, -1.1, 0.7])
     t = np.linalg.norm(w)
@@ -145,7 +145,7 @@ def test_so3_closed_forms_match_spec_table(kind):
         dRi = np.eye(3) - X / 2 + np.outer(w, w) / 4
     assert np.abs(tau.dR(w) - dR).max() <= 1e-15
     assert np.abs(tau.dR_inv(w) - dRi).max() <= 1e-15
-    # J^R_cay of the spec table
+    # J^R_cay in closed form
     if kind == "cayley":
         v = np.array([0.3, 0.2, -0.5])
         d = 4 + t**2

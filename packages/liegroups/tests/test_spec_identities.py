@@ -1,4 +1,4 @@
-"""Identities stated in the spec notes, written in their own notation."""
+"""Closed-form identities of the papers' Lie-group machinery, in their notation."""
 
 import numpy as np
 import pytest

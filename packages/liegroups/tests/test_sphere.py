@@ -1,5 +1,5 @@
 """S^2 = SO(3)/SO(2): action, projection, section, splitting so(3) = m (+) h, infinitesimal
-action and left-trivialized lifts (spec homogeneous-spaces-rkmk §1.1, §4)."""
+action and left-trivialized lifts (homogeneous-spaces paper §2, §4)."""
 
 import numpy as np
 import pytest

@@ -38,7 +38,7 @@ def test_cvt_energies_bounded_without_drift_at_h_01(cvt_runs):
     """h = 0.1: total, driver and passenger energies bounded, no drift (paper §7.2:
     low 4.3e-3 / 1.25e-2 / 1.31e-2, high 1.3e-2 / 2.4e-2 / 2.6e-2)."""
     t, dEd, dEp, dEt = cvt_runs["0.1"]
-    bounds = {  # (driver, passenger, total) per regime: spec numbers x 1.3
+    bounds = {  # (driver, passenger, total) per regime: independent numpy check x 1.3
         0: (4.3e-3 * 1.3, 1.25e-2 * 1.3, 1.31e-2 * 1.3),
         1: (1.3e-2 * 1.3, 2.4e-2 * 1.3, 2.6e-2 * 1.3),
     }

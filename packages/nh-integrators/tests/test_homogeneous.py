@@ -1,5 +1,5 @@
 """Lagrangian systems on S² = SO(3)/SO(2) integrated as nonholonomic systems on SO(3)
-(homogeneous-spaces paper §4.2, §5; spec homogeneous-spaces-rkmk §3.6, §6, §7, §10):
+(homogeneous-spaces paper §4.2, §5):
 orders 2, 4, 6 in x and ẋ against the ambient ODE on S² (DOP853), multiplier orders, the point
 staying on S², energy/multiplier behaviour per multiplier rule, the singular "weighted_sum"
 closure, independence of the regularization, builder validation."""
@@ -142,7 +142,7 @@ def test_pendulum_bounded_energy_and_multipliers(pendulum_runs, s, rule, emax, l
 
 
 def test_lobatto3_carry_multiplier_drifts_linearly(pendulum_runs):
-    """Documented property (spec F6, P6): s = 3 with the default "carry" rule, Λ drifts
+    """Documented property (paper §5.1, Fig. 3b): s = 3 with the default "carry" rule, Λ drifts
     linearly, about −2.05e-4 per unit time (cay, h = 0.1), and the energy error grows; the
     "zero_first" rule removes both."""
     tr, dE = pendulum_runs[3, "carry"]
@@ -158,7 +158,8 @@ def test_lobatto3_carry_multiplier_drifts_linearly(pendulum_runs):
 @pytest.mark.xfail(
     strict=True,
     reason="s = 3 with Λ-concatenation ('carry'): the multiplier "
-    "error is multiplied by R_A(∞) = +1 each step and drifts (spec F6, P6); use "
+    "error is multiplied by R_A(∞) = +1 each step and drifts (homogeneous-spaces paper §5.1, "
+    "Fig. 3b); use "
     "multiplier_rule='zero_first'",
 )
 def test_lobatto3_carry_multiplier_bounded(pendulum_runs):
@@ -181,7 +182,7 @@ def test_weighted_sum_rule_is_detected_as_singular():
 
 def test_weighted_sum_rule_never_returns_arbitrary_multipliers():
     """Without the H-symmetry (disc on SE(2)) the C3 closure is not exactly singular but still
-    degenerate (c = b is orthogonal to the IIIA null vector, spec F6): the step fails loudly."""
+    degenerate (c = b is orthogonal to the IIIA null vector): the step fails loudly."""
     sysc = vertical_disc()
     g0, eta0 = disc_initial()
     method = LieNonholonomicPRK(3, multiplier_rule="weighted_sum")

@@ -1,6 +1,6 @@
-"""Homogeneous ball on a rotating turntable on SO(3)×R² (paper §7.5; spec high-order-nonholonomic
-§5.5, §8 item 11; "physical" constraint A1): orders against the closed form, the three first
-integrals to round-off over 10⁴ steps, bounded moving energy, R on SO(3) to round-off."""
+"""Homogeneous ball on a rotating turntable on SO(3)×R² (paper §7.5; "physical" constraint, see the
+errata on the docs' theory page): orders against the closed form, the three first integrals to
+round-off over 10⁴ steps, bounded moving energy, R on SO(3) to round-off."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """Unit tests of the Lie-group NH-PRK building blocks: exact retraction tangents and tensors,
 the analytic step Jacobian against central differences, structural facts of the residual
-(spec homogeneous-spaces-rkmk §3.6 F1, F5) and input validation."""
+(Λˢ absent from the first residual; discrete Noether identity) and input validation."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
-"""Vertical disc with a spring on SE(2) (paper §7.4; spec high-order-nonholonomic §5.4, §8 item
-10): orders 2s − 2 in g and η and Cor. 5.2.1's λ orders, both retractions, against the exact
-reduced dynamics (DOP853, rtol 1e-13); constraint at the nodes; symmetry of the step."""
+"""Vertical disc with a spring on SE(2) (paper §7.4): orders 2s − 2 in g and η and Cor. 5.2.1's λ
+orders, both retractions, against the exact reduced dynamics (DOP853, rtol 1e-13); constraint at the
+nodes; symmetry of the step."""
 
 import attrs
 import numpy as np

@@ -1,6 +1,6 @@
 """With G = Rⁿ (τ = id, Ad = I) the Lie-group method is the vector-space NH-PRK of eq. (14):
-it reproduces ``NonholonomicPRK`` to round-off (spec homogeneous-spaces-rkmk §8, "keep one
-implementation"; spec high-order-nonholonomic §2.4)."""
+it reproduces ``NonholonomicPRK`` to round-off (one implementation
+of eq. (14) of the high-order paper)."""
 
 import attrs
 import numpy as np

@@ -61,8 +61,8 @@ def test_wrong_initial_multiplier_costs_the_order(nh, chaotic_case, s):
 
 def test_iiib_stage_momenta_variant_loses_lambda_for_s3(nh):
     """Imposing the inner constraints with the IIIB momenta P^i (the variant the paper argues
-    against, §5.1): for s = 3 lambda does not converge (error 3.45e-2 at every h, spec:
-    ~3.5e-2) and q, p drop to order 2."""
+    against, §5.1): for s = 3 lambda does not converge (error 3.45e-2 at every h; an
+    independent numpy check: ~3.5e-2) and q, p drop to order 2."""
     system = nh.particle_system()
     ref = reference_solution(system, nh.PARTICLE_Q0, nh.PARTICLE_V0, np.array([0.0, T]))
     method = NonholonomicPRK(

@@ -63,7 +63,8 @@ def test_particle_orders(nh, particle_ref, s):
 
 
 def test_particle_error_magnitudes_match_spec(nh, particle_ref):
-    """Spec §5.1 table (2-norm, h = 0.1): s=2 |dq| 2.06e-3, s=3 5.87e-7 (within a factor 2)."""
+    """An independent numpy check on the paper's §7.1 particle (2-norm, h = 0.1): s=2 |dq|
+    2.06e-3, s=3 5.87e-7 (within a factor 2)."""
     system, ref = particle_ref
     for s, expected in [(2, 2.06e-3), (3, 5.87e-7)]:
         sol = integrate(

@@ -434,7 +434,7 @@ def test_batched_newton_failure_names_the_failed_entries(nh):
 
 
 def test_s2_is_the_nonholonomic_trapezoidal_scheme(nh):
-    """Spec §2.6: for s = 2 (constant mass, linear Phi) eq. (14) is the two-step nonholonomic
+    """Paper §5.1: for s = 2 (constant mass, linear Phi) eq. (14) is the two-step nonholonomic
     RATTLE with L_d trapezoidal, qbar_k = (q_{k+1} - q_k)/h:
     D2L_d(q_{k-1}, q_k) + D1L_d(q_k, q_{k+1}) = -h A(q_k)^T lambda_k, the discrete Legendre
     transform p_k = D2L_d(q_{k-1}, q_k) + (h/2) A(q_k)^T lambda_k, and Phi(q_k, v_k) = 0."""

@@ -1,5 +1,5 @@
 """Family × s: which simplifying assumptions hold AND which fail, orders, stage orders, R(∞),
-structure flags (RungeKutta.jl test_order_conditions habit; spec high-order-nonholonomic §4.2)."""
+structure flags (RungeKutta.jl test_order_conditions habit; high-order paper App. B)."""
 
 import numpy as np
 import pytest

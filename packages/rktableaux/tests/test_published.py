@@ -1,5 +1,5 @@
 """Generated coefficients against published closed forms (Hairer–Wanner II, §IV.5; Butcher's
-closed form of Gauss s = 4; Lobatto IIIA s = 5 with √21; spec high-order-nonholonomic §4.1).
+closed form of Gauss s = 4; Lobatto IIIA s = 5 with √21; high-order paper App. A).
 
 Where no closed form of a whole matrix is in print (Gauss s = 5, Radau s = 4, 5, Lobatto IIIC
 and IIIC* s = 5) the nodes/weights are closed forms or independent numpy roots and the matrix

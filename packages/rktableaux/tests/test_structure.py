@@ -1,5 +1,5 @@
 """Symplecticity, conjugates, hypotheses H1–H3/H1'–H2', mixed assumptions, stability
-function, display (spec high-order-nonholonomic §2.0, §4.2)."""
+function, display (high-order paper §4.2–4.3, App. B)."""
 
 import math
 

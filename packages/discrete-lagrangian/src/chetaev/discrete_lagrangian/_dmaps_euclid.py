@@ -158,10 +158,10 @@ def _solve(fun, jac, x0, options, state, scale=None):
 def _node_multiplier(prob, q1, v1):
     """The multiplier reported for node k: the consistent continuous λ(q_k, v_k).
 
-    The discrete multipliers of the paper carry arbitrary factors h, h/2 and a split between
-    the two nodes (spec item A14); they are kept in ``State.info`` (``lam_left``,
-    ``lam_right``), while ``State.lam`` is the O(h^p)-accurate continuous multiplier at the
-    discrete point, comparable across methods.
+    The discrete multipliers of the paper carry arbitrary factors h, h/2 and a split between the two
+    nodes (their sign and scale are a convention); they are kept in ``State.info`` (``lam_left``,
+    ``lam_right``), while ``State.lam`` is the O(h^p)-accurate continuous multiplier at the discrete
+    point, comparable across methods.
     """
     return np.asarray(prob.multiplier(q1, v1), dtype=float)
 
@@ -482,8 +482,8 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         M(2q_{1/2} − q0 − q1)/(h/2) = −(h/2) G(q_{1/2})ᵀμ,   φ(q_{1/2}) = 0,   φ(q1) = 0
 
     then ``p1 = M(q1−q_{1/2})/(h/2) − (h/2)∇V(q1)`` projected onto ``Leg(TN)``.  No momentum
-    is formed (or projected) at ``q_{1/2}``.  Equal to :func:`euler_ba` (Lemma 4.3; spec
-    item A7 corrects the paper's claim that (5.7) and (5.8) differ).
+    is formed (or projected) at ``q_{1/2}``.  Equal to :func:`euler_ba` (Lemma 4.3; see
+    the errata on the docs' theory page: (5.7) and (5.8) coincide on T*N).
     """
 
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
@@ -523,14 +523,14 @@ class ExtrinsicEulerBA(_EuclideanMethod):
 
 
 # --------------------------------------------------------------------------------------------
-# The stage-constrained baseline (paper (1.2); spec B7)
+# The stage-constrained baseline (paper (1.2))
 # --------------------------------------------------------------------------------------------
 @attrs.frozen
 class StageConstrainedBaseline(_EuclideanMethod):
     """BASELINE, criticised by the paper: constraint imposed at the *stage* point.
 
     The midpoint discrete Lagrangian with ``φ((q0 + q1)/2) = 0`` (paper (1.2); Johnson and
-    Murphey 2009) and forces ``½G(q_m)ᵀλ`` in both momentum equations (the project's benchmark B7)::
+    Murphey 2009) and forces ``½G(q_m)ᵀλ`` in both momentum equations::
 
         p0 = MΔ/h + (h/2)∇V(q_m) − ½G(q_m)ᵀλ·h,   φ(q_m) = 0
         p1 = MΔ/h − (h/2)∇V(q_m) + ½G(q_m)ᵀλ·h

@@ -234,7 +234,7 @@ def nullspace_momentum(D2: Array, P1: Array, M: Array) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# The stage-constrained baseline (paper (1.2); the project's benchmark B7)
+# The stage-constrained baseline (paper (1.2))
 # --------------------------------------------------------------------------------------------
 def stage_phase1_residual(
     x: Array, q0: Array, p0: Array, h: float, M: Array, grad_V: Fn, jac: Fn, phi: Fn

@@ -229,8 +229,8 @@ class LieDiscretizationMapMethod:
     * ``"euler_a"``: R_d(g, ξ) = (g, gτ(ξ)) (paper §6.2); order 1.
     * ``"euler_b"``: R_d(g, ξ) = (gτ(−ξ), g) (paper §6.2); order 1.
     * ``"lobatto2"``: the paper's "2-stage Lobatto IIIA–IIIB pair" (6.4)–(6.7), i.e.
-      Euler B(h/2) ∘ Euler A(h/2) with g_{1/2} ∈ N (paper (6.4)–(6.7), items A8, A11); symmetric,
-      order 2.  Not RATTLE.
+      Euler B(h/2) ∘ Euler A(h/2) with g_{1/2} ∈ N (paper (6.4)–(6.7); see the errata on the
+      docs' theory page); symmetric, order 2.  Not RATTLE.
     * ``"rattle"``: the Lie RATTLE (6.8)–(6.10), one joint Phase-1 solve with the
       intermediate point unconstrained (paper (6.8)–(6.10)); symmetric, order 2.
 
@@ -346,7 +346,8 @@ def _finish(prob, state, g1, alpha1_star, h, res, mu_scale):
     xi1 = _mv(prob.Iinv, alpha1)
     lam = None
     if mu is not None:
-        # raw node multiplier in info; State.lam is the consistent λ(g_k, ξ_k) (spec A14)
+        # raw node multiplier in info; State.lam is the consistent λ(g_k, ξ_k) (the scaling
+        # of a multiplier is a convention)
         info["lam_right"] = mu / mu_scale
         lam = np.asarray(prob.multiplier(g1, xi1), dtype=float)
     return attrs.evolve(state, t=state.t + h, q=g1, p=alpha1, v=xi1, n=state.n + 1,

@@ -1,8 +1,8 @@
 """Adapters: read the arrays and callables the discretization-map kernels need from systems.
 
 The methods of ``discretization_maps`` run on a ``ConstrainedSystem(MechanicalSystem(...),
-HolonomicConstraint(...))`` with a constant mass matrix (the paper's §5 setting; paper §2,
-item A16).  This module turns such a system into a small frozen bundle of ``M``, ``M⁻¹``,
+HolonomicConstraint(...))`` with a constant mass matrix (the paper's §5 setting;
+paper §2).  This module turns such a system into a small frozen bundle of ``M``, ``M⁻¹``,
 ``∇V``, ``∇²V``, ``φ``, ``G = Dφ`` and the constraint Hessian, and builds initial states.
 """
 
@@ -61,7 +61,7 @@ def as_euclidean_problem(system: Any) -> EuclideanProblem:
     if not getattr(inner, "is_mechanical", False) or not getattr(inner, "constant_mass", False):
         raise InputError(
             "The vector-space discretization-map methods need a MechanicalSystem with a "
-            "constant mass matrix (paper §5; spec item A16). For a q-dependent mass use "
+            "constant mass matrix (paper §5). For a q-dependent mass use "
             "ConstrainedPRK."
         )
     if not hasattr(constraint, "phi") or not hasattr(constraint, "jacobian"):

@@ -1,6 +1,6 @@
 """Continuous Lagrangian systems on vector spaces and (left-trivialized) on Lie groups.
 
-Spec high-order-nonholonomic §1.1 and §1.3. Every callable a user supplies must
+High-order paper §2.1, §3.1 and §6. Every callable a user supplies must
 broadcast over leading batch axes (``q`` of shape ``(..., n)``, a group element of shape
 ``(..., k, k)``), DESIGN.md "Performance design"; a system built from callables that do
 not broadcast can be marked ``vectorized=False`` and is then evaluated in a Python loop.

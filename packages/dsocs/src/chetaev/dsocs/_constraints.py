@@ -1,7 +1,7 @@
 """Discrete kinematic constraints D_K ⊂ Q³ and variational constraints D_V (Def. 3.1).
 
 D_K = {g(q0, q1, q2) = 0} with g: Q³ → ℝ^m; D_V|(q0,q1,q2) ⊂ T_{q1}Q is given by a basis
-(rows of an (r, n) matrix) or by an annihilator (rows spanning D_V°). Spec §1.3, §2.4.
+(rows of an (r, n) matrix) or by an annihilator (rows spanning D_V°). Paper Def. 3.1, 3.2.
 """
 
 from __future__ import annotations

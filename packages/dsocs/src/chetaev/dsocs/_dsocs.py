@@ -169,7 +169,7 @@ class DSOCS:
         restarts from the extrapolated guess 2q1 − q0, its reflections about the rejected
         root and q1 (up to ``max_deflations`` rounds; the same restarts are tried when
         Newton fails to converge). If no admissible root is found the step raises — it never
-        returns a rejected root. Spec §2.3 "Root selection".
+        returns a rejected root. Paper §4.2, eqs. (8)–(10).
     tol, max_iter : float, int
         Newton tolerance and iteration cap. Square systems: ``newton_solve`` of
         chetaev.discrete_lagrangian on sensitivity-normalized rows (≈ |Δq2| ≤ tol(1 + |q|)),

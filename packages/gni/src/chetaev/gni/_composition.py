@@ -37,14 +37,14 @@ class Composition:
     ``Composition((GNI("euler_b"), GNI("euler_a")))`` is ``F_A^{h/2} ∘ F_B^{h/2}`` of
     Remark 5.5. All GNI methods share the node-state representation ``(q_k, v_k, λ_k)``
     (see :class:`GNI`), in which ``F_A^h ∘ F_B^{−h} = Id`` exactly; the composition of the
-    adjoint pair is therefore symmetric, and it is of **order 2** (tested; the spec's order 1
+    adjoint pair is therefore symmetric, and it is of **order 2** (tested; an earlier order 1
     comes from composing the ``(q, p̃, λ̃)`` maps, whose adjointness holds only on the
     constraint manifolds S_A, S_B; :func:`euler_alpha_ptilde_step` reproduces that). It
     differs from RATTLE (15) at O(h³) per step.
 
     Caveat: the node multiplier ``lam`` of the composed step is the internal variable of the
-    last sub-step, not a consistent approximation of λ(t) in general (on the particle of spec
-    §3 it converges to about 1.58 λ; a strict xfail in the tests). ``q`` and ``v`` are fine.
+    last sub-step, not a consistent approximation of λ(t) in general (on the project's nonlinear
+    particle it converges to about 1.58 λ; a strict xfail in the tests). ``q`` and ``v`` are fine.
     """
 
     methods: tuple = attrs.field(converter=tuple, validator=_check_methods)

@@ -95,7 +95,8 @@ class AlphaDiscreteLagrangian:
 class MidpointDiscreteLagrangian:
     """``L_d(q0, q1) = h L((q0 + q1)/2, (q1 − q0)/h)`` (the midpoint rule of paper §7.2).
 
-    Symmetric; its GNI is of order 2 (paper §5, eq. (16); the docs' theory page "[V]").
+    Symmetric; its GNI is of order 2 (paper §5, eq. (16); an independent numpy check,
+    see the docs' theory page).
     """
 
     symmetric = True

@@ -1,4 +1,4 @@
-"""Errors of chetaev.gni: the shared chetaev error types (spec: DESIGN.md "Conventions").
+"""Errors of chetaev.gni: the shared chetaev error types (see the package README).
 
 Bad input raises :class:`InputError` (a ``ValueError``) or one of its subclasses; a step
 whose nonlinear solve fails raises :class:`ConvergenceError` (a ``RuntimeError``).

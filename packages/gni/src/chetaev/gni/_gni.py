@@ -1,6 +1,6 @@
 """The Geometric Nonholonomic Integrator on a vector space (paper Def. 4.1, §5, Def. 6.1).
 
-Spec: geometric-nonholonomic-integrator §2.1–§2.6.
+GNI paper Def. 4.1, §5, Remark 5.1, Remark 5.5, Def. 6.1.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Everything here is a pure function of arrays with leading batch axes:
 vectors ``(..., n)``, metric ``G`` ``(..., n, n)``, constraint matrix ``mu``
 ``(..., m, n)``. Covectors (momenta) are arrays paired by the dot product.
 
-Conventions (spec geometric-nonholonomic-integrator §1, §2.1, §2.6):
+Conventions (GNI paper Def. 4.1 and Def. 6.1):
 
 * ``C = mu G⁻¹ muᵀ`` (m × m), ``Q = G⁻¹ muᵀ C⁻¹ mu`` acts on vectors, ``P = I − Q``;
   on covectors the transposes ``Qᵀ = muᵀ C⁻¹ mu G⁻¹`` and ``Pᵀ`` act.

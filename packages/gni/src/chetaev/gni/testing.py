@@ -1,6 +1,6 @@
 """Test problems with independent references, reusable by other packages' tests.
 
-``nonholonomic_particle``: the particle of spec geometric-nonholonomic-integrator §3
+``nonholonomic_particle``: a nonlinear nonholonomic particle (the project's choice)
 ("Reference numbers"):
 ``Q = R³``, ``M = diag(1, 2, 1.5)``, ``V = ½x² + ½y² + ¼z² + 0.1xz``, constraint
 ``ż − y ẋ = 0`` (``mu = (−y, 0, 1)``); the affine variant has ``Y = (0, 0, 0.7(1 + 0.3x))``,
@@ -8,7 +8,7 @@ i.e. ``ż − y ẋ − 0.7(1 + 0.3x) = 0``. The reference is scipy DOP853 on th
 Lagrange–d'Alembert equations with the multiplier eliminated in closed form, written here
 independently of chetaev.discrete_lagrangian's own reference solver.
 
-``harmonic_particle``: the particle of spec high-order-nonholonomic §5.1 (``M = I``,
+``harmonic_particle``: the particle of the high-order paper §7.1 (``M = I``,
 ``V = ½(x² + y²)``, same constraint), ``q0 = (1, 0.5, 0)``, ``v0 = (0.5, 1, 0.25)``.
 """
 
@@ -152,7 +152,7 @@ def convergence_order(h, err, floor=1e-11):
 
 
 def harmonic_particle() -> ParticleProblem:
-    """The nonholonomic particle in a harmonic potential of spec high-order-nonholonomic §5.1:
+    """The nonholonomic particle in a harmonic potential of the high-order paper §7.1:
     ``L = ½|v|² − ½(x² + y²)``, ``Φ = v_z − y v_x``; ``q0 = (1, 0.5, 0)``,
     ``v0 = (0.5, 1, 0.25)`` (so ``v_z = y v_x``). ``y(t)`` is an exact harmonic oscillator."""
     M = np.eye(3)

@@ -1,6 +1,6 @@
 """Abstract matrix Lie group protocol.
 
-Conventions (``/work/shared/DESIGN.md``; spec high-order-nonholonomic §1.3, §3;
+Conventions (high-order paper §6;
 homogeneous-spaces-rkmk §2):
 
 * elements are arrays of shape ``(*batch, *G.shape)``; algebra coordinates ``(*batch, G.dim)``;
@@ -54,7 +54,7 @@ class MatrixLieGroup(abc.ABC):
     Subclasses set the class-level accessors ``name``, ``dim``, ``shape`` and ``matrix_dim`` and
     implement the abstract methods.  The Cayley-retraction pieces have exact generic
     implementations on the matrix representation (``A = I - hat(xi)/2``, ``B = I + hat(xi)/2``;
-    spec high-order-nonholonomic §3.1); groups override them with closed forms where they have
+    high-order paper §6.1); groups override them with closed forms where they have
     them.  The exponential pieces have no generic fallback: every group supplies closed forms.
     """
 

@@ -4,7 +4,7 @@ Elements are block-diagonal matrices ``(k, k)``, ``k = sum of the factors' matri
 factor is embedded as its translation matrix ``[[I, x], [0, 1]]``.  Algebra coordinates are
 the concatenation of the factors' coordinates, and every matrix on the algebra (Ad, ad, the
 trivialized tangents and their derivatives) is block diagonal.  Retractions act factor-wise
-(spec high-order-nonholonomic §3.2 "Products"; discretization-maps-holonomic §6.1).
+(high-order paper §7.4–7.5; discretization-maps paper §6.1).
 """
 
 from __future__ import annotations

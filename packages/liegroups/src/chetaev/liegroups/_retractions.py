@@ -1,6 +1,6 @@
 """Retractions tau: g -> G (exp and Cayley) with their trivialized tangents and derivatives.
 
-Conventions (DESIGN.md; spec high-order-nonholonomic §3.1, homogeneous-spaces-rkmk §2):
+Conventions (high-order paper §6.1; homogeneous-spaces paper §2):
 
     d/deps tau(xi + eps delta)|_0 = tau(xi) hat(dL(xi) delta) = hat(dR(xi) delta) tau(xi),
 

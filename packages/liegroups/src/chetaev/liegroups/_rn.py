@@ -3,7 +3,7 @@
 The matrix representation (used by ``hat`` and inside products) is the translation matrix
 ``[[I, x], [0, 1]]``; ``hat(x) = [[0, x], [0, 0]]``.  Both retractions are the identity map:
 ``tau(xi) = xi``, dL = dR = I, all derivative terms vanish, Ad = I, ad = 0
-(spec high-order-nonholonomic §3.2).
+(high-order paper §6).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """SE(2): rigid motions of the plane, g = [[R, p], [0, 1]], algebra coordinates
 eta = (v1, v2, omega) with hat(eta) = [[0, -omega, v1], [omega, 0, v2], [0, 0, 0]]
-(the paper's convention, spec high-order-nonholonomic §3.2).
+(the high-order paper's convention, §7.4).
 
 With J = [[0, -1], [1, 0]], s = omega^2 and f_n the functions of :mod:`._numerics`:
 

@@ -1,6 +1,6 @@
 """SO(3): rotations of R^3, algebra coordinates w in R^3 with hat(w) v = w x v.
 
-Closed forms (spec high-order-nonholonomic §3.2, homogeneous-spaces-rkmk §4), with
+Closed forms (high-order paper §6.1, §7.5; homogeneous-spaces paper §4–§5), with
 theta = |w|, X = hat(w) and f_n the functions of :mod:`._numerics`:
 
 * exp(w)       = I + f_1 X + f_2 X^2                     (Rodrigues)

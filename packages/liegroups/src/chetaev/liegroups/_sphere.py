@@ -1,4 +1,4 @@
-"""The sphere S^2 as the homogeneous space SO(3)/SO(2) (spec homogeneous-spaces-rkmk §1.1, §4).
+"""The sphere S^2 as the homogeneous space SO(3)/SO(2) (homogeneous-spaces paper §2, §4).
 
 * action sigma(g, x) = g x, origin x0 (default the north pole e3), projection pi(g) = g x0;
 * isotropy H = rotations about x0, h = span{x0}; with B the Euclidean inner product,

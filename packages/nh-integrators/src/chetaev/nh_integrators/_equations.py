@@ -2,7 +2,7 @@
 
 Pure module-level functions of arrays: the residual of the square system solved at
 each step and its analytic Jacobian, for the Lagrangian form (paper eq. 14, App. D;
-spec high-order-nonholonomic §2.4) and the Hamiltonian form (paper eq. 15, App. E;
+App. D) and the Hamiltonian form (paper eq. 15, App. E;
 paper eq. (15), App. E). Everything broadcasts over leading batch axes ``...``; the stage axis
 ``s`` comes right after them, so one call of every system callable evaluates all
 stages of all trajectories.

@@ -1,6 +1,6 @@
 """Lagrangian systems on the homogeneous space S² = SO(3)/SO(2) as nonholonomic systems on SO(3).
 
-Homogeneous-spaces paper §2–§4.2, §5; spec homogeneous-spaces-rkmk §1.2, §3.6, §4 ("S² as a
+Homogeneous-spaces paper §2–§4.2, §5 ("S² as a
 homogeneous space") and §7. A Lagrangian L(x, ẋ) = (m/2)|ẋ|² − V(x) on S² is lifted through
 π(g) = g x₀ to the singular ℓ^G(g, η) = (m/2)|η × x₀|² − V(g x₀); the isotropy direction
 𝔥 = span{x₀} is removed by the linear nonholonomic 𝔪-constraint φ(η) = x₀·η = 0 and the

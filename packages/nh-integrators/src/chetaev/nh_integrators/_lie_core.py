@@ -1,11 +1,11 @@
 """Per-step residual and analytic Jacobian of the Lie-group nonholonomic PRK (RKMK) method.
 
 Pure functions of arrays; the method class lives in ``_lie_prk``. Equations: paper
-high-order-nonholonomic §6.4 and App. F (spec high-order-nonholonomic §2.10), written in the
-inverse-free form of spec homogeneous-spaces-rkmk §3.3 (boxed (3c)) and §3.6, which is the same
+high-order-nonholonomic §6.4 and App. F, written in the inverse-free form of the
+homogeneous-spaces paper's eq. (3c) and §4.2, which is the same
 map (apply (d^Lτ_ξ)ᵀ to App. F's first equation and use d^Lτ⁻¹_{−ξ} = d^Lτ⁻¹_ξ Ad⁻¹_{τ(ξ)}).
 
-Unknowns per step: stage algebra velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces note)
+Unknowns per step: stage algebra velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces paper)
 and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ for the
 ``"weighted_sum"`` rule). With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, ξ = Ξˢ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
 
@@ -22,7 +22,7 @@ and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ
 
 For a mechanical ℓ = ½ ηᵀ𝕀η − V(g) the stage Legendre maps are inverted exactly (Π₀ⁱ = 𝕀Ωⁱ,
 ηⁱ = 𝕀⁻¹Mⁱ); for a general trivialized ℓ the inner-stage velocities η²..ηˢ are extra unknowns
-with the equations R4 (spec high-order-nonholonomic §2.4, "if D₂L cannot be inverted").
+with their own stage Legendre equations (as in the paper's App. D when D₂L cannot be inverted).
 
 The Jacobian is assembled by the chain rule with every stage variation stored as an array
 ``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
@@ -280,7 +280,7 @@ def _unit_variations(
 def continuous_multiplier(
     ops: Any, model: _LieModel, g: np.ndarray, eta: np.ndarray
 ) -> np.ndarray:
-    """Consistent continuous multiplier (spec high-order-nonholonomic §1.3)::
+    """Consistent continuous multiplier (high-order paper §6, Thm 5.1's λ₀)::
 
         λ = −(A 𝕀⁻¹ Aᵀ)⁻¹ [ φ̇_g + A 𝕀⁻¹ (ad*_η 𝕀η + F(g)) ],   A = D₂φ(g, η),
         φ̇_g = d/dε φ(g τ(εη), η)|₀  (left-trivialized derivative along η).
@@ -322,7 +322,8 @@ def lie_nh_newton(
     Jacobian's smallest relative singular value is checked at the first iterate and at the
     converged point, and ``_SingularStepJacobian`` is raised when it is below 1e-10 (the
     ``"weighted_sum"`` rule: on a homogeneous-space lift the solutions form a one-parameter
-    family, spec F5, so the Jacobian is singular on it even when it is not at the guess).
+    family by a discrete Noether identity, see the homogeneous-spaces theory page,
+    so the Jacobian is singular on it even when it is not at the guess).
     """
     x = np.array(x0, dtype=float)
     scale = 1.0 + float(np.max(np.abs(kwargs["mu0"]))) + float(np.max(np.abs(x)))

@@ -1,8 +1,8 @@
 """Retraction and group operations used by the Lie-group nonholonomic PRK step.
 
 The step (``_lie_core``) needs, for a group ``G`` with algebra dimension ``d`` and a
-retraction τ, these broadcasting operations (spec high-order-nonholonomic §3.1,
-spec homogeneous-spaces-rkmk §2 and §4):
+retraction τ, these broadcasting operations (high-order paper §6.1,
+homogeneous-spaces paper §2–§4):
 
 * ``compose(g, h)``; ``Ad_pair(T)`` = (Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), ``(..., d, d)`` each;
   ``P(f)``, the matrix of ζ ↦ ad_ζᵀ f;
@@ -12,8 +12,8 @@ spec homogeneous-spaces-rkmk §2 and §4):
   with v gives the Jacobian J^L(ξ, v) = ∂_ξ(dL(ξ) v) of homogeneous-spaces-rkmk §2; contracting
   ``b`` with p gives the derivative of dL(ξ)ᵀp.
 
-Sources, all exact (no truncated series; spec high-order-nonholonomic §3.1 warns against
-truncation): closed forms for SO(3) with Cayley (spec homogeneous-spaces-rkmk §4 table)::
+Sources, all exact (no truncated series: truncation would limit the
+Newton residual): closed forms for SO(3) with Cayley (derived from the definitions)::
 
     dL(ξ) = 2/(4+θ²) (2I − ξ̂),   ∂dL/∂ξ_c = −4ξ_c/(4+θ²)² (2I − ξ̂) − 2/(4+θ²) ê_c
 

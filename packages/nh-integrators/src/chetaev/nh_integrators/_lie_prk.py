@@ -1,8 +1,8 @@
 """Lie-group nonholonomic partitioned RK (RKMK) method, ``LieNonholonomicPRK``.
 
 Paper high-order-nonholonomic §6.4, App. F (Lagrangian; App. G is the same map in momentum
-form) and the nonholonomic partitioned RKMK of the homogeneous-spaces paper §4.2; spec
-high-order-nonholonomic §2.10–2.11 and spec homogeneous-spaces-rkmk §3.3, §3.6. The residual
+form) and the nonholonomic partitioned RKMK of the homogeneous-spaces paper §4.2
+(high-order paper §6.4, App. F, G; homogeneous-spaces paper eq. (3) and §4.2). The residual
 and its Jacobian are in ``_lie_core``.
 """
 
@@ -158,7 +158,7 @@ class LieNonholonomicPRK(StageOrders):
     retraction : {"cayley", "exp"}
         τ. Both use exact closed forms of d^Lτ and of its derivative (no truncated series).
     multiplier_rule : {"continuous", "carry", "zero_first", "weighted_sum"}
-        Closure for the first stage multiplier (spec homogeneous-spaces-rkmk §3.6); the same
+        Closure for the first stage multiplier (homogeneous-spaces paper §4.2); the same
         keyword and values as :class:`NonholonomicPRK` (shared constant ``MULTIPLIER_RULES``).
         ``"continuous"`` (default, ``DEFAULT_MULTIPLIER_RULE``): Λ¹ = λ(g_k, η_k) from the
         continuous formula (C2, general): no parasitic multiplier mode, orders 2s − 2 kept
@@ -170,10 +170,10 @@ class LieNonholonomicPRK(StageOrders):
         T = 50 at h = 0.05 for s = 2, 3), so runs with it are monitored
         (:class:`MultiplierModeWarning`). ``"zero_first"``: Λ¹ = 0 (C2).
         ``"weighted_sum"``: Λ¹ unknown and Σⱼ bⱼΛʲ = 0 (C3). On a homogeneous-space lift
-        (right-H-invariant ℓ_reg with the 𝔪-constraint) this equation is implied by the
-        end-point constraint (discrete Noether identity, spec F5), the Newton matrix is
-        singular, and the step raises :class:`SingularMatrixError` instead of returning
-        arbitrary multipliers.
+        (right-H-invariant ℓ_reg with the 𝔪-constraint) this equation is implied by the end-point
+        constraint (discrete Noether identity, see the docs' theory page of the homogeneous-spaces
+        paper), the Newton matrix is singular, and the step raises :class:`SingularMatrixError`
+        instead of returning arbitrary multipliers.
     newton : NewtonOptions
         ``tol`` (relative to 1 + |μ_k| + |x|) and ``max_iter`` of the per-step Newton solve
         (full Newton with the analytic Jacobian; it continues to round-off once converged).
@@ -192,13 +192,12 @@ class LieNonholonomicPRK(StageOrders):
 
     Notes
     -----
-    Known property (spec homogeneous-spaces-rkmk F6, P6): with s odd and the "carry" rule the
+    Known property (homogeneous-spaces paper §5.1, Fig. 3b): with s odd and the "carry" rule the
     multiplier error enters Λˢ multiplied by R_A(∞) = +1, so for s = 3 the multiplier drifts
     linearly and the energy error grows slowly; "zero_first" removes the drift.
 
-    **Equations.** App. F of arXiv:1810.10926 (spec high-order-nonholonomic §2.10), in the
-    inverse-free form of spec homogeneous-spaces-rkmk §3.3 boxed (3c), (3d), eq. 5 and §3.6;
-    continuous λ₀ from spec high-order-nonholonomic §1.3.
+    **Equations.** App. F of arXiv:1810.10926, in the inverse-free form of the homogeneous-spaces
+    paper's eqs. (3c), (3d), (5) and §4.2; continuous λ₀ as in Thm 5.1 (high-order paper §6).
 
     References
     ----------
@@ -265,7 +264,7 @@ class LieNonholonomicPRK(StageOrders):
         """Check and complete the initial data: μ₀ = 𝕀η₀ and λ₀.
 
         λ₀ defaults to the continuous multiplier ``system.multiplier(g0, η0)`` (required for
-        the orders, spec A4); pass ``lam0`` only to study a wrong value.
+        the orders, Thm 5.1); pass ``lam0`` only to study a wrong value.
 
         Raises
         ------
@@ -397,9 +396,9 @@ class LieNonholonomicPRK(StageOrders):
                 f"multiplier_rule='weighted_sum' gives a rank-deficient Newton matrix at step "
                 f"{state.n} (t = {state.t:.6g}; relative smallest singular value "
                 f"{err.rel_sigma_min:.1e}): the closure Σ_j b_j Λ^j = 0 is implied by the "
-                "end-point constraint (discrete Noether identity, spec homogeneous-spaces-rkmk "
-                "§3.6 F5), so the multipliers are not determined. Use multiplier_rule='carry' "
-                "or 'zero_first'."
+                "end-point constraint (a discrete Noether identity, see the docs' theory "
+                "page of the homogeneous-spaces paper), so the multipliers are not "
+                "determined. Use multiplier_rule='carry' or 'zero_first'."
             ) from None
         if not ok:
             raise ConvergenceError(
@@ -410,7 +409,7 @@ class LieNonholonomicPRK(StageOrders):
                 iterations=it,
                 hint=(
                     "multiplier_rule='weighted_sum' is degenerate (Σ_j b_j Λ^j = 0 is "
-                    "orthogonal to the IIIA null vector, spec homogeneous-spaces-rkmk §3.6 F6): "
+                    "orthogonal to the null vector of the Lobatto IIIA rows 2..s): "
                     "use multiplier_rule='carry' or 'zero_first'"
                     if rule == "weighted_sum"
                     else "halve h, or increase NewtonOptions(max_iter=...)"

@@ -2,11 +2,11 @@
 
 Import them from the public :mod:`chetaev.nh_integrators.testing` (which re-exports every name
 here; this module stays importable for existing callers): the vertical disc
-with a spring on SE(2) (paper §7.4, spec high-order-nonholonomic §5.4), the homogeneous ball on
+with a spring on SE(2) (high-order paper §7.4), the homogeneous ball on
 a rotating turntable on SO(3)×R² (§7.5, paper §7.5, "physical" constraint A1), and reference
 solutions that do not use the discrete method: the disc's reduced ODE and the ball's closed
 form (both integrated / evaluated with scipy DOP853 at rtol 1e-13), and the ambient ODE of a
-mechanical system on S² (spec homogeneous-spaces-rkmk §7.3).
+mechanical system on S² (homogeneous-spaces paper §5).
 """
 
 from __future__ import annotations

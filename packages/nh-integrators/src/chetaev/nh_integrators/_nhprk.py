@@ -145,12 +145,12 @@ class NonholonomicPRK(StageOrders):
         is monitored (:class:`MultiplierModeWarning`). ``"zero_first"`` uses ``Lambda^1 =
         0`` (the rule of the homogeneous-spaces paper; order 1-2 in ``q`` on a vector
         space). ``"weighted_sum"``
-        (``Lambda^1`` unknown, ``sum_j b_j Lambda^j = 0``) is refused with an
-        :class:`InputError`: it was designed for homogeneous-space lifts, where the
-        continuous multiplier vanishes (and where it is degenerate, spec
-        homogeneous-spaces-rkmk §3.6 F5); on a vector space with ``lambda != 0`` it forces
-        the stage average of ``lambda`` to zero, which contradicts eq. (14) and loses
-        convergence of ``lambda``. Use :class:`LieNonholonomicPRK` for those lifts.
+        (``Lambda^1`` unknown, ``sum_j b_j Lambda^j = 0``) is refused with an :class:`InputError`:
+        it was designed for homogeneous-space lifts, where the continuous multiplier vanishes (and
+        where it is degenerate: a discrete Noether identity, see the docs' theory page of the
+        homogeneous-spaces paper); on a vector space with ``lambda != 0`` it forces the stage
+        average of ``lambda`` to zero, which contradicts eq. (14) and loses convergence of
+        ``lambda``. Use :class:`LieNonholonomicPRK` for those lifts.
     multiplier_mode : {"carried", "continuous", "zero"}, optional
         Old spelling, kept as an alias: ``"carried"`` -> ``"carry"``, ``"zero"`` ->
         ``"zero_first"``, ``"continuous"`` -> ``"continuous"``. Init-only: after
@@ -185,7 +185,7 @@ class NonholonomicPRK(StageOrders):
     Notes
     -----
     **Equations.** Paper eq. (14a)–(14e), App. D (Lagrangian); eq. (15a)–(15e), App. E
-    (Hamiltonian); spec high-order-nonholonomic §2.4–2.6.
+    (Hamiltonian); paper eqs. (14), (15), App. D, E and §5.1.
 
     References
     ----------
@@ -238,8 +238,8 @@ class NonholonomicPRK(StageOrders):
             raise InputError(
                 "multiplier_rule='weighted_sum' (sum_j b_j Lambda^j = 0) is not offered by "
                 "NonholonomicPRK: it was designed for homogeneous-space lifts, whose continuous "
-                "multiplier vanishes (and there it is rank deficient, spec "
-                "homogeneous-spaces-rkmk §3.6 F5); on a vector space with a nonzero multiplier "
+                "multiplier vanishes (and there it is rank deficient by a "
+                "discrete Noether identity); on a vector space with a nonzero multiplier "
                 "it forces the stage average of lambda to zero, contradicting eq. (14). Use "
                 "'carry', 'continuous' or 'zero_first' (or LieNonholonomicPRK for lifts)."
             )
@@ -331,9 +331,10 @@ class NonholonomicPRK(StageOrders):
     ) -> State:
         """Check and complete the initial data: ``p_0 = FL(q_0, v_0)`` and ``lambda_0``.
 
-        ``lambda_0`` defaults to the continuous multiplier ``system.multiplier(q0, v0)``
-        (Thm 5.1 requires it; spec A4). Pass ``lam0`` only to study the effect of a
-        wrong value (the order of ``q``, ``p`` drops to 2, paper eq. (14), App. D).
+        ``lambda_0`` defaults to the continuous multiplier ``system.multiplier(q0, v0)`` (Thm 5.1
+        requires it; see the errata on the docs' theory page of the high-order paper). Pass ``lam0``
+        only to study the effect of a wrong value (the order of ``q``, ``p`` drops to 2, paper eq.
+        (14), App. D).
 
         Raises
         ------

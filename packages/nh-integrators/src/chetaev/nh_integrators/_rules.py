@@ -2,8 +2,8 @@
 ``LieNonholonomicPRK``.
 
 Every step has ``s`` stage multipliers ``Lambda^1..Lambda^s`` but only ``s - 1``
-constraint equations (stages 2..s); one closure fixes ``Lambda^1`` (spec
-high-order-nonholonomic §2.4 A5, spec homogeneous-spaces-rkmk §3.6 C1–C3).
+constraint equations (stages 2..s); one closure fixes ``Lambda^1`` (high-order
+paper eq. (14); homogeneous-spaces paper §4.2 and Figs. 3–4).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def convert_pair(pair: Any) -> Any:
 def check_pair(inst: Any, attribute: Any, pair: Any) -> None:
     """attrs validator of a method's ``pair``: a ``rktableaux.PartitionedTableau`` whose
     first tableau satisfies H1–H3 and whose second (its symplectic conjugate) H1'–H2'
-    (spec high-order-nonholonomic §2.0; Thm 5.1). Raises :class:`InputError` for another
+    (high-order paper §4.3, H1–H3; Thm 5.1). Raises :class:`InputError` for another
     type and :class:`HypothesisError`, naming the failed hypotheses, otherwise."""
     owner = type(inst).__name__
     for attr in ("first", "second", "satisfies_constrained_hypotheses"):

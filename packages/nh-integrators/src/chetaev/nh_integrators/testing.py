@@ -1,6 +1,6 @@
 """Test models for ``chetaev.nh_integrators``: public, for tests, benchmarks and examples.
 
-Vector-space models (spec ``high-order-nonholonomic.md`` §5; the paper is
+Vector-space models (high-order paper §7; the paper is
 arXiv:1810.10926, §7):
 
 - :func:`particle_system`, :func:`affine_particle_system`: nonholonomic particle in a
@@ -17,13 +17,12 @@ arXiv:1810.10926, §7):
   constraint (not in the paper), :data:`GEN_Q0`, :data:`GEN_V0`.
 
 Lie-group models and references (re-exported from ``_lie_testing``): :func:`vertical_disc`,
-:func:`vertical_disc_general`, :func:`disc_initial`, :func:`disc_reference` (paper §7.4, spec
-§5.4); :func:`turntable_ball`, :func:`ball_initial`, :func:`ball_first_integrals`,
-:func:`ball_reference` (paper §7.5); :func:`sphere_reference` (spec
-``homogeneous-spaces-rkmk.md`` §7.3).
+:func:`vertical_disc_general`, :func:`disc_initial`, :func:`disc_reference` (paper §7.4);
+:func:`turntable_ball`, :func:`ball_initial`, :func:`ball_first_integrals`, :func:`ball_reference`
+(paper §7.5); :func:`sphere_reference` (homogeneous-spaces paper §5).
 
 Every model callable broadcasts over leading batch axes. Parameters not given by the paper
-are the spec's §5 proposals, flagged there as not from the paper. Nothing here is needed
+are the project's proposals, not from the paper. Nothing here is needed
 at run time.
 """
 
@@ -104,7 +103,7 @@ def particle_system() -> ConstrainedSystem:
     L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x (linear, m = 1).
 
     Continuous multiplier lambda = (v_x v_y - x y)/(1 + y^2) (paper §7.1). Initial data
-    (spec's proposal, not in the paper): :data:`PARTICLE_Q0`, :data:`PARTICLE_V0`."""
+    (the project's proposal, not in the paper): :data:`PARTICLE_Q0`, :data:`PARTICLE_V0`."""
 
     def V(q):
         return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)

@@ -1,7 +1,7 @@
 """Collocation-type families for any number of stages s, built in high precision.
 
 Each family is defined by its nodes and the simplifying assumption(s) that determine a
-(Hairer–Wanner II, §IV.5; spec high-order-nonholonomic §4.1–4.2). Everything is solved with
+(Hairer–Wanner II, §IV.5; high-order paper App. A–B). Everything is solved with
 ``mpmath`` at 60 + 2s digits and rounded to float64 once, so for s ≤ 8 every assumption the family
 satisfies holds to 1e-14 in the rounded coefficients.
 

@@ -1,8 +1,8 @@
 """High-precision (mpmath) construction of collocation-type tableaux, rounded once.
 
 Nodes are roots of shifted Legendre/Jacobi polynomials with exact integer coefficients;
-weights and matrices solve the defining simplifying assumptions (B, C, D, spec
-high-order-nonholonomic §4.2) as linear systems at ``DPS`` decimal digits.
+weights and matrices solve the defining simplifying assumptions (B, C, D, high-order
+paper App. B) as linear systems at ``DPS`` decimal digits.
 """
 
 from __future__ import annotations

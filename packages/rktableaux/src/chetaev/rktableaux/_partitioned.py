@@ -1,6 +1,6 @@
 """Partitioned tableaux, the symplectic conjugate and the hypotheses of the constrained methods.
 
-Spec high-order-nonholonomic §2.0 (H1–H3, H1'–H2', symplectic conjugate) and §4.2 (CĈ, DD̂);
+High-order paper §4.2–4.3 (H1–H3, H1'–H2', symplectic conjugate) and App. B (CĈ, DD̂);
 paper App. A.3.1. P-series order conditions: Hairer–Nørsett–Wanner I, §II.15.
 """
 

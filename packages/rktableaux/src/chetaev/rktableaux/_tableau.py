@@ -1,6 +1,6 @@
 """The :class:`Tableau` value class: Butcher coefficients plus every computed property.
 
-Spec: high-order-nonholonomic §2.0 (notation, symplectic conjugate) and §4.2 (simplifying
+High-order paper §4.2–4.3 (notation, symplectic conjugate) and App. B (simplifying
 assumptions B, C, D, stability function); paper App. A (eqs. 41–45) and App. B (eq. 51).
 """
 

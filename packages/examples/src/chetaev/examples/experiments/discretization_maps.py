@@ -1,14 +1,13 @@
 """Experiments of "Symplectic integrators for holonomic constraints from discretization maps"
-(Barbero Liñán, Martín de Diego, Sato Martín de Almagro 2024; spec
-``discretization-maps-holonomic.md``).
+(Barbero Liñán, Martín de Diego, Sato Martín de Almagro 2024).
 
 The paper has no numerical experiment (see the docs' discretization-maps page): its claims are the
 orders of the
 methods (Euler A/B order 1, midpoint and RATTLE order 2, compositions of higher order, the Lie
 methods of §6), that the discrete points lie exactly on N and the momenta on Leg(TN)
 (Thm. 4.5), symplecticity on T*N, and — against the stage-constrained baseline (1.2) — that
-constraints are kept exactly. The experiments measure these on the spec's proposed
-benchmarks B1, B2, B4, B5, B7.
+constraints are kept exactly. The experiments measure these on the project's proposed
+benchmarks: planar and spherical pendulums, the heavy top and the baseline (1.2).
 """
 
 from __future__ import annotations
@@ -57,13 +56,12 @@ def _run(system, method, q0, v0, h, t_final):
     return traj
 
 
-#: Errors at T = 1, h = 0.05 of an independent implementation (the project's benchmark B2,
-#: nonlinear V;
-#: the triple jump from the h = 0.1/2^k table, k = 1), given to 5 digits.
+#: Errors at T = 1, h = 0.05 of an independent implementation (the project's spherical-pendulum
+#: benchmark, nonlinear V; the triple jump from the h = 0.1/2^k table, k = 1), given to 5 digits.
 SPEC_B2_H005 = {"euler_a": 3.9898e-2, "euler_b": 4.4154e-2, "midpoint": 2.0047e-2,
                 "rattle": 2.5449e-2, "euler_ba": 1.2975e-2, "triple_jump_rattle": 2.4837e-3}
-#: The same for the heavy top (the project's benchmark B5 and B4 [CHECKED]), T = 1, h
-# = 0.05.
+#: The same for the heavy top (the project's heavy-top benchmarks; an independent numpy check),
+#: T = 1, h = 0.05.
 SPEC_B5_H005 = {("euler_a", "exp"): 0.13849001, ("euler_b", "exp"): 0.14195885,
                 ("lobatto2", "exp"): 7.00901e-3, ("rattle", "exp"): 8.65642e-3,
                 ("euler_a", "cayley"): 0.14183553, ("euler_b", "cayley"): 0.15181278,
@@ -72,10 +70,11 @@ SPEC_B4_H005 = 1.7295e-2
 
 
 def _regression(name: str, measured: float, expected: float) -> Check:
-    """Agreement with the spec's independent implementation (5 significant digits)."""
+    """Agreement with an independent numpy implementation (5 significant digits)."""
     rel = abs(measured / expected - 1.0)
     return Check(f"{name}: error at h = 0.05 vs independent check", measured,
-                 f"{expected:.5g} (spec [CHECKED], rel. diff ≤ 5e-4)", bool(rel <= 5e-4))
+                 f"{expected:.5g} (an independent numpy check, rel. diff ≤ 5e-4)",
+                 bool(rel <= 5e-4))
 
 
 def _check_names(names) -> None:
@@ -100,7 +99,7 @@ def _loglog(ax, hs, errs, label):
                   "(§5.1–5.2); the points stay on N (Thm. 4.5)")
 def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
                               h: float | None = None, t_final: float | None = None) -> Outcome:
-    """Error at T of (q, p) against DOP853 (the project's benchmark B2, nonlinear
+    """Error at T of (q, p) against DOP853 (the project's spherical-pendulum benchmark, nonlinear
     potential) for h = h0/2^k.
 
     h0 = 0.05; k = 0..2 (quick) or 0..3. ``method`` restricts to
@@ -139,7 +138,7 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
         checks.append(Check(
             "Ex. 5.1: one step of B(h/2)∘A(h/2) minus RATTLE, max |Δ(q, p)| (h = 0.05)", diff,
             "0 (Ex. 5.1: RATTLE is the composition)", diff < 1e-12,
-            deficiency="spec A6: the literal composition imposes φ(q_{1/2}) = 0 at the "
+            deficiency="the literal composition imposes φ(q_{1/2}) = 0 at the "
                        "intermediate point; RATTLE arises only if that constraint is dropped, "
                        "so the two symmetric order-2 methods differ at O(h³)"))
 
@@ -155,8 +154,9 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
         ax.legend(fontsize=7)
 
     return Outcome(checks, data, plot,
-                   notes="The paper has no numbers; B2 is the spec's proposed benchmark. The "
-                         "literal composition B∘A is a different method from RATTLE (spec A6).")
+                   notes="The paper has no numbers; the spherical pendulum is the project's "
+                         "proposed benchmark. The literal composition B∘A is a different method "
+                         "from RATTLE (see the errata on the docs' theory page).")
 
 
 @experiment("dm-constraints-energy", paper=PAPER,
@@ -165,9 +165,9 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
                   "variational integrator (1.2) leaves N (§1)")
 def constraints_and_energy(quick: bool = False, method: str | None = None,
                            h: float | None = None, t_final: float | None = None) -> Outcome:
-    """Long run (h = 0.05; T = 200, quick T = 20) of midpoint and RATTLE on B2: max |φ|,
-    max |G M⁻¹p|, energy error without drift; the baseline (1.2) on T = 2 for h = 0.05/2^k:
-    max |φ(q_k)| = O(h²) (spec B7)."""
+    """Long run (h = 0.05; T = 200, quick T = 20) of midpoint and RATTLE on the spherical
+    pendulum: max |φ|, max |G M⁻¹p|, energy error without drift; the baseline (1.2) on T = 2 for
+    h = 0.05/2^k: max |φ(q_k)| = O(h²)."""
     hh = 0.05 if h is None else float(h)
     T = (20.0 if quick else 200.0) if t_final is None else float(t_final)
     system = spherical_pendulum.cartesian_system("nonlinear")
@@ -378,7 +378,7 @@ _LIE_KINDS = {"euler_a": 1, "euler_b": 1, "lobatto2": 2, "rattle": 2}
                   "order 2; Lie RATTLE (6.8)–(6.10) order 2; constraints exact")
 def lie_heavy_top(quick: bool = False, method: str | None = None, h: float | None = None,
                   t_final: float | None = None) -> Outcome:
-    """Error ‖R − R_ref‖_F + ‖Ω − Ω_ref‖ at T = 1 (spec B4/B5), h = 0.05/2^k, k = 0..2, of the
+    """Error ‖R − R_ref‖_F + ‖Ω − Ω_ref‖ at T = 1, h = 0.05/2^k, k = 0..2, of the
     §6 methods on SO(3)×R³ with φ = x − Rχ (retractions Cayley and, unless quick, exp) and of
     RATTLE on the R^{3×3} formulation of Ex. 5.3; energy of Lie RATTLE over 3000 steps
     (quick: 400) of h0."""

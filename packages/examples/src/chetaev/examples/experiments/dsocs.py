@@ -1,5 +1,5 @@
 """Experiments of "Discrete second order constrained Lagrangian systems: first results"
-(Borda, Fernández, Grillo 2013; spec ``dsocs-second-order-constraints.md``).
+(Borda, Fernández, Grillo 2013).
 
 * §4.1, Figs 2–3: the particle with prescribed curvature k ≡ 1 (exact solution known):
   the discrete trajectory is a circle traversed at constant step length (discrete energy
@@ -69,7 +69,8 @@ def particle_figure_2(quick: bool = False, method: str | None = None, h: float |
     if hh == 0.1 and T >= 400:
         checks.append(Check(
             "max |x_k − x(t_k)| over [0, T] (the 'left behind' effect)", float(err.max()),
-            "O(1) at h = 0.1 over [0, 500], largest near the end (spec: 2.04 at t ≈ 496)",
+            "O(1) at h = 0.1 over [0, 500], largest near the end (an independent numpy check: "
+            "2.04 at t ≈ 496)",
             bool(err.max() > 0.5 and t[np.argmax(err)] > 0.9 * T)))
     data = {"h": hh, "T": T, "max_x_error": float(err.max()),
             "t_at_max": float(t[np.argmax(err)])}
@@ -136,7 +137,8 @@ def particle_figure_3(quick: bool = False, method: str | None = None, h: float |
     if h is None and T == curvature_particle.T_FINAL:
         rel = abs(paper.error[0] / 2.0441 - 1.0)
         checks.append(Check("paper start, h = 0.1: max x-error vs independent reproduction",
-                            float(paper.error[0]), "2.0441 (spec [CHECKED], rel. diff ≤ 1e-3)",
+                            float(paper.error[0]),
+                            "2.0441 (an independent numpy check, rel. diff ≤ 1e-3)",
                             bool(rel <= 1e-3)))
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist()}
@@ -232,7 +234,8 @@ def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | No
         for hv, ref in ((0.1, 0.3287), (0.05, 8.044e-2)):
             e = float(paper.error[list(paper.h).index(hv)])
             checks.append(Check(f"paper start, h = {hv:g}: max θ-error vs independent "
-                                "reproduction", e, f"{ref:.4g} (spec [CHECKED], rel. diff ≤ 2e-3)",
+                                "reproduction", e,
+                                f"{ref:.4g} (an independent numpy check, rel. diff ≤ 2e-3)",
                                 bool(abs(e / ref - 1.0) <= 2e-3)))
     data = {"h": list(map(float, paper.h)), "paper_start": paper.error.tolist(),
             "second_order_start": second.error.tolist(), "T": T}

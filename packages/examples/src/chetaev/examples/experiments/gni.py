@@ -1,13 +1,13 @@
 """Experiments of "New developments on the Geometric Nonholonomic Integrator" (Ferraro,
-Jiménez, Martín de Diego; spec ``geometric-nonholonomic-integrator.md``).
+Jiménez, Martín de Diego).
 
 * Orders of GNI Euler A/B (Thm 5.2), nonholonomic RATTLE, the composition of Remark 5.5 and
-  the affine variant, on the nonlinear nonholonomic particle of the spec (§3, the paper has
+  the affine variant, on the project's nonlinear nonholonomic particle (the paper has
   no §5 example).
 * The ball on a rotating table (§7.4): Fig. 1 (errors against the exact homogeneous-ball
   solution), Fig. 2 (the stable circle over 10⁴ steps), Fig. 3 (slopes 1, 1, 2 of position,
   ω and energy errors with the paper's start), and the exact conservation properties
-  (energy for a bi-invariant metric, spec row 3.6; discrete momentum for I1 = I2, row 3.8).
+  (energy for a bi-invariant metric; discrete momentum for I1 = I2).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ _VARIANTS = {
             claim="GNI Euler A and B are globally first-order convergent (Thm 5.2); "
                   "nonholonomic RATTLE is second order (cited from [24]); the composition of "
                   "Remark 5.5 'still generates a second order method'; affine RATTLE: order 2 "
-                  "(spec row 3.10, not claimed by the paper)")
+                  "(not claimed by the paper)")
 def particle_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                     t_final: float | None = None) -> Outcome:
     """‖q_N − q(T)‖ and ‖v_N − v(T)‖ at T = 5 against DOP853 (see the docs' theory page), N = 50·2^k
@@ -93,15 +93,15 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
         ax.legend(fontsize=7)
 
     return Outcome(checks, data, plot,
-                   notes="The spec's note found order 1 for Remark 5.5 composing the "
+                   notes="An earlier independent check found order 1 for Remark 5.5 composing the "
                          "(q, p̃, λ̃) maps; in the node-state form (q, v, λ) the A/B maps are "
                          "exactly adjoint and the composition is of order 2.")
 
 
 def _regression(name: str, measured: float, expected: float, rel: float) -> Check:
-    """Agreement with the spec's independent reproduction ([V] numbers)."""
+    """Agreement with an independent numpy reproduction."""
     return Check(f"{name} vs independent reproduction", measured,
-                 f"{expected:.4g} (spec [V], rel. diff ≤ {rel:g})",
+                 f"{expected:.4g} (an independent numpy check, rel. diff ≤ {rel:g})",
                  bool(abs(measured / expected - 1.0) <= rel))
 
 
@@ -205,7 +205,8 @@ def ball_figure_1(quick: bool = False, method: str | None = None, h: float | Non
     slope = fit_order(hs, paper[:, 0])
     checks = [
         Check("paper start: order of the position error", slope,
-              "≥ 1 − 0.25 (paper: order-one consistent; spec [V]: 2)", slope >= 0.75),
+              "≥ 1 − 0.25 (paper: order-one consistent; independent numpy check: 2)",
+              slope >= 0.75),
         check_order("paper start: order of the centred energy error", hs, paper[:, 2], 2),
         check_order("consistent start: order of the position error", hs, consistent[:, 0], 2),
         check_order("consistent start: order of the ω error (vs ω(t_k + h/2))", hs,
@@ -253,9 +254,9 @@ def ball_figure_2(quick: bool = False, method: str | None = None, h: float | Non
     w3 = float(np.max(np.abs([wi[2] for wi in w])))
     checks = [
         check_bound("|fitted centre − (−1.5, 3.5)|", float(np.linalg.norm(fit[:2] - exact[:2])),
-                    0.03, "near the exact centre (O(h) start offset; spec [V] 0.020)"),
+                    0.03, "near the exact centre (O(h) start offset; independent check 0.020)"),
         check_bound("|fitted radius − √2/0.4|", float(abs(fit[2] - exact[2])), 0.02,
-                    "near the exact radius (spec [V] 0.015)"),
+                    "near the exact radius (independent numpy check 0.015)"),
         check_bound("drift: |fit(first window) − fit(last window)|",
                     float(np.max(np.abs(first - last))), 1e-5, "no secular drift"),
         check_bound("max |ω3|", w3, 1e-15 * n, "0 (exact solution has ω3 = 0)"),
@@ -305,8 +306,8 @@ def ball_figure_3(quick: bool = False, method: str | None = None, h: float | Non
         check_order("consistent start: position error slope", hs, consistent[:, 0], 2),
     ]
     if h is None and T == 15.0 and ret == "cayley":
-        # (the spec's energy figure 6.06e-3 is not compared: its centred-energy window is not
-        # fully specified; ours gives 6.26e-3 with the same slope 2)
+        # (the independent check's energy figure 6.06e-3 is not compared: its centred-energy window
+        # is not fully specified; ours gives 6.26e-3 with the same slope 2)
         for i, (what, ref) in enumerate(zip(("position", "ω"), (4.51e-3, 5.85e-3))):
             checks.append(_regression(f"paper start, h = 0.1: max {what} error", paper[0, i],
                                       ref, 0.01))
@@ -320,7 +321,7 @@ def ball_figure_3(quick: bool = False, method: str | None = None, h: float | Non
                          "0.1/2^k and the reference is DOP853 (rtol 1e-13) on the continuous "
                          "equations (paper §7.4, Exp. 2). The O(h) errors come from the "
                          "first-order "
-                         "start (spec 3.7).")
+                         "start (with a consistent start the scheme is symmetric and of order 2).")
 
 
 @experiment("gni-ball-conservation", paper=PAPER,
@@ -418,7 +419,7 @@ def adjoint_reversibility(quick: bool = False, method: str | None = None,
         check_bound(f"RATTLE: {n} steps forward and back, max deviation", rattle_dev, 1e-11,
                     "0 (symmetric)"),
         check_bound(f"ball scheme (Exp. 2): {n} steps forward and back, max deviation",
-                    ball_dev, 1e-11, "0 (symmetric, spec 3.7/3.11)"),
+                    ball_dev, 1e-11, "0 (symmetric)"),
     ]
     def plot(fig):
         labels = ["F_A^h∘F_B^{−h} − Id (Thm 5.4)", "control: F_A^h∘F_A^{−h} − Id",

@@ -2,8 +2,8 @@
 
 One function per figure: Fig. 3 (particle orders), Figs. 4–5 (CVT energies), Fig. 6 (chaotic
 ensemble μ(E, k)), Fig. 7 (disc on SE(2), both retractions), Fig. 8 (ball on a turntable).
-Settings the paper omits are the spec's proposals (spec high-order-nonholonomic §5); errors are
-relative ∞-norm errors at the final time (spec A9).
+Settings the paper omits are the project's proposals; errors are relative ∞-norm errors at the
+final time (the paper does not define its norm; see the docs' theory page).
 """
 
 from __future__ import annotations
@@ -142,8 +142,8 @@ def particle_orders(quick: bool = False, method: str | None = None, h: float | N
 def cvt_energies(quick: bool = False, method: str | None = None, h: float | None = None,
                  t_final: float | None = None) -> Outcome:
     """Both initial conditions (low and high energy) as one batch, ε = ½, Lobatto-2 at
-    h = 0.1 and h = π/10; T = 500 (spec proposal; quick: T = 100). ``method``: the stage count
-    s; ``h`` replaces the good step 0.1."""
+    h = 0.1 and h = π/10; T = 500 (the project's proposal; quick: T = 100). ``method``: the
+    stage count s; ``h`` replaces the good step 0.1."""
     s = _stages(method, 2)
     T = t_final or (100.0 if quick else cvt.T_FINAL)
     h_good = h or 0.1
@@ -192,7 +192,7 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
                                            for name, (_, d) in runs.items()}}
     return Outcome(checks, data, plot,
                    notes="ε = ½, Lobatto-2 and both initial conditions are the paper's; "
-                         "T is a spec proposal. max_abs_dE[h][subsystem][regime].")
+                         "T is the project's choice. max_abs_dE[h][subsystem][regime].")
 
 
 # ----------------------------------------------------------------------------- Fig. 6
@@ -201,19 +201,19 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
 #: value at t = 200 is one sample of two decorrelated chaotic runs (the old check "ratio at
 #: t = 200 within a factor 4" measured 0.21..2.9 over the variants below).
 #: Measured ratio of the window means (h over h/2) over the paper's ensemble, three 1e-9
-#: (round-off sized) and three 0.05 perturbations of its angles, OPENBLAS_NUM_THREADS = 1 and
-#: unset (bitwise equal) and h = 0.1 and 0.08: Lobatto-2 in [0.89, 1.11], Lobatto-3 in
-#: [0.97, 1.09]. Runs started 1e-9 apart separate after t ≈ 60..80; up to t = 100 μ/h^p
-#: still collapses, later windows of 20 spread 0.5..2.4. The band [0.7, 1.4] is the spec's
-#: collapse band of the t = 20 check: the measured spread uses at most 1/3 of its width in
-#: log ratio (margin ≥ 3), and a wrong power p ± 2 would move the ratio by a factor 4.
+#: (round-off sized) and three 0.05 perturbations of its angles, OPENBLAS_NUM_THREADS = 1 and unset
+#: (bitwise equal) and h = 0.1 and 0.08: Lobatto-2 in [0.89, 1.11], Lobatto-3 in [0.97, 1.09]. Runs
+#: started 1e-9 apart separate after t ≈ 60..80; up to t = 100 μ/h^p still collapses, later windows
+#: of 20 spread 0.5..2.4. The band [0.7, 1.4] is the independent numpy check's collapse band of the
+#: t = 20 check: the measured spread uses at most 1/3 of its width in log ratio (margin ≥ 3), and a
+#: wrong power p ± 2 would move the ratio by a factor 4.
 _CHAOS_WINDOW = 100.0
 @experiment("high-order-fig6-chaotic-mse", paper=PAPER,
             title="Fig. 6: fully chaotic system, ensemble energy MSE μ(E, k) (Lobatto-2, -3)",
             claim="μ(E, k)/h⁴ (Lobatto-2) and μ(E, k)/h¹⁰ (Lobatto-3) collapse for different h")
 def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float | None = None,
                        t_final: float | None = None) -> Outcome:
-    """Ensemble J = 9 (spec proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
+    """Ensemble J = 9 (the project's proposal), h ∈ {0.1, 0.05}; the ratio of μ/h^p between the two
     step sizes at t = 20 must lie in [0.7, 1.4] (see the docs' theory page). The paper's p = 10
     for Lobatto-3 is a typo for 8 = 2(2s − 2) (see the docs' theory page, errata), recorded as a
     deficiency check. Runs
@@ -247,8 +247,8 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
             r10 = (at20[0] / hs[0] ** 10) / (at20[1] / hs[1] ** 10)
             checks.append(Check("Lobatto-3: paper's scaling μ/h¹⁰, ratio between the two h",
                                 r10, "collapse: in [0.7, 1.4]", bool(0.7 <= r10 <= 1.4),
-                                deficiency="typo in the paper (spec A2): the collapse is with "
-                                           "h⁸ = h^{2(2s−2)}, not h¹⁰"))
+                                deficiency="typo in the paper (see the errata on the docs' theory "
+                                           "page): the collapse is with h⁸ = h^{2(2s−2)}, not h¹⁰"))
         if T > 20.0:
             t_w = min(_CHAOS_WINDOW, T)
             means = [np.mean(mu[hh][1][(mu[hh][0] > 0) & (mu[hh][0] <= t_w)]) / hh**p
@@ -269,7 +269,7 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
             ax.legend(fontsize=7)
 
     return Outcome(checks, {"T": T, "hs": hs, "E0": float(E0[0])}, plot,
-                   notes="J = 9, h ∈ {0.1, 0.05}, T: spec proposals (odelab); E0 = 3.06. The "
+                   notes="J = 9, h ∈ {0.1, 0.05}, T: the project's choice (odelab); E0 = 3.06. The "
                          "full-run collapse statistic is the time mean of the ensemble MSE "
                          "μ/h^p over 0 < t ≤ 100, not μ at t = T: after t ≈ 60..80 the runs "
                          "with the two step sizes follow decorrelated chaotic trajectories, and "
@@ -286,10 +286,10 @@ def chaotic_energy_mse(quick: bool = False, method: str | None = None, h: float 
 def disc_orders(quick: bool = False, method: str | None = None, h: float | None = None,
                 t_final: float | None = None) -> Outcome:
     """LieNonholonomicPRK s = 2, 3, 4 with both retractions (``method`` = "cayley" or "exp"
-    to run one), T = 3 (the project's choice, not in the paper), against the exact reduced
-    ODE (DOP853 1e-13). The spec's h = 0.2 is pre-asymptotic for λ at s = 2, so the sweep is
-    h ∈ {0.1, 0.05, 0.025}; for s = 4 it is h ∈ {0.15, 0.1, 0.075, 0.05}, which keeps the
-    errors above the reference floor 1e-12 (at h = 0.025 they are 6e-13)."""
+    to run one), T = 3 (the project's choice, not in the paper), against the exact reduced ODE
+    (DOP853 1e-13). The step h = 0.2 first proposed is pre-asymptotic for λ at s = 2, so the sweep
+    is h ∈ {0.1, 0.05, 0.025}; for s = 4 it is h ∈ {0.15, 0.1, 0.075, 0.05}, which keeps the errors
+    above the reference floor 1e-12 (at h = 0.025 they are 6e-13)."""
     T = t_final or vertical_disc.T_FINAL
     hs = tuple(x * (h / 0.1) for x in (0.1, 0.05, 0.025)) if h else (0.1, 0.05, 0.025)
     retractions = (method,) if method else ("cayley", "exp")
@@ -334,8 +334,9 @@ def disc_orders(quick: bool = False, method: str | None = None, h: float | None 
                   "drift")
 def ball_first_integrals(quick: bool = False, method: str | None = None, h: float | None = None,
                          t_final: float | None = None) -> Outcome:
-    """Physical constraint (spec A1), s = 3, cay, h = 0.1, T = 100 (spec proposals; quick:
-    T = 50). Bounds from the docs' theory page: |ΔI_k| ≤ 1e-12, |ΔE_mov| ≤ 1e-8 and no growth
+    """Physical constraint (see the docs' theory page), s = 3, cay, h = 0.1, T = 100 (the
+    project's choices; quick: T = 50). Bounds from the docs' theory page: |ΔI_k| ≤ 1e-12,
+    |ΔE_mov| ≤ 1e-8 and no growth
     (max over the second half ≤ 1.5 × the first). The full run adds the convergence against the
     closed form (T = 4, s = 2, 3, 4). ``method``: the stage count s of the long run."""
     T = t_final or (50.0 if quick else turntable_ball.T_FINAL)

@@ -1,7 +1,7 @@
 """One module per model of the papers.
 
 Each model module exposes its parameters (the paper's defaults; where a paper is silent, the
-defaults proposed in the project's spec notes, marked as such in the docstring), standard
+defaults the project proposes, marked as such in the docstring), standard
 initial conditions, every formulation the project supports (Lagrangian, Hamiltonian,
 Lie-group, reduced), its invariants, and the exact solution or reference ODE where known.
 """

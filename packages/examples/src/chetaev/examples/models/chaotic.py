@@ -10,10 +10,9 @@ Q = Rⁿ, n = 2m + 1, m ≥ 2 (1-based indices as in the paper)::
 Experiment [paper]: m = 3 (n = 7), the ensemble q0 = (α, 0.6, 0.4, 0.2, 1, 1, 1),
 v0 = (0, β, 0, …, 0), α = cos(jπ/(2J)), β = sin(jπ/(2J)), j = 0..J (E₀ = 3.06 for every
 member) and the mean squared energy error μ(E, k) = (1/(J+1)) Σ_j (E_jk − E₀)² (eq. 33).
-Not in the paper (the project's choice, not in the paper, from O. Verdier's odelab reproduction): J
-= 9,
-h ∈ {0.1, 0.05}, T = 200. Known typo (spec A2): Fig. 6's "μ/h¹⁰" for Lobatto-3 should be
-μ/h⁸ = μ/h^{2(2s−2)}.
+Not in the paper (the project's choice, from O. Verdier's odelab reproduction): J = 9,
+h ∈ {0.1, 0.05}, T = 200. Known typo (see the errata on the docs' theory page of the high-order
+paper): Fig. 6's "μ/h¹⁰" for Lobatto-3 should be μ/h⁸ = μ/h^{2(2s−2)}.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ __all__ = ["E0", "J_DEFAULT", "M_DEFAULT", "energy", "ensemble", "lie_system", "
 
 #: m of the paper's experiment (n = 7).
 M_DEFAULT = 3
-#: Ensemble size parameter (spec proposal: J = 9, ten members).
+#: Ensemble size parameter (the project's proposal: J = 9, ten members).
 J_DEFAULT = 9
 #: Energy of every ensemble member (½ + ½·5.12).
 E0 = 3.06

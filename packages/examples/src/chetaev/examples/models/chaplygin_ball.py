@@ -1,5 +1,4 @@
-"""Chaplygin-type ball on a rotating table (GNI paper §7.4; spec geometric-nonholonomic-
-integrator §4).
+"""Chaplygin-type ball on a rotating table (GNI paper §7.4).
 
 A thin wrapper of :func:`chetaev.gni.rolling_ball`: the reduced system on TR² × 𝔰𝔬(3) with
 metric ``diag(m, m, I1, I2, I3)`` and the affine rolling constraints (40)

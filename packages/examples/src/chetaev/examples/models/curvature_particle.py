@@ -1,4 +1,4 @@
-"""Particle with prescribed signed curvature (DSOCS paper §4.1; spec dsocs §2.2, §4.1).
+"""Particle with prescribed signed curvature (DSOCS paper §4.1, eqs. (6)–(7)).
 
 A second-order constraint ``ẋÿ − ẏẍ = k|q̇|³`` on a free particle in the plane, ``L = ½m|q̇|²``.
 Thin wrapper of ``chetaev.dsocs``: :func:`dsocs` is
@@ -8,7 +8,7 @@ Thin wrapper of ``chetaev.dsocs``: :func:`dsocs` is
 
 Paper data: k ≡ 1, q(0) = (0, 0), q̇(0) = (1, 1), horizon [0, 500], discrete start
 ``q1 = q0 + h q̇0``. The mass is not given in the paper (it does not affect the motion);
-m = 1 is the spec's **proposed** default. Invariants of the continuous motion: the speed
+m = 1 is the project's **proposed** default. Invariants of the continuous motion: the speed
 |q̇| (hence the energy) and the circle (centre, radius 1/k).
 """
 

@@ -1,5 +1,5 @@
-"""Heavy top with a fixed pivot for the holonomic methods (spec discretization-maps-holonomic
-§5 B4, B5; paper Ex. 5.3 and §6).
+"""Heavy top with a fixed pivot for the holonomic methods (discretization-maps
+paper Ex. 5.3 and §6).
 
 Three formulations of the same motion:
 
@@ -9,11 +9,11 @@ Three formulations of the same motion:
 * :func:`constrained_system` — ``(R, x) ∈ SO(3)×R³`` (a 7×7 homogeneous matrix of
   ``chetaev.liegroups.Product(SO3, Rn(3))``), ``L = ½Ωᵀ𝕀_bodyΩ + ½m|ẋ|² − m g e₃ᵀx`` with the
   holonomic constraint ``φ(R, x) = x − Rχ`` and left-trivialized Jacobian ``[Rχ̂ | I₃]``
-  (spec B5, the §6 Lie methods);
+  (the §6 Lie methods);
 * :func:`matrix_system` — ``q = vec(R) ∈ R⁹`` (row-major), ``L = ½ tr(Ṙ J Ṙᵀ) − m g e₃ᵀRχ`` with
-  ``J = ½tr(𝕀_p)I − 𝕀_p`` and the 6 constraints ``½(RᵀR − I) = 0`` (Ex. 5.3, spec B4).
+  ``J = ½tr(𝕀_p)I − 𝕀_p`` and the 6 constraints ``½(RᵀR − I) = 0`` (Ex. 5.3).
 
-Parameters and initial data are the spec's **proposed** values (the paper has no numerical
+Parameters and initial data are the project's **proposed** values (the paper has no numerical
 example): 𝕀_body = diag(1, 2, 3), m = 1.5, χ = (0.1, 0.2, 0.5), g = 9.81,
 ``R0 = exp((0.3, −0.2, 0.4)^)``, ``Ω0 = (0.5, −1, 2)``.
 Invariants: energy, the vertical angular momentum ``Γ·𝕀_pΩ`` (Γ = Rᵀe₃), ``|Γ| = 1``.
@@ -98,7 +98,7 @@ def so3_system() -> TrivializedMechanicalSystem:
 
 
 def constrained_system() -> ConstrainedSystem:
-    """SO(3)×R³ formulation with ``φ = x − Rχ`` (spec B5)."""
+    """SO(3)×R³ formulation with ``φ = x − Rχ`` (paper §6)."""
     inertia = np.zeros((6, 6))
     inertia[:3, :3] = I_BODY
     inertia[3:, 3:] = MASS * np.eye(3)

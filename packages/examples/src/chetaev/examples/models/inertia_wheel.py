@@ -1,4 +1,4 @@
-"""Inertia wheel pendulum with a Lyapunov constraint (DSOCS paper §4.2; spec dsocs §2.3, §4.2).
+"""Inertia wheel pendulum with a Lyapunov constraint (DSOCS paper §4.2, eqs. (8)–(10)).
 
 Thin wrapper of ``chetaev.dsocs``: configuration ``q = (θ, ψ)``, ``L = ½q̇ᵀ𝐌q̇ − M(1 + cos θ)``
 (:func:`system`), the second-order constraint ``dV/dt = −F`` (:func:`chetaev.dsocs.iwp_constraint`),

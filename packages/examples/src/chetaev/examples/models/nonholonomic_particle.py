@@ -4,7 +4,7 @@ Q = R³, q = (x, y, z)::
 
     L = ½|v|² − ½(x² + y²),     Φ(q, v) = v_z − y v_x = 0     (A(q) = (−y, 0, 1))
 
-Equations (spec high-order-nonholonomic §5.1): ẍ = −x − λy, ÿ = −y, z̈ = λ with
+Equations (high-order paper §7.1): ẍ = −x − λy, ÿ = −y, z̈ = λ with
 λ(q, v) = (v_x v_y − x y)/(1 + y²) (sign convention d/dt ∂L/∂v − ∂L/∂q = Aᵀλ). y(t) is an exact
 harmonic oscillator; the energy ½|v|² + ½(x² + y²) is conserved.
 

@@ -1,4 +1,4 @@
-"""Planar pendulum for the holonomic methods (spec discretization-maps-holonomic §5 B1).
+"""Planar pendulum for the holonomic methods (the project's benchmark).
 
 Two formulations of the same motion:
 
@@ -8,7 +8,7 @@ Two formulations of the same motion:
   constraint ``Φ(q) = ½(|q|² − ℓ²)`` (a ``ConstrainedSystem``).
 
 The paper (Barbero Liñán, Martín de Diego, Sato Martín de Almagro 2024) has no numerical
-example; the parameters below are the spec's **proposed** defaults (§5 B1): m = ℓ = 1,
+example; the parameters below are the project's **proposed** defaults: m = ℓ = 1,
 g = 9.81, θ(0) = 1, θ̇(0) = 0.5.  The Cartesian model reuses
 :func:`chetaev.discrete_lagrangian.testing.cartesian_pendulum` (unit mass).
 """
@@ -38,12 +38,12 @@ __all__ = [
     "reference_angle",
 ]
 
-#: Gravity (the project's benchmark B1, proposed).
+#: Gravity (the project's planar-pendulum benchmark, proposed).
 G = 9.81
-#: Length ℓ (the project's benchmark B1, proposed); the mass is 1.
+#: Length ℓ (the project's planar-pendulum benchmark, proposed); the mass is 1.
 LENGTH = 1.0
-#: Initial angle from the downward vertical and angular velocity (the project's benchmark B1,
-#: proposed).
+#: Initial angle from the downward vertical and angular velocity (the project's
+#: planar-pendulum benchmark, proposed).
 THETA0 = 1.0
 OMEGA0 = 0.5
 

@@ -18,7 +18,7 @@ page):
 m = M = α = 1 (E₀ = 5/9), T = 200 for the long runs, T = 2 with h = 0.2/2ʲ for convergence.
 
 Not to be confused with :mod:`.spherical_pendulum`, the Cartesian spherical pendulum of the
-discretization-maps paper (spec B2) for the holonomic methods, with g = 9.81, a proposed
+discretization-maps paper (its Ex. 4.2 sphere) for the holonomic methods, with g = 9.81, a proposed
 nonlinear potential and other initial data. Two modules, because the papers use different
 parameters, initial data and formulations (S² lift to SO(3) here, R³ with |q| = ℓ and
 minimal coordinates there); the physics is the same (see that module).
@@ -37,7 +37,7 @@ __all__ = ["ALPHA", "ETA0", "G0", "MASS", "REGULARIZATION", "ambient_rhs", "cart
            "initial_ambient", "lift_state", "lift_system", "potential_grad", "reference",
            "to_ambient"]
 
-#: m, M, α (spec proposals, not from the paper).
+#: m, M, α (the project's proposals, not from the paper).
 MASS, REGULARIZATION, ALPHA = 1.0, 1.0, 1.0
 #: g₀ = R_y(π/3) [paper].
 G0 = tait_bryan(0.0, np.pi / 3.0, 0.0)

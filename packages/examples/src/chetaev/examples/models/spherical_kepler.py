@@ -29,7 +29,7 @@ __all__ = ["CENTER", "E0", "ETA0", "G0", "MASS", "REGULARIZATION", "RHO", "ambie
            "cartesian_system", "energy", "initial_ambient", "lift_state", "lift_system",
            "potential_grad", "reference", "to_ambient"]
 
-#: m, M, ρ (spec proposals, not from the paper).
+#: m, M, ρ (the project's proposals, not from the paper).
 MASS, REGULARIZATION, RHO = 1.0, 1.0, 1.0
 #: Centre X = e₃ (inferred in paper §5.2).
 CENTER = np.array([0.0, 0.0, 1.0])

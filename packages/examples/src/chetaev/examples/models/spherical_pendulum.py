@@ -1,5 +1,5 @@
-"""Spherical pendulum in Cartesian coordinates for the holonomic methods (spec
-discretization-maps-holonomic §5 B2, the S² of the paper's Ex. 4.2).
+"""Spherical pendulum in Cartesian coordinates for the holonomic methods (the
+S² of the discretization-maps paper's Ex. 4.2).
 
 Formulations of the same motion:
 
@@ -9,7 +9,7 @@ Formulations of the same motion:
   ``q = ℓ(sin θ cos φ, sin θ sin φ, −cos θ)``): the intrinsic Euler–Lagrange equations (2.1),
   an independent reference away from the poles.
 
-Potentials (the project's benchmark B2, **proposed**; the paper has no numerical
+Potentials (the project's spherical-pendulum benchmark, **proposed**; the paper has no numerical
 example):
 ``"linear"``: ``V = g q_z``; ``"nonlinear"``: ``V = g q_z + 1.5 q_x² + 0.3 q_x q_y²``.
 Initial data (proposed): ``q0 = (sin 1, 0, −cos 1)``, ``v0 = (0, 1, 0)``; g = 9.81, ℓ = 1.
@@ -20,7 +20,7 @@ Not to be confused with :mod:`.sphere_pendulum`, the same physical system as use
 homogeneous-spaces paper (§5.1): there it is lifted to SO(3) for ``LieNonholonomicPRK`` (with
 an ambient Cartesian reference), with that paper's data (α = m = 1, g₀ = R_y(π/3),
 η₀ = (1/3, 0, 0)). The two modules are kept apart because the parameters, initial data,
-potentials (this one adds the nonlinear term of spec B2) and formulations differ, and each
+potentials (this one adds a nonlinear term) and formulations differ, and each
 reproduces its own paper's numbers; with ``potential="linear"``, g = α, m = 1 and the same
 initial point and velocity they describe the same motion (tested in
 ``integration-tests/test_formulations_holonomic.py``).
@@ -59,7 +59,7 @@ __all__ = [
 G = 9.81
 LENGTH = 1.0
 POTENTIALS = ("nonlinear", "linear")
-#: Standard initial data (the project's benchmark B2, proposed): on the sphere,
+#: Standard initial data (the project's spherical-pendulum benchmark, proposed): on the sphere,
 # tangent.
 Q0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
 V0 = np.array([0.0, 1.0, 0.0])

@@ -2,7 +2,7 @@
 
 Left-trivialized, η = (ω_b, v) (body angular velocity, centre velocity), mass 1,
 𝕀 = diag(a r², a r², a r², 1, 1), V = 0, constant table rate Ω. Two constraint variants
-(spec A1):
+(see the errata on the docs' theory page of the high-order paper):
 
 * ``"physical"`` (default; :func:`system`): rolling without slipping constrains the spatial
   ω = R ω_b: φ₁ = v_x + Ω y − r ω₂, φ₂ = v_y − Ω x + r ω₁ (affine, depends on R);
@@ -46,11 +46,11 @@ __all__ = [
 
 #: Ball radius (the project's choice, not in the paper, not from the paper).
 RADIUS = 1.0
-#: Rescaled moment of inertia a = b = c (solid sphere 2/5; spec proposal).
+#: Rescaled moment of inertia a = b = c (solid sphere 2/5; the project's proposal).
 A_INERTIA = 0.4
-#: Table angular velocity Ω (spec proposal).
+#: Table angular velocity Ω (the project's proposal).
 TABLE_RATE = 1.0
-#: Horizon of the first-integral experiment (spec proposal).
+#: Horizon of the first-integral experiment (the project's proposal).
 T_FINAL = 100.0
 
 
@@ -62,7 +62,7 @@ def system(radius: float = RADIUS, a: float = A_INERTIA,
 
 def literal_system(radius: float = RADIUS, a: float = A_INERTIA,
                    table_rate: float = TABLE_RATE) -> ConstrainedSystem:
-    """Literal variant: φ₁ = v_x + Ω y − r ω_b2, φ₂ = v_y − Ω x + r ω_b1 (spec A1)."""
+    """Literal variant: φ₁ = v_x + Ω y − r ω_b2, φ₂ = v_y − Ω x + r ω_b1 (the paper's form)."""
     from chetaev.liegroups import SO3, Product, Rn
 
     G = Product(SO3, Rn(2))

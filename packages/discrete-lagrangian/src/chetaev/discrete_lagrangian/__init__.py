@@ -7,6 +7,7 @@ from ._constraints import (
     LinearVelocityConstraint,
     VelocityConstraint,
 )
+from ._derivcheck import compare_derivative
 from ._del import DiscreteEulerLagrange, DiscreteLagrangian
 from ._errors import (
     ConstraintViolationError,
@@ -81,6 +82,7 @@ __all__ = [
     "UnpicklableError",
     "VelocityConstraint",
     "coefficients_from",
+    "compare_derivative",
     "integrate",
     "lie_prk_residual",
     "newton_solve",

@@ -7,8 +7,8 @@ from ._constraints import (
     LinearVelocityConstraint,
     VelocityConstraint,
 )
-from ._derivcheck import compare_derivative
 from ._del import DiscreteEulerLagrange, DiscreteLagrangian
+from ._derivcheck import compare_derivative
 from ._errors import (
     ConstraintViolationError,
     ConvergenceError,

@@ -8,6 +8,7 @@ from ._constraints import (
     VelocityConstraint,
 )
 from ._del import DiscreteEulerLagrange, DiscreteLagrangian
+from ._derivcheck import compare_derivative
 from ._errors import (
     ConstraintViolationError,
     ConvergenceError,
@@ -81,6 +82,7 @@ __all__ = [
     "UnpicklableError",
     "VelocityConstraint",
     "coefficients_from",
+    "compare_derivative",
     "integrate",
     "lie_prk_residual",
     "newton_solve",

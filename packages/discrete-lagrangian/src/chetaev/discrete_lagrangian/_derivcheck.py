@@ -42,7 +42,12 @@ import numpy as np
 
 from ._errors import DerivativeError, InputError, SingularMatrixError
 
-__all__ = ["check_derivatives", "mark_verified", "verify_before_first_step"]
+__all__ = [
+    "check_derivatives",
+    "compare_derivative",
+    "mark_verified",
+    "verify_before_first_step",
+]
 
 _EPS = float(np.finfo(np.float64).eps)
 _CBRT_EPS = _EPS ** (1.0 / 3.0)
@@ -82,6 +87,7 @@ class _Deriv:
     df: Callable[[np.ndarray, np.ndarray], np.ndarray]
     wrt: str
     owner: str
+    label: str | None = None  # the differentiation variable as the message names it
 
 
 @dataclass(frozen=True)
@@ -382,6 +388,7 @@ def _fd_check(d: _Deriv, group: Any, X: np.ndarray, Vv: np.ndarray, n: int) -> N
     var = "q" if wrt_q else "v"
     if wrt_q and group is not None:
         var = "g (left-trivialized, along g·exp(ε e_j))"
+    var = d.label or var
     raise DerivativeError(
         f"`{d.name}` disagrees with a central finite difference of `{d.of}` with respect to "
         f"{var} at {_where(p)}: worst entry {d.name}[{', '.join(map(str, idx))}] = "
@@ -467,6 +474,59 @@ def _one_point(system: Any, q: Any, v: Any, strict: bool):
             raise
         return None
     return x0, v0
+
+
+def compare_derivative(name: str, f: Callable, df: Callable, x: Any, *, of: str = "f",
+                       wrt: str = "x", owner: str = "the constructor") -> None:
+    """Compare a user derivative ``df`` with a central finite difference of ``f`` at ``x``.
+
+    The public entry to the finite-difference machinery of :func:`check_derivatives`, for
+    packages whose objects take their own derivative callables (e.g. ``chetaev.gni``'s
+    ``ReducedSystem``, ``chetaev.dsocs``'s ``DSOCS``). ``df`` is compared at ``x`` and at
+    ``NEARBY`` fixed nearby points (relative distance ``NEARBY_SCALE``) with the
+    Richardson value of central differences of step ``eps^(1/3)·max(1, |x_k|)`` and the
+    tolerance of the module docstring (derived truncation bound + ``SAFETY`` × rounding).
+
+    Parameters
+    ----------
+    name : str
+        The argument that supplied ``df``, as the error message names it.
+    f, df : callable
+        ``f(x)`` → ``(..., *out)`` and ``df(x)`` → ``(..., *out, n)`` (last index: the
+        differentiation variable). Both must broadcast over leading batch axes of ``x``.
+    x : array_like, shape (n,)
+        The point (a flat float vector; stack several arguments into one ``x``).
+    of : str
+        Name of the function ``f`` in the message.
+    wrt : str
+        Name of the variable ``x`` in the message.
+    owner : str
+        The constructor that takes ``derivative_check=False`` (named in the message).
+
+    Raises
+    ------
+    DerivativeError
+        ``df`` disagrees with the finite difference (names ``name``, the worst entry, both
+        values and the tolerance).
+    InputError
+        ``x`` is not a finite 1-d float vector.
+    """
+    from ._validation import as_vector
+
+    x0 = as_vector(x, "x")
+    if x0.ndim != 1:
+        raise InputError(
+            f"compare_derivative: x must be one point, a 1-d vector; got shape {x0.shape}. "
+            "Pass the first configuration of a batch."
+        )
+    n = x0.shape[-1]
+    if n == 0:
+        return
+    del _MEASURED[:-1000]
+    X, _ = _points(None, x0, np.zeros(n))
+    zero = np.zeros_like(X)
+    d = _Deriv(name, of, lambda xx, v: f(xx), lambda xx, v: df(xx), "q", owner, wrt)
+    _fd_check(d, None, X, zero, n)
 
 
 def mark_verified(system: Any) -> Any:

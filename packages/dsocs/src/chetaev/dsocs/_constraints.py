@@ -28,10 +28,14 @@ class KinematicConstraint:
     jacobian : callable, optional
         ``jacobian(q0, q1, q2)`` → ``(J0, J1, J2)``, each ``(..., m, n)``: the slot
         derivatives D_1g, D_2g, D_3g of eq. (2). Central differences otherwise.
+    derivative_check : bool, keyword-only, default True
+        Whether :meth:`DSOCS.check_derivatives` compares ``jacobian`` with central
+        differences of ``g`` (``False``: skip it, e.g. for a non-smooth ``g``).
     """
 
     g: Callable = attrs.field()
     jacobian: Callable | None = None
+    derivative_check: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         for name, f in (("g", self.g), ("jacobian", self.jacobian)):

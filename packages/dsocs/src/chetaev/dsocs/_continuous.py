@@ -74,12 +74,49 @@ class SOCS:
         ``variations(q, v, a)`` → (..., r, n): rows spanning C_V|_(q,v,a).
     constraint_jacobian : callable, optional
         ``constraint_jacobian(q, v, a)`` → (c_q, c_v, c_a), each (..., m, n).
+    derivative_check : bool, keyword-only, default True
+        Verify ``constraint_jacobian`` (and the system's derivatives) against central finite
+        differences once, before the first step of a DSOCS built on this SOCS
+        (:meth:`check_derivatives`); ``False`` skips it.
     """
 
     system: object
     constraint: Callable
     variations: Callable
     constraint_jacobian: Callable | None = None
+    derivative_check: bool = attrs.field(default=True, kw_only=True)
+
+    def check_derivatives(self, q, v, a=None) -> None:
+        """Compare every supplied derivative with a central finite difference at (q, v, a).
+
+        ``constraint_jacobian`` = (c_q, c_v, c_a) against ``constraint``, slot by slot, and
+        the Lagrangian system's own ``check_derivatives(q, v)`` (when it has one), at the
+        point and two nearby points (:func:`chetaev.discrete_lagrangian.compare_derivative`).
+
+        Parameters
+        ----------
+        q, v : array_like, shape (n,) or (..., n)
+            Position and velocity (the first configuration of a batch is used).
+        a : array_like, optional
+            Acceleration (zero by default).
+
+        Raises
+        ------
+        DerivativeError
+            A derivative disagrees with the finite difference (names the argument, the
+            worst entry and both values).
+        DSOCSInputError
+            Non-finite or mis-shaped points.
+        """
+        from ._derivcheck import check_socs
+        from ._validation import as_points
+
+        q = as_points(q, "q")
+        n = q.shape[-1]
+        v = as_points(v, "v", n)
+        a = np.zeros(n) if a is None else as_points(a, "a", n)
+        q, v, a = (x.reshape(-1, n)[0] for x in (q, v, a))
+        check_socs(self, q, v, a)
 
     def euler_lagrange(self, q, v, a) -> np.ndarray:
         """D_EL L(q, v, a) = ∂L/∂q − (∂²L/∂v∂q)v − (∂²L/∂v²)a (paper Def. 2.1, 2.2, eq. (1)

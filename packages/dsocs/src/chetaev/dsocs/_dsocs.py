@@ -174,6 +174,9 @@ class DSOCS:
         Newton tolerance and iteration cap. Square systems: ``newton_solve`` of
         chetaev.discrete_lagrangian on sensitivity-normalized rows (≈ |Δq2| ≤ tol(1 + |q|)),
         then one polishing step; otherwise Gauss–Newton with |Δq2|∞ ≤ tol·(1 + |q2|∞).
+    derivative_check : bool, keyword-only, default True
+        Verify every supplied derivative (:meth:`check_derivatives`) once, before the first
+        step of ``DSOCSIntegrator``; ``False`` skips it.
 
     Notes
     -----
@@ -195,6 +198,46 @@ class DSOCS:
     max_deflations: int = attrs.field(default=3, validator=_count(0))
     tangent_basis: Callable | None = None
     name: str = "DSOCS"
+    derivative_check: bool = attrs.field(default=True, kw_only=True)
+
+    def check_derivatives(self, q0, q1, q2=None) -> None:
+        """Compare every supplied derivative with a central finite difference.
+
+        At ``(q0, q1, q2)`` (``q2 = 2q1 − q0`` by default) and two nearby points, slot by
+        slot, with the derived tolerance of
+        :func:`chetaev.discrete_lagrangian.compare_derivative`: the discrete Lagrangian's
+        ``D1``, ``D2`` against ``value`` and ``D11``, ``D12``, ``D22`` against ``D1``, ``D2``
+        (eq. (2)); the kinematic constraint's ``jacobian`` (D_1g, D_2g, D_3g) against ``g``;
+        and, for a DSOCS built by :meth:`from_continuous`, the SOCS (its
+        ``constraint_jacobian`` and its Lagrangian system) at the central-difference image
+        ``(q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²)`` (§4.1.2 (3)). Pieces the package
+        derives itself (finite-difference fallbacks) are not checked. ``DSOCSIntegrator``
+        runs this once per DSOCS before the first step unless ``derivative_check=False``.
+
+        Raises
+        ------
+        DerivativeError
+            A derivative disagrees with the finite difference (names the argument, the slot,
+            the worst entry and both values).
+        DSOCSInputError
+            Non-finite or mis-shaped points.
+        """
+        from ._derivcheck import check_kinematic, check_lagrangian
+
+        q0 = as_points(q0, "q0")
+        n = q0.shape[-1]
+        q1 = as_points(q1, "q1", n)
+        q2 = 2.0 * q1 - q0 if q2 is None else as_points(q2, "q2", n)
+        q0, q1, q2 = (np.broadcast_to(x, np.broadcast_shapes(q0.shape, q1.shape, q2.shape))
+                      .reshape(-1, n)[0] for x in (q0, q1, q2))
+        Ld = self.discrete_lagrangian
+        if Ld.derivative_check:
+            check_lagrangian(Ld, q0, q1, "TwoPointLagrangian")
+        K = self.kinematic_constraint
+        if K is not None and K.derivative_check:
+            check_kinematic(K, q0, q1, q2, "KinematicConstraint")
+        if self.socs is not None and self.h is not None:
+            self.socs.check_derivatives(*central_difference(q0, q1, q2, self.h))
 
     # -- the equations of Theorem 3.3 ------------------------------------------------------
     def force(self, q0, q1, q2) -> np.ndarray:
@@ -572,6 +615,8 @@ class DSOCS:
             d2L_dqdq=funcs.get("d2L_dqdq"), d2L_dqdv=funcs.get("d2L_dqdv"),
             d2L_dvdv=funcs.get("d2L_dvdv"), scale=scale,
         )
+        # derived from the system (checked by the SOCS check below), not user-supplied
+        Ld = attrs.evolve(Ld, derivative_check=False)
 
         def g(q0, q1, q2):
             return np.asarray(constraint(*central_difference(q0, q1, q2, h)), float)
@@ -601,8 +646,11 @@ class DSOCS:
         if "a" in dep:
             slots |= {0, 1, 2}
         V = VariationalConstraint(basis=basis, depends_on=tuple(sorted(slots)))
-        socs = SOCS(system, constraint, variations, constraint_jacobian)
-        return cls(Ld, KinematicConstraint(g, jac), V, h=h, socs=socs, **kwargs)
+        socs = SOCS(system, constraint, variations, constraint_jacobian,
+                    derivative_check=kwargs.get("derivative_check", True))
+        # jac chains the user's constraint_jacobian, which the SOCS check compares directly
+        return cls(Ld, KinematicConstraint(g, jac, derivative_check=False), V, h=h, socs=socs,
+                   **kwargs)
 
     @classmethod
     def from_discrete_nonholonomic(
@@ -673,8 +721,10 @@ class DSOCS:
             return np.swapaxes(vt[..., m:, :], -1, -2)  # (..., 2n, 2n − m)
 
         V = VariationalConstraint(annihilator=annihilator, depends_on=(1,))
-        return cls(discrete_lagrangian, KinematicConstraint(g, jac), V, h=h,
-                   tangent_basis=tangent, **kwargs)
+        # without discrete_constraint_jacobian, jac is a finite difference: nothing to check
+        K = KinematicConstraint(g, jac,
+                                derivative_check=discrete_constraint_jacobian is not None)
+        return cls(discrete_lagrangian, K, V, h=h, tangent_basis=tangent, **kwargs)
 
 
 def V_depends(V: VariationalConstraint) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import State
 
+from ._derivcheck import verify_once
 from ._errors import DSOCSInputError
 from ._validation import as_points, as_step, as_time, step_points
 
@@ -110,7 +111,11 @@ class DSOCSIntegrator:
         return h
 
     def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
-        """State at node 0; computes q1 (start) and carries it (needs ``system.h``)."""
+        """State at node 0; computes q1 (start) and carries it (needs ``system.h``).
+
+        Before that, once per DSOCS object, :meth:`DSOCS.check_derivatives` at
+        ``(q0, q0 + h v0)`` (unless the DSOCS has ``derivative_check=False``).
+        """
         dsocs = system
         if not hasattr(dsocs, "step") or not hasattr(dsocs, "discrete_lagrangian"):
             raise DSOCSInputError(
@@ -126,6 +131,8 @@ class DSOCSIntegrator:
         q0, v0 = (np.array(x) for x in np.broadcast_arrays(q0, v0))
         t0 = as_time(t0)
         h = dsocs.h
+        # the supplied derivatives, once per DSOCS (at q0, q0 + h v0, q0 + 2h v0)
+        verify_once(dsocs, q0, q0 + h * v0)
         q1 = self.first_point(dsocs, q0, v0, h)
         return State(
             t=t0, q=q0, v=(q1 - q0) / h, n=0,

@@ -36,6 +36,10 @@ class TwoPointLagrangian:
     D11, D12, D22 : callable, optional
         Second derivatives → ``(..., n, n)`` with ``D12[i, j] = ∂²L_d/∂q0_i ∂q1_j``.
         Missing blocks are computed by central finite differences of D1, D2.
+    derivative_check : bool, keyword-only, default True
+        Whether :meth:`DSOCS.check_derivatives` compares the supplied derivatives with central
+        differences (D1, D2 against ``value``; D11, D12, D22 against D1, D2); ``False``
+        skips it.
 
     Notes
     -----
@@ -50,6 +54,7 @@ class TwoPointLagrangian:
     D11: Callable | None = None
     D12: Callable | None = None
     D22: Callable | None = None
+    derivative_check: bool = attrs.field(default=True, kw_only=True)
 
     # -- second derivatives with finite-difference fallback --------------------------------
     def d11(self, q0, q1) -> np.ndarray:

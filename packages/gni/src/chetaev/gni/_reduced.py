@@ -8,12 +8,19 @@ xx, xs, ss), and the (affine) constraints ``K(x) (ẋ, ξ) + a(x) = 0`` with ``K
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, State, newton_solve, register_picklable
+from chetaev.discrete_lagrangian import (
+    NewtonOptions,
+    State,
+    compare_derivative,
+    newton_solve,
+    register_picklable,
+)
 from chetaev.liegroups import retraction as make_retraction
 from scipy.integrate import solve_ivp
 
@@ -85,6 +92,10 @@ class ReducedSystem:
     constraint_matrix_grad, constraint_affine_grad : callables, optional
         ``∂K/∂x`` ``(..., m, N, n)`` and ``∂a/∂x`` ``(..., m, n)``, used only for the continuous
         multiplier; central differences when omitted.
+    derivative_check : bool, keyword-only, default True
+        Compare every supplied derivative (``potential_grad``, ``constraint_matrix_grad``,
+        ``constraint_affine_grad``) with a central finite difference once, before the first
+        step (:meth:`check_derivatives`); ``False`` skips it (e.g. for a non-smooth model).
     """
 
     group: Any
@@ -96,6 +107,7 @@ class ReducedSystem:
     potential_grad: Callable | None = None
     constraint_matrix_grad: Callable | None = None
     constraint_affine_grad: Callable | None = None
+    derivative_check: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self):
         if not hasattr(self.group, "dim") or not hasattr(self.group, "compose"):
@@ -113,6 +125,48 @@ class ReducedSystem:
         if not np.allclose(G, G.T) or np.any(np.linalg.eigvalsh(0.5 * (G + G.T)) <= 0):
             raise InputError("metric must be symmetric positive definite")
         self.metric.setflags(write=False)
+
+    def check_derivatives(self, x) -> None:
+        """Compare every supplied derivative with a central finite difference at ``x``.
+
+        ``potential_grad`` against ``potential`` (when both are given),
+        ``constraint_matrix_grad`` against ``constraint_matrix`` and
+        ``constraint_affine_grad`` against ``constraint_affine``, at the shape point ``x``
+        and two nearby points, with the derived tolerance of
+        :func:`chetaev.discrete_lagrangian.compare_derivative`. Runs whatever the
+        constructor's ``derivative_check`` (which only switches off the automatic check
+        that :meth:`ReducedGNI.initial_state` makes once per system).
+
+        Parameters
+        ----------
+        x : array_like, shape (n_shape,) or (..., n_shape)
+            Shape coordinates (the first configuration of a batch is used).
+
+        Raises
+        ------
+        DerivativeError
+            A derivative disagrees with the finite difference: the message names the
+            argument, the worst entry and both values.
+        InputError
+            ``x`` is not a finite point of the shape space.
+        """
+        n = self.n_shape
+        x0 = as_points(x, name="x (shape coordinates)", n=n)
+        if n == 0:  # no shape space: nothing depends on x
+            return
+        x0 = x0.reshape(-1, n)[0]
+        own = "ReducedSystem"
+        if self.potential is not None and self.potential_grad is not None:
+            compare_derivative("potential_grad", self.V, self.grad_V, x0, of="potential",
+                               owner=own)
+        if self.constraint_matrix_grad is not None:
+            compare_derivative("constraint_matrix_grad", self.K,
+                               lambda y: np.asarray(self.constraint_matrix_grad(y), float),
+                               x0, of="constraint_matrix", owner=own)
+        if self.constraint_affine_grad is not None and self.constraint_affine is not None:
+            compare_derivative("constraint_affine_grad", self.a,
+                               lambda y: np.asarray(self.constraint_affine_grad(y), float),
+                               x0, of="constraint_affine", owner=own)
 
     # ------------------------------------------------------------------ pieces
     @property
@@ -218,6 +272,17 @@ class ReducedSystem:
 
 
 # ---------------------------------------------------------------------- discrete equations
+_VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _verify_once(system: ReducedSystem, x0: np.ndarray) -> None:
+    """:meth:`ReducedSystem.check_derivatives` once per system object (cached verdict)."""
+    if not system.derivative_check or _VERIFIED.get(system, False):
+        return
+    system.check_derivatives(x0)
+    _VERIFIED[system] = True
+
+
 def _as_element(g0, system):
     """``g0`` as a finite element of ``system.group`` (shape and membership checked)."""
     group = system.group
@@ -341,6 +406,7 @@ class ReducedGNI:
         self._tau(system)
         x0 = as_points(q0, name="q0 (shape coordinates x0)", n=system.n_shape)
         v0 = as_points(v0, name="v0 = (xdot0, xi0)", n=system.N)
+        _verify_once(system, x0)
         check_on_constraint(
             system.residual(x0, v0), tol=self.constraint_tol, what="the initial data (x0, v0)",
             fix="Choose (xdot0, xi0) with K(x0) v0 + a(x0) = 0.",
@@ -360,12 +426,13 @@ class ReducedGNI:
         x0 = as_points(x0, name="x0", n=system.n_shape)
         x1 = as_points(x1, name="x1", n=system.n_shape)
         xi0 = as_points(xi0, name="xi0", n=system.group.dim)
+        _verify_once(system, x0)
         u = np.concatenate([(x1 - x0) / h, xi0], axis=-1)
         p_plus = _legendre_plus(system, tau, x1, u, h)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, system.metric, system.K(x1), h,
                                                   system.a(x1))
         g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)
-        g1 = system.group.compose(g0, tau(h * xi0))
+        g1 = system.group.compose(g0, tau(h * xi0), check=False)
         return State(t=float(t0) + h, q=x1, v=v1, p=p_bar, lam=lam1, n=1,
                      carry={"g": g1, "xi": xi0}, info={})
 
@@ -436,7 +503,7 @@ class ReducedGNI:
         p_plus = _legendre_plus(system, tau, x1, u, h)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, G, system.K(x1), h, system.a(x1))
         g = state.carry.get("g")
-        g1 = None if g is None else system.group.compose(g, tau(sigma))
+        g1 = None if g is None else system.group.compose(g, tau(sigma), check=False)
         info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
         return State(t=state.t + h, q=x1, v=v1, p=p_bar, lam=lam1, n=state.n + 1,
                      carry={"g": g1, "xi": u[..., n:]}, info=info)
@@ -470,7 +537,7 @@ def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, new
     K1 = system.K(x1)
     mu1, eta1 = K1[..., :n], K1[..., n:]
     # Ad*_{τ(hξ_k)} M̃_k = Ad_{τ(hξ_k)}ᵀ M̃_k (Lemma 9.5: the post-momentum at x_{k+1})
-    post_M = _mv(system.group.Ad_star(tau(h * xi)), M_tilde)
+    post_M = _mv(system.group.Ad_star(tau(h * xi), check=False), M_tilde)
     b = np.concatenate([p_half - 0.5 * h * system.grad_V(x1), post_M], axis=-1)
     Ginv = np.linalg.inv(G)
     KGinv = K1 @ Ginv

@@ -150,7 +150,7 @@ def orders_spherical_pendulum(quick: bool = False, method: str | None = None,
                 h_axis(ax, d["h"])
         ax.set_xlabel("h")
         ax.set_ylabel(f"|(q, p) − reference| at T = {T:g}")
-        ax.set_title("Spherical pendulum (B2, nonlinear V)")
+        ax.set_title("Spherical pendulum (nonlinear V)")
         ax.legend(fontsize=7)
 
     return Outcome(checks, data, plot,
@@ -447,7 +447,7 @@ def lie_heavy_top(quick: bool = False, method: str | None = None, h: float | Non
                 h_axis(ax, d["h"])
         ax.set_xlabel("h")
         ax.set_ylabel(f"‖R − R_ref‖ + ‖Ω − Ω_ref‖ at T = {T:g}")
-        ax.set_title("Heavy top (B4, B5)")
+        ax.set_title("Heavy top on SO(3)×R³: Lie discretization-map methods and matrix RATTLE")
         ax.legend(fontsize=7)
 
     return Outcome(checks, data, plot)

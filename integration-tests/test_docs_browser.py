@@ -13,7 +13,6 @@ happen before the page's ``load`` event are caught too.
 
 from __future__ import annotations
 
-import functools
 import http.server
 import importlib.util
 import io
@@ -22,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -154,7 +152,7 @@ def _build_docs(out: Path) -> None:
     assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stderr[-4000:]}"
 
 
-def test_docs_and_report_render(quick_report, tmp_path: Path) -> None:
+def test_docs_and_report_render(quick_report, check_page, tmp_path: Path) -> None:
     browser = _chromium()
     if browser is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium); "
@@ -166,26 +164,8 @@ def test_docs_and_report_render(quick_report, tmp_path: Path) -> None:
     (site / "_check.html").write_text(CHECK_PAGE.replace("__PAGES__", json.dumps(PAGES)),
                                       encoding="utf-8")
 
-    handler = functools.partial(_Handler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/_check.html"
-        proc = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=60000", "--dump-dom", url],
-            capture_output=True, text=True, timeout=150,
-        )
-    finally:
-        server.shutdown()
-    dom = proc.stdout
-    assert "RESULT:" in dom, f"the check page did not finish: {proc.stderr[-2000:]}"
-    payload = dom.split("RESULT:", 1)[1].split("</title>", 1)[0]
-    info = json.loads(payload.replace("&quot;", '"').replace("&amp;", "&")
-                      .replace("&lt;", "<").replace("&gt;", ">"))
+    info = check_page(browser, site, tmp_path / "profile", budget_ms=60000, timeout=150,
+                          handler=_Handler)
     pages = {p["url"]: p for p in info["pages"]}
     assert set(pages) == set(PAGES)
     for url, page in pages.items():

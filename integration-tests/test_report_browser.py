@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
-import json
 import shutil
-import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -39,7 +34,7 @@ def _chromium() -> str | None:
     return None
 
 
-def test_report_renders_with_images(quick_report, tmp_path: Path) -> None:
+def test_report_renders_with_images(quick_report, check_page, tmp_path: Path) -> None:
     browser = _chromium()
     if browser is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium); "
@@ -49,25 +44,7 @@ def test_report_renders_with_images(quick_report, tmp_path: Path) -> None:
     shutil.copytree(report_dir, site)
     (site / "_check.html").write_text(CHECK_PAGE, encoding="utf-8")
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/_check.html"
-        proc = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=20000", "--dump-dom", url],
-            capture_output=True, text=True, timeout=120,
-        )
-    finally:
-        server.shutdown()
-    dom = proc.stdout
-    assert "RESULT:" in dom, f"the check page did not finish: {proc.stderr[-2000:]}"
-    payload = dom.split("RESULT:", 1)[1].split("</title>", 1)[0]
-    info = json.loads(payload.replace("&quot;", '"'))
+    info = check_page(browser, site, tmp_path / "profile", budget_ms=20000, timeout=120)
     expected_images = sum(1 for r in results if r.figure)
     assert info["sections"] == len(results)
     assert info["n"] == expected_images > 0

@@ -13,6 +13,8 @@ from ._constraints import ConstrainedSystem, HolonomicConstraint
 from ._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
+    "ROUNDING_C",
+    "assert_rounding_close",
     "assert_systems_agree",
     "cartesian_pendulum",
     "double_pendulum",
@@ -22,8 +24,45 @@ __all__ = [
     "henon_heiles",
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
+    "rounding_bound",
     "spherical_pendulum",
 ]
+
+#: Constant of the rounding bound :func:`rounding_bound`: a sum or inner product of ``n``
+#: terms computed in two different orders (batched vs looped, two algebraically equal
+#: formulas) differs by at most ``γ_n·Σ|terms| ≈ n·eps·scale`` each (Higham, *Accuracy and
+#: Stability of Numerical Algorithms*, §3.1); ``c = 16`` covers the two evaluations, a few
+#: chained operations and a margin (the same constant as ``liegroups.testing.BATCH_ROUNDING_C``).
+ROUNDING_C = 16.0
+
+
+def rounding_bound(scale: Any, n_terms: int = 1, n_ops: int = 1, c: float = ROUNDING_C) -> float:
+    """``c · n_terms · n_ops · eps · scale``: the rounding bound of an operation.
+
+    ``scale`` is the magnitude of the terms (e.g. ``max|x|``), ``n_terms`` the number of terms
+    summed per entry and ``n_ops`` the number of such operations chained (e.g. the steps of a
+    trajectory when the error does not grow, as for a bitwise-reproducible recurrence whose two
+    versions differ only by the order of summation).
+    """
+    return float(c * n_terms * n_ops * np.finfo(float).eps * float(scale))
+
+
+def assert_rounding_close(actual: Any, desired: Any, *, n_terms: int = 1, n_ops: int = 1,
+                          scale: float | None = None, c: float = ROUNDING_C,
+                          what: str = "") -> None:
+    """Assert ``max|actual − desired| <= rounding_bound(scale, n_terms, n_ops, c)``.
+
+    ``scale`` defaults to ``max(|actual|, |desired|)`` (norm-wise: entries small by
+    cancellation are covered by the largest entry, which an elementwise rtol is not).
+    """
+    a, b = np.asarray(actual, dtype=float), np.asarray(desired, dtype=float)
+    assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+    assert np.all(np.isfinite(a)) and np.all(np.isfinite(b)), f"{what}: non-finite values"
+    if scale is None:
+        scale = max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))
+    bound = rounding_bound(scale, n_terms, n_ops, c)
+    err = float(np.abs(a - b).max(initial=0.0))
+    assert err <= bound, f"{what}: |actual - desired| = {err:.3e} > rounding bound {bound:.3e}"
 
 
 def fit_order(hs: Any, errors: Any, floor: float = 1e-11, min_points: int = 3) -> float:

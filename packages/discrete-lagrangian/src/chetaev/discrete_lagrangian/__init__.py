@@ -9,6 +9,13 @@ from ._constraints import (
 )
 from ._del import DiscreteEulerLagrange, DiscreteLagrangian
 from ._derivcheck import compare_derivative
+from ._ensemble import (
+    EnsembleResult,
+    ObservableError,
+    StoreMismatchError,
+    integrate_ensemble,
+    take_members,
+)
 from ._errors import (
     ConstraintViolationError,
     ConvergenceError,
@@ -56,6 +63,7 @@ __all__ = [
     "DerivativeError",
     "DiscreteEulerLagrange",
     "DiscreteLagrangian",
+    "EnsembleResult",
     "HolonomicConstraint",
     "HolonomicStageHooks",
     "HypothesisError",
@@ -68,6 +76,7 @@ __all__ = [
     "MechanicalSystem",
     "NewtonOptions",
     "NewtonResult",
+    "ObservableError",
     "PRKCoefficients",
     "PostConditionError",
     "ReferenceSolution",
@@ -76,6 +85,7 @@ __all__ = [
     "StageHooks",
     "State",
     "StepSolution",
+    "StoreMismatchError",
     "Trajectory",
     "TrivializedLagrangianSystem",
     "TrivializedMechanicalSystem",
@@ -84,6 +94,7 @@ __all__ = [
     "coefficients_from",
     "compare_derivative",
     "integrate",
+    "integrate_ensemble",
     "lie_prk_residual",
     "newton_solve",
     "prk_residual",
@@ -92,4 +103,5 @@ __all__ = [
     "register_picklable",
     "solve_lie_stages",
     "solve_stages",
+    "take_members",
 ]

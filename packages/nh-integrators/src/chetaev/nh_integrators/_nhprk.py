@@ -59,11 +59,12 @@ _STRUCTURED_NEEDS = (
 _MODEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CONSTRAINT_MOMENTA = ("iiia", "iiib_rejected")
 JACOBIAN_REUSE = ("auto", "structured", "step", "steps", "iteration")
-# jacobian_reuse="auto" picks "structured" for batches of at least this many trajectories:
-# below, the analytic Jacobian's LU (LAPACK, few Python calls) beats the structured
-# solve's extra numpy calls per iteration (measured crossover 8-16 trajectories, particle
-# and chaotic system, s = 2-4; benchmarks/bench_nh_integrators.py)
-AUTO_STRUCTURED_MIN_BATCH = 16
+# Deprecated (kept importable): jacobian_reuse="auto" used to pick "structured" only for
+# batches of at least 16 trajectories, so a member's result depended on how many members ran
+# with it. "auto" now picks "structured" for every batched input (a leading batch axis, even
+# of length 1) and "step" for an unbatched one, whatever the batch size (issue 18: an ensemble
+# split into chunks equals the whole batch bitwise). The value 1 states that rule.
+AUTO_STRUCTURED_MIN_BATCH = 1
 
 
 def _as_batch_vector(x, name: str, n: int) -> np.ndarray:
@@ -174,9 +175,12 @@ class NonholonomicPRK(StageOrders):
         the analytic Jacobian. Needs the Lagrangian form of a mechanical system with a
         constant mass matrix (explicit ``FL^{-1}``, ``constraint_momenta="iiia"``);
         an :class:`InputError` otherwise.
-        ``"auto"`` (default): ``"structured"`` where it applies and the batch has at least
-        ``AUTO_STRUCTURED_MIN_BATCH`` (16) trajectories, ``"step"`` otherwise (a single
-        trajectory's step costs less with LAPACK's LU of the analytic Jacobian).
+        ``"auto"`` (default): ``"structured"`` where it applies and the input is batched (a
+        leading batch axis, of any length, even 1), ``"step"`` for an unbatched trajectory
+        (its step costs less with LAPACK's LU of the analytic Jacobian). The choice never
+        depends on the number of members, so a batch split into chunks (e.g. by
+        :func:`chetaev.discrete_lagrangian.integrate_ensemble`) gives the whole batch's
+        result bitwise. ``AUTO_STRUCTURED_MIN_BATCH`` (now 1) is kept importable, deprecated.
         ``"step"``: one analytic Jacobian per step at the predicted guess, reused while the
         contraction rate stays below ``newton.refresh_rate``.
         ``"steps"``: the inverse analytic Jacobian is also carried from step to step.
@@ -313,8 +317,8 @@ class NonholonomicPRK(StageOrders):
             return False
         if self.jacobian_reuse == "structured":
             return True
-        batch = int(np.prod(q.shape[:-1]))
-        return self.jacobian_reuse == "auto" and batch >= AUTO_STRUCTURED_MIN_BATCH
+        # "auto": structured for any batched input, never depending on the batch's size
+        return self.jacobian_reuse == "auto" and np.ndim(q) > 1
 
     def _implicit(self, model) -> bool:
         if self.implicit_velocity is None:

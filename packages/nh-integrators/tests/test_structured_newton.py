@@ -198,16 +198,18 @@ def test_structured_default_uses_few_iterations_and_no_jacobian(nh):
     assert max(iters[3:]) <= 4, iters
 
 
-@pytest.mark.parametrize("batch", [1, AUTO_STRUCTURED_MIN_BATCH - 1, AUTO_STRUCTURED_MIN_BATCH])
-def test_auto_picks_structured_for_large_batches(nh, batch):
-    """'auto': the analytic Jacobian below AUTO_STRUCTURED_MIN_BATCH trajectories (cheaper
-    per step there), the structured matrix from it on."""
+@pytest.mark.parametrize("batch", [None, 1, 15, 16])
+def test_auto_picks_structured_for_every_batch(nh, batch):
+    """'auto': the structured matrix for any batched input (whatever its size, so a chunk of an
+    ensemble runs like the whole batch, issue 18), the analytic Jacobian for one unbatched
+    trajectory. AUTO_STRUCTURED_MIN_BATCH stays importable (deprecated) and states the rule."""
+    assert AUTO_STRUCTURED_MIN_BATCH == 1
     system = nh.chaotic_system()
-    q0, v0 = nh.chaotic_ensemble(AUTO_STRUCTURED_MIN_BATCH)
-    q0, v0 = q0[:batch], v0[:batch]
+    q0, v0 = nh.chaotic_ensemble(16)
+    q0, v0 = (q0[0], v0[0]) if batch is None else (q0[:batch], v0[:batch])
     method = NonholonomicPRK(lobatto_iiia_iiib(2))
     st = method.step(system, method.initial_state(system, q0, v0), H)
-    structured = batch >= AUTO_STRUCTURED_MIN_BATCH
+    structured = batch is not None
     assert st.info["structured_matrices"] == int(structured)
     assert (st.info["jacobians"] == 0) == structured
 

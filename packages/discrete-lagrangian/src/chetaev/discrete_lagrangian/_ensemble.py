@@ -216,14 +216,14 @@ def _fingerprint(obj: Any, h: Any, depth: int = 0, seen: set[int] | None = None)
     up(f"{type(obj).__module__}.{type(obj).__qualname__}".encode())
     if attrs.has(type(obj)):
         for a in attrs.fields(type(obj)):
-            if a.eq is False and a.name.startswith("_"):
-                continue  # caches
+            if not a.init:
+                continue  # derived values and caches: the constructor's arguments define it
             up(a.name.encode())
             _fingerprint(getattr(obj, a.name), h, depth + 1, seen)
         return
     try:
         red = obj.__reduce_ex__(4)
-    except Exception:  # noqa: BLE001 - fall back to the address-free repr
+    except Exception:  # fall back to the address-free repr
         red = None
     if isinstance(red, tuple) and len(red) >= 2:
         _fingerprint(red[1:3], h, depth + 1, seen)
@@ -330,7 +330,7 @@ def _run_chunk(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: floa
             for name, fun in observables.items():
                 try:
                     val = np.asarray(fun(tr))
-                except Exception as err:  # noqa: BLE001 - re-raised with the chunk's range
+                except Exception as err:  # re-raised with the chunk's range
                     raise ObservableError(
                         f"observable {name!r} failed on the members [{lo}, {hi}): "
                         f"{type(err).__name__}: {err}"
@@ -737,15 +737,17 @@ def integrate_ensemble(
     if store is not None:
         path = _open_store(store, fields, describe)
         done = _finished(path, n)
-        for lo, (_hi, p) in done.items():  # refuse chunks of another run
-            with np.load(p, allow_pickle=False) as f:
-                if json.loads(str(f["meta"])).get("probe") != probe:
-                    raise StoreMismatchError(
-                        f"store chunk {p.name} belongs to another run: use another `store` "
-                        "directory or delete this one."
-                    )
     todo = _gaps(done, n, chunk_size)
     summaries: dict[int, dict[str, Any]] = {}
+    for lo, (hi, p) in done.items():  # the finished chunks: refuse those of another run
+        with np.load(p, allow_pickle=False) as f:
+            if json.loads(str(f["meta"])).get("probe") != probe:
+                raise StoreMismatchError(
+                    f"store chunk {p.name} belongs to another run: use another `store` "
+                    "directory or delete this one."
+                )
+            summaries[lo] = {"lo": lo, "hi": hi, "success": np.array(f["success"]),
+                             "messages": [str(m) for m in f["messages"]]}
     memory: dict[int, dict[str, Any]] = {}
     bar = _Progress(len(todo), progress)
 
@@ -769,10 +771,6 @@ def integrate_ensemble(
     finally:
         bar.close()
 
-    for lo, (hi, p) in done.items():
-        with np.load(p, allow_pickle=False) as f:
-            summaries[lo] = {"lo": lo, "hi": hi, "success": np.array(f["success"]),
-                             "messages": [str(m) for m in f["messages"]]}
     order = sorted(summaries)
     chunks = [(lo, int(summaries[lo]["hi"])) for lo in order]
     success = np.concatenate([np.asarray(summaries[lo]["success"], dtype=bool) for lo in order])

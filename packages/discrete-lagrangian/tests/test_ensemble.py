@@ -65,6 +65,24 @@ def test_chunks_equal_one_batched_integrate_bitwise(model, chunk_size):
     assert res.stats["chunks_computed"] == res.stats["chunks_total"] == -(-N // chunk_size)
 
 
+@pytest.mark.parametrize("chunk_size", [1, 7, 70])
+def test_lie_chunks_equal_one_batched_integrate_bitwise(chunk_size):
+    """LieVPRK on SO(3): chetaev.liegroups switches its series evaluation at 64 entries
+    (``SMALL_SERIES``); 70 members with rotation vectors from 1e-6 to 1 (the series region
+    and beyond) cross it, and the chunks still equal the whole batch bitwise."""
+    from chetaev.discrete_lagrangian import LieVPRK
+    from chetaev.discrete_lagrangian.testing import heavy_top
+    from chetaev.liegroups import SO3
+
+    rng = np.random.default_rng(3)
+    g0 = SO3.random(rng, (70,))
+    eta0 = rng.normal(size=(70, 3)) * np.logspace(-6, 0, 70)[:, None]
+    system, method = heavy_top(), LieVPRK(gauss(2))
+    whole = integrate(system, method, g0, eta0, h=0.05, n_steps=20)
+    _same(integrate_ensemble(system, method, g0, eta0, h=0.05, n_steps=20,
+                             chunk_size=chunk_size), whole)
+
+
 def test_save_every_and_t_final():
     system, method = henon_heiles(), VPRK(gauss(2))
     q0, v0 = _ensemble()

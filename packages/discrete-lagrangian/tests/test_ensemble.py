@@ -134,6 +134,14 @@ def test_a_failing_member_is_reported_and_the_others_complete():
     assert np.array_equal(res.q[:, good], others.q)  # the others: bitwise the batched run
     assert np.all(np.isfinite(res.q[:22, 5])) and np.all(np.isnan(res.q[22:, 5]))
     assert np.all(np.isnan(res.final_q[5]))
+    # thinned (save_every = 4): the failed member's nodes 0, 4, ..., 20 at the grid times
+    thin = integrate_ensemble(system, method, q0, v0, h=H, n_steps=60, chunk_size=12,
+                              save_every=4)
+    assert np.array_equal(thin.t, np.arange(16) * 4 * H)
+    assert np.array_equal(thin.q[:, good],
+                          integrate(system, method, q0[good], v0[good], h=H, n_steps=60,
+                                    save_every=4).q)
+    assert np.array_equal(thin.q[:6, 5], res.q[0:21:4, 5]) and np.all(np.isnan(thin.q[6:, 5]))
 
 
 def test_bad_input():

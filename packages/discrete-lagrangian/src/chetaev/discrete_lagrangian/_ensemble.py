@@ -17,9 +17,10 @@ optionally, a system whose parameters carry the same leading batch axis, see
   result equals one batched ``integrate`` of the whole ensemble bitwise, whatever the chunk
   size and the engine (tested for VPRK and NonholonomicPRK);
 - **per-member failure**: a batched ``integrate`` stops the whole batch at the first step a
-  member fails. A chunk that fails is therefore re-run member by member (each as a batch of
-  one, which gives the same numbers as inside the batch): the members that succeed are kept,
-  a failed member's trajectory holds its nodes up to the failure and NaN after, and
+  member fails. A chunk that fails is therefore split in halves, recursively, until each
+  failing member runs alone (a batch of one); the halves that succeed run batched and give
+  the same numbers as inside the whole batch. A failed member's trajectory holds its saved
+  nodes up to the failure and NaN after (at the same grid times as the others), and
   ``EnsembleResult.success[i]`` / ``messages[i]`` say what happened to member ``i``;
 - **store and resume**: with ``store=PATH`` (a directory that the workers can write to: a
   shared filesystem on a cluster) each finished chunk is written atomically (temporary name,
@@ -266,38 +267,67 @@ def _nan_like(x: np.ndarray) -> np.ndarray:
     return np.full(x.shape, np.nan) if np.issubdtype(x.dtype, np.floating) else np.zeros_like(x)
 
 
-def _member_fallback(system, method, q0, v0, h, n_steps, save_every, lo, n_members):
-    """Run the members of a failed chunk one by one (each a batch of one)."""
-    trajs = []
-    for i in range(q0.shape[0]):
-        sys_i = _take(system, slice(i, i + 1), q0.shape[0], {})
-        trajs.append(integrate(sys_i, method, q0[i:i + 1], v0[i:i + 1], h=h, n_steps=n_steps,
-                               save_every=save_every))
-    full = max(trajs, key=lambda tr: tr.t.shape[0])
-    T = full.t.shape[0]
-    arrays: dict[str, Any] = {"t": full.t}
+def _bisect(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: float, n_steps: int,
+            save_every: int, tr: Trajectory | None = None) -> list[tuple[int, int, Trajectory]]:
+    """Pieces ``(a, b, trajectory of the members [a, b))`` covering ``q0``: a batch that
+    fails is split in halves until the failing members run alone (each as a batch of one);
+    the members of every successful piece ran batched, with the numbers of the whole batch."""
+    if tr is None:
+        tr = integrate(system, method, q0, v0, h=h, n_steps=n_steps, save_every=save_every)
+    m = q0.shape[0]
+    if tr.success or m == 1:
+        return [(0, m, tr)]
+    k = m // 2
+    out = []
+    for a, b in ((0, k), (k, m)):
+        sub = _take(system, slice(a, b), m, {})
+        out += [(a + x, a + y, piece) for x, y, piece in
+                _bisect(sub, method, q0[a:b], v0[a:b], h, n_steps, save_every)]
+    return out
+
+
+def _member_fallback(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: float,
+                     n_steps: int, save_every: int, lo: int, tr: Trajectory
+                     ) -> tuple[Trajectory, np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Complete a chunk whose batched run failed: the members that succeed keep their
+    (bitwise batched) trajectories; a failed member's saved nodes stay at their grid times,
+    NaN after its last good node."""
+    pieces = _bisect(system, method, q0, v0, h, n_steps, save_every, tr)
+    m = q0.shape[0]
+    idx = list(range(0, n_steps + 1, save_every))
+    if idx[-1] != n_steps:
+        idx.append(n_steps)
+    t = np.array([k * h for k in idx])  # the driver's grid t_k = t0 + k·h with t0 = 0
+    arrays: dict[str, Any] = {}
     for name in _FIELDS:
-        parts = []
-        for tr in trajs:
-            x = getattr(tr, name)
-            if x is None:
-                parts = None
-                break
-            if x.shape[0] < T:
-                pad = np.full((T - x.shape[0], *x.shape[1:]), np.nan)
-                x = np.concatenate([x, pad], axis=0)
-            parts.append(x)
-        arrays[name] = None if parts is None else np.concatenate(parts, axis=1)
-    t = np.asarray(full.t)  # the grid times of the longest run (all of them if one finished)
-    success = np.array([tr.success for tr in trajs], dtype=bool)
-    messages = [tr.message for tr in trajs]
+        xs = [getattr(piece, name) for _, _, piece in pieces]
+        if any(x is None for x in xs):
+            arrays[name] = None
+            continue
+        x0 = np.asarray(xs[0])
+        out = np.full((t.shape[0], m, *x0.shape[2:]), np.nan)
+        for (a, b, piece), x in zip(pieces, xs):
+            rows = np.searchsorted(t, piece.t)
+            ok = (rows < t.shape[0]) & (t[np.minimum(rows, t.shape[0] - 1)] == piece.t)
+            out[rows[ok], a:b] = np.asarray(x)[ok]  # an off-grid last node (failure) drops
+        arrays[name] = out
+    success = np.zeros(m, dtype=bool)
+    messages = [""] * m
+    finals_q: list[np.ndarray] = []
+    finals_v: list[np.ndarray] = []
+    for a, b, piece in pieces:
+        success[a:b] = piece.success
+        messages[a:b] = [piece.message] * (b - a)
+        fq, fv = np.asarray(piece.final_state().q), np.asarray(piece.final_state().v)
+        finals_q.append(fq if piece.success else _nan_like(fq))
+        finals_v.append(fv if piece.success else _nan_like(fv))
     traj = Trajectory(t=t, q=arrays["q"], v=arrays["v"], p=arrays["p"], lam=arrays["lam"],
                       success=bool(success.all()),
-                      message=f"members [{lo}, {lo + q0.shape[0]}) run one by one after a "
-                              "failure of the chunk", stats=dict(full.stats), system=system,
-                      method=full.method, h=h)
-    finals = [tr.final_state() if tr.final is not None else None for tr in trajs]
-    return traj, success, messages, finals, T
+                      message=f"members [{lo}, {lo + m}) completed piecewise after a failure "
+                              "of the chunk", stats=dict(tr.stats), system=system,
+                      method=tr.method, h=h)
+    return (traj, success, messages, np.concatenate(finals_q, axis=0),
+            np.concatenate(finals_v, axis=0))
 
 
 def _run_chunk(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: float,
@@ -316,12 +346,8 @@ def _run_chunk(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: floa
             messages = [tr.message] * q0.shape[0]
             final_q, final_v = tr.final_state().q, tr.final_state().v
         else:
-            tr, success, messages, finals, _ = _member_fallback(
-                system, method, q0, v0, h, n_steps, save_every, lo, hi - lo)
-            final_q = np.concatenate([f.q if ok else _nan_like(f.q) for f, ok in
-                                      zip(finals, success)], axis=0)
-            final_v = np.concatenate([f.v if ok else _nan_like(f.v) for f, ok in
-                                      zip(finals, success)], axis=0)
+            tr, success, messages, final_q, final_v = _member_fallback(
+                system, method, q0, v0, h, n_steps, save_every, lo, tr)
         data: dict[str, Any] = {"lo": lo, "hi": hi, "success": success,
                                 "messages": np.array(messages, dtype=str),
                                 "final_q": np.asarray(final_q), "final_v": np.asarray(final_v),

@@ -29,7 +29,8 @@ optionally, a system whose parameters carry the same leading batch axis, see
   bytes, observable names). A second call with the same arguments loads the finished chunks
   and computes only the missing index ranges (in chunks of the new ``chunk_size``); a store
   written by other arguments raises :class:`StoreMismatchError`. A chunk whose worker is lost
-  is recomputed by Dask and rewrites the same file: nothing is lost or duplicated;
+  is recomputed by Dask and rewrites the same file: nothing is lost or duplicated (a worker
+  killed while writing may leave a ``.chunk_*.tmp`` file, which is ignored);
 - **observables**: ``{name: f}`` with ``f(trajectory)`` evaluated on the worker for each
   chunk's :class:`~chetaev.discrete_lagrangian.Trajectory` (time axis first, then the chunk's
   members); ``f`` must return an array with the chunk's members on the **first** axis. With
@@ -441,9 +442,9 @@ class EnsembleResult:
     """
 
     n_members: int
-    chunks: list[tuple[int, int]]
-    success: np.ndarray
-    messages: list[str]
+    chunks: list[tuple[int, int]] = attrs.field(repr=False)
+    success: np.ndarray = attrs.field(repr=False)
+    messages: list[str] = attrs.field(repr=False)
     method: str
     h: float
     store: Path | None

@@ -328,6 +328,7 @@ def test_client_survives_a_killed_worker(client, tmp_path):
     while not _chunk_files(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _chunk_files(tmp_path), "no chunk finished within 120 s"
+    assert len(_chunk_files(tmp_path)) < 10, "the run finished before the kill"
     victim = sorted(pids.values())[0]
     os.kill(victim, signal.SIGKILL)
     th.join(240)

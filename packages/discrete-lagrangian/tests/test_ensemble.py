@@ -78,8 +78,8 @@ def test_lie_chunks_equal_one_batched_integrate_bitwise(chunk_size):
     g0 = SO3.random(rng, (70,))
     eta0 = rng.normal(size=(70, 3)) * np.logspace(-6, 0, 70)[:, None]
     system, method = heavy_top(), LieVPRK(gauss(2))
-    whole = integrate(system, method, g0, eta0, h=0.05, n_steps=20)
-    _same(integrate_ensemble(system, method, g0, eta0, h=0.05, n_steps=20,
+    whole = integrate(system, method, g0, eta0, h=0.05, n_steps=5)
+    _same(integrate_ensemble(system, method, g0, eta0, h=0.05, n_steps=5,
                              chunk_size=chunk_size), whole)
 
 

@@ -219,6 +219,7 @@ def _all_method_classes() -> set[type]:
     """Every concrete public Method subclass defined in a chetaev package."""
     import importlib
     import inspect
+    import sys
 
     for mod in ("chetaev.discrete_lagrangian", "chetaev.discrete_lagrangian.discretization_maps",
                 "chetaev.nh_integrators", "chetaev.gni", "chetaev.dsocs"):
@@ -231,8 +232,11 @@ def _all_method_classes() -> set[type]:
             if sub not in seen:
                 seen.add(sub)
                 todo.append(sub)
+    # attrs' slotted classes replace the class they decorate; the replaced one stays in
+    # __subclasses__ until collected: keep the class its module exports
     return {c for c in seen if c.__module__.startswith("chetaev.") and not inspect.isabstract(c)
-            and not c.__name__.startswith("_")}
+            and not c.__name__.startswith("_")
+            and getattr(sys.modules[c.__module__], c.__name__, None) is c}
 
 
 def test_every_method_class_is_registered() -> None:

@@ -80,6 +80,16 @@ def check_step_size(h: Any, negative: bool = True) -> float:
     return val
 
 
+def _check_t0(t0: Any) -> float:
+    """``t0`` as a finite float; bools, strings and complex numbers are not times."""
+    if isinstance(t0, (bool, str, bytes)) or not _is_real(t0):
+        raise InputError(f"`t0` must be a real number, got {t0!r}. Pass a float, e.g. t0=0.0.")
+    val = float(t0)
+    if not -_INF < val < _INF:
+        raise InputError(f"`t0` must be finite, got {t0!r}.")
+    return val
+
+
 def _is_real(h: Any) -> bool:
     import numpy as np
 
@@ -154,12 +164,8 @@ class Method(abc.ABC):
         InputError
             Bad initial data (the method's own checks) or a non-finite ``t0``.
         """
-        if type(t0) is not float:
-            from ._validation import as_float
-
-            t0 = as_float(t0, "t0")
-        elif not -_INF < t0 < _INF:
-            raise InputError(f"`t0` must be finite, got {t0!r}.")
+        if type(t0) is not float or not -_INF < t0 < _INF:
+            t0 = _check_t0(t0)
         return self._initial_state_impl(system, q0, v0, t0, **options)
 
     def step(self, system: Any, state: State, h: float) -> State:

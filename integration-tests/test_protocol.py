@@ -5,6 +5,12 @@ One registry of (method, problem) pairs (diffrax's ``all_ode_solvers``, scipy's
 0; ``step`` advances t by h and the step counter by one, keeps the shapes and returns finite
 numbers; ``integrate`` runs it; bad input (NaN, wrong shape) raises a ``ValueError`` subclass
 whose message names the problem.
+
+Every method is a :class:`chetaev.discrete_lagrangian.Method` (issue 15): it declares ``name``,
+``order`` and ``symmetric``, and the step size follows one rule everywhere (``Method.step``):
+zero, NaN, inf and non-numbers raise ``InputError`` itself; a negative h steps backwards,
+except for a method that declares ``negative_steps = False`` (DSOCS), where it raises the same
+``InputError``; the driver ``integrate`` requires h > 0.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from chetaev.discrete_lagrangian import (
     VPRK,
     ConstrainedPRK,
     DiscreteEulerLagrange,
+    InputError,
     LieVPRK,
+    Method,
     State,
     integrate,
 )
@@ -73,6 +81,14 @@ def sphere_pendulum() -> Problem:
     return sp(), tait_bryan(0.0, np.pi / 3, 0.0), np.array([1 / 3, 0.0, 0.0]), 0.1
 
 
+def rolling_ball() -> Problem:
+    from chetaev.gni import BALL_EXPERIMENT_2 as exp
+    from chetaev.gni import rolling_ball as ball
+
+    kw = {k: exp[k] for k in ("inertia", "mass", "radius", "table_rate")}
+    return ball(**kw), np.array(exp["x0"]), np.array(exp["v0"]), 0.1
+
+
 def curvature_particle() -> Problem:
     from chetaev.dsocs import curvature_particle_dsocs
 
@@ -101,6 +117,18 @@ def _lie_nhprk(s: int, retraction: str) -> Any:
     return LieNonholonomicPRK(lobatto_iiia_iiib(s), retraction=retraction)
 
 
+def _reduced_gni() -> Any:
+    from chetaev.gni import ReducedGNI
+
+    return ReducedGNI()
+
+
+def _gni_composition() -> Any:
+    from chetaev.gni import GNI, Composition
+
+    return Composition((GNI("euler_b"), GNI("euler_a")))
+
+
 def _dsocs() -> Any:
     from chetaev.dsocs import DSOCSIntegrator
 
@@ -120,6 +148,7 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Problem]]] = [
     ("dmap-euler-ba", dm.euler_ba, spherical_pendulum),
     ("dmap-triple-jump", lambda: dm.triple_jump(dm.rattle()), spherical_pendulum),
     ("dmap-baseline", dm.StageConstrainedBaseline, spherical_pendulum),
+    ("dmap-extrinsic-euler-ba", dm.ExtrinsicEulerBA, spherical_pendulum),
     ("LieVPRK-cayley", lambda: LieVPRK(lobatto_iiia_iiib(2), retraction="cayley"),
      free_rigid_body),
     ("LieVPRK-exp", lambda: LieVPRK(lobatto_iiia_iiib(3), retraction="exp"), heavy_top),
@@ -134,6 +163,8 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Problem]]] = [
     ("GNI-euler_b", lambda: _gni("euler_b"), nonholonomic_particle),
     ("GNI-rattle", lambda: _gni("rattle"), nonholonomic_particle),
     ("GNI-midpoint-affine", lambda: _gni("midpoint"), lambda: nonholonomic_particle(True)),
+    ("GNI-composition-BA", _gni_composition, nonholonomic_particle),
+    ("ReducedGNI-ball", _reduced_gni, rolling_ball),
     ("DSOCS-particle", _dsocs, curvature_particle),
 ]
 IDS = [c[0] for c in CASES]
@@ -180,3 +211,100 @@ def test_bad_input_raises_value_error(name: str, make_method, make_problem) -> N
     bad_v0 = np.concatenate([np.ravel(v0), [0.0]])
     with pytest.raises(ValueError, match=r"(?i)shape|length|dimension|size|expected"):
         method.initial_state(system, q0, bad_v0)
+
+
+# --- one method base (issue 15) ----------------------------------------------------------------
+
+def _all_method_classes() -> set[type]:
+    """Every concrete public Method subclass defined in a chetaev package."""
+    import importlib
+    import inspect
+    import sys
+
+    for mod in ("chetaev.discrete_lagrangian", "chetaev.discrete_lagrangian.discretization_maps",
+                "chetaev.nh_integrators", "chetaev.gni", "chetaev.dsocs"):
+        importlib.import_module(mod)
+    seen: set[type] = set()
+    todo = [Method]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    # attrs' slotted classes replace the class they decorate; the replaced one stays in
+    # __subclasses__ until collected: keep the class its module exports
+    return {c for c in seen if c.__module__.startswith("chetaev.") and not inspect.isabstract(c)
+            and not c.__name__.startswith("_")
+            and getattr(sys.modules[c.__module__], c.__name__, None) is c}
+
+
+def test_every_method_class_is_registered() -> None:
+    registered = {type(make()) for _, make, _ in CASES}
+    missing = _all_method_classes() - registered
+    assert not missing, f"Method subclasses without a protocol case: {sorted(map(str, missing))}"
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_is_a_method_with_declared_attributes(name: str, make_method, make_problem) -> None:
+    method = make_method()
+    assert isinstance(method, Method)
+    for attr in ("name", "order", "symmetric", "guarantees", "negative_steps", "check_step"):
+        assert hasattr(type(method), attr) or attr in attrs.fields_dict(type(method)), attr
+    assert isinstance(method.name, str) and method.name and method.name != "Method"
+    assert method.order is None or (isinstance(method.order, int) and method.order >= 1)
+    assert isinstance(method.symmetric, bool)
+    assert isinstance(method.negative_steps, bool)
+
+
+_BAD_H = [0.0, -0.0, np.nan, np.inf, -np.inf, "0.1", None, True, 1j, np.array([0.1, 0.1])]
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_one_step_size_rule(name: str, make_method, make_problem) -> None:
+    """The same h rule and the same error class for every method (``Method.step``)."""
+    method = make_method()
+    system, q0, v0, h = make_problem()
+    s0 = method.initial_state(system, q0, v0)
+    for bad in _BAD_H:
+        with pytest.raises(InputError, match=r"step size `h` must be") as info:
+            method.step(system, s0, bad)
+        assert type(info.value) is InputError, (name, bad, type(info.value))
+    if method.negative_steps:
+        back = method.step(system, s0, -h)
+        assert back.n == 1 and back.t == -h
+    else:
+        with pytest.raises(InputError, match=r"`h` must be positive") as info:
+            method.step(system, s0, -h)
+        assert type(info.value) is InputError
+    # the driver requires h > 0 for every method
+    with pytest.raises(InputError, match=r"`h` must be"):
+        integrate(system, method, q0, v0, h=-h, n_steps=1)
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_step_keeps_the_time_grid(name: str, make_method, make_problem) -> None:
+    """``Method.step`` sets n + 1 and, on a state carrying the driver's grid, the exact grid
+    time t_ref + (n − n_ref)·h (no accumulation); without a grid t + h."""
+    method = make_method()
+    system, q0, v0, h = make_problem()
+    t0 = 0.3
+    s = attrs.evolve(method.initial_state(system, q0, v0, t0=t0), grid=(t0, 0, h))
+    for k in range(1, 4):
+        s = method.step(system, s, h)
+        assert s.n == k and s.t == t0 + k * h and s.grid == (t0, 0, h)
+    free = method.step(system, method.initial_state(system, q0, v0, t0=t0), h)
+    assert free.n == 1 and free.t == t0 + h and free.grid is None
+
+
+def test_integrate_needs_a_method() -> None:
+    class Duck:
+        def initial_state(self, system, q0, v0, t0=0.0):  # pragma: no cover - never called
+            return State(t=t0, q=q0, v=v0)
+
+        def step(self, system, state, h):  # pragma: no cover - never called
+            return state
+
+    system, q0, v0, h = pendulum_angle()
+    with pytest.raises(InputError, match=r"subclass Method"):
+        integrate(system, Duck(), q0, v0, h=h, n_steps=1)

@@ -22,6 +22,7 @@ from chetaev.discrete_lagrangian import (
     HolonomicConstraint,
     InputError,
     MechanicalSystem,
+    Method,
     NewtonOptions,
     integrate,
     reference_solution,
@@ -333,15 +334,15 @@ def _sphere_proj(x):
 
 
 @attrs.frozen
-class ProjectedExplicitEuler:
+class ProjectedExplicitEuler(Method):
     """Non-symplectic control: explicit Euler followed by projection onto Leg(TN)."""
 
     name = "explicit Euler + projection (control)"
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         return DiscretizationMapMethod(0.0).initial_state(system, q0, v0, t0)
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         q, p = state.q, state.p
         lam = system.multiplier(q, p)
         x = np.concatenate([q + h * p, p + h * (-grad_V_nl(q) + lam * q)], axis=-1)

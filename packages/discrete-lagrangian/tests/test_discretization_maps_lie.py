@@ -20,6 +20,7 @@ from chetaev.discrete_lagrangian import (
     HolonomicConstraint,
     InputError,
     MechanicalSystem,
+    Method,
     NewtonOptions,
     TrivializedMechanicalSystem,
     integrate,
@@ -307,16 +308,16 @@ def lie_symplecticity_defect(system, method, g_bar, xi_bar, h=0.1, eps=1e-5):
 
 
 @attrs.frozen
-class ExplicitLieEuler:
+class ExplicitLieEuler(Method):
     """Non-symplectic control: g1 = g0 exp(hξ0), α1 = α0 + h(ad*_ξ0 α0 − f(g0)), projected."""
 
     newton: NewtonOptions = attrs.field(factory=NewtonOptions)
     name = "explicit Lie Euler + projection (control)"
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         return LieDiscretizationMapMethod("euler_a").initial_state(system, q0, v0, t0)
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         group = system.group
         xi = state.v
         adstar = np.einsum("...ji,...j->...i", group.ad(xi), state.p)

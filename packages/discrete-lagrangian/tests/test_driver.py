@@ -6,6 +6,7 @@ import pytest
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
     InputError,
+    Method,
     State,
     Trajectory,
     integrate,
@@ -14,19 +15,19 @@ from chetaev.discrete_lagrangian.testing import henon_heiles
 
 
 @attrs.frozen
-class _Verlet:
+class _Verlet(Method):
     """Velocity Verlet with a carry counter (for restart tests) and optional failure."""
 
     fail_at: int | None = None
     name = "verlet-test"
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         q0 = np.asarray(q0, float)
         v0 = np.asarray(v0, float)
         return State(t=t0, q=q0, v=v0, p=system.legendre(q0, v0),
                      carry={"acc": system.acceleration(q0, v0), "count": 0})
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         if self.fail_at is not None and state.n == self.fail_at:
             raise ConvergenceError(step=state.n, t=state.t, residual=1.0, tol=1e-12,
                                    iterations=5, hint="halve h")
@@ -133,8 +134,8 @@ def test_non_finite_step_stops_the_run_with_a_message():
 
     @attrs.frozen
     class _Blowup(_Verlet):
-        def step(self, system, state, h):
-            new = _Verlet.step(self, system, state, h)
+        def _step_impl(self, system, state, h):
+            new = _Verlet._step_impl(self, system, state, h)
             return attrs.evolve(new, q=new.q * np.nan) if state.n == 3 else new
 
     tr = integrate(SYS, _Blowup(), Q0, V0, h=0.1, n_steps=10)

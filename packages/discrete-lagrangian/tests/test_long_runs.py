@@ -11,19 +11,19 @@ import tracemalloc
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import State, Trajectory, integrate
+from chetaev.discrete_lagrangian import Method, State, Trajectory, integrate
 
 
 @attrs.frozen
-class _Drift:
+class _Drift(Method):
     """q ← q + h v, v constant: the cheapest method that follows the protocol."""
 
     name = "drift"
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         return State(t=t0, q=np.asarray(q0, float), v=np.asarray(v0, float))
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         return State(t=state.t + h, q=state.q + h * state.v, v=state.v, n=state.n + 1)
 
 

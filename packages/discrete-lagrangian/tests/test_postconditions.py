@@ -8,6 +8,7 @@ from chetaev.discrete_lagrangian import (
     OVERFLOW_BOUND,
     POSTCONDITION_FACTOR,
     ConstrainedPRK,
+    Method,
     PostConditionError,
     State,
     integrate,
@@ -21,7 +22,7 @@ V0 = np.array([0.0, 0.8, 0.0])
 
 
 @attrs.frozen
-class _Drifting:
+class _Drifting(Method):
     """ConstrainedPRK (RATTLE) that pushes q off the sphere by ``offset`` from step 3 on."""
 
     offset: float
@@ -31,10 +32,10 @@ class _Drifting:
     def guarantees(self):
         return self.inner.guarantees
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         return self.inner.initial_state(system, q0, v0, t0)
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         new = self.inner.step(system, state, h)
         return attrs.evolve(new, q=new.q * (1 + self.offset)) if state.n >= 3 else new
 
@@ -80,15 +81,15 @@ def test_declared_guarantees(method, levels):
 
 
 @attrs.frozen
-class _Explode:
+class _Explode(Method):
     """q ← q + h v with v doubling each step: overflows (finite but huge) quickly."""
 
     name = "explode"
 
-    def initial_state(self, system, q0, v0, t0=0.0):
+    def _initial_state_impl(self, system, q0, v0, t0=0.0):
         return State(t=t0, q=np.asarray(q0, float), v=np.asarray(v0, float))
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         return State(t=state.t + h, q=state.q + h * state.v, v=1e30 * state.v, n=state.n + 1)
 
 

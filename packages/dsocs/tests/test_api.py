@@ -115,9 +115,16 @@ def test_second_order_start_needs_an_acceleration():
     sol = integrate(ds, DSOCSIntegrator(start="second_order", acceleration=lambda q, v: 0 * q),
                     np.zeros(2), np.ones(2), 0.1, n_steps=10)
     np.testing.assert_allclose(sol.q[-1], [1.0, 1.0], atol=1e-13)  # free motion is exact
-    no_h = DSOCS(Ld, None, VariationalConstraint(basis=lambda a, b, c: np.eye(2)))
-    with pytest.raises(DSOCSInputError, match="has no time step"):
-        integrate(no_h, DSOCSIntegrator(start="paper"), np.zeros(2), np.ones(2), 0.1, n_steps=2)
+    # a DSOCS without its own h runs with the step's h (the method takes h from step only):
+    # the same nodes as with h = 0.1; node 0 holds the given v0 (the start waits for h)
+    no_h = DSOCS(Ld, None, VariationalConstraint(basis=lambda a, b, c: np.eye(2), depends_on=()))
+    ref = integrate(ds, DSOCSIntegrator(start="paper"), np.zeros(2), np.ones(2), 0.1, n_steps=4)
+    sol = integrate(no_h, DSOCSIntegrator(start="paper"), np.zeros(2), np.ones(2), 0.1,
+                    n_steps=4)
+    assert sol.success, sol.message
+    np.testing.assert_array_equal(sol.q, ref.q)
+    np.testing.assert_array_equal(sol.v[1:], ref.v[1:])
+    np.testing.assert_array_equal(sol.v[0], np.ones(2))
 
 
 def test_kinematic_constraint_finite_difference_jacobians():

@@ -269,7 +269,7 @@ def test_step_rejects_zero_or_non_finite_h(nh, h):
     for form in ("lagrangian", "hamiltonian"):
         method = NonholonomicPRK(lobatto_iiia_iiib(3), form=form)
         state = method.initial_state(system, nh.PARTICLE_Q0, nh.PARTICLE_V0)
-        with pytest.raises(InputError, match=r"h must be finite and nonzero.*negative h"):
+        with pytest.raises(InputError, match=r"`h` must be finite and nonzero.*negative h"):
             method.step(system, state, h)
 
 

@@ -29,6 +29,7 @@ from ._errors import (
 from ._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
 from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
 from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
+from ._method import Method, check_step_size
 from ._pickling import register_picklable
 from ._prk import (
     PRKCoefficients,
@@ -74,6 +75,7 @@ __all__ = [
     "LieVPRK",
     "LinearVelocityConstraint",
     "MechanicalSystem",
+    "Method",
     "NewtonOptions",
     "NewtonResult",
     "ObservableError",
@@ -91,6 +93,7 @@ __all__ = [
     "TrivializedMechanicalSystem",
     "UnpicklableError",
     "VelocityConstraint",
+    "check_step_size",
     "coefficients_from",
     "compare_derivative",
     "integrate",

@@ -13,10 +13,10 @@ import numpy as np
 from ._checks import is_flag, is_newton_options, is_tolerance
 from ._common import check_symplectic, vector_initial_data
 from ._errors import HypothesisError
-from ._prk import PRKCoefficients, coefficients_from, solve_stages
+from ._method import Method
+from ._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
 from ._solver import NewtonOptions
 from ._state import State
-from ._validation import as_float
 
 __all__ = ["ConstrainedPRK", "HolonomicStageHooks"]
 
@@ -103,7 +103,7 @@ def _lam_guess(system: Any, state: State) -> np.ndarray:
 
 
 @attrs.frozen(eq=False)
-class ConstrainedPRK:
+class ConstrainedPRK(Method):
     """Holonomically constrained symplectic partitioned Runge–Kutta method (eq. 13).
 
     Symplectic on T*N (the constraint manifold), symmetric for the Lobatto pairs; the
@@ -199,6 +199,11 @@ class ConstrainedPRK:
         return self._cache["order"]
 
     @property
+    def symmetric(self) -> bool:
+        """Whether both tableaux of the pair are symmetric (Lobatto IIIA–IIIB)."""
+        return pair_symmetric(self.coeffs)
+
+    @property
     def guarantees(self) -> dict[str, float]:
         """Φ(q_k) = 0 and ∂Φ/∂q·v_k = 0 at every node to the Newton tolerance, for pairs
         satisfying H1–H3 (the post-condition :func:`~chetaev.discrete_lagrangian.integrate`
@@ -207,7 +212,7 @@ class ConstrainedPRK:
             return {}
         return {"position": self.newton.tol, "velocity": self.newton.tol}
 
-    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3)."""
         q0, v0 = vector_initial_data(system, q0, v0, "ConstrainedPRK", constrained=True)
         if not system.is_holonomic:
@@ -219,10 +224,10 @@ class ConstrainedPRK:
             )
         system.check_initial(q0, v0, tol=self.constraint_tol)
         lam0 = np.asarray(system.multiplier(q0, v0))
-        return State(t=as_float(t0, "t0"), q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)),
+        return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)),
                      lam=lam0)
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step (q_k, p_k) → (q_{k+1}, p_{k+1}, λ_{k+1} = Λ^s)."""
         base = system.system
         if (self.fast_path and self._cache["rattle"] and base.is_mechanical

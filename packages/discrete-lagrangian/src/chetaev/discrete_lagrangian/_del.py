@@ -23,6 +23,7 @@ import numpy as np
 from ._checks import is_newton_options
 from ._common import vector_initial_data
 from ._errors import InputError
+from ._method import Method
 from ._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ._state import State
 from ._validation import as_float
@@ -115,7 +116,7 @@ class DiscreteLagrangian:
 
 
 @attrs.frozen(eq=False)
-class DiscreteEulerLagrange:
+class DiscreteEulerLagrange(Method):
     """Variational integrator from a discrete Lagrangian (discrete Euler–Lagrange, eq. 6).
 
     Symplectic and momentum preserving; order 2 for the midpoint and trapezoidal discrete
@@ -153,12 +154,17 @@ class DiscreteEulerLagrange:
         """Order of the discrete Lagrangian."""
         return self.ld.order
 
-    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+    @property
+    def symmetric(self) -> bool:
+        """Midpoint, trapezoidal and α = ½ are symmetric (L_d(q0, q1; h) = −L_d(q1, q0; −h))."""
+        return self.kind != "alpha" or self.ld.alpha == 0.5
+
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0)."""
         q0, v0 = vector_initial_data(system, q0, v0, "DiscreteEulerLagrange", constrained=False)
-        return State(t=as_float(t0, "t0"), q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
+        return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step of the discrete Hamiltonian map (q_k, p_k) → (q_{k+1}, p_{k+1})."""
         q, p, v = state.q, state.p, state.v
         ld = self.ld

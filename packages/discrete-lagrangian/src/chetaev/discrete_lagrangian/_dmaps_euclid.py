@@ -23,6 +23,7 @@ from . import _dmaps_kernels as K
 from ._checks import is_newton_options
 from ._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
 from ._errors import InputError
+from ._method import Method
 from ._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ._state import State
 
@@ -139,17 +140,6 @@ class DiscretizationMap:
 # --------------------------------------------------------------------------------------------
 # The generic node-constrained step (see the docs' discretization-maps page)
 # --------------------------------------------------------------------------------------------
-def check_step(h: float) -> float:
-    """Return ``h`` as a float; raise :class:`InputError` unless it is finite and nonzero."""
-    try:
-        h = float(h)
-    except (TypeError, ValueError):
-        raise InputError(f"The step size `h` must be a real number, got {h!r}.") from None
-    if not np.isfinite(h) or h == 0.0:
-        raise InputError(f"The step size `h` must be finite and nonzero, got {h!r}.")
-    return h
-
-
 def _solve(fun, jac, x0, options, state, scale=None):
     res = newton_solve(fun, x0, jac=jac, options=options, scale=scale)
     return raise_unless_converged(res, state, _HINT)
@@ -190,7 +180,6 @@ def node_step(
     page;
     paper §5.1–5.2).
     """
-    h = check_step(h)
     q0, p0 = state.q, state.p
     M = prob.M
     G0 = prob.jac(q0)
@@ -231,10 +220,12 @@ def node_step(
                         lam=_node_multiplier(prob, q1, v1))
 
 
-class _EuclideanMethod:
+class _EuclideanMethod(Method):
     """Shared ``initial_state`` for the vector-space methods."""
 
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+    __slots__ = ()
+
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         """Check ``(q0, v0) ∈ TN`` and return the state with ``p0 = M v0 ∈ Leg(TN)``."""
         return initial_euclidean_state(system, q0, v0, t0)
 
@@ -300,7 +291,7 @@ class DiscretizationMapMethod(_EuclideanMethod):
         """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
         return attrs.evolve(self, theta=1.0 - self.theta)
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
         return node_step(prob, K.ThetaQuadrature(self.theta), state, h, self.newton,
                          nullspace=self.nullspace)
@@ -330,7 +321,7 @@ class Rattle(_EuclideanMethod):
     symmetric = True
     name = "RATTLE"
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
         return node_step(prob, K.TrapezoidQuadrature(), state, h, self.newton,
                          nullspace=self.nullspace)
@@ -352,7 +343,7 @@ _TRIPLE_JUMP = (
 
 
 @attrs.frozen
-class Composition:
+class Composition(Method):
     """Composition ``Ψ_{γ_s h} ∘ … ∘ Ψ_{γ_1 h}`` of one-step methods (paper (5.7)–(5.10)).
 
     The methods are applied in the order given, the i-th with step ``weights[i]·h``.  Each
@@ -381,18 +372,17 @@ class Composition:
                 f"{self.weights} with sum {sum(self.weights)!r}."
             )
 
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         return self.methods[0].initial_state(system, q0, v0, t0)
 
     @property
     def guarantees(self) -> dict[str, float]:
         """The levels every factor guarantees, at the loosest of their tolerances."""
-        claims = [getattr(m, "guarantees", None) or {} for m in self.methods]
+        claims = [m.guarantees or {} for m in self.methods]
         return {level: max(c[level] for c in claims)
                 for level in ("position", "velocity") if all(level in c for c in claims)}
 
-    def step(self, system, state: State, h: float) -> State:
-        h = check_step(h)
+    def _step_impl(self, system, state: State, h: float) -> State:
         s = state
         iters = 0
         resid = 0.0
@@ -411,7 +401,7 @@ def compose(*methods, weights: Sequence[float] | None = None, order: int | None 
     Parameters
     ----------
     *methods
-        Integrators with the ``initial_state`` / ``step`` protocol.
+        Integrators (:class:`~chetaev.discrete_lagrangian.Method` instances).
     weights : sequence of float, optional
         Step fractions (summing to 1); equal weights ``1/len(methods)`` by default.
     order : int, optional
@@ -425,10 +415,10 @@ def compose(*methods, weights: Sequence[float] | None = None, order: int | None 
     palindromic = len(methods) > 0 and all(
         a == b for a, b in zip(methods, reversed(methods))
     ) and np.allclose(w, w[::-1])
-    symmetric = bool(palindromic and all(getattr(m, "symmetric", False) for m in methods))
+    symmetric = bool(palindromic and all(m.symmetric for m in methods))
     return Composition(methods=methods, weights=w, order=order, symmetric=symmetric,
                        name=name or "composition(" + ", ".join(
-                           getattr(m, "name", type(m).__name__) for m in methods) + ")")
+                           m.name for m in methods) + ")")
 
 
 def triple_jump(method) -> Composition:
@@ -443,17 +433,17 @@ def triple_jump(method) -> Composition:
         If ``method`` declares ``symmetric = False`` (the triple jump of a non-symmetric
         method such as Euler A does not reach order 4).
     """
-    if getattr(method, "symmetric", None) is False:
+    if method.symmetric is False:
         raise InputError(
             f"triple_jump() needs a symmetric method of order 2 (midpoint, RATTLE, euler_ba()), "
-            f"but {getattr(method, 'name', method)!r} is not symmetric; its triple jump would "
+            f"but {method.name!r} is not symmetric; its triple jump would "
             f"not reach order 4."
         )
-    base = getattr(method, "order", None)
+    base = method.order
     return Composition(
         methods=(method, method, method), weights=_TRIPLE_JUMP,
         order=(base + 2) if base == 2 else None, symmetric=True,
-        name=f"triple jump of {getattr(method, 'name', type(method).__name__)}",
+        name=f"triple jump of {method.name}",
     )
 
 
@@ -492,9 +482,8 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     symmetric = True
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
-        h = check_step(h)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
         G0 = prob.jac(q0)
@@ -551,9 +540,8 @@ class StageConstrainedBaseline(_EuclideanMethod):
         """Nothing: its step points leave the constraint set at O(h²) (the defect it shows)."""
         return {}
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         prob = as_euclidean_problem(system)
-        h = check_step(h)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
         k = prob.jac(q0).shape[-2]

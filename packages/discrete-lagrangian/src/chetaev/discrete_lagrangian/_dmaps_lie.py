@@ -27,8 +27,8 @@ import attrs
 import numpy as np
 
 from ._checks import is_newton_options
-from ._dmaps_euclid import check_step
 from ._errors import ConstraintViolationError, ConvergenceError, InputError
+from ._method import Method
 from ._solver import NewtonOptions, newton_solve
 from ._state import State
 from ._validation import as_float, as_group_element, as_vector
@@ -220,7 +220,7 @@ def _retraction_validator(_inst, _attr, value):
 
 
 @attrs.frozen
-class LieDiscretizationMapMethod:
+class LieDiscretizationMapMethod(Method):
     """Lie-group integrators from discretization maps (paper §6, App. A).
 
     Symplectic on ``Leg_L(TN)`` (left-trivialized), the constraint ``φ(g_k) = 0`` and the
@@ -277,7 +277,7 @@ class LieDiscretizationMapMethod:
         return f"Lie {self.kind} ({self.retraction})"
 
     # -- protocol ------------------------------------------------------------------------
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0``."""
         prob = self._problem(system)
         g0 = as_group_element(q0, prob.group, "q0")
@@ -310,9 +310,8 @@ class LieDiscretizationMapMethod:
         xi0 = np.broadcast_to(xi0, (*batch, prob.d)).copy()
         return State(t=t0, q=g0, v=xi0, p=_mv(prob.I, xi0), lam=lam0, n=0)
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         prob = self._problem(system)
-        h = check_step(h)
         if self.kind == "lobatto2":
             mid = _euler_step(prob, "euler_a", state, 0.5 * h, self.newton)
             out = _euler_step(prob, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,

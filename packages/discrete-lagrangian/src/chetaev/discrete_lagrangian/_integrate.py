@@ -1,11 +1,14 @@
 """The integration driver: runs any method that implements the protocol.
 
-A method implements (DESIGN.md "The shared protocol")::
+A method is a :class:`~chetaev.discrete_lagrangian.Method` (DESIGN.md "The shared
+protocol")::
 
     method.initial_state(system, q0, v0, t0=0.0) -> State   # checks and completes the data
-    method.step(system, state, h) -> State                 # n + 1, t + h; raises on failure
+    method.step(system, state, h) -> State                 # n + 1, t on the grid; raises on
+                                                           # failure
 
-and optionally ``method.order``, ``method.name``, the declaration of what it guarantees::
+with the declared class attributes ``name``, ``order``, ``symmetric``, the declaration of
+what it guarantees::
 
     method.guarantees -> {"position": tol, "velocity": tol}   # constraint levels held at
                                                               # every node, solved to tol
@@ -18,8 +21,9 @@ and the post-step hook::
 into preallocated arrays, and turns a :class:`ConvergenceError` into
 ``Trajectory(success=False, message=...)``.
 
-**Time grid.** The driver sets the time of node k from the grid, t_k = t_ref + (k − k_ref)·h
-(not by accumulating t + h), so ``sol.t[-1] == t0 + n·h`` to rounding after any number of
+**Time grid.** The driver puts the grid (t_ref, k_ref, h) on the state it starts from and
+:meth:`Method.step` sets the time of node k from it, t_k = t_ref + (k − k_ref)·h (not by
+accumulating t + h), so ``sol.t[-1] == t0 + n·h`` to rounding after any number of
 steps. The grid (t_ref, k_ref, h) is kept in ``State.grid`` of the final state, so a run
 continued from ``traj.final_state()`` with the same h stays on the same grid, bit for bit.
 
@@ -42,7 +46,7 @@ continued from ``traj.final_state()`` with the same h stays on the same grid, bi
    3e-4, ReducedGNI 9e-4), so the factor leaves a margin of more than 3000, while a step
    beyond the stability limit (GNI at h = 3, 10, 100 on the nonholonomic particle) exceeds
    it within a few steps, long before an overflow;
-3. ``method.check_step`` if the method has it.
+3. ``method.check_step`` (a no-op unless the method overrides it).
 
 A violation of 1 ends the run with ``success=False`` at the last good state and the
 ``MESSAGES["nonfinite"]`` or ``MESSAGES["overflow"]`` text; a violation of 2 raises
@@ -69,6 +73,7 @@ import numpy as np
 from . import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
 from ._derivcheck import verify_before_first_step
 from ._errors import ConvergenceError, InputError, PostConditionError
+from ._method import Method
 from ._state import State
 from ._trajectory import Trajectory
 from ._validation import as_float, as_int
@@ -181,7 +186,7 @@ def _stack(items: list[Any]) -> np.ndarray | None:
 
 def _constraint_checks(method: Any, system: Any, state: State) -> list[tuple[str, Any, float]]:
     """(level name, residual function, bound) for each level the method guarantees."""
-    claims = getattr(method, "guarantees", None) or {}
+    claims = method.guarantees or {}
     levels = {"position": "residual", "velocity": "velocity_residual"}
     checks = []
     scale = max(1.0, float(np.max(np.abs(state.q), initial=0.0)),
@@ -201,7 +206,7 @@ def _constraint_checks(method: Any, system: Any, state: State) -> list[tuple[str
 
 
 def _mismatch(system: Any, method: Any, err: Exception) -> InputError:
-    name = getattr(method, "name", type(method).__name__)
+    name = method.name
     return InputError(
         f"`method` {name} cannot integrate this `system` ({type(system).__name__}): "
         f"{type(err).__name__}: {err}. Pass a system of the kind the method integrates "
@@ -240,7 +245,7 @@ def _system_kind_check(system: Any, method: Any, state: State) -> None:
         x = getattr(state, name)
         if x is not None and not np.all(np.isfinite(np.asarray(x, dtype=float))):
             raise InputError(f"`q0` is a State whose `{name}` holds NaN or inf.")
-    if getattr(method, "guarantees", None) == {}:
+    if method.guarantees == {}:
         return
     try:
         method.initial_state(system, state.q, state.v, state.t)
@@ -272,8 +277,9 @@ def integrate(
     ----------
     system : system
         A system from :mod:`chetaev.discrete_lagrangian.systems` (or another package).
-    method : integrator
-        An integrator implementing ``initial_state`` / ``step``.
+    method : Method
+        An integrator: a :class:`~chetaev.discrete_lagrangian.Method` (every integrator of
+        every chetaev package is one).
     q0, v0 : array_like
         Initial configuration and velocity; leading batch axes run an ensemble as one
         vectorized computation. ``q0`` may instead be a :class:`State` (e.g.
@@ -319,10 +325,12 @@ def integrate(
     save_every = as_int(save_every, "save_every", minimum=1)
     if (t_final is None) == (n_steps is None):
         raise InputError("Give exactly one of `t_final` and `n_steps`.")
-    if not (hasattr(method, "initial_state") and hasattr(method, "step")):
+    if not isinstance(method, Method):
         raise InputError(
-            f"`method` must be an integrator with initial_state(system, q0, v0, t0) and "
-            f"step(system, state, h) (e.g. VPRK(gauss(2))); got {type(method).__name__}."
+            f"`method` must be an integrator, a chetaev.discrete_lagrangian.Method with "
+            f"initial_state(system, q0, v0, t0) and step(system, state, h) (e.g. "
+            f"VPRK(gauss(2))); got {type(method).__name__}. To integrate with your own "
+            "method, subclass Method (docs: architecture, 'How to add a method')."
         )
     if callback is not None and not callable(callback):
         raise InputError(f"`callback` must be callable callback(state), got {callback!r}.")
@@ -357,7 +365,7 @@ def integrate(
                 "pass n_steps=... or adjust t_final."
             )
     n_steps = as_int(n_steps, "n_steps", minimum=0)
-    t_ref, n_ref, _ = grid = _grid(state, h)
+    grid = _grid(state, h)
 
     bar = None
     if progress:
@@ -378,14 +386,16 @@ def integrate(
     last_saved = 0
     k = 0
     stopped = False
-    check_step = getattr(method, "check_step", None)
+    check_step = (None if type(method).check_step is Method.check_step
+                  else method.check_step)
     constraint_checks = _constraint_checks(method, system, state)
     if isinstance(q0, State):
         _start_on_constraints(constraint_checks, state)
     max_constraint = 0.0
     notes: list[str] = []
     warned: set[type] = set()
-    n_start = state.n
+    if state.grid != grid:  # Method.step puts node k on the grid: t_k = t_ref + (k − k_ref)·h
+        state = attrs.evolve(state, grid=grid)
     for k in range(1, n_steps + 1):
         try:
             new = method.step(system, state, h)
@@ -398,12 +408,6 @@ def integrate(
             message = MESSAGES["failed"].format(error=err)
             k -= 1
             break
-        t_k = t_ref + (n_start + k - n_ref) * h
-        if new.t != t_k:
-            if new is state:
-                new = attrs.evolve(new, t=t_k)
-            else:  # the method's fresh State: set its time on the grid in place (no copy)
-                object.__setattr__(new, "t", t_k)
         big = _too_big(new)
         if big:  # nothing returns NaN (or an overflowing state) silently
             success = False
@@ -480,7 +484,7 @@ def integrate(
         message=message,
         stats=stats,
         system=system,
-        method=str(getattr(method, "name", type(method).__name__)),
+        method=str(method.name),
         h=h,
         final=attrs.evolve(state, grid=grid),
     )

@@ -11,10 +11,11 @@ from ._checks import is_newton_options, is_tolerance
 from ._common import check_symplectic
 from ._errors import HypothesisError, InputError
 from ._lie_prk import solve_lie_stages
-from ._prk import PRKCoefficients, coefficients_from
+from ._method import Method
+from ._prk import PRKCoefficients, coefficients_from, pair_symmetric
 from ._solver import NewtonOptions
 from ._state import State
-from ._validation import as_float, as_group_element, as_vector
+from ._validation import as_group_element, as_vector
 
 __all__ = ["LieHolonomicStageHooks", "LieVPRK"]
 
@@ -96,7 +97,7 @@ class LieHolonomicStageHooks:
 
 
 @attrs.frozen(eq=False)
-class LieVPRK:
+class LieVPRK(Method):
     """Lie-group variational partitioned Runge–Kutta–Munthe-Kaas integrator (VPRKMK).
 
     Symplectic (a variational integrator of the discrete Hamilton–Pontryagin action (23))
@@ -157,6 +158,11 @@ class LieVPRK:
         return self._cache["order"]
 
     @property
+    def symmetric(self) -> bool:
+        """Whether both tableaux of the pair are symmetric (Gauss, Lobatto IIIA–IIIB)."""
+        return pair_symmetric(self.coeffs)
+
+    @property
     def guarantees(self) -> dict[str, float]:
         """With a holonomic constraint: Φ(g_k) = 0 and the tangency at every node to the
         Newton tolerance (the post-condition :func:`~chetaev.discrete_lagrangian.integrate`
@@ -185,7 +191,7 @@ class LieVPRK:
                 f"LieVPRK with a holonomic constraint (§6.3) needs H1–H3: {hyp.message}"
             )
 
-    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check (g0, η0) (group membership, constraints); add μ0 = ∂ℓ/∂η and λ0."""
         group = getattr(system, "group", None)
         if group is None:
@@ -216,10 +222,10 @@ class LieVPRK:
             self._check_holonomic_pair()
             system.check_initial(g0, eta0, tol=self.constraint_tol)
             lam0 = np.asarray(system.multiplier(g0, eta0))
-        return State(t=as_float(t0, "t0"), q=g0, v=eta0,
+        return State(t=t0, q=g0, v=eta0,
                      p=np.asarray(system.legendre(g0, eta0)), lam=lam0)
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step (g_k, μ_k) → (g_{k+1}, μ_{k+1}) (eqs. 24–27)."""
         group = system.group
         tau = self._tau(group)

@@ -53,6 +53,7 @@ __all__ = [
     "StageHooks",
     "StepSolution",
     "coefficients_from",
+    "pair_symmetric",
     "prk_residual",
     "solve_stages",
 ]
@@ -73,6 +74,16 @@ class PRKCoefficients:
     def s(self) -> int:
         """Number of stages."""
         return int(self.b.shape[0])
+
+
+def pair_symmetric(coeffs: PRKCoefficients, tol: float = 1e-12) -> bool:
+    """Whether both tableaux of the pair pass the stage-reversal test of symmetry
+    a_{s+1−i, s+1−j} + a_ij = b_j, b_{s+1−i} = b_i (HLW §V.2), so that Φ_{−h} = Φ_h⁻¹."""
+    def sym(a: np.ndarray, b: np.ndarray) -> bool:
+        return bool(np.all(np.abs(a[::-1, ::-1] + a - b[None, :]) <= tol)
+                    and np.all(np.abs(b[::-1] - b) <= tol))
+
+    return sym(coeffs.a, coeffs.b) and sym(coeffs.ahat, coeffs.bhat)
 
 
 def coefficients_from(pair: Any) -> PRKCoefficients:

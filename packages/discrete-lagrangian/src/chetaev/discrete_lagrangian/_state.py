@@ -89,9 +89,11 @@ class State:
         Per-step diagnostics, e.g. ``{"newton_iterations": 3, "residual": 1e-15}``.
     grid : tuple (t_ref, n_ref, h) or None
         The time grid this state lies on, t = t_ref + (n − n_ref)·h, set by
-        :func:`~chetaev.discrete_lagrangian.integrate` on the final state of a run so that a
-        continued run with the same h stays on the same grid (exact times after any number
-        of steps). None for states made by hand or by a method.
+        :func:`~chetaev.discrete_lagrangian.integrate` on the state a run starts from and
+        passed on by :meth:`Method.step <chetaev.discrete_lagrangian.Method.step>`, which
+        sets the time of a step of that h from it (exact times after any number of steps);
+        kept on the final state so that a continued run with the same h stays on the same
+        grid. None for states made by hand or by ``initial_state``.
 
     Derive modified copies with :func:`attrs.evolve`.
     """

@@ -9,10 +9,10 @@ import numpy as np
 
 from ._checks import is_newton_options
 from ._common import check_symplectic, vector_initial_data
-from ._prk import PRKCoefficients, coefficients_from, solve_stages
+from ._method import Method
+from ._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
 from ._solver import NewtonOptions
 from ._state import State
-from ._validation import as_float
 
 __all__ = ["VPRK"]
 
@@ -27,7 +27,7 @@ def _pair_order(pair: Any) -> int:
 
 
 @attrs.frozen(eq=False)
-class VPRK:
+class VPRK(Method):
     """Variational partitioned Runge–Kutta integrator (VPRK).
 
     Symplectic and momentum preserving (it is the discrete Hamiltonian map of the discrete
@@ -78,12 +78,17 @@ class VPRK:
             self._cache["order"] = _pair_order(self.pair)
         return self._cache["order"]
 
-    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
+    @property
+    def symmetric(self) -> bool:
+        """Whether both tableaux of the pair are symmetric (Gauss, Lobatto IIIA–IIIB)."""
+        return pair_symmetric(self.coeffs)
+
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0)."""
         q0, v0 = vector_initial_data(system, q0, v0, "VPRK", constrained=False)
-        return State(t=as_float(t0, "t0"), q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
+        return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step (q_k, p_k) → (q_{k+1}, p_{k+1}); v_{k+1} from the inverse Legendre map."""
         s = self.coeffs.s
         q, p, v = state.q, state.p, state.v

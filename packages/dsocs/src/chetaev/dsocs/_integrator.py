@@ -12,6 +12,14 @@ Starting procedures (see the docs' theory page):
 * ``start="second_order"``: q1 = q0 + h v0 + ½h² a0, a0 from the continuous equations (1)
   of the SOCS (or ``acceleration=``). Global order 2.
 * a callable ``start(q0, v0, h)`` → q1 (e.g. an exact solution).
+
+**The step size.** ``DSOCSIntegrator`` is a :class:`~chetaev.discrete_lagrangian.Method` like
+every other integrator: it takes ``h`` from ``step`` only (h > 0: the two-step recursion has
+no backward step). A DSOCS built by :meth:`DSOCS.from_continuous` is the discretization at
+its own step ``dsocs.h`` (the discrete Lagrangian h·L(q0, (q1 − q0)/h) and the central
+difference map depend on it): a step with another ``h`` raises. A DSOCS without ``h`` (a
+discrete Lagrangian given directly) runs with the step's ``h``; the start q1 and the
+derivative check then happen at the first step, and node 0 holds the given ``v0``.
 """
 
 from __future__ import annotations
@@ -20,11 +28,11 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import State
+from chetaev.discrete_lagrangian import Method, State
 
 from ._derivcheck import verify_once
 from ._errors import DSOCSInputError
-from ._validation import as_points, as_step, as_time, step_points
+from ._validation import as_points, step_points
 
 __all__ = ["DSOCSIntegrator"]
 
@@ -47,7 +55,7 @@ def _check_acceleration(inst, attribute, value):
 
 
 @attrs.frozen(eq=False)
-class DSOCSIntegrator:
+class DSOCSIntegrator(Method):
     """Integrator protocol for a :class:`~chetaev.dsocs.DSOCS` (the "system" argument).
 
     ``integrate(dsocs, DSOCSIntegrator(start="paper"), q0, v0, h, t_final=...)``.
@@ -69,6 +77,8 @@ class DSOCSIntegrator:
 
     start: str | Callable = attrs.field(default="second_order", validator=_check_start)
     acceleration: Callable | None = attrs.field(default=None, validator=_check_acceleration)
+
+    negative_steps = False  # a two-step recursion from (q_{k−1}, q_k): no backward step
 
     @property
     def order(self) -> int | None:
@@ -101,50 +111,42 @@ class DSOCSIntegrator:
             )
         return q0 + h * v0 + 0.5 * h**2 * a0
 
-    def _check_h(self, dsocs, h):
-        h = as_step(h, allow_negative=False)
-        if dsocs.h is not None and not np.isclose(h, dsocs.h, rtol=1e-12, atol=0.0):
-            raise DSOCSInputError(
-                f"the DSOCS was discretized with h = {dsocs.h:g} but integrate was called with "
-                f"h = {h:g}; build the DSOCS with the same step."
-            )
-        return h
-
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
-        """State at node 0; computes q1 (start) and carries it (needs ``system.h``).
-
-        Before that, once per DSOCS object, :meth:`DSOCS.check_derivatives` at
-        ``(q0, q0 + h v0)`` (unless the DSOCS has ``derivative_check=False``).
-        """
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
+        """State at node 0. For a DSOCS with its own step ``h`` (module docstring): q1 by the
+        start, carried, and v_0 = (q1 − q0)/h; before that, once per DSOCS object,
+        :meth:`DSOCS.check_derivatives` at ``(q0, q0 + h v0)`` (unless the DSOCS has
+        ``derivative_check=False``). Without ``h`` both wait for the first step."""
         dsocs = system
         if not hasattr(dsocs, "step") or not hasattr(dsocs, "discrete_lagrangian"):
             raise DSOCSInputError(
                 "DSOCSIntegrator integrates a chetaev.dsocs.DSOCS: pass the DSOCS as the "
                 f"system argument of integrate; got {type(system).__name__}."
             )
-        if dsocs.h is None:
-            raise DSOCSInputError(
-                "this DSOCS has no time step: build it with h=... (DSOCS(..., h=...) or "
-                "DSOCS.from_continuous(..., h)) so the starting procedure can form q1."
-            )
-        _, q0, v0 = step_points(dsocs.h, q0, v0, names=("q0", "v0"))
+        _, q0, v0 = step_points(1.0, q0, v0, names=("q0", "v0"))
         q0, v0 = (np.array(x) for x in np.broadcast_arrays(q0, v0))
-        t0 = as_time(t0)
         h = dsocs.h
-        # the supplied derivatives, once per DSOCS (at q0, q0 + h v0, q0 + 2h v0)
-        verify_once(dsocs, q0, q0 + h * v0)
-        q1 = self.first_point(dsocs, q0, v0, h)
-        return State(
-            t=t0, q=q0, v=(q1 - q0) / h, n=0,
-            carry={"q_prev": None, "q_next": q1},
-            info={"newton_iterations": 0, "residual": 0.0},
-        )
+        if h is None:  # the start needs the step's h: at the first step
+            return State(t=t0, q=q0, v=v0, n=0, carry={"q_prev": None, "q_next": None},
+                         info={"newton_iterations": 0, "residual": 0.0})
+        q1 = self._start(dsocs, q0, v0, h)
+        return State(t=t0, q=q0, v=(q1 - q0) / h, n=0, carry={"q_prev": None, "q_next": q1},
+                     info={"newton_iterations": 0, "residual": 0.0})
 
-    def step(self, system, state: State, h: float) -> State:
+    def _start(self, dsocs, q0, v0, h: float) -> np.ndarray:
+        """q1 by the start, after the derivative check (once per DSOCS, at q0, q0 + h v0)."""
+        verify_once(dsocs, q0, q0 + h * v0)
+        return self.first_point(dsocs, q0, v0, h)
+
+    def _step_impl(self, system, state: State, h: float) -> State:
         """Node k → node k+1: solve eq. (4) for q_{k+2} given (q_k, q_{k+1})."""
-        h = self._check_h(system, h)
+        if system.h is not None and not np.isclose(h, system.h, rtol=1e-12, atol=0.0):
+            raise DSOCSInputError(
+                f"the DSOCS was discretized with h = {system.h:g} but the step is h = {h:g}; "
+                "build the DSOCS with the same step."
+            )
         qk = np.asarray(state.q)
-        qk1 = np.asarray(state.carry["q_next"])
+        qk1 = state.carry["q_next"]
+        qk1 = self._start(system, qk, state.v, h) if qk1 is None else np.asarray(qk1)
         qk2, info = system.step(qk, qk1, step_index=state.n, t=state.t)
         return attrs.evolve(
             state,

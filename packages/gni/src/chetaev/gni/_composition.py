@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from chetaev.discrete_lagrangian import State
+from chetaev.discrete_lagrangian import Method, State
 
 from ._errors import InputError
 from ._gni import GNI
-from ._validation import as_step
 
 __all__ = ["Composition"]
 
@@ -20,8 +19,11 @@ def _check_methods(instance, attribute, value):
             "Composition needs at least one method, e.g. (GNI('euler_b'), GNI('euler_a'))"
         )
     for m in value:
-        if not (hasattr(m, "step") and hasattr(m, "initial_state")):
-            raise InputError(f"Composition members must implement initial_state/step; got {m!r}")
+        if not isinstance(m, Method):
+            raise InputError(
+                "Composition members must be integrators (chetaev.discrete_lagrangian.Method, "
+                f"e.g. GNI('euler_a')); got {m!r}"
+            )
         if isinstance(m, GNI) and m.form != "momentum":
             raise InputError(
                 "Composition needs GNI members with form='momentum' (the two-step form carries "
@@ -30,7 +32,7 @@ def _check_methods(instance, attribute, value):
 
 
 @attrs.frozen
-class Composition:
+class Composition(Method):
     """``Φ_h = F_{m_r}^{c_r h} ∘ … ∘ F_{m_1}^{c_1 h}``: the methods are applied in the order
     given (``methods[0]`` first), with step fractions ``weights`` (default equal, summing to 1).
 
@@ -71,18 +73,28 @@ class Composition:
         names = tuple(getattr(m, "variant", None) for m in self.methods)
         if names in (("euler_b", "euler_a"), ("euler_a", "euler_b")) and self.weights is None:
             return 2
-        orders = [getattr(m, "order", None) for m in self.methods]
+        orders = [m.order for m in self.methods]
         return None if None in orders else min(orders)
 
     @property
-    def name(self) -> str:
-        return "Composition(" + ", ".join(getattr(m, "name", repr(m)) for m in self.methods) + ")"
+    def symmetric(self) -> bool:
+        """The adjoint pair (Euler B, Euler A) with equal weights (Remark 5.5), or a palindrome
+        of symmetric methods with palindromic weights."""
+        names = tuple(getattr(m, "variant", None) for m in self.methods)
+        if names in (("euler_b", "euler_a"), ("euler_a", "euler_b")) and self.weights is None:
+            return True
+        w = self.fractions
+        return (tuple(self.methods) == tuple(reversed(self.methods)) and w == w[::-1]
+                and all(m.symmetric for m in self.methods))
 
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+    @property
+    def name(self) -> str:
+        return "Composition(" + ", ".join(m.name for m in self.methods) + ")"
+
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         return self.methods[0].initial_state(system, q0, v0, t0)
 
-    def step(self, system, state: State, h: Any) -> State:
-        h = as_step(h)
+    def _step_impl(self, system, state: State, h: Any) -> State:
         n0 = state.n
         iters = 0
         for m, c in zip(self.methods, self.fractions):

@@ -11,8 +11,10 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
     LinearVelocityConstraint,
+    Method,
     NewtonOptions,
     State,
+    check_step_size,
     newton_solve,
 )
 
@@ -22,7 +24,6 @@ from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
 from ._validation import (
     as_points,
-    as_step,
     broadcast_pair,
     check_newton,
     check_on_constraint,
@@ -215,7 +216,7 @@ def _check_form(instance, attribute, value):
 
 
 @attrs.frozen
-class GNI:
+class GNI(Method):
     """Geometric Nonholonomic Integrator (paper Def. 4.1; affine: Def. 6.1).
 
     ``GNI(variant)`` with ``variant`` one of ``"euler_a"``, ``"euler_b"`` (the GNI versions of
@@ -269,6 +270,11 @@ class GNI:
         return getattr(self.discrete_lagrangian, "order", None)
 
     @property
+    def symmetric(self) -> bool:
+        """Symmetric for a symmetric discrete Lagrangian (``"rattle"``, ``"midpoint"``)."""
+        return bool(getattr(self.discrete_lagrangian, "symmetric", False))
+
+    @property
     def guarantees(self) -> dict[str, float]:
         """The velocity constraint mu(q_k) v_k + a(q_k) = 0 at every node, to the Newton
         tolerance (it holds exactly by construction; the post-condition
@@ -281,7 +287,7 @@ class GNI:
         return f"GNI({v}, {self.form})"
 
     # ------------------------------------------------------------------ protocol
-    def initial_state(self, system, q0, v0, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         """Node 0: ``(q0, v0)`` must satisfy the constraint; ``λ_0`` is the continuous
         multiplier (paper §5 "Initialization")."""
         inner, constraint = _split(system)
@@ -305,7 +311,7 @@ class GNI:
         ``p⁺_1 = D2 L_d(q0, q1)`` and the node data follow by (8)."""
         inner, constraint = _split(system)
         n = self._dim(system, inner)
-        h = as_step(h)
+        h = check_step_size(h)
         q0 = as_points(q0, name="q0", n=n)
         q1 = as_points(q1, name="q1", n=n)
         dl = self.discrete_lagrangian
@@ -315,10 +321,9 @@ class GNI:
         v1, lam1, p_bar = node_from_post_momentum(p_plus, G1, mu1, h, a1)
         return State(t=float(t0) + h, q=q1, v=v1, p=p_bar, lam=lam1, n=1, carry={}, info={})
 
-    def step(self, system, state: State, h) -> State:
+    def _step_impl(self, system, state: State, h) -> State:
         """Advance one step of size ``h`` (negative ``h`` runs the method backwards)."""
         inner, constraint = _split(system)
-        h = as_step(h)
         if self.form == "momentum":
             return self._step_momentum(inner, constraint, state, h)
         return self._step_two(inner, constraint, state, h)

@@ -15,8 +15,10 @@ from typing import Any
 import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
+    Method,
     NewtonOptions,
     State,
+    check_step_size,
     compare_derivative,
     newton_solve,
     register_picklable,
@@ -28,7 +30,6 @@ from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
 from ._validation import (
     as_points,
-    as_step,
     broadcast_pair,
     check_newton,
     check_on_constraint,
@@ -345,7 +346,7 @@ def reduced_gni_residual(system, tau, x_prev, u_prev, x, u, h):
 
 
 @attrs.frozen
-class ReducedGNI:
+class ReducedGNI(Method):
     """Reduced GNI on Rⁿ × G (paper Def. 7.1; affine: (38) with the sign of 2Q*Π corrected,
     paper §7.3; the docs' theory page) with the discrete Lagrangian of §7.2,
 
@@ -382,6 +383,8 @@ class ReducedGNI:
     def order(self) -> int:
         return 2
 
+    symmetric = True
+
     @property
     def name(self) -> str:
         return f"ReducedGNI({self.retraction})"
@@ -403,6 +406,9 @@ class ReducedGNI:
     def initial_state(self, system, q0, v0, t0: float = 0.0, g0=None) -> State:
         """Node 0 from ``x0`` and a consistent ``v0 = (ẋ0, ξ0)``; ``λ_0`` is the continuous
         multiplier; ``g0`` defaults to the identity."""
+        return super().initial_state(system, q0, v0, t0, g0=g0)
+
+    def _initial_state_impl(self, system, q0, v0, t0: float, g0=None) -> State:
         self._tau(system)
         x0 = as_points(q0, name="q0 (shape coordinates x0)", n=system.n_shape)
         v0 = as_points(v0, name="v0 = (xdot0, xi0)", n=system.N)
@@ -422,7 +428,7 @@ class ReducedGNI:
         ``x1 = x0 + h ẋ0``, ``ω_0 = ω(0)`` (paper §7.4, Exp. 2), or a consistent ``x1 = x(h)``,
         ``ω_0 = ω(h/2)``."""
         tau = self._tau(system)
-        h = as_step(h)
+        h = check_step_size(h)
         x0 = as_points(x0, name="x0", n=system.n_shape)
         x1 = as_points(x1, name="x1", n=system.n_shape)
         xi0 = as_points(xi0, name="xi0", n=system.group.dim)
@@ -436,9 +442,8 @@ class ReducedGNI:
         return State(t=float(t0) + h, q=x1, v=v1, p=p_bar, lam=lam1, n=1,
                      carry={"g": g1, "xi": xi0}, info={})
 
-    def step(self, system, state: State, h) -> State:
+    def _step_impl(self, system, state: State, h) -> State:
         tau = self._tau(system)
-        h = as_step(h)
         n, N = system.n_shape, system.N
         G = system.metric
         x = state.q

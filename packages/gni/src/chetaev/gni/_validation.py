@@ -64,19 +64,6 @@ def broadcast_pair(a: np.ndarray, b: np.ndarray, names: tuple[str, str]):
             np.broadcast_to(b, (*batch, b.shape[-1])).copy())
 
 
-def as_step(h) -> float:
-    """A finite, non-zero step size (negative steps run the method backwards)."""
-    if isinstance(h, (bool, np.bool_, str, bytes)) or np.iscomplexobj(h):
-        raise InputError(f"step size h must be a real number; got {h!r}")
-    try:
-        hf = float(h)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"step size h must be a real number; got {h!r}") from exc
-    if not np.isfinite(hf) or hf == 0.0:
-        raise InputError(f"step size h must be finite and non-zero; got {h!r}")
-    return hf
-
-
 def check_on_constraint(residual: np.ndarray, *, tol: float, what: str, fix: str) -> None:
     """Raise ConstraintViolationError when ``max|residual| > tol``."""
     r = float(np.max(np.abs(residual))) if np.size(residual) else 0.0

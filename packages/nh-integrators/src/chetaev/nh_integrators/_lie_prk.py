@@ -15,6 +15,7 @@ import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
     InputError,
+    Method,
     NewtonOptions,
     SingularMatrixError,
     State,
@@ -34,7 +35,7 @@ from ._rules import (
     multiplier_mode_check,
     one_of,
 )
-from ._validate import check_state, real_array, real_scalar, step_size
+from ._validate import check_state, real_array, real_scalar
 
 FORMS = ("lagrangian", "hamiltonian")
 
@@ -128,7 +129,7 @@ def _constraint_model(system: Any) -> _LieModel:
 
 
 @attrs.frozen
-class LieNonholonomicPRK(StageOrders):
+class LieNonholonomicPRK(StageOrders, Method):
     """Nonholonomic partitioned RKMK method on a Lie group (Lobatto IIIA–IIIB, any s ≥ 2).
 
     A map ``(g_k, η_k, λ_k) → (g_{k+1}, η_{k+1}, λ_{k+1})`` for a left-trivialized system
@@ -259,7 +260,8 @@ class LieNonholonomicPRK(StageOrders):
         return g
 
     def initial_state(
-        self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None, tol: float = 1e-10
+        self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None,
+        tol: float = 1e-10,
     ) -> State:
         """Check and complete the initial data: μ₀ = 𝕀η₀ and λ₀.
 
@@ -273,7 +275,11 @@ class LieNonholonomicPRK(StageOrders):
         InputError
             For a wrong shape, a non-finite value or ``g0`` off the group.
         """
-        t0 = real_scalar(t0, "t0")
+        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol)
+
+    def _initial_state_impl(
+        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10
+    ) -> State:
         tol = real_scalar(tol, "tol", positive=True)
         ops, model = self._setup(system)
         g0 = self._check_element(system, q0, "q0")
@@ -322,7 +328,7 @@ class LieNonholonomicPRK(StageOrders):
         See :func:`._rules.multiplier_mode_check`."""
         return multiplier_mode_check(self, system, previous, state, h)
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step of App. F; returns the state at ``t + h``.
 
         Raises
@@ -333,7 +339,6 @@ class LieNonholonomicPRK(StageOrders):
             With ``multiplier_rule="weighted_sum"`` when Σ bⱼΛʲ = 0 is redundant (rank
             deficient Newton matrix).
         """
-        h = step_size(h)
         ops, model = self._setup(system)
         check_state(state, ops.elem_shape, model.d, model.m)
         a = np.asarray(self.pair.first.a, dtype=float)

@@ -15,6 +15,7 @@ import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
     InputError,
+    Method,
     NewtonOptions,
     State,
 )
@@ -38,7 +39,7 @@ from ._rules import (
 from ._solve import SolveResult
 from ._solve import newton as _newton
 from ._solve import newton_structured as _newton_structured
-from ._validate import check_state, real_array, real_scalar, step_size
+from ._validate import check_state, real_array, real_scalar
 
 __all__ = [
     "AUTO_STRUCTURED_MIN_BATCH",
@@ -83,7 +84,7 @@ def _implicit_flag(inst: Any, attribute: Any, value: Any) -> None:
 
 
 @attrs.frozen
-class NonholonomicPRK(StageOrders):
+class NonholonomicPRK(StageOrders, Method):
     """Nonholonomic partitioned Runge–Kutta method (NH-PRK) for any Lobatto IIIA–IIIB pair.
 
     A map ``(q_k, v_k, lambda_k) -> (q_{k+1}, v_{k+1}, lambda_{k+1})`` on ``TQ|_N x Lambda``
@@ -331,7 +332,8 @@ class NonholonomicPRK(StageOrders):
         return bool(self.implicit_velocity)
 
     def initial_state(
-        self, system, q0, v0, t0: float = 0.0, lam0=None, tol: float = 1e-10
+        self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None,
+        tol: float = 1e-10,
     ) -> State:
         """Check and complete the initial data: ``p_0 = FL(q_0, v_0)`` and ``lambda_0``.
 
@@ -345,6 +347,11 @@ class NonholonomicPRK(StageOrders):
         ConstraintViolationError
             If ``|Phi(q0, v0)| > tol`` (data off the constraint set).
         """
+        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol)
+
+    def _initial_state_impl(
+        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10
+    ) -> State:
         inner = getattr(system, "system", None)
         if inner is None or getattr(system, "constraint", None) is None or not hasattr(inner, "n"):
             raise InputError(
@@ -357,7 +364,6 @@ class NonholonomicPRK(StageOrders):
                 f"`system` is a trivialized system on the group {type(inner.group).__name__}: "
                 "integrate it with LieNonholonomicPRK (NonholonomicPRK is for vector spaces)."
             )
-        t0 = real_scalar(t0, "t0")
         tol = real_scalar(tol, "tol", positive=True)
         n = int(inner.n)
         m = constraint_dim(system)
@@ -397,7 +403,7 @@ class NonholonomicPRK(StageOrders):
         See :func:`._rules.multiplier_mode_check`."""
         return multiplier_mode_check(self, system, previous, state, h)
 
-    def step(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float) -> State:
         """One step of eq. (14) (or (15)); returns the state at ``t + h``.
 
         Raises
@@ -408,7 +414,6 @@ class NonholonomicPRK(StageOrders):
         ConvergenceError
             If Newton does not converge for some trajectory of the batch.
         """
-        h = step_size(h)
         model = self._model(system)
         check_state(state, (model.n,), model.n, model.m)
         a, b, ahat, c = self._cache["tableau"]

@@ -177,6 +177,13 @@ class StageOrders:
         return 2 * self.stages - 2
 
     @property
+    def symmetric(self) -> bool:
+        """Exactly symmetric (stepping back with ``-h`` returns the input) only with the
+        papers' rule ``multiplier_rule="carry"`` (paper Thm. 5.1, Cor. 5.2.1); the other rules
+        give up this exact symmetry."""
+        return self.multiplier_rule == "carry"  # type: ignore[attr-defined]
+
+    @property
     def multiplier_order(self) -> int:
         """Global order of lambda: s for even s, s - 1 for odd s."""
         s = self.stages

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from chetaev.discrete_lagrangian import InputError
 
-__all__ = ["check_state", "real_array", "real_int", "real_scalar", "step_size"]
+__all__ = ["check_state", "real_array", "real_int", "real_scalar"]
 
 
 def real_array(x: Any, name: str) -> np.ndarray:
@@ -84,18 +84,3 @@ def check_state(state: Any, q_tail: tuple[int, ...], d: int, m: int) -> None:
         np.isfinite(q).all() and np.isfinite(v).all() and (lam is None or np.isfinite(lam).all())
     ):
         raise InputError("`state` holds NaN or inf; continue only from a finite state.")
-
-
-def step_size(h: Any) -> float:
-    """A step's ``h``: a finite, nonzero real number (negative steps backwards)."""
-    if isinstance(h, float) and h != 0.0 and h - h == 0.0:  # the hot path: one test
-        return h
-    if isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, float, np.integer, np.floating)):
-        raise InputError(f"The step size `h` must be a real number, got {type(h).__name__}.")
-    h = float(h)
-    if not np.isfinite(h) or h == 0.0:
-        raise InputError(
-            f"The step size h must be finite and nonzero, got {h}. Pass a finite h "
-            "(a negative h steps backwards in time)."
-        )
-    return h

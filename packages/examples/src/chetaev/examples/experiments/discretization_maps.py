@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import integrate
+from chetaev.discrete_lagrangian import Method, integrate
 from chetaev.discrete_lagrangian.discretization_maps import (
     DiscretizationMapMethod,
     LieDiscretizationMapMethod,
@@ -272,7 +272,7 @@ def _explicit_euler_defect(h: float) -> float:
     return float(np.max(np.abs(h * h * (g / L) * np.cos(th))))
 
 
-class _Dissipative:
+class _Dissipative(Method):
     """Control for the symplecticity checks: RATTLE followed by the momentum scaling
     p ↦ (1 − h) p (stays on Leg(TN); not symplectic: it scales ω_N by 1 − h)."""
 
@@ -281,10 +281,10 @@ class _Dissipative:
     def __init__(self):
         self._inner = rattle()
 
-    def initial_state(self, system, q0, v0, t0: float = 0.0):
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0):
         return self._inner.initial_state(system, q0, v0, t0)
 
-    def step(self, system, state, h):
+    def _step_impl(self, system, state, h):
         new = self._inner.step(system, state, h)
         return attrs.evolve(new, p=(1.0 - h) * new.p, v=(1.0 - h) * new.v)
 

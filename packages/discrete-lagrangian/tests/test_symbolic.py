@@ -438,3 +438,27 @@ def test_generated_functions_broadcast_q_against_v():
         out = getattr(sym.constraint, name)(q, vv)
         assert out.shape[:2] == (4, 5), name
         np.testing.assert_array_equal(out[1, 4], getattr(sym.constraint, name)(q[1, 0], vv[4]))
+
+
+def test_small_batch_float_path_agrees_with_the_numpy_path():
+    """A few configurations (one trajectory and its stages) run a Python-float loop, large
+    batches the numpy code: both give the same values (the float path may differ by the last
+    bits of math.sin vs numpy.sin: measured 0 over seeds 0-4 here, bound 4 eps); a pole
+    the float path refuses (ZeroDivisionError) falls through to numpy's inf."""
+    (x, y), (vx, vy) = _symbols(2)
+    L = (vx**2 + (1 + x**2) * vy**2) / 2 + sp.cos(x) * sp.sin(y) + sp.exp(x / 3)
+    sym = from_lagrangian(L, [x, y], [vx, vy])
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((200, 2))
+    for name in ("V", "gradV", "hessV", "M", "dM"):
+        f = getattr(sym, name)
+        big = f(q)  # numpy path
+        small = np.stack([f(qi) for qi in q])  # one configuration each: float path
+        stages = np.concatenate([f(q[i:i + 3]) for i in range(0, 198, 3)])  # (3, 2) batches
+        scale = np.maximum(1.0, np.abs(big))
+        assert np.all(np.abs(small - big) <= 4 * np.finfo(float).eps * scale), name
+        assert np.all(np.abs(stages - big[:198]) <= 4 * np.finfo(float).eps * scale[:198]), name
+    pole = from_lagrangian(vx**2 / 2 + vy**2 / 2 - 1 / x, [x, y], [vx, vy])
+    with np.errstate(divide="ignore"):
+        assert np.isinf(pole.V(np.array([0.0, 1.0])))
+        assert np.all(np.isinf(pole.gradV(np.zeros((2, 2)))[..., 0]))

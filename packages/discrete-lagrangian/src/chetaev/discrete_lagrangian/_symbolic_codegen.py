@@ -10,7 +10,10 @@ The function of ``(x_1, ..., x_k)`` (each with its core shape: ``(n,)`` for coor
 velocities, ``(k, k)`` for a group element) evaluates every entry over the broadcast leading
 batch axes of its arguments and of the parameter arrays, and writes them into one output array
 of shape ``(*batch, *out_shape)``: a constant entry is broadcast to the batch, a zero entry is
-left at zero.
+left at zero. A small batch (one trajectory: its point and its stages) without parameter
+arrays is evaluated by a loop in Python floats and the ``math`` module instead, which is
+several times cheaper there than numpy calls on tiny arrays; both paths compute the same
+common subexpressions in the same order.
 """
 
 from __future__ import annotations

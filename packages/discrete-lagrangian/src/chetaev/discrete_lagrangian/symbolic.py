@@ -20,6 +20,11 @@ has a q̇-free term) or a general :class:`~chetaev.discrete_lagrangian.VelocityC
 The equations of motion use the project's multiplier convention
 d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, whatever convention the source used.
 
+Singular data that only the user's initial state reveals (a mass matrix singular at some
+configurations, constraints dependent at the initial point only) are checked once, at the
+first state a method sees, through the derivative-check hook of ``integrate`` /
+``initial_state``; everything else is checked at build time.
+
 Every generated function broadcasts over leading batch axes, is written with common
 subexpression elimination (``sympy.cse``) and needs only numpy at run time; a generated system
 pickles (each function is kept as its source text and recompiled on unpickling).
@@ -541,7 +546,10 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         constraint that depends on velocities; holonomic and nonholonomic constraints mixed.
     SingularMatrixError
         A singular mass matrix (symbolically, or at a generic point); constraints that are
-        dependent at a generic point.
+        dependent at a generic point. Raised later, once, at the first state a method sees
+        (``integrate`` or a method's ``initial_state``): a mass matrix (or ∂²L/∂q̇²) with
+        condition number above 1/(n·eps) at ``q0``, or a constraint Jacobian of numerical
+        rank < m at ``q0`` (singular values below max(m, n)·eps·σ_max count as zero).
     ImportError
         sympy is not installed (``pip install chetaev-discrete-lagrangian[symbolic]``).
 

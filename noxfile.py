@@ -44,6 +44,11 @@ LOCAL_DEPS: dict[str, list[str]] = {
     "dsocs": ["discrete-lagrangian"],
     "examples": ["nh-integrators", "gni", "dsocs"],
 }
+# Extras a local package requires of its local dependencies (as in its pyproject.toml), so
+# that a session installing it also installs them: package -> {dependency: [extras]}.
+LOCAL_DEP_EXTRAS: dict[str, dict[str, list[str]]] = {
+    "examples": {"discrete-lagrangian": ["symbolic"]},  # models built by the symbolic route
+}
 
 
 def _closure(name: str) -> list[str]:
@@ -83,11 +88,18 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None) 
         for pkg in _closure(name):
             if pkg not in wanted:
                 wanted.append(pkg)
+    extras: dict[str, list[str]] = {pkg: [] for pkg in wanted}
+    for pkg in wanted:
+        for dep, dep_extras in LOCAL_DEP_EXTRAS.get(pkg, {}).items():
+            extras[dep] += [e for e in dep_extras if e not in extras[dep]]
+    if extra:
+        for pkg in names:
+            extras[pkg].insert(0, extra)
     args = []
     for pkg in wanted:
         path = f"./packages/{pkg}"
-        if extra and pkg in names:
-            path += f"[{extra}]"
+        if extras[pkg]:
+            path += f"[{','.join(extras[pkg])}]"
         args.append(path)
     # Resolved in the same pip call as the packages, so scipy & co. come in versions that
     # support the pinned numpy.

@@ -213,8 +213,9 @@ def _chaotic_formulas(q, v, m):
 )
 def test_wrapped_nh_testing_models_match_the_written_out_formulas(build, formulas, params, n
                                                                   ) -> None:
-    """cvt/chaotic now build ``chetaev.nh_integrators.testing``'s systems: energy, ∇V, ∇²V and
-    the multiplier equal the formulas the examples implemented before, on random states."""
+    """cvt/chaotic (generated from their Lagrangians by the symbolic route; their hand twins
+    are ``chetaev.nh_integrators.testing``'s systems): energy, ∇V, ∇²V and the multiplier
+    equal the formulas the examples implemented before, on random states."""
     sysm = build(params)
     rng = np.random.default_rng(11)
     q = rng.normal(size=(2, 4, n))
@@ -240,3 +241,66 @@ def test_chaotic_wrapper_keeps_its_argument_checks() -> None:
         chaotic.ensemble(9, m=4)
     with pytest.raises(ValueError, match="positive integer"):
         chaotic.ensemble(0)
+
+
+# ----------------------------------------------------------------------------- symbolic route
+TWINS = [
+    ("particle", nonholonomic_particle.system, nonholonomic_particle.hand_system, (), 3),
+    ("cvt", cvt.system, cvt.hand_system, (0.5,), 3),
+    ("cvt_eps", cvt.system, cvt.hand_system, (0.2,), 3),
+    ("chaotic", chaotic.system, chaotic.hand_system, (3,), 7),
+    ("chaotic_m2", chaotic.system, chaotic.hand_system, (2,), 5),
+    ("disc_coordinates", vertical_disc.coordinate_system, vertical_disc.hand_coordinate_system,
+     (), 3),
+    ("disc_coordinates_params", vertical_disc.coordinate_system,
+     vertical_disc.hand_coordinate_system, (2.0, 0.7), 3),
+]
+
+
+@pytest.mark.parametrize("batch", [(), (5,), (2, 3)])
+@pytest.mark.parametrize(("name", "gen", "hand", "args", "n"), TWINS, ids=[t[0] for t in TWINS])
+def test_generated_models_agree_with_their_hand_twins(name, gen, hand, args, n, batch) -> None:
+    """The symbolic models equal their hand-written twins to 1e-13 relative: values, every
+    first and second derivative, the constraint blocks and the multiplier, on random states
+    (not on the constraint: the blocks are defined everywhere) and batches."""
+    from chetaev.discrete_lagrangian.testing import assert_systems_agree
+
+    a, b = gen(*args), hand(*args)
+    assert type(a.system) is type(b.system) and type(a.constraint) is type(b.constraint)
+    assert not a.fd_second_derivatives
+    rng = np.random.default_rng(len(batch) + 31)
+    q, v = rng.standard_normal((2, *batch, n))
+    assert_systems_agree(a, b, q, v)
+
+
+@pytest.mark.parametrize("batch", [(), (5,), (2, 3)])
+@pytest.mark.parametrize("params", [(), (2.0, 0.7)])
+def test_generated_disc_on_se2_agrees_with_its_hand_twin(params, batch) -> None:
+    from chetaev.discrete_lagrangian.testing import assert_systems_agree
+    from chetaev.liegroups import SE2
+
+    a, b = vertical_disc.lie_system(*params), vertical_disc.hand_lie_system(*params)
+    assert type(a.system) is type(b.system) and type(a.constraint) is type(b.constraint)
+    rng = np.random.default_rng(len(batch) + 37)
+    g, eta = SE2.random(rng, batch), rng.standard_normal((*batch, 3))
+    assert_systems_agree(a, b, g, eta)
+    np.testing.assert_array_equal(a.system.inertia, b.system.inertia)
+
+
+def test_generated_models_are_built_once_per_parameter_set() -> None:
+    assert cvt.system() is cvt.system(0.5) and cvt.system(0.2) is not cvt.system()
+    assert chaotic.system() is chaotic.system(3)
+    assert vertical_disc.lie_system() is vertical_disc.lie_system(1.0, 0.5)
+    assert nonholonomic_particle.system() is nonholonomic_particle.system()
+
+
+def test_examples_import_does_not_import_sympy() -> None:
+    """sympy is imported when a model is built, never at ``import chetaev.examples``."""
+    import subprocess
+    import sys
+
+    code = ("import sys, chetaev.examples, chetaev.examples.models; "
+            "assert 'sympy' not in sys.modules, 'sympy imported'; "
+            "from chetaev.examples.models import cvt; cvt.system(0.3); "
+            "assert 'sympy' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

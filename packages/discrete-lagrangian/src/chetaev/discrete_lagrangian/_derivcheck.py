@@ -46,6 +46,7 @@ __all__ = [
     "check_derivatives",
     "compare_derivative",
     "mark_verified",
+    "register_first_state_check",
     "verify_before_first_step",
 ]
 
@@ -65,6 +66,7 @@ NEARBY_SCALE = 1e-2
 BROADCAST_RTOL = 1e-8
 
 _VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FIRST_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -542,21 +544,45 @@ def mark_verified(system: Any) -> Any:
     return system
 
 
+def register_first_state_check(system: Any, check: Callable[[np.ndarray, np.ndarray], None]
+                               ) -> Any:
+    """Run ``check(q0, v0)`` once, at the first state a method sees for ``system``.
+
+    For checks that only the user's initial data can decide (a mass matrix singular at some
+    configurations only, constraints dependent at the initial point only): ``integrate`` and
+    ``ConstrainedSystem.check_initial`` (i.e. a method's ``initial_state``) call
+    :func:`verify_before_first_step`, which calls ``check`` with the whole initial batch
+    ``q0`` (float array, as given) and ``v0`` (zeros when None) the first time only. ``check``
+    raises a typed error (a :class:`ValueError` subclass) naming the argument and the fix.
+    """
+    _FIRST_STATE[system] = check
+    return system
+
+
 def verify_before_first_step(system: Any, q0: Any, v0: Any) -> None:
     """Run :func:`check_derivatives` once per system object (the verdict is cached).
 
     Called by ``integrate`` right before ``method.initial_state``. Systems of other types
-    and initial data the method will reject are left to the method.
+    and initial data the method will reject are left to the method. A check registered with
+    :func:`register_first_state_check` runs here too, once, on the whole initial batch.
     """
     from ._constraints import ConstrainedSystem
     from ._systems import _SystemMixin
 
     if not isinstance(system, ConstrainedSystem | _SystemMixin):
         return
-    if _VERIFIED.get(system, False):
+    first = _FIRST_STATE.get(system)
+    if _VERIFIED.get(system, False) and first is None:
         return
     pt = _one_point(system, q0, v0, strict=False)
     if pt is None:
         return
-    check_derivatives(system, *pt)
-    _VERIFIED[system] = True
+    if first is not None:  # the targeted checks first: their messages are the precise ones
+        n = pt[1].shape[-1]
+        qa = np.asarray(q0, dtype=float)
+        va = np.zeros(n) if v0 is None else np.asarray(v0, dtype=float)
+        first(qa, va)
+        _FIRST_STATE.pop(system, None)
+    if not _VERIFIED.get(system, False):
+        check_derivatives(system, *pt)
+        _VERIFIED[system] = True

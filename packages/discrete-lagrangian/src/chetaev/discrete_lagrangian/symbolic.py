@@ -20,6 +20,11 @@ has a q̇-free term) or a general :class:`~chetaev.discrete_lagrangian.VelocityC
 The equations of motion use the project's multiplier convention
 d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, whatever convention the source used.
 
+Singular data that only the user's initial state reveals (a mass matrix singular at some
+configurations, constraints dependent at the initial point only) are checked once, at the
+first state a method sees, through the derivative-check hook of ``integrate`` /
+``initial_state``; everything else is checked at build time.
+
 Every generated function broadcasts over leading batch axes, is written with common
 subexpression elimination (``sympy.cse``) and needs only numpy at run time; a generated system
 pickles (each function is kept as its source text and recompiled on unpickling).
@@ -55,6 +60,31 @@ __all__ = ["from_lagranges_method", "from_lagrangian", "from_trivialized_lagrang
 
 _INSTALL = "pip install chetaev-discrete-lagrangian[symbolic]"
 _SEED = 20261125  # the generic point of the build-time rank checks
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _mass_cond_max(n: int) -> float:
+    """Largest condition number of the n×n mass matrix M(q0) (or ∂²L/∂q̇²) accepted at the
+    initial state: 1/(n·eps).
+
+    A backward-stable solve with a matrix of condition number κ has relative forward error
+    up to about n·eps·κ (Higham, *Accuracy and Stability of Numerical Algorithms*, §7.2 and
+    Thm. 9.4), so beyond κ = 1/(n·eps) not one digit of the accelerations (paper eq. (2.3),
+    the Legendre map) is guaranteed: the matrix is singular to working precision.
+    """
+    return 1.0 / (max(int(n), 1) * _EPS)
+
+
+def _rank_tol(B: np.ndarray) -> np.ndarray:
+    """Numerical-rank tolerance of the (..., m, n) constraint Jacobian at the initial state.
+
+    A singular value below ``max(m, n)·eps·σ_max`` is zero to working precision: it is the
+    size of the rounding error of the SVD of a matrix of norm σ_max (Golub & Van Loan,
+    *Matrix Computations*, §5.4.1; the default of ``numpy.linalg.matrix_rank``). Returns the
+    tolerance per batch entry, shape (...,).
+    """
+    s0 = np.max(np.abs(np.linalg.svd(B, compute_uv=False)), axis=-1)
+    return max(B.shape[-2:]) * _EPS * s0
 
 
 def _sympy():
@@ -124,17 +154,86 @@ class _Builder:
         self.known = set(self.q) | set(self.v) | set(self.scalar_subs) | set(self.array_syms)
         if gsyms is not None:
             self.known |= set(gsyms)
+        self.mass_check = None  # (q0, v0) -> None: M(q0) nonsingular
+        self.rank_check = None  # (q0, v0) -> None: constraint Jacobian of full row rank
 
     def finish(self, system):
-        """The built system; with batched parameters, recorded as checked (see below)."""
-        if self.array_vals:
-            # Generated callables are exact and broadcasting by construction; with a
-            # parameter batch they return that batch for one configuration, which the
-            # one-configuration probe before the first step would misread as an error.
-            from ._derivcheck import mark_verified
+        """The built system, with its checks at the user's first state registered.
 
+        With batched parameters it is also recorded as checked: generated callables are
+        exact and broadcasting by construction, and with a parameter batch they return that
+        batch for one configuration, which the one-configuration probe before the first step
+        would misread as an error.
+        """
+        from ._derivcheck import mark_verified, register_first_state_check
+
+        mass, rank = self.mass_check, self.rank_check
+        if isinstance(system, ConstrainedSystem) and mass is not None:
+            register_first_state_check(system.system, mass)
+        if mass is not None or rank is not None:
+            def first_state(q0, v0):
+                if mass is not None:
+                    mass(q0, v0)
+                if rank is not None:
+                    rank(q0, v0)
+
+            register_first_state_check(system, first_state)
+        if self.array_vals:
             mark_verified(system)
+            if isinstance(system, ConstrainedSystem):
+                mark_verified(system.system)
         return system
+
+    def on_first_state_mass(self, kernel, what: str, argspec: str) -> None:
+        """Check, once at the first state, that ``kernel`` (M or ∂²L/∂q̇²) is nonsingular."""
+
+        def check(q0, v0):
+            M = np.asarray(kernel(q0, v0) if "v" in argspec else kernel(q0))
+            n = M.shape[-1]
+            with np.errstate(all="ignore"):
+                cond = np.linalg.cond(M) if np.all(np.isfinite(M)) else np.array(np.inf)
+            bad = ~(cond <= _mass_cond_max(n))
+            if np.any(bad):
+                where = np.unravel_index(int(np.argmax(np.where(bad, np.inf, cond))),
+                                         np.shape(cond)) if np.ndim(cond) else ()
+                at = "`q0" + (f"[{', '.join(map(str, where))}]" if where else "") + "`"
+                raise SingularMatrixError(
+                    f"The {what} ∂²L/∂q̇² is singular at the initial state ({at}): condition "
+                    f"number {float(np.max(cond)):.2e} > 1/(n·eps) = {_mass_cond_max(n):.2e}, "
+                    "so "
+                    "the Legendre map cannot be inverted there. Move `q0` away from this "
+                    "configuration (a coordinate singularity of the chosen coordinates) or "
+                    "use coordinates that are regular there."
+                )
+
+        self.mass_check = check
+
+    def on_first_state_rank(self, jac, what: str, argspec: str) -> None:
+        """Check, once at the first state, that the constraint Jacobian has full row rank."""
+
+        def check(q0, v0):
+            B = np.asarray(jac(q0, v0) if "v" in argspec else jac(q0))
+            m = B.shape[-2]
+            with np.errstate(all="ignore"):
+                s = np.linalg.svd(B, compute_uv=False) if np.all(np.isfinite(B)) else None
+            if s is None:
+                raise SingularMatrixError(
+                    f"The Jacobian of the {what} is not finite at the initial state: check "
+                    "`q0` and the constraint expressions."
+                )
+            tol = _rank_tol(B)
+            rank = np.sum(s > tol[..., None], axis=-1)
+            if np.any(rank < m):
+                k = int(np.min(rank))
+                raise SingularMatrixError(
+                    f"The {m} {what} are not independent at the initial state `q0`: their "
+                    f"Jacobian has numerical rank {k} < {m} there (singular values below "
+                    f"max(m, n)·eps·σ_max = {float(np.max(tol)):.2e} count as zero). Move `q0` "
+                    "to a point where they are independent, or remove the constraint that is "
+                    "redundant there."
+                )
+
+        self.rank_check = check
 
     # -- expressions
     def prepare(self, expr, what: str):
@@ -323,6 +422,7 @@ def _vector_system(b: _Builder, L):
         _symbolic_singular(b, H, n)
         mass = b.function("mass", "q", H, (n, n))
         _check_mass(b, mass, "mass matrix", "q")
+        b.on_first_state_mass(mass, "mass matrix", "q")
         dM = b.grad(H, b.q)
         return SymbolicMechanicalSystem(
             mass, pot, pgrad, phess, b.function("mass_grad", "q", dM, (n, n, n)), n=n,
@@ -335,6 +435,7 @@ def _vector_system(b: _Builder, L):
     _symbolic_singular(b, dvv, n)
     d2vv = b.function("d2L_dv2", "qv", dvv, (n, n))
     _check_mass(b, d2vv, "Hessian", "qv")
+    b.on_first_state_mass(d2vv, "Hessian", "qv")
     return LagrangianSystem(
         n,
         b.function("lagrangian", "qv", [L], ()),
@@ -382,6 +483,7 @@ def _velocity_constraint(b: _Builder, phis, qarg: str, qgrad):
         else:
             Aobj = b.function("A", qarg, A, (m, n))
             _check_rank(np.asarray(Aobj(qr)), "velocity constraints")
+            b.on_first_state_rank(Aobj, "velocity constraints", qarg)
             dA = b.function("dA", qarg, qgrad(A), (m, n, n))
         aobj = da = None
         if affine:
@@ -396,6 +498,7 @@ def _velocity_constraint(b: _Builder, phis, qarg: str, qgrad):
     args = qarg + "v"
     dphi_dv = b.function("dphi_dv", args, dv, (m, n))
     _check_rank(np.asarray(dphi_dv(qr, vr)), "velocity constraints")
+    b.on_first_state_rank(dphi_dv, "velocity constraints", args)
     return VelocityConstraint(
         b.function("phi", args, phis, (m,)),
         b.function("dphi_dq", args, dq, (m, n)),
@@ -443,7 +546,10 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         constraint that depends on velocities; holonomic and nonholonomic constraints mixed.
     SingularMatrixError
         A singular mass matrix (symbolically, or at a generic point); constraints that are
-        dependent at a generic point.
+        dependent at a generic point. Raised later, once, at the first state a method sees
+        (``integrate`` or a method's ``initial_state``): a mass matrix (or ∂²L/∂q̇²) with
+        condition number above 1/(n·eps) at ``q0``, or a constraint Jacobian of numerical
+        rank < m at ``q0`` (singular values below max(m, n)·eps·σ_max count as zero).
     ImportError
         sympy is not installed (``pip install chetaev-discrete-lagrangian[symbolic]``).
 
@@ -490,6 +596,7 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         jac = b.function("jacobian", "q", J, (m, n))
         qr, _ = b.random_point(np.random.default_rng(_SEED))
         _check_rank(np.asarray(jac(qr)), "holonomic constraints")
+        b.on_first_state_rank(jac, "holonomic constraints", "q")
         con = HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
                                   b.function("hessian", "q", b.grad(J, qs), (m, n, n)), m=m)
         return b.finish(ConstrainedSystem(system, con))
@@ -666,6 +773,7 @@ def _group_system(b: _Builder, le, d: int):
         _symbolic_singular(b, H, d)
     d22 = b.function("d2l_deta2", "gv", b.grad(d2, b.v), (d, d))
     _check_mass(b, d22, "Hessian", "gv")
+    b.on_first_state_mass(d22, "Hessian", "gv")
     return TrivializedLagrangianSystem(
         b.group,
         b.function("lagrangian", "gv", [le], ()),

@@ -17,14 +17,17 @@ paper): Fig. 6's "μ/h¹⁰" for Lobatto-3 should be μ/h⁸ = μ/h^{2(2s−2)}.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.discrete_lagrangian.symbolic import from_lagrangian
 from chetaev.nh_integrators import testing as nh_testing
 
 from ._nh_common import dop853
 
-__all__ = ["E0", "J_DEFAULT", "M_DEFAULT", "energy", "ensemble", "lie_system", "mse",
-           "multiplier", "reference", "system"]
+__all__ = ["E0", "J_DEFAULT", "M_DEFAULT", "energy", "ensemble", "hand_system", "lie_system",
+           "mse", "multiplier", "reference", "system"]
 
 #: m of the paper's experiment (n = 7).
 M_DEFAULT = 3
@@ -52,14 +55,35 @@ def _grad(q: np.ndarray, m: int) -> np.ndarray:
     return g
 
 
-def system(m: int = M_DEFAULT) -> ConstrainedSystem:
-    """The chaotic system with n = 2m + 1 as a ``ConstrainedSystem`` (analytic Hessian);
-    Lagrangian or Hamiltonian form of ``NonholonomicPRK``, or the GNI.
+@functools.lru_cache(maxsize=8)
+def _generated(m: int) -> ConstrainedSystem:
+    import sympy as sp  # only when a model is built, never at import
 
-    This is :func:`chetaev.nh_integrators.testing.chaotic_system` (the method package's
-    public test problem) after checking ``m``; :func:`multiplier` and :func:`reference` below
-    stay independent of it.
+    n = 2 * m + 1
+    q, v = sp.symbols(f"q1:{n + 1}"), sp.symbols(f"v1:{n + 1}")  # 1-based, as the paper
+    V = (sum(x**2 for x in q) + q[m + 1] ** 2 * q[m + 2] ** 2
+         + sum(q[i] ** 2 * q[m + i] ** 2 for i in range(1, m + 1))) / 2
+    phi = v[0] + sum(q[i] * v[i] for i in range(m + 1, n))
+    return from_lagrangian(sum(x**2 for x in v) / 2 - V, q, v, nonholonomic=[phi])
+
+
+def system(m: int = M_DEFAULT) -> ConstrainedSystem:
+    """The chaotic system with n = 2m + 1 as a ``ConstrainedSystem``; Lagrangian or
+    Hamiltonian form of ``NonholonomicPRK``, or the GNI.
+
+    Generated from L and Φ of the module docstring by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (exact derivatives; built
+    once per ``m`` and cached). :func:`hand_system` is the hand-written twin,
+    :func:`multiplier` and :func:`reference` below stay independent of both.
     """
+    _indices(m)
+    return _generated(int(m))
+
+
+def hand_system(m: int = M_DEFAULT) -> ConstrainedSystem:
+    """The hand-written twin of :func:`system` (analytic Hessian):
+    :func:`chetaev.nh_integrators.testing.chaotic_system` (the method package's public test
+    problem), reused rather than written a second time."""
     _indices(m)
     return nh_testing.chaotic_system(int(m))
 

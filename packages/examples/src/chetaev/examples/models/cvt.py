@@ -17,8 +17,11 @@ not in the paper: T = 500 (the project's choice, not in the paper).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.discrete_lagrangian.symbolic import from_lagrangian
 from chetaev.nh_integrators import testing as nh_testing
 
 from ._nh_common import dop853
@@ -30,6 +33,7 @@ __all__ = [
     "V0_HIGH",
     "V0_LOW",
     "energies",
+    "hand_system",
     "lie_system",
     "multiplier",
     "reference",
@@ -48,14 +52,32 @@ V0_HIGH = np.array(nh_testing.CVT_V0_HIGH, dtype=float)
 T_FINAL = 500.0
 
 
+@functools.lru_cache(maxsize=16)
+def _generated(eps: float) -> ConstrainedSystem:
+    import sympy as sp  # only when a model is built, never at import
+
+    x, y, z, vx, vy, vz, e = sp.symbols("x y z v_x v_y v_z epsilon")
+    L = (vx**2 + vy**2 + vz**2) / 2 - (x**2 + z**2 - 2 * sp.cos(y) + e * sp.sin(2 * y)) / 2
+    return from_lagrangian(L, [x, y, z], [vx, vy, vz], nonholonomic=[vz + sp.sin(y) * vx],
+                           params={e: eps})
+
+
 def system(eps: float = EPS) -> ConstrainedSystem:
     """The CVT as a ``ConstrainedSystem`` (M = I, A(q) = (sin y, 0, 1)); Lagrangian or
     Hamiltonian form of ``NonholonomicPRK``, or the GNI.
 
-    This is :func:`chetaev.nh_integrators.testing.cvt_system` (the method package's public
-    test problem), reused rather than written a second time; :func:`multiplier` and
-    :func:`reference` below stay independent of it.
+    Generated from L and Φ of the module docstring by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (exact derivatives; built
+    once per ``eps`` and cached). :func:`hand_system` is the hand-written twin,
+    :func:`multiplier` and :func:`reference` below stay independent of both.
     """
+    return _generated(float(eps))
+
+
+def hand_system(eps: float = EPS) -> ConstrainedSystem:
+    """The hand-written twin of :func:`system`:
+    :func:`chetaev.nh_integrators.testing.cvt_system` (the method package's public test
+    problem), reused rather than written a second time."""
     return nh_testing.cvt_system(eps)
 
 

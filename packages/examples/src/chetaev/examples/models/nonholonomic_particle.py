@@ -22,14 +22,17 @@ q0 = (1, 0.5, 0), v0 = (0.5, 1, 0.25) (so that v_z = y v_x), T = 2.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+from chetaev.discrete_lagrangian.symbolic import from_lagrangian
 from chetaev.gni.testing import harmonic_particle
 
 from ._nh_common import dop853
 
-__all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "lie_system", "multiplier", "reference",
-           "system"]
+__all__ = ["Q0", "T_FINAL", "V0", "energy", "exact_y", "hand_system", "lie_system", "multiplier",
+           "reference", "system"]
 
 #: Initial configuration (the project's choice, not in the paper, not from the paper).
 Q0 = np.array([1.0, 0.5, 0.0])
@@ -39,12 +42,29 @@ V0 = np.array([0.5, 1.0, 0.25])
 T_FINAL = 2.0
 
 
+@functools.lru_cache(maxsize=1)
+def _generated() -> ConstrainedSystem:
+    import sympy as sp  # only when a model is built, never at import
+
+    x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
+    L = (vx**2 + vy**2 + vz**2) / 2 - (x**2 + y**2) / 2
+    return from_lagrangian(L, [x, y, z], [vx, vy, vz], nonholonomic=[vz - y * vx])
+
+
 def system() -> ConstrainedSystem:
     """The particle as a ``ConstrainedSystem`` (M = I, V = ½(x² + y²), A = (−y, 0, 1)).
 
-    This is :func:`chetaev.gni.testing.harmonic_particle` (the method packages' public test
-    problem), reused rather than written a second time; the reference below stays independent.
+    Generated from L and Φ of the module docstring by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (exact derivatives; built
+    once and cached). :func:`hand_system` is the hand-written twin; the reference below
+    stays independent of both.
     """
+    return _generated()
+
+
+def hand_system() -> ConstrainedSystem:
+    """The hand-written twin of :func:`system`: :func:`chetaev.gni.testing.harmonic_particle`
+    (the method packages' public test problem), reused rather than written a second time."""
     return harmonic_particle().system
 
 

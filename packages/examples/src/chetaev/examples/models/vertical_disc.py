@@ -26,12 +26,15 @@ I_z = 0.5,
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
     LinearVelocityConstraint,
     MechanicalSystem,
 )
+from chetaev.discrete_lagrangian.symbolic import from_lagrangian, from_trivialized_lagrangian
 from chetaev.nh_integrators import testing as nh_testing
 
 from ._nh_common import row
@@ -47,6 +50,8 @@ __all__ = [
     "coordinates",
     "energy",
     "group_element",
+    "hand_coordinate_system",
+    "hand_lie_system",
     "initial_coordinates",
     "initial_group",
     "lie_system",
@@ -69,13 +74,55 @@ ETA0 = np.array([0.8, 0.0, 1.2])
 T_FINAL = 3.0
 
 
+@functools.lru_cache(maxsize=16)
+def _generated(mass: float, inertia_z: float, lie: bool) -> ConstrainedSystem:
+    import sympy as sp  # only when a model is built, never at import
+
+    m, i_z = sp.symbols("m I_z")
+    params = {m: mass, i_z: inertia_z}
+    if lie:  # SE(2), g = [[cos θ, −sin θ, x], [sin θ, cos θ, y], [0, 0, 1]]
+        from chetaev.liegroups import SE2
+
+        g = sp.MatrixSymbol("g", 3, 3)
+        v1, v2, w = sp.symbols("v_1 v_2 omega")
+        ell = (m * (v1**2 + v2**2) + i_z * w**2) / 2 - (g[0, 2] ** 2 + g[1, 2] ** 2) / 2
+        return from_trivialized_lagrangian(SE2, ell, [v1, v2, w], g=g, nonholonomic=[v2],
+                                           params=params)
+    x, y, th, vx, vy, w = sp.symbols("x y theta v_x v_y omega")
+    L = (m * (vx**2 + vy**2) + i_z * w**2) / 2 - (x**2 + y**2) / 2
+    return from_lagrangian(L, [x, y, th], [vx, vy, w], params=params,
+                           nonholonomic=[vy * sp.cos(th) - vx * sp.sin(th)])
+
+
 def lie_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> ConstrainedSystem:
-    """The disc on SE(2) (left-trivialized), constraint φ = v₂."""
-    return nh_testing.vertical_disc(mass, inertia_z)
+    """The disc on SE(2) (left-trivialized), constraint φ = v₂.
+
+    Generated from ℓ and φ of the module docstring by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (built once per
+    parameter set and cached); :func:`hand_lie_system` is the hand-written twin.
+    """
+    return _generated(float(mass), float(inertia_z), True)
 
 
 def coordinate_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> ConstrainedSystem:
-    """The disc in coordinates (x, y, θ): M = diag(m, m, I_z), A(q) = (−sin θ, cos θ, 0)."""
+    """The disc in coordinates (x, y, θ): M = diag(m, m, I_z), A(q) = (−sin θ, cos θ, 0).
+
+    Generated from L and Φ of the module docstring by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (built once per parameter
+    set and cached); :func:`hand_coordinate_system` is the hand-written twin.
+    """
+    return _generated(float(mass), float(inertia_z), False)
+
+
+def hand_lie_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> ConstrainedSystem:
+    """The hand-written twin of :func:`lie_system`:
+    :func:`chetaev.nh_integrators.testing.vertical_disc`, reused."""
+    return nh_testing.vertical_disc(mass, inertia_z)
+
+
+def hand_coordinate_system(mass: float = MASS, inertia_z: float = INERTIA_Z
+                           ) -> ConstrainedSystem:
+    """The hand-written twin of :func:`coordinate_system`."""
 
     def V(q):
         return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)

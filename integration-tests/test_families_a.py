@@ -73,6 +73,7 @@ def _check(traj, tol=1e-11):
     assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.v))
     if hasattr(traj.system, "constraint"):
         res = traj.constraint_residual(kind="all")
+        # measured (40 run(s), threads 1 & unset): worst 3.94e-12 vs 1e-11, margin 2.54 (< 3)
         assert np.max(np.abs(res)) < tol, np.max(np.abs(res))
 
 
@@ -167,4 +168,5 @@ def test_dsocs_on_the_particle_and_the_wheel(start):
         q = sol.q
         qc, vc, ac = q[1:-1], (q[2:] - q[:-2]) / (2 * h), (q[2:] - 2 * q[1:-1] + q[:-2]) / h**2
         res = iwp_constraint(qc, vc, ac, inertia_wheel.PARAMETERS)
+        # measured (4 run(s), threads 1 & unset): worst 9.56e-07 vs 0.0148, margin 1.54e+04 (loose)
         assert np.max(np.abs(res)) < 1e-6 * (1 + np.max(np.abs(inertia_wheel.lyapunov(qc, vc))))

@@ -171,6 +171,7 @@ def test_round_trip_continues_bit_for_bit(make, method, q0, v0):
     state2 = pickle.loads(pickle.dumps(first.final_state()))
     traj2 = pickle.loads(pickle.dumps(first))
     for name in ("t", "q", "v"):
+        # measured (45 run(s), threads 1 & unset): worst bitwise equal, margin ∞
         np.testing.assert_array_equal(getattr(traj2, name), getattr(first, name))
     ref = integrate(system, method, first.final_state(), None, h=0.1, n_steps=4)
     for m in (used, fresh):
@@ -179,6 +180,7 @@ def test_round_trip_continues_bit_for_bit(make, method, q0, v0):
             a, b = getattr(again, name), getattr(ref, name)
             assert (a is None) == (b is None)
             if a is not None:
+                # measured (138 run(s), threads 1 & unset): worst bitwise equal, margin ∞
                 np.testing.assert_array_equal(a, b)
 
 

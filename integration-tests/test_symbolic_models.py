@@ -210,6 +210,7 @@ def test_examples_heavy_top_twin_agrees():
     g = SO3.random(rng, (6,))
     eta = rng.standard_normal((6, 3))
     assert_systems_agree(sym, hand, g, eta)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 0 vs allowed 1.4e-15, margin ∞
     np.testing.assert_allclose(sym.inertia, hand.inertia, rtol=1e-15)
 
 

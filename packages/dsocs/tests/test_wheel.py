@@ -80,6 +80,8 @@ def test_first_step_coefficients_and_roots():
                                rtol=1e-13)
     np.testing.assert_allclose(iwp_physical_step(Q0, q1, h, P), (0.465299265832, 5.442839212494),
                                atol=1e-11)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 4.1e-13 vs allowed 4.3e-08,
+    # margin 1.03e+05 (loose)
     np.testing.assert_allclose(iwp_spurious_step(Q0, q1, h, P), (0.426612354175, 11.301697456986),
                                atol=1e-11)
 
@@ -103,12 +105,18 @@ def test_factorization_two_roots_and_bracket():
                 P.M * np.sin(q1[0]) - (P.I + P.J) * (theta2 - 2 * q1[0] + q0[0]) / h**2)
             q2 = np.array([theta2, psi2])
             eq9, eq8 = _eqs(q0, q1, q2, h)
+            # measured (45 run(s), threads 1 & unset): worst 8.35e-12 vs 3.8e-08,
+            # margin 4.55e+03 (loose)
             assert abs(eq9) <= 1e-9 * P.M
             G = c["D"] * theta2 + c["E"]
             R = c["L0"] - P.I / h**2 * theta2 + P.rho * np.tanh(G)
             lhs10 = c["A"] * theta2**2 + c["B"] * theta2 + c["C"] + P.rho * np.tanh(G) * G
             scale = abs(c["A"]) * theta2**2 + abs(c["B"] * theta2) + abs(c["C"]) + abs(G)
+            # measured (45 run(s), threads 1 & unset): worst 2.5e-05 vs 0.155,
+            # margin 6.19e+03 (loose)
             assert abs(eq8 - G * R) <= 1e-10 * scale
+            # measured (45 run(s), threads 1 & unset): worst 2.83e-07 vs 0.00179,
+            # margin 6.32e+03 (loose)
             assert abs(lhs10 - G * R) <= 1e-12 * scale
         qR = iwp_physical_step(q0, q1, h, P)
         lo = h**2 / P.I * (c["L0"] - P.rho)
@@ -130,6 +138,8 @@ def test_physical_root_satisfies_9_and_8d():
         eq9, eq8 = _eqs(q0, q1, q2, h)
         q, v, a = central_difference(q0, q1, q2, h)
         dvdt = iwp_dVdt(q, v, a, P)
+        # measured (3 run(s), threads 1 & unset): worst 4.83e-13 vs 4.12e-07,
+        # margin 8.54e+05 (loose)
         assert np.max(np.abs(eq9)) <= 1e-12 * (P.I + P.J) * np.max(np.abs(q1)) / h**2
         # round-off floor of (8d) evaluated from nodes: δa ≈ eps·|q|/h², δv ≈ eps·|q|/h
         _, cv, ca = iwp_constraint_jacobian(q, v, a, P)
@@ -156,6 +166,7 @@ def test_constraint_jacobian_matches_finite_differences():
             args_m[k] = x - e
             fd.append((iwp_constraint(*args_p, P) - iwp_constraint(*args_m, P))[..., 0] / 2e-6)
         fd = np.stack(fd, -1)
+        # measured (3 run(s), threads 1 & unset): worst |diff| 0.0047 vs allowed 0.78, margin 167
         np.testing.assert_allclose(J[k][..., 0, :], fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
 
 
@@ -164,8 +175,12 @@ def test_generic_dsocs_step_and_second_order_start_agree_with_closed_loop():
     ds = inertia_wheel_dsocs(h, P)
     a_socs = ds.socs.acceleration(Q0, V0)
     a_ode = np.array(iwp_closed_loop_rhs(P)(0.0, [*Q0, *V0])[2:])
+    # measured (1 run(s), threads 1 & unset): worst |diff| 8.9e-16 vs allowed 3.5e-10,
+    # margin 3.91e+05 (loose)
     np.testing.assert_allclose(a_socs, a_ode, rtol=1e-10)
     q1 = Q0 + h * V0
+    # measured (1 run(s), threads 1 & unset): worst |diff| 2e-14 vs allowed 5.4e-07,
+    # margin 2.79e+07 (loose)
     np.testing.assert_allclose(inertia_wheel_dsocs(h, P, solver="newton").step(Q0, q1)[0],
                                iwp_physical_step(Q0, q1, h, P), atol=1e-10)
 
@@ -192,6 +207,7 @@ def test_safeguard_never_picks_the_spurious_root():
     assert np.all(np.abs(qG[:, 0] - traj[2:, 0]) > 0)
 
     _, n_paper = iwp_trajectory(Q0, Q0 + h * V0, h, n_long, P, rule="paper")
+    # measured (1 run(s), threads 1 & unset): worst 0.35 vs 0.45, margin 1.28 (< 3)
     assert 0.25 < n_paper / (n_long - 1) < 0.45
 
     k0, n = 280, 320
@@ -206,6 +222,7 @@ def test_safeguard_never_picks_the_spurious_root():
     assert safe.stats["n_rejected"] == sum(rejected)  # the driver counts them too
     nodes = np.concatenate([traj[k0 - 1:k0], safe.q, safe.final.carry["q_next"][None]])
     assert np.all(flt(nodes[:-2], nodes[1:-1], nodes[2:]))  # 0 spurious roots returned
+    # measured (1 run(s), threads 1 & unset): worst |diff| 2.9e-11 vs allowed 1e-08, margin 345
     np.testing.assert_allclose(nodes[2:], iwp_physical_step(nodes[:-2], nodes[1:-1], h, P),
                                rtol=0, atol=1e-8)
     ds_unsafe = inertia_wheel_dsocs(h, P, solver="newton-unsafe")
@@ -216,12 +233,14 @@ def test_safeguard_never_picks_the_spurious_root():
         except ConvergenceError:
             continue
         wrong += not flt(nodes[k - 1], nodes[k], q2)
+    # measured (1 run(s), threads 1 & unset): worst 24 vs 5, margin 4.8
     assert wrong >= 5  # the unsafe Newton lands on the spurious root
     # the same steps as ONE batch: the safeguard accepts entry by entry, so entries whose
     # first root is spurious get the physical one and the others keep theirs
     ds_safe = inertia_wheel_dsocs(h, P, solver="newton")
     q2b, info = ds_safe.step(nodes[:-2], nodes[1:-1])
     assert info["rejected_roots"] >= 1
+    # measured (1 run(s), threads 1 & unset): worst |diff| 2.6e-11 vs allowed 1e-08, margin 381
     np.testing.assert_allclose(q2b, iwp_physical_step(nodes[:-2], nodes[1:-1], h, P),
                                rtol=0, atol=1e-8)
 
@@ -234,10 +253,12 @@ def test_paper_rule_gives_a_different_trajectory(ref250):
     t = h * np.arange(n + 1)
     e_good = np.max(np.abs(good[:, 0] - ref250(t)[0]))
     e_bad = np.max(np.abs(bad[:, 0] - ref250(t)[0]))
+    # measured (1 run(s), threads 1 & unset): worst 1.02 vs 0.657, margin 1.55 (< 3)
     assert e_bad > 2 * e_good
     # one step chosen by the paper rule
     q2, spur = iwp_paper_rule_step(Q0, Q0 + h * V0, h, P)
     assert not spur
+    # measured (1 run(s), threads 1 & unset): worst |diff| 0 vs allowed 4.7e-08, margin ∞
     np.testing.assert_allclose(q2, iwp_physical_step(Q0, Q0 + h * V0, h, P))
 
 
@@ -269,6 +290,7 @@ def test_lyapunov_function_decreases_as_described(long_run):
     # plateau V(2000)/V(0) = 0.01337; the bands are the claims "≈ 0 on a linear scale" and
     # "not 0", 2.2e-3 and 6.4e-3 away (36× and 100× the O(h³) method error at h = 0.1).
     assert Vn[np.searchsorted(t, 500.0)] / V_init < 0.02
+    # measured (1 run(s), threads 1 & unset): worst 0.0134 vs 0.02, margin 1.5 (< 3)
     assert 0.005 < Vn[-1] / V_init < 0.02  # plateau ≈ 195–198, not 0
     # measured 0.0107 here; 0.0092–0.0111 at h = 0.2..0.025 (deterministic): margin ≥ 4.5
     assert np.max(np.abs(traj[round(1000 / h):, 0])) < 0.05
@@ -295,13 +317,19 @@ def test_error_slope_paper_and_second_order_start(ref250):
     ≈ 0.664 h at t ≈ 0.6 (order 1). Second-order start: order 2.
     """
     paper = convergence_study("inertia_wheel", t_final=250.0, start="paper", reference=ref250)
+    # measured (1 run(s), threads 1 & unset): worst 1.39 vs 1.6, margin 1.15 (< 3)
     assert 1.2 <= paper.slope <= 1.6
+    # measured (1 run(s), threads 1 & unset): worst |diff| 0.0019 vs allowed 0.066, margin 35.8
     np.testing.assert_allclose(paper.error[2:] / paper.h[2:], 0.664, rtol=0.1)
     assert np.all(paper.t_at_max[2:] < 1.0)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 9.1e-06 vs allowed 0.00066, margin 72.5
     np.testing.assert_allclose(paper.error[:2], [0.3287, 0.08044], rtol=2e-3)
     second = convergence_study("inertia_wheel", t_final=250.0, start="second_order",
                                reference=ref250)
+    # measured (1 run(s), threads 1 & unset): worst 0.0177 vs 0.25, margin 14.1
     assert abs(second.slope - 2.0) <= 0.25
+    # measured (1 run(s), threads 1 & unset): worst |diff| 6.9e-05 vs allowed 0.2,
+    # margin 2.9e+03 (loose)
     np.testing.assert_allclose(second.error[2] / second.error[3], 4.0, rtol=0.05)
 
 
@@ -311,9 +339,12 @@ def test_integrate_with_second_order_start_matches_study(ref250):
     sol = integrate(ds, DSOCSIntegrator(start="second_order"), Q0, V0, h, t_final=20.0)
     assert sol.success
     err = np.max(np.abs(sol.q[:, 0] - ref250(sol.t)[0]))
+    # measured (1 run(s), threads 1 & unset): worst 0.00305 vs 0.02, margin 6.57
     assert err < 2e-2
     a0 = np.array(iwp_closed_loop_rhs(P)(0.0, [*Q0, *V0])[2:])
     fast, _ = iwp_trajectory(Q0, Q0 + h * V0 + 0.5 * h**2 * a0, h, len(sol.t) - 1, P)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 3.6e-11 vs allowed 4e-07,
+    # margin 1.1e+04 (loose)
     np.testing.assert_allclose(sol.q, fast, atol=1e-9)
 
 

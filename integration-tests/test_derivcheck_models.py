@@ -91,7 +91,6 @@ MODELS = _models()
 def test_the_registry_covers_every_package():
     prefixes = {k.split(".")[0] for k in MODELS}
     assert prefixes == {"dl", "nh", "gni", "ex"}
-    # measured (1 run(s), threads 1 & unset): worst 43 vs 43, margin 1 (< 3)
     assert len(MODELS) >= 43
     assert any(getattr(s, "group", None) is not None for s in MODELS.values())
 

@@ -233,7 +233,6 @@ def test_safeguard_never_picks_the_spurious_root():
         except ConvergenceError:
             continue
         wrong += not flt(nodes[k - 1], nodes[k], q2)
-    # measured (1 run(s), threads 1 & unset): worst 24 vs 5, margin 4.8
     assert wrong >= 5  # the unsafe Newton lands on the spurious root
     # the same steps as ONE batch: the safeguard accepts entry by entry, so entries whose
     # first root is spurious get the physical one and the others keep theirs

@@ -40,6 +40,8 @@ def test_planar_pendulum_references_agree():
     np.testing.assert_allclose(ref.q, q, atol=1e-9)
     np.testing.assert_allclose(ref.v, v, atol=1e-9)
     th_e, om_e = planar_pendulum.exact_angle(T)  # Jacobi elliptic functions
+    # measured (1 run(s), threads 1 & unset): worst |diff| 2.5e-13 vs allowed 4.2e-09,
+    # margin 1.65e+04 (loose)
     np.testing.assert_allclose(planar_pendulum.cartesian_from_angle(th_e, om_e)[0], ref.q,
                                atol=1e-9)
     # controls: time reversal and a wrong g are far off

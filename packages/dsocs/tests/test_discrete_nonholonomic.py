@@ -91,6 +91,7 @@ def test_runs_through_integrate():
     sol = integrate(ds, DSOCSIntegrator(start=lambda q, v, h: q1), q0, (q1 - q0) / H, H,
                     n_steps=40)
     assert sol.success
+    # measured (1 run(s), threads 1 & unset): worst |diff| 0 vs allowed 3e-08, margin ∞
     np.testing.assert_allclose(sol.q, ds.trajectory(q0, q1, 40), atol=1e-13)
 
 
@@ -113,6 +114,8 @@ def test_theorem_5_3_on_the_constraint_manifold():
         return np.concatenate([x[3:], ds.step(x[:3], x[3:])[0]])
 
     DFT = np.stack([(F(z + eps * t) - F(z - eps * t)) / (2 * eps) for t in T.T], -1)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 5e-11 vs allowed 1.9e-07,
+    # margin 3.75e+03 (loose)
     np.testing.assert_allclose(DFT, ds.flow_jacobian(q0, q1) @ T, atol=1e-7)
 
 

@@ -15,6 +15,7 @@ from chetaev.discrete_lagrangian import (
     DiscreteEulerLagrange,
     InputError,
     LieVPRK,
+    NewtonOptions,
     integrate,
 )
 from chetaev.discrete_lagrangian.discretization_maps import (
@@ -64,16 +65,22 @@ EUCLIDEAN_METHODS = [
 ]
 
 
-# The residual is where Newton stops (≤ NewtonOptions().tol = 1e-12 × the method's residual
-# scale), not round-off: measured worst 3.94e-12 (heavy top on R^{3×3}, ConstrainedPRK(3));
-# 9.4e-13 the next (planar, ConstrainedPRK(3)); ≤ 2e-15 for every projection method. Margin
-# 2.54: a Newton stop that lands one iteration earlier could exceed it (see the TOL-C report).
-def _check(traj, tol=1e-11):
+#: The residual is where Newton stops, not round-off: integrate's post-condition scale
+#: max(tol, 64·eps)·S², S = max(1, max|q0|, max|v0|) (discrete_lagrangian._integrate). Measured
+#: ratio residual/(tol·S²) over every case here: worst 1.13 (heavy top on R^{3×3},
+#: ConstrainedPRK(3)), 0.94 (planar, ConstrainedPRK(3)), ≤ 0.21 for the rest, the same at
+#: OPENBLAS_NUM_THREADS=1 and unset (2.8 is the worst the module docstring reports project-wide).
+#: RESIDUAL_C = 8 leaves margin 7.1 here (the former fixed 1e-11 left 2.54).
+RESIDUAL_C = 8.0
+
+
+def _check(traj):
     assert traj.success, traj.message
     assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.v))
     if hasattr(traj.system, "constraint"):
         res = traj.constraint_residual(kind="all")
-        # measured (40 run(s), threads 1 & unset): worst 3.94e-12 vs 1e-11, margin 2.54 (< 3)
+        S = max(1.0, np.abs(traj.q[0]).max(), np.abs(traj.v[0]).max())
+        tol = RESIDUAL_C * max(NewtonOptions().tol, 64 * np.finfo(float).eps) * S**2
         assert np.max(np.abs(res)) < tol, np.max(np.abs(res))
 
 

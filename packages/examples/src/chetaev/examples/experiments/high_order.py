@@ -172,9 +172,9 @@ def cvt_energies(quick: bool = False, method: str | None = None, h: float | None
             e = np.abs(dE[k, :, j])
             if sub == "total":
                 # Lobatto-2 is order 2: max|ΔE_T| = C·h² with C measured (T = 500, ε = ½) at
-                # h = 0.05, 0.1, 0.1414, 0.2: high 2.48, 2.58, 2.67, 3.01; low 1.31 at each h ≤ 0.14,
-                # 1.47 at 0.2. A deterministic method error (round-off moves it by ~1e-12), so
-                # the band _CVT_ENERGY_C·h² leaves margin ≥ 1.5 at every measured h.
+                # h = 0.05, 0.1, 0.1414, 0.2: high 2.48, 2.58, 2.67, 3.01; low 1.31 at each
+                # h ≤ 0.14, 1.47 at 0.2. A deterministic method error (round-off moves it by
+                # ~1e-12), so the band _CVT_ENERGY_C·h² leaves margin ≥ 1.5 at every measured h.
                 bound = _CVT_ENERGY_C * h_good**2
                 checks.append(check_bound(
                     f"{regime}: max |ΔE_T|, h = {h_good:g}", e.max(), bound,

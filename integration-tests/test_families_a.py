@@ -15,6 +15,7 @@ from chetaev.discrete_lagrangian import (
     DiscreteEulerLagrange,
     InputError,
     LieVPRK,
+    NewtonOptions,
     integrate,
 )
 from chetaev.discrete_lagrangian.discretization_maps import (
@@ -64,11 +65,22 @@ EUCLIDEAN_METHODS = [
 ]
 
 
-def _check(traj, tol=1e-11):
+#: The residual is where Newton stops, not round-off: integrate's post-condition scale
+#: max(tol, 64·eps)·S², S = max(1, max|q0|, max|v0|) (discrete_lagrangian._integrate). Measured
+#: ratio residual/(tol·S²) over every case here: worst 1.13 (heavy top on R^{3×3},
+#: ConstrainedPRK(3)), 0.94 (planar, ConstrainedPRK(3)), ≤ 0.21 for the rest, the same at
+#: OPENBLAS_NUM_THREADS=1 and unset (2.8 is the worst the module docstring reports project-wide).
+#: RESIDUAL_C = 8 leaves margin 7.1 here (the former fixed 1e-11 left 2.54).
+RESIDUAL_C = 8.0
+
+
+def _check(traj):
     assert traj.success, traj.message
     assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.v))
     if hasattr(traj.system, "constraint"):
         res = traj.constraint_residual(kind="all")
+        S = max(1.0, np.abs(traj.q[0]).max(), np.abs(traj.v[0]).max())
+        tol = RESIDUAL_C * max(NewtonOptions().tol, 64 * np.finfo(float).eps) * S**2
         assert np.max(np.abs(res)) < tol, np.max(np.abs(res))
 
 
@@ -84,6 +96,7 @@ def test_stage_constrained_baseline_runs_and_leaves_the_constraint(model):
     _, system, q0, v0 = model
     traj = integrate(system, StageConstrainedBaseline(), q0, v0, h=H, n_steps=N_STEPS)
     assert traj.success and np.all(np.isfinite(traj.q))
+    # measured (3 run(s), threads 1 & unset): worst 0.00186 vs 1e-08, margin 1.86e+05
     assert np.max(np.abs(traj.constraint_residual())) > 1e-8  # the paper's criticism (1.2)
 
 
@@ -96,6 +109,7 @@ def test_unconstrained_methods_on_the_angle_pendulum(method):
     traj = integrate(planar_pendulum.angle_system(), method, th0, om0, h=H, n_steps=N_STEPS)
     _check(traj)
     E = planar_pendulum.energy_angle(traj.q[:, 0], traj.v[:, 0])
+    # measured (4 run(s), threads 1 & unset): worst 0.0152 vs 0.0518, margin 3.4
     assert np.ptp(E) < 1e-2 * abs(E[0])  # O(h²) energy error, no blow-up
 
 
@@ -114,6 +128,7 @@ def test_lie_methods_on_the_heavy_top(formulation, method):
     traj = integrate(system, method, g0, xi0, h=H, n_steps=N_STEPS)
     _check(traj)
     R = traj.q[..., :3, :3]
+    # measured (20 run(s), threads 1 & unset): worst 1.11e-15 vs 1e-12, margin 901
     assert np.max(np.abs(np.einsum("tji,tjk->tik", R, R) - np.eye(3))) < 1e-12
 
 
@@ -140,6 +155,7 @@ def test_reduced_gni_on_the_ball(experiment, retraction):
                      v0, h=0.1, n_steps=20)
     assert traj.success and np.all(np.isfinite(traj.v))
     res = chaplygin_ball.constraint_residual(traj.q, traj.v, experiment)
+    # measured (4 run(s), threads 1 & unset): worst 4.44e-16 vs 1e-12, margin 2.25e+03 (loose)
     assert np.max(np.abs(res)) < 1e-12
 
 
@@ -153,6 +169,8 @@ def test_dsocs_on_the_particle_and_the_wheel(start):
                         curvature_particle.V0, 0.05, n_steps=40)
         assert sol.success and np.all(np.isfinite(sol.q))
         steps = np.linalg.norm(np.diff(sol.q, axis=0), axis=1)
+        # measured (4 run(s), threads 1 & unset): worst 4.86e-16 vs 7.08e-12,
+        # margin 1.46e+04 (loose)
         assert np.ptp(steps[1:]) < 1e-10 * steps[1]  # constant step length (discrete energy)
     for solver in ("R-branch", "newton"):
         h = 0.02
@@ -163,4 +181,5 @@ def test_dsocs_on_the_particle_and_the_wheel(start):
         q = sol.q
         qc, vc, ac = q[1:-1], (q[2:] - q[:-2]) / (2 * h), (q[2:] - 2 * q[1:-1] + q[:-2]) / h**2
         res = iwp_constraint(qc, vc, ac, inertia_wheel.PARAMETERS)
+        # measured (4 run(s), threads 1 & unset): worst 9.56e-07 vs 0.0148, margin 1.54e+04 (loose)
         assert np.max(np.abs(res)) < 1e-6 * (1 + np.max(np.abs(inertia_wheel.lyapunov(qc, vc))))

@@ -63,5 +63,7 @@ def test_per_step_difference_detects_a_third_order_change():
         ref = prk.step(problem.system, s0, h)
         d_mid.append(np.linalg.norm(gni.GNI("midpoint").step(problem.system, s0, h).q - ref.q))
         d_rat.append(np.linalg.norm(gni.GNI("rattle").step(problem.system, s0, h).q - ref.q))
+    # measured (1 run(s), threads 1 & unset): worst 0.0018 vs 0.25, margin 139
     assert abs(np.polyfit(np.log(hs), np.log(d_mid), 1)[0] - 3) < 0.25
+    # measured (1 run(s), threads 1 & unset): worst 1.39e-17 vs 1e-13, margin 7.21e+03 (loose)
     assert max(d_rat) < 1e-13

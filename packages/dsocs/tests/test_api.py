@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConvergenceError, InputError, integrate
+from chetaev.discrete_lagrangian.testing import assert_rounding_close
 from chetaev.dsocs import (
     DSOCS,
     DSOCSConvergenceError,
@@ -37,6 +38,9 @@ def test_batched_generic_step_matches_single_steps():
     q1 = q0 + 0.05 * rng.normal(size=(3, 2))
     q2, _ = ds.step(q0, q1)
     assert q2.shape == (3, 2)
+    # Batched Newton vs single Newton: a member may take one more iteration in the batch, so the
+    # two agree to the Newton tolerance (1e-12 relative), not bitwise; measured 0.0 (threads 1
+    # and unset). atol 1e-13 with the default rtol 1e-7: an effective bound ≥ 1.6e-8, loose.
     for i in range(3):
         np.testing.assert_allclose(q2[i], ds.step(q0[i], q1[i])[0], atol=1e-13)
 
@@ -49,6 +53,7 @@ def test_integrate_an_ensemble():
     sol = integrate(ds, DSOCSIntegrator(start="second_order"), q0, v0, h, n_steps=50)
     assert sol.success and sol.q.shape == (51, 4, 2) and sol.v.shape == (51, 4, 2)
     single = integrate(ds, DSOCSIntegrator(start="second_order"), q0[2], v0[2], h, n_steps=50)
+    # ensemble vs single run, 50 Newton steps: measured 0.0; loose (default rtol 1e-7)
     np.testing.assert_allclose(sol.q[:, 2], single.q, atol=1e-12)
 
 
@@ -131,8 +136,14 @@ def test_kinematic_constraint_finite_difference_jacobians():
     g = KinematicConstraint(lambda q0, q1, q2: (np.sum(q0 * q1, -1) + q2[..., 0] ** 3)[..., None])
     q0, q1, q2 = np.array([0.1, 0.2]), np.array([0.3, -0.4]), np.array([0.5, 0.6])
     J0, J1, J2 = g.jacobians(q0, q1, q2)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 3.4e-12 vs allowed 4.1e-08,
+    # margin 1.2e+04 (loose)
     np.testing.assert_allclose(J0, [[0.3, -0.4]], atol=1e-9)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 7.4e-13 vs allowed 1.1e-08,
+    # margin 1.49e+04 (loose)
     np.testing.assert_allclose(J1, [[0.1, 0.2]], atol=1e-9)
+    # measured (1 run(s), threads 1 & unset): worst |diff| 6.2e-12 vs allowed 7.6e-08,
+    # margin 1.23e+04 (loose)
     np.testing.assert_allclose(J2, [[0.75, 0.0]], atol=1e-9)
 
 
@@ -147,6 +158,9 @@ def test_restart_from_a_saved_trajectory_is_bit_for_bit(tmp_path):
     cont = integrate(ds, m, Trajectory.load(tmp_path / "run.npz").final_state(), h=h,
                      n_steps=40)
     full = integrate(ds, m, np.zeros(2), np.ones(2), h, n_steps=80)
+    # bitwise by design: the .npz round-trip restores the state exactly and the restart runs the
+    # same method on the same inputs and batch size, i.e. the same floating-point operations
+    # (measured max|diff| = 0, threads 1 and unset)
     np.testing.assert_array_equal(cont.q[-1], full.q[-1])
     np.testing.assert_array_equal(cont.v[-1], full.v[-1])
 
@@ -160,6 +174,7 @@ def test_problem_specific_solver_reports_its_measured_residual():
     q1 = q0 + h * np.array([0.6, 0.8])
     q2, info = ds.step(q0, q1)
     assert info["residual"] == float(np.max(np.abs(ds.residual(q0, q1, q2))))
+    # measured (1 run(s), threads 1 & unset): worst 2.66e-15 vs 1e-13, margin 37.5
     assert 0.0 <= info["residual"] < 1e-13
     wheel = inertia_wheel_dsocs(0.1)
     q0w = np.array([0.3, 0.0])
@@ -213,11 +228,15 @@ def test_exact_particle_solution_takes_a_batch():
     assert q.shape == v.shape == (5, 2, 2)
     for i in range(2):
         qi, vi = particle_exact_solution(t, 2.0, q0[i], v0[i])
-        np.testing.assert_allclose(q[:, i], qi, rtol=0, atol=1e-15)
-        np.testing.assert_allclose(v[:, i], vi, rtol=0, atol=1e-15)
+        # the same elementwise formula on a batch: equal up to the ulp differences of numpy's
+        # SIMD vs scalar sin/cos (measured 0.0): a rounding bound of the few chained operations
+        # (the former absolute 1e-15 was ≈ 2 ulps of |q| ≈ 2, tighter than its rounding)
+        assert_rounding_close(q[:, i], qi, n_ops=4, what="q")
+        assert_rounding_close(v[:, i], vi, n_ops=4, what="v")
     # constant speed |v0| along the circle
     speed = np.broadcast_to(np.linalg.norm(v0, axis=-1), (5, 2))
-    np.testing.assert_allclose(np.linalg.norm(v, axis=-1), speed, rtol=1e-14)
+    # |v| after the rotation of v0: a 2-term norm of rotated components (measured 1.1e-16)
+    assert_rounding_close(np.linalg.norm(v, axis=-1), speed, n_terms=2, n_ops=2, what="|v|")
 
 
 @pytest.mark.parametrize(

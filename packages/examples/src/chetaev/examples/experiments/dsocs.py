@@ -168,15 +168,31 @@ def wheel_figure_5(quick: bool = False, method: str | None = None, h: float | No
     V = inertia_wheel.lyapunov(q, v)
     V0 = float(inertia_wheel.lyapunov(inertia_wheel.Q0, inertia_wheel.V0))
     t = hh * np.arange(1, n)
+    # The residual is round-off of the central-difference acceleration (q0 − 2q1 + q2)/h²
+    # carried into dV/dt: it scales as eps·V(0)/h². Measured residual·h²/(eps·V(0)) = 9.5, 4.2,
+    # 4.4, 5.6 at h = 0.2, 0.1, 0.05, 0.025 (OPENBLAS_NUM_THREADS=1 and unset alike): the bound
+    # 32·eps·V(0)/h² (1.05e-8 at h = 0.1, the earlier fixed 1e-8) leaves margin ≥ 3.4.
+    bound = 32.0 * np.finfo(float).eps * V0 / hh**2
     checks = [
         check_bound("max |dV/dt_d + F_d| / (|dV/dt_d| + F_d + 1)",
-                    float(np.max(np.abs(dvdt + F) / (np.abs(dvdt) + F + 1.0))), 1e-8,
-                    "0: the discrete constraint dV/dt = −F holds at every step"),
+                    float(np.max(np.abs(dvdt + F) / (np.abs(dvdt) + F + 1.0))), bound,
+                    f"0: the discrete constraint dV/dt = −F holds at every step, to the "
+                    f"round-off of the second difference: ≤ 32·eps·V(0)/h² = {bound:.2g} "
+                    "(measured ≤ 9.5·eps·V(0)/h² at h = 0.2–0.025)"),
     ]
     if T >= 500:
-        checks.append(check_bound("V_d(t = 500) / V(0)", float(V[np.searchsorted(t, 500.0)] / V0),
-                                  0.02, "≈ 0 on Fig. 5's linear scale (< 2 %)"))
+        # V_d(500)/V(0) is the closed loop's physics, not an error: 0.017246, 0.017753,
+        # 0.017809, 0.017815 at h = 0.2, 0.1, 0.05, 0.025 (limit 0.01782; method error
+        # 6.2e-5 at h = 0.1, ~(h/0.1)³). 0.02 is the reading of "V → 0" on Fig. 5's linear scale
+        # (< 2 % of V(0)); its distance to the value, 2.2e-3, is 36× the method error at h = 0.1.
+        checks.append(check_bound(
+            "V_d(t = 500) / V(0)", float(V[np.searchsorted(t, 500.0)] / V0), 0.02,
+            "≈ 0 on Fig. 5's linear scale (< 2 %): a deterministic physical value (0.01782 as "
+            "h → 0; 0.017246, 0.017753, 0.017809, 0.017815 at h = 0.2, 0.1, 0.05, 0.025), "
+            "the limit is 36× the method error at h = 0.1 away"))
     if T >= 1500:
+        # Measured 0.0092, 0.0107, 0.0110, 0.0111 at h = 0.2, 0.1, 0.05, 0.025 (deterministic,
+        # the closed loop's residual oscillation): 0.05 leaves margin ≥ 4.5.
         checks.append(check_bound("max |θ_k| on [1000, T]",
                                   float(np.max(np.abs(nodes[round(1000 / hh):, 0]))), 0.05,
                                   "stabilized upright (θ → 0)"))

@@ -183,6 +183,7 @@ def test_lobatto3_carry_multiplier_drifts_linearly(pendulum_runs):
 def test_lobatto3_carry_multiplier_bounded(pendulum_runs):
     tr, _ = pendulum_runs[3, "carry"]
     fl = _fifths(tr.lam[:, 0])
+    # measured last / first fifth 4.9 (the drift): the strict xfail is far from flipping
     assert fl[-1] < 1.25 * fl[0]
 
 

@@ -79,7 +79,8 @@ def test_particle_error_magnitudes_match_spec(nh, particle_ref):
             n_steps=20,
         )
         e = np.linalg.norm(sol.q[-1] - ref.q[-1])
-        # deterministic; the factor 2 is the claim ("within a factor 2") MEAS_SPEC
+        # deterministic: measured e / expected = 0.998 and 0.9995 (the expected values are the
+        # independent check's, to 3 digits); the factor 2 is the claim: margin 2
         assert expected / 2 < e < 2 * expected, (s, e)
 
 
@@ -123,10 +124,14 @@ def test_affine_constraint_orders(nh, s):
     q0 = nh.PARTICLE_Q0
     v0 = np.array([0.5, 1.0, 0.25 + 0.3 * np.sin(1.0)])  # on the affine constraint
     ref = reference_solution(system, q0, v0, np.array([0.0, T]))
-    hs = [0.2, 0.1, 0.05]
+    # s = 2: λ is pre-asymptotic at h = 0.2 (measured λ slope 2.205 on (0.2, 0.1, 0.05):
+    # margin 1.2 against the band 0.25); on (0.1, 0.05, 0.025) it is 2.058 (margin 4.3)
+    hs = [0.1, 0.05, 0.025] if s == 2 else [0.2, 0.1, 0.05]
     err = _errors(
         system, NonholonomicPRK(lobatto_iiia_iiib(s), multiplier_rule="carry"), q0, v0, hs, ref
     )
+    # method (deterministic): measured worst |slope - p| 2.3e-2 (q), 3.1e-2 (p), 5.8e-2 (λ):
+    # margins >= 4.3
     assert abs(nh.fit_order(hs, err[:, 0], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 1], FLOOR) - (2 * s - 2)) <= 0.25, err
     assert abs(nh.fit_order(hs, err[:, 2], FLOOR) - 2) <= 0.25, err

@@ -37,8 +37,9 @@ def test_reflection_properties(seed, n, affine, batch):
     # All checks below compare two evaluations of the same algebra (round-off times the
     # condition of G and of C = μG⁻¹μᵀ). Measured worst over 24 seeds (the test's 4 and
     # 1000k + (0..3), k = 1..5), n = 2..6, the three batch shapes (OPENBLAS_NUM_THREADS=1
-    # and unset on the test's seeds): 1.7e-12 (involution, bound 1e-10: margin 58), 1.1e-11 (λ from p⁺, bound 1e-9:
-    # margin 92), all others <= 1.2e-13 against bounds 1e-12 (P + Q = I: 1.1e-16) to 1e-9.
+    # and unset on the test's seeds): 1.7e-12 (involution, bound 1e-10: margin 58), 1.1e-11
+    # (λ from p⁺, bound 1e-9: margin 92), all others <= 1.2e-13 against bounds 1e-12 (P + Q =
+    # I: 1.1e-16) to 1e-9.
     np.testing.assert_allclose(Q @ Q, Q, atol=1e-10)
     np.testing.assert_allclose(P + Q, np.broadcast_to(np.eye(n), Q.shape), atol=1e-12)
     GQ = G @ Q

@@ -51,6 +51,10 @@ def test_wrong_initial_multiplier_costs_the_order(nh, chaotic_case, s):
     lam_true = system.multiplier(q0, v0)
     good = _run_errors(system, method, q0, v0, ref, hs=HS_GOOD)
     bad = _run_errors(system, method, q0, v0, ref, lam0=lam_true + 0.1)
+    # method (deterministic; OPENBLAS_NUM_THREADS unset): measured |slope - 2| <= 0.039 (q),
+    # 0.023 (p) (margins >= 6.4); |dλ - 0.1| <= 8.4e-3 (margin 2.4); good orders within 0.045
+    # (margin 5.6); bad / good at h = 0.05 = 201 (s = 3: margin 2.0 over the factor 100) and
+    # 7.5e4 (s = 4)
     assert abs(nh.fit_order(HS, bad[:, 0]) - 2) <= 0.25, bad
     assert abs(nh.fit_order(HS, bad[:, 1]) - 2) <= 0.25, bad
     assert np.all(np.abs(bad[:, 2] - 0.1) < 0.02), bad  # the lambda error never decays
@@ -69,6 +73,8 @@ def test_iiib_stage_momenta_variant_loses_lambda_for_s3(nh):
         lobatto_iiia_iiib(3), constraint_momenta="iiib_rejected", multiplier_rule="carry"
     )
     err = _run_errors(system, method, nh.PARTICLE_Q0, nh.PARTICLE_V0, ref)
+    # method (deterministic): measured |err_λ - 3.5e-2| <= 5.0e-4 (margin 6.0), λ slope 2.3e-3
+    # (margin 44), q, p slopes within 2.6e-4 of 2 (margin 967)
     assert np.all(np.abs(err[:, 2] - 3.5e-2) < 0.3e-2), err
     assert abs(nh.fit_order(HS, err[:, 2])) < 0.1, err
     assert abs(nh.fit_order(HS, err[:, 0]) - 2) <= 0.25, err
@@ -83,5 +89,6 @@ def test_iiib_stage_momenta_variant_s4_is_order_4_not_6(nh):
         lobatto_iiia_iiib(4), constraint_momenta="iiib_rejected", multiplier_rule="carry"
     )
     err = _run_errors(system, method, nh.PARTICLE_Q0, nh.PARTICLE_V0, ref)
+    # method: measured |slope - 4| 0.013 (q), 0.047 (p): margins 20, 5.4
     assert abs(nh.fit_order(HS, err[:, 0]) - 4) <= 0.25, err
     assert abs(nh.fit_order(HS, err[:, 1]) - 4) <= 0.25, err

@@ -91,6 +91,7 @@ def test_lobatto_iiia_structure_exact(s):
     assert t.c[0] == 0.0 and t.c[-1] == 1.0
     tb = lobatto_iiib(s)
     assert np.all(tb.a[:, -1] == 0.0)  # zero last column (H1')
+    # measured: exactly 0 (IIIB column 1 set to b_1 by construction, H2')
     np.testing.assert_allclose(tb.a[:, 0], tb.b[0], rtol=0, atol=1e-16)  # H2'
     # IIIA: R(z) = e_s^T (I − zA)^{-1} 1 under H3 (paper App. A.3); large z tends to R(∞)
     # R(z) = R(∞) + C/z + O(z⁻²): measured |R(1e7) − R(∞)| = 4e-7 … 4e-6 for s = 2 … 5,

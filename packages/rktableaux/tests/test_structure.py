@@ -28,6 +28,7 @@ from chetaev.rktableaux import (
 def test_conjugate_of_iiia_is_iiib_and_involution(s):
     a, b = lobatto_iiia(s), lobatto_iiib(s)
     conj = symplectic_conjugate(a)
+    # measured: 1.4e-16, 3.5e-17, 1.1e-16 over s = 2..6 (deterministic): margins 7, 29, 90
     assert conj.isclose(b, atol=1e-15)
     assert symplectic_conjugate(conj).isclose(a, atol=1e-15)
     assert symplectic_conjugate(lobatto_iiic(s)).isclose(lobatto_iiic_star(s), atol=1e-14)
@@ -38,6 +39,7 @@ def test_conjugate_of_iiia_is_iiib_and_involution(s):
 
 def test_symplectic_tableaux_are_self_conjugate():
     for s in (1, 2, 3, 4):
+        # measured: 9.0e-17 for s = 1..4 (deterministic): margin 11
         assert symplectic_conjugate(gauss(s)).isclose(gauss(s), atol=1e-15)
     assert not symplectic_conjugate(radau_iia(3)).isclose(radau_iia(3))
     assert not symplectic_conjugate(rk4()).isclose(rk4())
@@ -120,6 +122,7 @@ def test_stability_function():
         err = abs(g.stability_function(1e-2) - math.exp(1e-2))
         assert err < 10 * 1e-2 ** (2 * s + 1)
         # |R(iy)| = 1 (A-stable, symplectic)
+        # measured: 8.9e-16 (|R(iy)| = 1, y up to 50), 2.2e-16 (deterministic): margins 1100, 4.5
         np.testing.assert_allclose(np.abs(g.stability_function(1j * np.linspace(-50, 50, 11))),
                                    1.0, atol=1e-12)
     rz = rk4().stability_function(z)
@@ -170,6 +173,7 @@ def test_arrays_are_read_only_and_copied():
     t = Tableau(a, [0.5, 0.5])
     a[1, 0] = 99.0
     assert t.a[1, 0] == 0.5
+    # bitwise by design: the nodes 0 and 1 are set exactly
     np.testing.assert_array_equal(t.c, [0.0, 1.0])
     for arr in (t.a, t.b, t.c):
         with pytest.raises(ValueError, match="read-only"):

@@ -79,6 +79,7 @@ def test_infinitesimal_action_velocity_lift_gradient(M, seed):
     fd = (M.project(g @ SO3.exp(H * xi)) - M.project(g @ SO3.exp(-H * xi))) / (2 * H)
     v = M.velocity(g, xi)
     testing.assert_close(v, fd, 1e-9, 0, "velocity vs FD")
+    # measured: worst 2.2e-16 over the examples: margin 45
     assert abs(v @ M.project(g)) <= 1e-14
     xm, _ = M.split(xi)
     testing.assert_close(M.lift(g, v), xm, 1e-14, 0, "lift(velocity(eta)) = eta_m")

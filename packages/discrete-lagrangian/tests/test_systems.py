@@ -45,8 +45,10 @@ def test_mechanical_q_dependent_mass_matches_general_lagrangian():
         np.testing.assert_allclose(getattr(mech, name)(q, v), getattr(gen, name)(q, v),
                                    atol=1e-8, err_msg=name)
     p = mech.legendre(q, v)
-    np.testing.assert_allclose(mech.legendre_inv(q, p), v, atol=1e-13)
-    np.testing.assert_allclose(gen.legendre_inv(q, p), v, atol=1e-12)
+    # measured: 2.8e-16 (OPENBLAS_NUM_THREADS=1): margin 360; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(mech.legendre_inv(q, p), v, rtol=0, atol=1e-13)
+    # measured: 2.8e-16 (OPENBLAS_NUM_THREADS=1): margin 3603; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(gen.legendre_inv(q, p), v, rtol=0, atol=1e-12)
 
 
 def test_mass_grad_by_finite_differences():
@@ -55,7 +57,8 @@ def test_mass_grad_by_finite_differences():
     fd = MechanicalSystem(M, V, dV, d2V, n=2)
     assert fd.fd_second_derivatives
     q = RNG.normal(size=(4, 2))
-    np.testing.assert_allclose(fd.dM(q), exact.dM(q), atol=1e-9)
+    # measured: 1.9e-11 (OPENBLAS_NUM_THREADS=1): margin 52; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(fd.dM(q), exact.dM(q), rtol=0, atol=1e-9)
 
 
 def test_constant_mass_legendre_energy_exact():
@@ -109,7 +112,9 @@ def test_non_vectorized_callables_are_looped():
     s = MechanicalSystem(np.eye(2), V, dV, vectorized=False)
     q = RNG.normal(size=(3, 2))
     np.testing.assert_allclose(s.V(q), np.sum(q * q, -1))
-    np.testing.assert_allclose(s.hessV(q), np.broadcast_to(2 * np.eye(2), (3, 2, 2)), atol=1e-8)
+    # measured: 2.4e-11 (OPENBLAS_NUM_THREADS=1): margin 422; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(s.hessV(q), np.broadcast_to(2 * np.eye(2), (3, 2, 2)), rtol=0,
+                               atol=1e-8)
 
 
 def test_pendulum_multiplier_closed_form():
@@ -120,7 +125,8 @@ def test_pendulum_multiplier_closed_form():
     v = om[:, None] * np.stack([np.cos(th), np.sin(th)], -1)
     lam = sysm.multiplier(q, v)
     # radial balance: λ = g q_2 − |v|² for Φ = (|q|² − 1)/2, g = 1
-    np.testing.assert_allclose(lam[..., 0], q[:, 1] - np.sum(v * v, -1), atol=1e-14)
+    # measured: 4.4e-16 (OPENBLAS_NUM_THREADS=1): margin 23; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(lam[..., 0], q[:, 1] - np.sum(v * v, -1), rtol=0, atol=1e-14)
 
 
 def _knife_edge(kind):
@@ -173,19 +179,22 @@ def test_multiplier_keeps_constraint_derivative_zero(kind):
     eps = 1e-6
     d = (sysm.residual(q + eps * v, v + eps * acc) - sysm.residual(q - eps * v, v - eps * acc)) / (
         2 * eps)
-    np.testing.assert_allclose(d, 0.0, atol=1e-8)
+    # measured: 2.2e-10 (OPENBLAS_NUM_THREADS=1): margin 45; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(d, 0.0, rtol=0, atol=1e-8)
     # and the equations of motion hold with the sign convention (∂Φ/∂v)ᵀλ
     lam = sysm.multiplier(q, v)
     lhs = acc @ sysm.system.mass.T - sysm.D1L(q, v)
     rhs = np.einsum("...ai,...a->...i", sysm.constraint.dphi_dv(q, v), lam)
-    np.testing.assert_allclose(lhs, rhs, atol=1e-12)
+    # measured: 1.1e-16 (OPENBLAS_NUM_THREADS=1): margin 9007; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(lhs, rhs, rtol=0, atol=1e-12)
 
 
 def test_holonomic_fd_hessian_matches():
     a = cartesian_pendulum(3, analytic_hessian=True)
     b = cartesian_pendulum(3, analytic_hessian=False)
     q = RNG.normal(size=(4, 3))
-    np.testing.assert_allclose(b.constraint.hessian(q), a.constraint.hessian(q), atol=1e-9)
+    # measured: 1.3e-11 (OPENBLAS_NUM_THREADS=1): margin 79; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(b.constraint.hessian(q), a.constraint.hessian(q), rtol=0, atol=1e-9)
 
 
 def test_check_initial_messages():
@@ -241,8 +250,12 @@ def test_velocity_constraint_second_derivatives_by_fd():
     )
     q = RNG.normal(size=(4, 3))
     v = RNG.normal(size=(4, 3))
-    np.testing.assert_allclose(gen.d2phi_dvdq(q, v), lin.d2phi_dvdq(q, v), atol=1e-9)
-    np.testing.assert_allclose(gen.d2phi_dv2(q, v), 0.0, atol=1e-9)
-    np.testing.assert_allclose(lin.dphi_dq(q, v), gen.dphi_dq(q, v), atol=1e-14)
+    # measured: 1.1e-11 (OPENBLAS_NUM_THREADS=1): margin 90; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(gen.d2phi_dvdq(q, v), lin.d2phi_dvdq(q, v), rtol=0, atol=1e-9)
+    # measured: exactly 0 (OPENBLAS_NUM_THREADS=1): margin inf; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(gen.d2phi_dv2(q, v), 0.0, rtol=0, atol=1e-9)
+    # measured: exactly 0 (OPENBLAS_NUM_THREADS=1): margin inf; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(lin.dphi_dq(q, v), gen.dphi_dq(q, v), rtol=0, atol=1e-14)
     fd = LinearVelocityConstraint(A)  # dA by finite differences
-    np.testing.assert_allclose(fd.matrix_grad(q), lin.matrix_grad(q), atol=1e-9)
+    # measured: 1.1e-11 (OPENBLAS_NUM_THREADS=1): margin 90; rtol=0 (was the default 1e-7)
+    np.testing.assert_allclose(fd.matrix_grad(q), lin.matrix_grad(q), rtol=0, atol=1e-9)

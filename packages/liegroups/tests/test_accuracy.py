@@ -35,6 +35,7 @@ def test_so3_log_relative_error_on_whole_range():
     xi = thetas[:, None, None] * AXES[None, :, :]
     R = Rotation.from_rotvec(xi.reshape(-1, 3)).as_matrix().reshape(*xi.shape, 3)
     err = np.linalg.norm(SO3.log(R) - xi, axis=-1) / thetas[:, None]
+    # measured: 3.7e-16 (deterministic inputs, BLAS 1 and unset): margin 2700
     assert err.max() <= 1e-12, err.max()
 
 
@@ -42,6 +43,7 @@ def test_so3_log_at_exactly_pi():
     for axis in AXES:
         R = Rotation.from_rotvec(np.pi * axis).as_matrix()
         w = SO3.log(R)
+        # measured: all three <= 4.4e-16, 4.4e-16, 6.1e-16: margins 2250, 2250, 6.5
         assert abs(np.linalg.norm(w) - np.pi) <= 1e-12
         assert min(np.abs(w - np.pi * axis).max(), np.abs(w + np.pi * axis).max()) <= 1e-12
         assert np.abs(SO3.exp(w) - R).max() <= 1e-15 * 4
@@ -55,6 +57,7 @@ def test_so3_tiny_angle_relative_accuracy(theta):
     X = SO3.hat(xi)
     R_ref = _series_matrix(X, [1 / _fact(k) for k in range(6)])
     R = SO3.exp(xi)
+    # measured: every check of this test is exact (error 0) at theta = 1e-8, 1e-12
     assert np.all(np.abs(R - R_ref) <= 2.3e-16 * np.abs(R_ref)), np.abs(R - R_ref).max()
     assert np.all(np.abs(SO3.log(R_ref) - xi) <= 1e-15 * theta)
     exp = retraction(SO3, "exp")
@@ -80,10 +83,12 @@ def test_se_tiny_angle(G, theta):
     rot = slice(2, 3) if G is SE2 else slice(3, 6)  # rotation coordinates
     xi[:, rot] *= theta / np.linalg.norm(xi[:, rot], axis=-1, keepdims=True)
     back = G.log(G.exp(xi))
+    # measured: worst 0.083 of the bound (SE3, theta = 1e-8): margin 12
     assert np.all(np.abs(back - xi) <= 2e-15 * np.abs(xi) + 1e-30), np.abs(back - xi).max()
     A = -G.ad(xi)
     dL_ref = _series_matrix(A, [1 / _fact(j + 1) for j in range(30)])
     tau = retraction(G, "exp")
+    # measured: 2.2e-16 and 2.6e-16 (round-off of unit-scale entries): margins 4.5, 3.9
     assert np.abs(tau.dL(xi) - dL_ref).max() <= 1e-15
     assert np.abs(tau.dL_inv(xi) @ dL_ref - np.eye(G.dim)).max() <= 1e-15
 
@@ -96,6 +101,7 @@ def test_series_switch_is_continuous():
         T = FTable(s)
         for n in {"n<=2": (0, 1, 2), "n<=4": (3, 4), "n>=5": (5, 6, 7)}[key]:
             a, b = T.f(n)
+            # measured: worst 0.21 of the bound (f_6 at its threshold): margin 4.8
             assert abs(a - b) <= 2e-15 * abs(a) + 1e-30, (key, n, a, b)
 
 
@@ -123,6 +129,7 @@ def test_f_functions_against_mpmath():
             got = [T.f(n)[i]] + ([T.df(n)[i], T.d2f(n)[i]] if n <= 4 else [])
             for order, value in enumerate(got):
                 ref, scale = series(n, x, order, -1), series(n, x, order, 1)
+                # measured: worst 1.4e-16 against 5e-15·scale (scale >= 0.5): margin 18
                 assert abs(float(value - ref)) <= 5e-15 * float(scale), (n, s, order)
 
 
@@ -143,6 +150,7 @@ def test_so3_closed_forms_match_spec_table(kind):
     else:
         dR = 2 / (4 + t**2) * (2 * np.eye(3) + X)
         dRi = np.eye(3) - X / 2 + np.outer(w, w) / 4
+    # measured: 5.6e-17, 2.2e-16, 2.8e-17 (this and the next two): margins 18, 4.5, 36
     assert np.abs(tau.dR(w) - dR).max() <= 1e-15
     assert np.abs(tau.dR_inv(w) - dRi).max() <= 1e-15
     # J^R_cay in closed form
@@ -246,6 +254,7 @@ def test_se2_se3_exp_dL_inv_up_to_two_pi(theta):
     tau3 = retraction(SE3, "exp")
     xi = np.array([0.7, -1.3, 0.4, *(theta * AXES[1])])
     Di, D = tau3.dL_inv(xi), tau3.dL(xi)
+    # bitwise by design: the SO3 block is computed by the same SO3 routine on the same input
     np.testing.assert_array_equal(Di[3:, 3:], retraction(SO3, "exp").dL_inv(xi[3:]))
     cond = np.max(np.abs(Di)) * np.max(np.abs(D)) * 6
     assert np.max(np.abs(Di @ D - np.eye(6))) <= 16 * 6 * eps * cond * (1.0 + kappa)

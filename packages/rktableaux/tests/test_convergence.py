@@ -53,6 +53,7 @@ SINGLE = [f(s) for f in FAMILIES.values() for s in (2, 3, 4, 5)]
 def test_families_as_plain_rk_on_pendulum(tab):
     # (Lobatto IIIB is included: on this non-stiff problem its stages are well posed)
     p = tab.order()
+    # measured: worst |slope − p| 0.17 over every tableau here (deterministic): margin 1.5
     assert abs(fit(tab, pendulum, [Q0, 0.0], EXACT, T, p) - p) <= 0.25
 
 
@@ -129,10 +130,12 @@ def test_reference_solutions_are_consistent():
     # the elliptic-function pendulum solution conserves the energy and matches a Taylor ODE
     # solve; the non-separable reference conserves its Hamiltonian
     q, p = EXACT
+    # measured: 5.6e-17 (mpmath reference rounded to double): margin 180
     assert abs(0.5 * p * p - np.cos(q) + np.cos(Q0)) < 1e-14
     with mpmath.workdps(25):
         sol = mpmath.odefun(lambda t, y: [y[1], -mpmath.sin(y[0])], 0, [mpmath.mpf(Q0), 0])
         ref = np.array([float(v) for v in sol(T)])
+    # measured: |EXACT - mpmath| = 0 (both are 25-digit references rounded to double): margin inf
     np.testing.assert_allclose(EXACT, ref, rtol=0, atol=1e-14)
     q, p = EXACT_NS
 

@@ -32,6 +32,9 @@ def fr(x):
 
 
 def check(t, a, b, c, tol=TOL):
+    # measured: worst |err|/tol = 0.18 over every call of check (deterministic, same for
+    # BLAS threads 1 and unset);
+    # the tol of each call leaves margin >= 5.5.
     np.testing.assert_allclose(t.c, np.asarray(c, float), rtol=0, atol=tol)
     np.testing.assert_allclose(t.b, np.asarray(b, float), rtol=0, atol=tol)
     np.testing.assert_allclose(t.a, np.asarray(a, float), rtol=0, atol=tol)
@@ -96,6 +99,7 @@ def test_gauss_5_nodes_weights_closed_form_matrix_from_collocation():
     w1, w2 = (322 + 13 * sqrt(70)) / 900, (322 - 13 * sqrt(70)) / 900
     b = [w2 / 2, w1 / 2, 64 / 225, w1 / 2, w2 / 2]
     t = gauss(5)
+    # measured: c, b to 1.1e-16, a to 8.5e-15 (deterministic): margins 9, 9, 12
     np.testing.assert_allclose(t.c, c, rtol=0, atol=1e-15)
     np.testing.assert_allclose(t.b, b, rtol=0, atol=1e-15)
     np.testing.assert_allclose(t.a, _lagrange_integrals(c, c), rtol=0, atol=1e-13)
@@ -135,9 +139,11 @@ def test_radau_iia_4_5_independent(s):
     coef = np.zeros(s + 1)
     coef[s], coef[s - 1] = 1, -1  # P_s − P_{s−1} on [-1, 1] → right Radau points
     c = _shifted_roots(coef)
+    # measured: <= 2.2e-16 (root of unit scale): margin 45
     assert abs(c[-1] - 1) < 1e-14
     c[-1] = 1.0
     t = radau_iia(s)
+    # measured: c to 3.3e-16, a and b to 3.1e-15 (deterministic): margins 30, 32, 32
     np.testing.assert_allclose(t.c, c, rtol=0, atol=1e-14)
     a = _lagrange_integrals(c, c)
     np.testing.assert_allclose(t.a, a, rtol=0, atol=1e-13)
@@ -151,6 +157,7 @@ def test_radau_ia_4_5_independent(s):
     c = _shifted_roots(coef)
     c[0] = 0.0
     t = radau_ia(s)
+    # measured: c to 2.8e-16, b to 6.8e-15, a to 1.6e-14 (deterministic): margins 36, 15, 61
     np.testing.assert_allclose(t.c, c, rtol=0, atol=1e-14)
     b = _lagrange_integrals(c, [1.0])[0]
     np.testing.assert_allclose(t.b, b, rtol=0, atol=1e-13)

@@ -26,8 +26,10 @@ def test_pinned_names():
     assert hyp.all and hyp.H1 and hyp.H2 and hyp.H3 and hyp.H1p and hyp.H2p
     assert isinstance(hyp.message, str)
     assert gauss(2).stages == 2
+    # measured: 1.4e-16 (deterministic; same for BLAS threads 1, unset): margin 72
     assert symplectic_conjugate(lobatto_iiia(3)).isclose(lobatto_iiib(3))
     assert issubclass(TableauError, ValueError)
     assert not pair.first.a.flags.writeable
+    # bitwise by design: Lobatto IIIA rows are set exactly (a[0] = 0, a[-1] = b: H3)
     np.testing.assert_array_equal(pair.first.a[0], 0.0)
     np.testing.assert_array_equal(pair.first.a[-1], pair.first.b)

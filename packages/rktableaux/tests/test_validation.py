@@ -43,6 +43,7 @@ def test_bad_tableau_input(a, b, c, match):
 def test_nodes_need_not_be_row_sums_but_the_residual_says_so():
     # Lobatto IIIB(2): c = (0, 1), row sums (1/2, 1/2) — accepted, and C(1) reports it
     t = Tableau([[0.5, 0.0], [0.5, 0.0]], [0.5, 0.5], [0.0, 1.0])
+    # exact: row sums of a hand-written tableau with binary fractions (rtol default, err 0)
     np.testing.assert_allclose(t.row_sum_residual(), [0.5, -0.5])
     assert not t.satisfies_C(1)
     assert Tableau([[0.5, 0.0], [0.5, 0.0]], [0.5, 0.5]).satisfies_C(1)

@@ -22,6 +22,7 @@ __all__ = [
     "free_rigid_body",
     "heavy_top",
     "henon_heiles",
+    "newton_residual_bound",
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
     "rounding_bound",
@@ -63,6 +64,26 @@ def assert_rounding_close(actual: Any, desired: Any, *, n_terms: int = 1, n_ops:
     bound = rounding_bound(scale, n_terms, n_ops, c)
     err = float(np.abs(a - b).max(initial=0.0))
     assert err <= bound, f"{what}: |actual - desired| = {err:.3e} > rounding bound {bound:.3e}"
+
+
+def newton_residual_bound(tol: float, q0: Any, v0: Any) -> float:
+    """Bound on a constraint residual that a method solves by Newton's method, at any node.
+
+    The solver stops at ``max|residual| <= max(tol, 64·eps)·scale`` (``_solver`` module
+    docstring); mechanical constraints are at most bilinear in (q, v), so their scale is S²
+    with ``S = max(1, max|q0|, max|v0|)`` (the driver's post-condition scale, ``integrate``);
+    re-evaluating the residual at the stored node adds the rounding of an n-term inner
+    product (:func:`rounding_bound`). Returns ``max(tol, 64·eps)·S² + rounding_bound(S², n)``.
+    Use ``tol = method.newton.tol`` (or ``method.guarantees[level]``). It bounds one solve;
+    a difference of two runs that each stop at their targets grows at most like
+    ``n_steps`` times it. It assumes the solver's residual scale is at most S²: measure
+    the ratio for a new method before relying on it (the driver's post-condition allows a
+    factor ``POSTCONDITION_FACTOR`` for that reason; e.g. a Lie discretization map reaches
+    2.8, see ``integrate``).
+    """
+    S = max(1.0, float(np.max(np.abs(q0))), float(np.max(np.abs(v0))))
+    n = int(np.shape(q0)[-1])
+    return max(float(tol), 64.0 * np.finfo(float).eps) * S * S + rounding_bound(S * S, n_terms=n)
 
 
 def fit_order(hs: Any, errors: Any, floor: float = 1e-11, min_points: int = 3) -> float:

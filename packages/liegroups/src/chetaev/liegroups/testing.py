@@ -74,6 +74,13 @@ def all_retractions() -> list[Retraction]:
 _FD_STEP = 1e-6
 
 
+# The ``measured:`` comments on the checks below (issue 14): the worst |actual − desired| of
+# that check, the group/retraction where it occurred, that error in units of
+# eps·max(1, |actual|, |desired|), and its ratio to the check's atol + rtol·|desired|, over
+# every group/retraction of all_groups()/all_retractions() x BATCHES x MODES x seeds 0..4
+# (OPENBLAS_NUM_THREADS=1) and seed 100 (unset); margin = 1/ratio. Identities hold to
+# round-off (<= 38 eps·max here) and finite differences (step 1e-6) to ~1e-9, so every
+# bound leaves a margin of at least 9.
 def assert_close(actual, desired, atol: float, rtol: float = 0.0, what: str = "") -> None:
     """``|actual - desired| <= atol + rtol |desired|`` elementwise; fails on NaN/inf and on shape
     mismatch."""
@@ -137,7 +144,9 @@ def check_hat_vee(G: MatrixLieGroup, rng, batch=(), mode="random") -> None:
     eta = sample_algebra(G, rng, batch, mode)
     X = G.hat(xi)
     assert X.shape == (*tuple(batch), G.matrix_dim, G.matrix_dim), f"{G}.hat shape {X.shape}"
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(G.vee(X), xi, 1e-15, 1e-15, f"{G}: vee(hat(xi)) = xi")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(G.hat(xi + 2.0 * eta), X + 2.0 * G.hat(eta), 1e-14, 1e-14, f"{G}: hat linear")
     assert G.generators().shape == (G.dim, G.matrix_dim, G.matrix_dim)
 
@@ -151,21 +160,30 @@ def check_group_axioms(G: MatrixLieGroup, rng, batch=(), mode="random") -> None:
     for name, x in [("g", g), ("e", e), ("gh", G.compose(g, h)), ("g^-1", G.inverse(g))]:
         assert np.all(G.is_element(x, 1e-10)), f"{G}: {name} is not a group element"
     M = G.as_matrix
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(M(G.compose(g, e)), M(g), tol, 0, f"{G}: g e = g")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(M(G.compose(e, g)), M(g), tol, 0, f"{G}: e g = g")
+    # measured: worst 1.3e-15 (SE3, 6 eps·max), 0.00013 of bound: margin 7506 (round-off)
     assert_close(M(G.compose(g, G.inverse(g))), M(e), tol * 10, 0, f"{G}: g g^-1 = e")
+    # measured: worst 1.1e-15 (SO3, 5 eps·max), 0.00011 of bound: margin 9007 (round-off)
     assert_close(M(G.compose(G.inverse(g), g)), M(e), tol * 10, 0, f"{G}: g^-1 g = e")
+    # measured: worst 8.9e-16 (SE2, 1 eps·max), 8.9e-05 of bound: margin 11259 (round-off)
     assert_close(M(G.compose(G.compose(g, h), k)), M(G.compose(g, G.compose(h, k))), 1e-11, 0,
                  f"{G}: (gh)k = g(hk)")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(M(G.compose(g, h)), M(g) @ M(h), 1e-12, 0, f"{G}: compose = matrix product")
+    # measured: worst 1.1e-15 (SO3, 5 eps·max), 1.1e-05 of bound: margin 90072 (round-off)
     assert_close(M(G.inverse(g)), np.linalg.inv(M(g)), 1e-10, 0, f"{G}: inverse = matrix inv")
 
 
 def check_exp_log_roundtrip(G: MatrixLieGroup, rng, batch=(), mode="random") -> None:
     """``exp(log(g)) = g`` and ``log(exp(xi)) = xi`` (rotation angles < pi)."""
     g = sample_elements(G, rng, batch, mode)
+    # measured: worst 1.1e-15 (SO3, 5 eps·max), 0.0011 of bound: margin 901 (round-off)
     assert_close(G.as_matrix(G.exp(G.log(g))), G.as_matrix(g), 1e-12, 0, f"{G}: exp(log g) = g")
     xi = sample_algebra(G, rng, batch, mode)
+    # measured: worst 1.6e-15 (SE3, 2 eps·max), 0.0014 of bound: margin 707 (round-off)
     assert_close(G.log(G.exp(xi)), xi, 1e-12, 1e-12, f"{G}: log(exp xi) = xi")
     assert np.all(G.is_element(G.exp(xi))), f"{G}: exp(xi) not an element"
 
@@ -175,14 +193,20 @@ def check_Ad_homomorphism(G: MatrixLieGroup, rng, batch=(), mode="random") -> No
     ``ad(xi) eta = hat^{-1}[hat xi, hat eta]``, ``ad_star = ad^T``."""
     g, h = (sample_elements(G, rng, batch, mode) for _ in range(2))
     xi, eta = (sample_algebra(G, rng, batch, mode) for _ in range(2))
+    # measured: worst 1.3e-15 (SE3, 2 eps·max), 0.00013 of bound: margin 7506 (round-off)
     assert_close(G.Ad(G.compose(g, h)), G.Ad(g) @ G.Ad(h), 1e-11, 0, f"{G}: Ad(gh) = Ad g Ad h")
     M = G.as_matrix(g)
+    # measured: worst 2.7e-15 (SE2xSO2xSE3, 2 eps·max), 0.00012 of bound: margin 8569 (round-off)
     assert_close(G.hat(_mv(G.Ad(g), xi)), M @ G.hat(xi) @ np.linalg.inv(M), 1e-11, 1e-11,
                  f"{G}: hat(Ad(g) xi) = g hat(xi) g^-1")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(G.Ad_star(g), np.swapaxes(G.Ad(g), -1, -2), 0, 0, f"{G}: Ad_star = Ad^T")
     X, Y = G.hat(xi), G.hat(eta)
+    # measured: worst 1.8e-15 (SE2xSO2xSE3, 1 eps·max), 0.021 of bound: margin 48 (round-off)
     assert_close(G.hat(_mv(G.ad(xi), eta)), X @ Y - Y @ X, 1e-14, 1e-13, f"{G}: ad = bracket")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(G.bracket(xi, eta), _mv(G.ad(xi), eta), 1e-15, 1e-14, f"{G}: bracket")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(G.ad_star(xi), np.swapaxes(G.ad(xi), -1, -2), 0, 0, f"{G}: ad_star = ad^T")
 
 
@@ -191,6 +215,7 @@ def check_Ad_exp(G: MatrixLieGroup, rng, batch=(), mode="random") -> None:
     from scipy.linalg import expm
 
     xi = sample_algebra(G, rng, batch, mode)
+    # measured: worst 2.8e-14 (SE2xSO2xSE3, 38 eps·max), 0.026 of bound: margin 39 (round-off)
     assert_close(G.Ad(G.exp(xi)), expm(G.ad(xi)), 1e-12, 1e-12, f"{G}: Ad(exp xi) = expm(ad xi)")
 
 
@@ -199,6 +224,7 @@ def check_exp_matches_expm(G: MatrixLieGroup, rng, batch=(), mode="random") -> N
     from scipy.linalg import expm
 
     xi = sample_algebra(G, rng, batch, mode)
+    # measured: worst 3.6e-15 (SE3, 12 eps·max), 0.016 of bound: margin 64 (round-off)
     assert_close(G.as_matrix(G.exp(xi)), expm(G.hat(xi)), 1e-13, 1e-13, f"{G}: exp = expm(hat)")
 
 
@@ -219,15 +245,20 @@ def check_retraction_basic(tau: Retraction, rng, batch=(), mode="random") -> Non
     assert g.shape == (*tuple(batch), *G.shape), f"{tau}: output shape {g.shape}"
     assert np.all(G.is_element(g, 1e-12)), f"{tau}: tau(xi) not an element"
     M = G.as_matrix
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(M(tau(np.zeros(G.dim))), M(G.identity()), 0, 0, f"{tau}: tau(0) = e")
+    # measured: worst 1.4e-15 (SE3 exp, 4 eps·max), 0.013 of bound: margin 75 (round-off)
     assert_close(M(tau(-xi)), M(G.inverse(g)), 1e-13, 1e-13, f"{tau}: tau(-xi) = tau(xi)^-1")
+    # measured: worst 1.3e-15 (SE3 exp, 2 eps·max), 0.00056 of bound: margin 1781 (round-off)
     assert_close(tau.inv(g), xi, 1e-12, 1e-12, f"{tau}: tau^-1(tau(xi)) = xi")
     h = sample_elements(G, rng, batch, "algebra" if mode == "random" else mode)
+    # measured: worst 5.6e-16 (SE3 exp, 2 eps·max), 0.00056 of bound: margin 1801 (round-off)
     assert_close(M(tau(tau.inv(h))), M(h), 1e-12, 0, f"{tau}: tau(tau^-1(g)) = g")
     if tau.kind == "cayley":
         X = G.hat(xi)
         eye = np.eye(G.matrix_dim)
         ref = np.linalg.solve(eye - 0.5 * X, eye + 0.5 * X)
+        # measured: worst 3.3e-16 (SO3xR2 cayley, 2 eps·max), 0.0026 of bound: margin 392
         assert_close(M(g), ref, 1e-13, 1e-13, f"{tau}: cay = (I - X/2)^-1 (I + X/2)")
 
 
@@ -242,7 +273,9 @@ def check_tangents_fd(tau: Retraction, rng, batch=(), mode="random") -> None:
     dM = np.moveaxis(dM, -1, -3)  # (..., d, n, n)
     dL_fd = np.swapaxes(G.vee(Mi[..., None, :, :] @ dM), -1, -2)
     dR_fd = np.swapaxes(G.vee(dM @ Mi[..., None, :, :]), -1, -2)
+    # measured: worst 5.9e-10 (SE3 exp, 2142090 eps·max), 0.04 of bound: margin 25 (FD)
     assert_close(tau.dL(xi), dL_fd, 1e-8, 1e-8, f"{tau}: dL vs finite differences")
+    # measured: worst 7.9e-10 (SE2xSO2xSE3 exp, 2453200 eps·max), 0.075 of bound: margin 13 (FD)
     assert_close(tau.dR(xi), dR_fd, 1e-8, 1e-8, f"{tau}: dR vs finite differences")
 
 
@@ -255,11 +288,17 @@ def check_tangent_identities(tau: Retraction, rng, batch=(), mode="random") -> N
     g = tau(xi)
     I = np.broadcast_to(np.eye(G.dim), (*tuple(batch), G.dim, G.dim))
     dL, dR = tau.dL(xi), tau.dR(xi)
+    # measured: worst 1.3e-15 (SE3 exp, 5 eps·max), 0.0098 of bound: margin 102 (round-off)
     assert_close(dR, G.Ad(g) @ dL, 1e-13, 1e-13, f"{tau}: dR = Ad(tau) dL")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(dR, tau.dL(-xi), 1e-14, 1e-14, f"{tau}: dR(xi) = dL(-xi)")
+    # measured: worst 6.4e-16 (SE3 exp, 3 eps·max), 0.0064 of bound: margin 156 (round-off)
     assert_close(tau.dL_inv(xi) @ dL, I, 1e-13, 0, f"{tau}: dL_inv dL = I")
+    # measured: worst 6.0e-16 (SE3 exp, 3 eps·max), 0.006 of bound: margin 168 (round-off)
     assert_close(dL @ tau.dL_inv(xi), I, 1e-13, 0, f"{tau}: dL dL_inv = I")
+    # measured: worst 6.2e-16 (SE3 exp, 3 eps·max), 0.0062 of bound: margin 160 (round-off)
     assert_close(tau.dR_inv(xi) @ dR, I, 1e-13, 0, f"{tau}: dR_inv dR = I")
+    # measured: worst 3.6e-15 (SE2xSO2xSE3 exp, 8 eps·max), 0.0012 of bound: margin 843 (round-off)
     assert_close(tau.dL_inv(-xi), tau.dL_inv(xi) @ np.linalg.inv(G.Ad(g)), 1e-12, 1e-12,
                  f"{tau}: dL_inv(-xi) = dL_inv(xi) Ad(tau(xi))^-1")
     if tau.kind == "exp":
@@ -269,6 +308,7 @@ def check_tangent_identities(tau: Retraction, rng, batch=(), mode="random") -> N
         for k in range(1, 80):
             term = term @ A / (k + 1)
             ref = ref + term
+        # measured: worst 8.9e-16 (SE3 exp, 3 eps·max), 0.004 of bound: margin 250
         assert_close(dL, ref, 1e-13, 1e-13, f"{tau}: dL = sum (-ad)^k/(k+1)!")
 
 
@@ -287,13 +327,17 @@ def check_derivative_terms(tau: Retraction, rng, batch=(), mode="random") -> Non
         D = getattr(tau, name)
         J = getattr(tau, name + "_deriv")(xi, eta)
         J_fd = _fd(lambda x, D=D: _mv(D(x), eta), xi)
+        # measured: worst 1.3e-09 (SE2xSO2xSE3 exp, 4255549 eps·max), 0.11 of bound: margin 9 (FD)
         assert_close(J, J_fd, 1e-8, 1e-8, f"{tau}: {name}_deriv vs finite differences")
         v = getattr(tau, name + "_deriv")(xi, eta, mu)
+        # measured: exactly 0 over the sample (exact by construction)
         assert_close(v, np.einsum("...ij,...i->...j", J, mu), 1e-14, 1e-13,
                      f"{tau}: {name}_deriv(xi, eta, mu) = J^T mu")
     ddL = tau.ddL(xi, eta)
+    # measured: worst 8.9e-16 (SE3 exp, 3 eps·max), 0.0024 of bound: margin 413 (round-off)
     assert_close(_mv(tau.dL(xi), _mv(ddL, mu)), _mv(tau.dL_deriv(xi, eta), mu), 1e-13, 1e-12,
                  f"{tau}: dL ddL = dL_deriv")
+    # measured: exactly 0 over the sample (exact by construction)
     assert_close(tau.ddL_star(xi, eta, mu), np.einsum("...ij,...i->...j", ddL, mu), 1e-14,
                  1e-13, f"{tau}: ddL_star = ddL^T pi")
     if tau.kind == "cayley":  # closed form of paper §6: ddL(eta, d) = ½ (eta A^-1 d - d B^-1 eta)
@@ -302,6 +346,7 @@ def check_derivative_terms(tau: Retraction, rng, batch=(), mode="random") -> Non
         Ai, Bi = np.linalg.inv(eye - 0.5 * X), np.linalg.inv(eye + 0.5 * X)
         H, D = G.hat(eta), G.hat(mu)
         ref = G.vee(0.5 * (H @ Ai @ D - D @ Bi @ H))
+        # measured: worst 1.1e-15 (SE2xSO2xSE3 cayley, 3 eps·max), 0.0031 of bound: margin 326
         assert_close(_mv(ddL, mu), ref, 1e-13, 1e-12, f"{tau}: ddL closed form (Cayley)")
 
 
@@ -316,8 +361,10 @@ def check_second_derivatives(tau: Retraction, rng, batch=(), mode="random") -> N
         hess = getattr(tau, name + "_hess")
         H = hess(xi, eta, u)
         H_fd = _fd(lambda x, deriv=deriv: _mv(deriv(x, eta), u), xi, step=1e-5)
+        # measured: worst 7.5e-10 (SE3 exp, 2632612 eps·max), 0.004 of bound: margin 248 (FD)
         assert_close(H, H_fd, 1e-7, 1e-7, f"{tau}: {name}_hess vs finite differences")
         Hv, Hu = _mv(H, v), _mv(hess(xi, eta, v), u)
+        # measured: worst 4.0e-15 (SE2xSO2xSE3 exp, 8 eps·max), 0.00027 of bound: margin 3676
         assert_close(Hv, Hu, 1e-11, 1e-11, f"{tau}: {name}_hess symmetric in its two directions")
 
 

@@ -331,7 +331,8 @@ def ball_figure_3(quick: bool = False, method: str | None = None, h: float | Non
     # measured (deterministic): quick (h = 0.1..0.025) position slope 1.18, margin 1.40 — below
     # the 1.5 target for a method error; an O(h²) term of the first-order start still weighs
     # (quick with h = 0.125: 1.21, h = 0.08: 1.15); ω 1.00, energy 2.01, consistent 2.00
-    # (margins ≥ 42). Full run (h down to 0.00625): see the inventory.
+    # (margins ≥ 42). Full run (h = 0.1..0.00625, OPENBLAS_NUM_THREADS = 1): position 1.11
+    # (margin 2.2), ω 1.00, energy 2.03, consistent 2.00.
     checks = [
         check_order("paper start: position error slope", hs, paper[:, 0], 1),
         check_order("paper start: ω error slope (vs ω(t_k))", hs, paper[:, 1], 1),
@@ -383,9 +384,10 @@ def ball_conservation(quick: bool = False, method: str | None = None, h: float |
     _, w, _ = _run_ball(meth, sys2, chaplygin_ball.paper_start(meth, e2, hh), hh, n)
     w = np.array(w)
     J3 = I[2] * w[:, 2] + hh**2 / 4 * w[:, 2] * (w**2 @ np.array(I))
-    # measured (round-off quantities, quick 200 steps; 500 steps see the inventory): E_d 4.1e-16,
-    # J3 6.7e-16 against 1e-12 (margins ≥ 1500; h = 0.2: J3 1.2e-14). The control ptp(ω3) is
-    # 1.9e-3 against > 1e-3 (margin 1.9, deterministic); it depends on the run length n·h: with
+    # measured (round-off quantities): quick (200 steps) E_d 4.1e-16, J3 6.7e-16; full (500)
+    # 4.1e-16, 9.3e-15 against 1e-12 (margins ≥ 107; h = 0.2: J3 1.2e-14). The control ptp(ω3)
+    # is 1.9e-3 quick (margin 1.9, deterministic) and 3.9e-2 full against > 1e-3; it depends on
+    # the run length n·h: with
     # --h 0.05 (T = 10 quick) ω3 varies by only 9.3e-5 and the control fails (h = 0.2: 4.8e-2).
     checks = [
         check_bound("bi-invariant, Ω = 0: max |E_d − E_d(0)| / E_d(0)",
@@ -448,9 +450,10 @@ def adjoint_reversibility(quick: bool = False, method: str | None = None,
     for _ in range(n):
         b = meth.step(sysb, b, -hh)
     ball_dev = float(max(np.max(np.abs(b.q - b0.q)), np.max(np.abs(b.v - b0.v))))
-    # measured (round-off quantities; quick n = 50): adjointness 7.2e-16 against 1e-12, RATTLE
-    # 9.4e-16 and ball 6.1e-16 forward-and-back against 1e-11 (margins ≥ 1000); the control
-    # 1.2e-2 against > 1e-4 (margin 122).
+    # measured (round-off quantities): adjointness 7.2e-16 against 1e-12; forward-and-back
+    # RATTLE 9.4e-16 / 7.0e-15 and ball 6.1e-16 / 2.0e-14 (quick n = 50 / full n = 200) against
+    # 1e-11 (worst margin 490, growing ~linearly in n); the control 1.2e-2 against > 1e-4
+    # (margin 122).
     checks = [
         check_bound("max |F_A^h∘F_B^{−h}(z) − z|, |F_B^h∘F_A^{−h}(z) − z| (21 node states)", ab,
                     1e-12, "0 (Thm 5.4)"),

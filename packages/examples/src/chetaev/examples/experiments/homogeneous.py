@@ -159,7 +159,8 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
     # against the floor 1e-13: margin 2.0 at h = 0.05, 4.6 at h = 0.1). The ×1.5 bands leave
     # margin 1.5 at h = 0.1 (our values reproduce the check's to 3 digits), ≥ 1.51 at h = 0.05
     # and 1.21..1.46 at h = 0.2 (pre-asymptotic: local orders 2.04..6.3). The fifths ratios are
-    # 0.992..1.018 at every h (no drift; band 1.25).
+    # 0.992..1.018 at every h (no drift; band 1.25). Full run (T = 200, h = 0.1, OPENBLAS 1):
+    # the same maxima to 3 digits (reached within T = 30), s=2 max |Λ| 4.0e-14 (margin 2.5).
     bounds = {(2, "carry"): (6.91e-3, 7e-15), (3, "zero_first"): (2.46e-6, 4.67e-5),
               (4, "carry"): (6.22e-10, 2.94e-7)}
     lam_orders = {2: 0, 3: 3, 4: 4}
@@ -204,7 +205,7 @@ def pendulum_energy_by_multiplier_rule(quick: bool = False, method: str | None =
                                    "multiplied by R_A(∞) = +1 each step and drifts (paper §5.1, "
                                    "Fig. 3b); "
                                    "use multiplier_rule='zero_first'"))
-    # measured: worst 3.0e-15 (round-off quantity) at h = 0.05..0.2, margin 33
+    # measured: worst 3.0e-15 quick (h = 0.05..0.2), 6.2e-15 full (round-off), margin 16
     checks.append(check_bound("max(| |x| − 1 |, |η₃|) over all runs", on_sphere, 1e-13,
                               "x on S², 𝔪-constraint to round-off"))
 
@@ -318,8 +319,10 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
                         float(np.max(np.abs(tr.v[:, 2]))))
         # independent numpy check (h = 0.01, T = 36): 5.26e-4, 2.42e-8, 2.67e-12; ×1.5, scaled by
         # h^{2s−2}. Measured (quick T = 3.6): 5.26e-4, 2.42e-8, 2.65e-12, i.e. the maximum is
-        # reached within the first orbit and reproduces the check: margin 1.50 (deterministic
-        # method error, ≥ 1.5); the s-ratios of |x − x_ref| are 2.0e4 and 4.8e3 against 10.
+        # reached within the first orbit and reproduces the check; full (T = 36): 5.26e-4,
+        # 2.42e-8, 2.67e-12: margin 1.50 (deterministic method error, ≥ 1.5; round-off on E is
+        # ~1e-14); the s-ratios of |x − x_ref| are ≥ 4.8e3 against 10 (margin ≥ 480) and the
+        # full-run Λ drift of s = 3 is 1.19e-5 against 2e-6 (margin 6.0).
         bound = 1.5 * {2: 5.26e-4, 3: 2.42e-8, 4: 2.67e-12}[s] * (hh / 0.01) ** (2 * s - 2)
         checks.append(check_bound(f"s={s}: max |E − E0|", float(np.abs(E - E[0]).max()), bound,
                                   f"bounded, ≤ {bound:.2e} (independent long-run check × 1.5)"))
@@ -344,7 +347,7 @@ def kepler_orbits(quick: bool = False, method: str | None = None, h: float | Non
         ratio = errs[lo] / errs[hi]
         checks.append(Check(f"|x − x_ref| at T: s={lo} over s={hi}", ratio,
                             "lower order drifts more: > 10", bool(ratio > 10)))
-    # measured: 2.1e-15 (round-off quantity), margin 47
+    # measured: 2.1e-15 quick, 6.0e-15 full (round-off quantity), margin 16
     checks.append(check_bound("max(| |x| − 1 |, |η₃|)", on_sphere, 1e-13))
 
     def plot(fig) -> None:

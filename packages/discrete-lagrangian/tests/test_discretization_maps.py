@@ -110,9 +110,7 @@ def run(method, h, T, system=PENDULUM, q0=Q0, v0=V0):
     return traj
 
 
-def observed_order(hs, errs):
-    """Log–log slope (``fit_order``): at least 3 points, each above the 1e-10 floor."""
-    return fit_order(hs, errs, floor=1e-10)
+FLOOR = 1e-10  # order fits use only the errors above this round-off floor
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +210,7 @@ def test_order(name, make, order, h0, T):
         traj = run(method, h, T)
         errs.append(np.linalg.norm(np.concatenate([traj.q[-1] - q_ref, traj.p[-1] - v_ref])))
     assert min(errs) > 1e-10  # all points above the round-off floor
-    p = observed_order(hs, errs)
+    p = fit_order(hs, errs, floor=FLOOR)
     assert abs(p - order) <= 0.25, (p, errs)
 
 
@@ -258,7 +256,7 @@ def test_double_pendulum_two_constraints(method, order):
         errs.append(np.linalg.norm(np.concatenate([traj.q[-1] - ref.q[-1],
                                                    traj.p[-1] - ref.p[-1]])))
         assert np.max(np.abs(traj.constraint_residual(kind="all"))) < 1e-13
-    assert abs(observed_order(hs, errs) - order) <= 0.25, errs
+    assert abs(fit_order(hs, errs, floor=FLOOR) - order) <= 0.25, errs
 
 
 def test_regression_values_B2():
@@ -315,7 +313,7 @@ def test_baseline_violates_constraint_at_order_two():
     for h in hs:
         traj = run(StageConstrainedBaseline(), h, 2.0)
         viol.append(np.max(np.abs(traj.constraint_residual(kind="position"))))
-    slope = observed_order(hs, viol)
+    slope = fit_order(hs, viol, floor=FLOOR)
     assert abs(slope - 2.0) <= 0.25, (slope, viol)
     assert min(viol) > 1e-4  # far above the paper's methods (~1e-16)
     # ... while the paper's method keeps the points on N at the same h

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import integrate
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.dsocs import (
     DSOCSIntegrator,
     convergence_study,
     curvature_particle_dsocs,
-    fitted_order,
     particle_closed_form_step,
     particle_discrete_circle,
     particle_exact_solution,
@@ -173,7 +173,7 @@ def test_variable_curvature_order_two_against_dop853():
         ds = curvature_particle_dsocs(k_var, h)
         sol = integrate(ds, DSOCSIntegrator(start="second_order"), q0, v0, h, t_final=T)
         errs.append(np.max(np.abs(sol.q[-1] - ref.y[:2, -1])))
-    assert abs(fitted_order(hs, errs) - 2.0) <= 0.25
+    assert abs(fit_order(hs, errs) - 2.0) <= 0.25
     assert errs[-1] < 1e-3
 
 

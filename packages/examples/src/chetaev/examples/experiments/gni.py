@@ -202,7 +202,7 @@ def ball_figure_1(quick: bool = False, method: str | None = None, h: float | Non
     consistent = _ball_errors(1, hs, T, "consistent", exact, ret)
     from .._registry import fit_order
 
-    slope = fit_order(hs, paper[:, 0])
+    slope = fit_order(hs, paper[:, 0], 1e-13)
     checks = [
         Check("paper start: order of the position error", slope,
               "≥ 1 − 0.25 (paper: order-one consistent; independent numpy check: 2)",

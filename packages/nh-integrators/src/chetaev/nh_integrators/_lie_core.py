@@ -26,9 +26,10 @@ with their own stage Legendre equations (as in the paper's App. D when D₂L can
 
 The Jacobian is assembled by the chain rule with every stage variation stored as an array
 ``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
-retraction, its trivialized tangent dL, the derivative J^L and the second derivative
-∂_Ξ(J^L(Ξ, H)ᵀΠ₀) all come from ``chetaev.liegroups`` (``retraction(G, kind)``: ``dL``,
-``dL_deriv``, ``dL_hess``, closed forms for every group and for products; :class:`_GroupOps`),
+retraction, its trivialized tangent dL, the derivative tensor of dL (J^L) and the second
+derivative ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) all come from ``chetaev.liegroups`` (``retraction(G, kind)``:
+``dL``, ``dL_tensor``, ``dL_deriv_T_deriv``, exact for every group and for products;
+:class:`_GroupOps`),
 and the model's derivatives come from the system (analytic where the system provides them).
 """
 
@@ -88,10 +89,10 @@ class _LieModel:
 class _GroupOps:
     """The group and retraction maps of the step, all from ``chetaev.liegroups``.
 
-    A thin view of ``retraction(group, kind)`` and ``group`` on validated float64 arrays
-    (``check=False``: the step's arrays are built from checked inputs), broadcasting over
-    batch and stage axes. ``d`` is the algebra dimension; conventions of ``liegroups``
-    (high-order paper §6.1, homogeneous-spaces paper §2): d/dε τ(ξ+εδ)|₀ = τ(ξ)·hat(dL(ξ)δ).
+    A thin view of ``retraction(group, kind).kernels`` (liegroups' unchecked maps for Newton
+    loops: the step's arrays are built from checked inputs), broadcasting over batch and
+    stage axes. ``d`` is the algebra dimension; conventions of ``liegroups`` (high-order
+    paper §6.1, homogeneous-spaces paper §2): d/dε τ(ξ+εδ)|₀ = τ(ξ)·hat(dL(ξ)δ).
 
     Parameters
     ----------
@@ -106,45 +107,32 @@ class _GroupOps:
 
         self.group = group
         self.retraction = retraction(group, kind)
+        k = self.retraction.kernels
+        self.compose = k.compose  # group product g h (broadcasting)
+        self.tau = k.tau  # τ(ξ), elements (..., *group.shape)
+        self._Ad, self._inverse = k.Ad, k.inverse
+        self._dL, self._dL_tensor, self._S = k.dL, k.dL_tensor, k.dL_deriv_T_deriv
         self.d = int(group.dim)
         self.elem_shape = tuple(group.shape)
         self.elem_ndim = len(self.elem_shape)
-        self.eye = np.eye(self.d)
-        self.ad_basis = np.asarray(group.ad(self.eye), dtype=float)  # ad(e_k): (d, d, d)
-
-    def compose(self, g: np.ndarray, h: np.ndarray) -> np.ndarray:
-        """Group product ``g h`` (broadcasting)."""
-        return self.group.compose(g, h, check=False)
-
-    def tau(self, xi: np.ndarray) -> np.ndarray:
-        """τ(ξ), elements ``(..., *group.shape)``."""
-        return self.retraction(xi, check=False)
+        self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
 
     def Ad_pair(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each ``(..., d, d)``."""
-        G = self.group
-        return G.Ad(T, check=False), G.Ad_star(G.inverse(T, check=False), check=False)
+        return self._Ad(T), np.swapaxes(self._Ad(self._inverse(T)), -1, -2)
 
     def P(self, f: np.ndarray) -> np.ndarray:
         """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""
         return np.einsum("kba,...b->...ak", self.ad_basis, f)
 
     def dL_and_tensor(self, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_deriv`` at the
-        unit vectors: column a of ``dL_deriv(ξ, e_a)``)."""
-        R = self.retraction
-        D = R.dL(xi, check=False)
-        Jb = R.dL_deriv(np.expand_dims(xi, -2), self.eye, check=False)  # (..., a, b, c)
-        return D, np.moveaxis(Jb, -3, -2)
+        """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_tensor``)."""
+        return self._dL(xi), self._dL_tensor(xi)
 
     def dtensor_contract(self, xi: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b`` = ∂_ξ(J^L(ξ, v)ᵀ p), from
-        ``dL_hess(ξ, v, e_c)`` (rows b, columns e) contracted with p."""
-        H = self.retraction.dL_hess(
-            np.expand_dims(xi, -2), np.expand_dims(v, -2), self.eye, check=False
-        )  # (..., c, b, e)
-        return np.einsum("...cbe,...b->...ce", H, p)
-
+        """``S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b`` = ∂_ξ(J^L(ξ, v)ᵀ p)
+        (``dL_deriv_T_deriv``)."""
+        return self._S(xi, v, p)
 
 def lie_nh_residual(
     x: np.ndarray,

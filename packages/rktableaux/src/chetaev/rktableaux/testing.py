@@ -164,14 +164,14 @@ def fit_order(hs, errors, floor: float = 1e-11, min_points: int = 3) -> float:
     err = np.asarray(errors, dtype=float)
     if h.ndim != 1 or err.shape != h.shape:
         raise TableauError(
-            f"fit_order: `hs` and `errors` (errs) must be 1-d of equal length, got shapes "
+            f"fit_order: `hs` and `errors` must be 1-d of equal length, got shapes "
             f"{h.shape} and {err.shape}. Pass one error per step size."
         )
     if not np.all(np.isfinite(h)) or np.any(h <= 0):
         raise TableauError(f"fit_order: the step sizes `hs` must be positive and finite, got {h}.")
     if not np.all(np.isfinite(err)) or np.any(err < 0):
         raise TableauError(
-            f"fit_order: the errors (errs) must be non-negative and finite, got {err}. Leave "
+            f"fit_order: `errors` must be non-negative and finite, got {err}. Leave "
             "diverged runs out of the study."
         )
     if not (isinstance(min_points, (int, np.integer)) and min_points >= 2):

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 from chetaev.discrete_lagrangian import integrate
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.dsocs import (
     DSOCSIntegrator,
     InertiaWheelParameters,
@@ -49,7 +50,7 @@ def main(quick: bool = False) -> None:
         t = time.perf_counter()
         s = convergence_study("inertia_wheel", start=start, t_final=T_w, reference=ref)
         print(s.table(), f"   [{time.perf_counter() - t:.1f} s]")
-        tail = np.polyfit(np.log(s.h[1:]), np.log(s.error[1:]), 1)[0]
+        tail = fit_order(s.h[1:], s.error[1:], floor=0.0)
         print(f"  slope over h <= 0.05: {tail:.3f}\n")
 
     print("== 2. root selection, inertia wheel, h = 0.1, paper start ==")

@@ -67,8 +67,8 @@ def nonholonomic_particle(affine: bool = False) -> Problem:
 
 
 def vertical_disc() -> Problem:
-    from chetaev.nh_integrators._lie_testing import disc_initial
-    from chetaev.nh_integrators._lie_testing import vertical_disc as disc
+    from chetaev.nh_integrators.testing import disc_initial
+    from chetaev.nh_integrators.testing import vertical_disc as disc
 
     g0, eta0 = disc_initial()
     return disc(), g0, eta0, 0.1

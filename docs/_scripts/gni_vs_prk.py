@@ -19,8 +19,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from chetaev.discrete_lagrangian import integrate
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.gni import GNI, Composition
-from chetaev.gni.testing import convergence_order, harmonic_particle
+from chetaev.gni.testing import harmonic_particle
 from chetaev.nh_integrators import NonholonomicPRK
 from chetaev.rktableaux import lobatto_iiia_iiib
 
@@ -70,8 +71,8 @@ def main() -> None:
 
     print(f"{'method':16s} {'order q':>8s} {'order λ':>8s}  q error at h=0.2 .. 0.0125")
     for name, (eq, el, wall) in results.items():
-        oq = convergence_order(HS, eq, floor=1e-12)
-        ol = convergence_order(HS, el, floor=1e-12) if np.all(el[-2:] < el[:2].max()) else np.nan
+        oq = fit_order(HS, eq, floor=1e-12)
+        ol = fit_order(HS, el, floor=1e-12) if np.all(el[-2:] < el[:2].max()) else np.nan
         print(f"{name:16s} {oq:8.2f} {ol:8.2f}  " + " ".join(f"{e:.2e}" for e in eq)
               + f"   wall(h=0.0125) {1e3 * wall[-1]:.0f} ms")
 

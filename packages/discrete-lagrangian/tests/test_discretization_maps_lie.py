@@ -34,6 +34,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
     rattle,
 )
 from chetaev.discrete_lagrangian.testing import newton_residual_bound
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.liegroups import SO3, Product, Rn
 
 # --------------------------------------------------------------------------------------------
@@ -116,9 +117,6 @@ def _err(traj):
     return np.linalg.norm(R - R_REF) + np.linalg.norm(traj.v[-1][:3] - W_REF)
 
 
-def _order(hs, errs):
-    return float(np.polyfit(np.log(hs), np.log(errs), 1)[0])
-
 
 # --------------------------------------------------------------------------------------------
 # Orders
@@ -133,7 +131,7 @@ def test_order_heavy_top_SO3(kind, ret):
         traj = integrate(TOP, method, R0, W0, h=h, t_final=1.0)
         assert traj.success, traj.message
         errs.append(_err(traj))
-    p = _order(hs, errs)
+    p = fit_order(hs, errs)
     assert abs(p - ORDERS[kind]) <= 0.25, (p, errs)
 
 
@@ -156,7 +154,7 @@ def test_order_heavy_top_constrained_SO3xR3(kind, ret):
         errs.append(_err(traj))
         assert np.max(np.abs(traj.constraint_residual(kind="position"))) < 1e-14
     assert errs[0] == pytest.approx(B5_K0[(kind, ret)], rel=1e-5)
-    p = _order(hs, errs)
+    p = fit_order(hs, errs)
     assert abs(p - ORDERS[kind]) <= 0.25, (p, errs)
 
 
@@ -218,7 +216,7 @@ def test_matrix_rattle_heavy_top_B4():
         RtR = np.einsum("tji,tjk->tik", traj.q.reshape(-1, 3, 3), traj.q.reshape(-1, 3, 3))
         assert np.max(np.abs(RtR - np.eye(3))) < 1e-13  # Newton tol 1e-14·max(1, |M||q|)
     np.testing.assert_allclose(errs, [1.7295e-2, 4.2992e-3, 1.0733e-3], rtol=1e-4)
-    assert abs(_order(hs, errs) - 2.0) <= 0.25
+    assert abs(fit_order(hs, errs) - 2.0) <= 0.25
 
 
 # --------------------------------------------------------------------------------------------

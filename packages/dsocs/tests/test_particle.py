@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import integrate
 from chetaev.discrete_lagrangian.testing import assert_rounding_close
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.dsocs import (
     DSOCSIntegrator,
     convergence_study,
     curvature_particle_dsocs,
-    fitted_order,
     particle_closed_form_step,
     particle_discrete_circle,
     particle_exact_solution,
@@ -205,7 +205,7 @@ def test_variable_curvature_order_two_against_dop853():
         sol = integrate(ds, DSOCSIntegrator(start="second_order"), q0, v0, h, t_final=T)
         errs.append(np.max(np.abs(sol.q[-1] - ref.y[:2, -1])))
     # measured (1 run(s), threads 1 & unset): worst 3.32e-05 vs 0.25, margin 7.54e+03 (loose)
-    assert abs(fitted_order(hs, errs) - 2.0) <= 0.25
+    assert abs(fit_order(hs, errs) - 2.0) <= 0.25
     # measured (1 run(s), threads 1 & unset): worst 2.49e-05 vs 0.001, margin 40.2
     assert errs[-1] < 1e-3
 

@@ -18,7 +18,7 @@ def test_fit_order_uses_points_above_the_floor() -> None:
 
 
 def test_fit_order_refuses_too_few_points() -> None:
-    with pytest.raises(ValueError, match="at least three points"):
+    with pytest.raises(ValueError, match="a fit needs at least 3"):
         fit_order([0.1, 0.05, 0.025], [1e-3, 1e-15, 1e-16])
 
 

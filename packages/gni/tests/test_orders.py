@@ -7,8 +7,8 @@ equations, error ‖q_N − q(T)‖ at T = 5, order from np.polyfit on log h, lo
 
 import numpy as np
 import pytest
+from chetaev.discrete_lagrangian.testing import fit_order
 from chetaev.gni import GNI, Composition
-from chetaev.gni.testing import convergence_order
 
 T = 5.0
 NS = (50, 100, 200, 400)
@@ -49,7 +49,7 @@ def test_order(variant, affine, order, particle, affine_particle, runner):
     for err in (eq, ev, el):
         # method (deterministic): measured worst |slope - order| = 2.7e-2 over the 8 cases and
         # q, v, λ (OPENBLAS_NUM_THREADS=1 and unset); band 0.25 leaves margin 9.2
-        assert abs(convergence_order(h, err) - order) < 0.25, (variant, affine, err)
+        assert abs(fit_order(h, err) - order) < 0.25, (variant, affine, err)
 
 
 def test_spec_regression_numbers(particle, affine_particle, runner):
@@ -68,7 +68,7 @@ def test_two_step_form_orders(particle, runner):
     for variant, order in (("euler_a", 1), ("rattle", 2)):
         h, eq, _, _ = _errors(GNI(variant, form="two_step"), particle, runner, ns=(50, 100, 200))
         # method: measured |slope - order| <= 4.8e-3; band 0.25, margin 52
-        assert abs(convergence_order(h, eq) - order) < 0.25
+        assert abs(fit_order(h, eq) - order) < 0.25
 
 
 @pytest.mark.parametrize("pair", [("euler_b", "euler_a"), ("euler_a", "euler_b")])
@@ -83,8 +83,8 @@ def test_composition_is_second_order(pair, particle, runner):
     assert comp.order == 2
     h, eq, ev, _ = _errors(comp, particle, runner)
     # method: measured |slope - 2| <= 7.7e-4 (both orders of composition); band 0.25, margin 324
-    assert abs(convergence_order(h, eq) - 2) < 0.25
-    assert abs(convergence_order(h, ev) - 2) < 0.25
+    assert abs(fit_order(h, eq) - 2) < 0.25
+    assert abs(fit_order(h, ev) - 2) < 0.25
 
 
 @pytest.mark.xfail(
@@ -96,7 +96,7 @@ def test_composition_is_second_order(pair, particle, runner):
 def test_composition_multiplier_converges(particle, runner):
     h, _, _, el = _errors(Composition((GNI("euler_b"), GNI("euler_a"))), particle, runner)
     # measured slope 4.9e-3 (the error does not decay): the xfail is far from flipping
-    assert convergence_order(h, el) > 0.75
+    assert fit_order(h, el) > 0.75
 
 
 def test_general_discrete_lagrangians_first_order(particle, runner):
@@ -108,7 +108,7 @@ def test_general_discrete_lagrangians_first_order(particle, runner):
     for dl in (AlphaDiscreteLagrangian(0.25), DiscreteLagrangian("alpha", alpha=0.25)):
         h, eq, _, _ = _errors(GNI(dl), particle, runner, ns=(50, 100, 200))
         # method: measured |slope - 1| <= 3.4e-3; band 0.25, margin 74
-        assert abs(convergence_order(h, eq) - 1) < 0.25
+        assert abs(fit_order(h, eq) - 1) < 0.25
 
 
 def test_harmonic_particle_reference_and_rattle_order(runner):
@@ -126,7 +126,7 @@ def test_harmonic_particle_reference_and_rattle_order(runner):
         s = runner(GNI("rattle"), problem, h, round(2.0 / h))[-1]
         errs.append(np.linalg.norm(s.q - q[-1]))
     # method: measured |slope - 2| = 2.0e-3; band 0.25, margin 127
-    assert abs(convergence_order(hs, errs) - 2) < 0.25
+    assert abs(fit_order(hs, errs) - 2) < 0.25
 
 
 def _ptilde_start(problem, h, alpha):
@@ -191,7 +191,7 @@ def test_composition_of_ptilde_maps_is_first_order(particle):
         hs.append(h)
         errs.append(np.linalg.norm(z[0] - q_ref))
     # method: measured |slope - 1| = 7.4e-3; band 0.25, margin 34
-    assert abs(convergence_order(hs, errs) - 1) < 0.25
+    assert abs(fit_order(hs, errs) - 1) < 0.25
 
 
 def _variable_mass_system(particle):
@@ -238,4 +238,4 @@ def test_orders_with_configuration_dependent_metric(variant, form, order, partic
         hs.append(h)
         errs.append(np.linalg.norm(s.q - q_ref))
     # method: measured |slope - order| <= 1.4e-2 over the 4 cases; band 0.25, margin 18
-    assert abs(convergence_order(hs, errs) - order) < 0.25
+    assert abs(fit_order(hs, errs) - order) < 0.25

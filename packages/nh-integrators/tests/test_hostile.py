@@ -198,9 +198,9 @@ CASES = [
     ("disc mass", lambda: nh.vertical_disc(mass=-1.0), "mass"),
     ("ball radius", lambda: nh.turntable_ball(radius=0.0), "radius"),
     ("ball a nan", lambda: nh.turntable_ball(a=np.nan), "a"),
-    ("fit_order lengths", lambda: nh.fit_order([0.1, 0.05], [1e-3, 2e-4, 1e-5]), "errs"),
+    ("fit_order lengths", lambda: nh.fit_order([0.1, 0.05], [1e-3, 2e-4, 1e-5]), "errors"),
     ("fit_order negative h", lambda: nh.fit_order([-0.1, 0.05, 0.025], [1e-3, 1e-4, 1e-5]), "hs"),
-    ("fit_order nan", lambda: nh.fit_order([0.1, 0.05, 0.025], [np.nan, 1e-4, 1e-5]), "errs"),
+    ("fit_order nan", lambda: nh.fit_order([0.1, 0.05, 0.025], [np.nan, 1e-4, 1e-5]), "errors"),
 ]
 
 

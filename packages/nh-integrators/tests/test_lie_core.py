@@ -17,8 +17,7 @@ from chetaev.discrete_lagrangian.testing import assert_rounding_close
 from chetaev.liegroups import SE2, SO3, Product, Rn
 from chetaev.nh_integrators import LieNonholonomicPRK
 from chetaev.nh_integrators._homogeneous import spherical_kepler, tait_bryan
-from chetaev.nh_integrators._lie_core import continuous_multiplier, lie_nh_residual
-from chetaev.nh_integrators._lie_ops import _dexp_left, _RetractionOps
+from chetaev.nh_integrators._lie_core import _GroupOps, continuous_multiplier, lie_nh_residual
 from chetaev.nh_integrators.testing import (
     ball_initial,
     ball_reference,
@@ -42,7 +41,7 @@ def _fd(f, x, eps=1e-6):
 @pytest.mark.parametrize("kind", ["cayley", "exp"])
 def test_tangent_and_tensor_match_finite_differences(gname, kind):
     G = GROUPS[gname]
-    ops = _RetractionOps(G, kind)
+    ops = _GroupOps(G, kind)
     rng = np.random.default_rng(3)
     xi = 0.8 * rng.normal(size=G.dim)
     D, T = ops.dL_and_tensor(xi)
@@ -57,7 +56,7 @@ def test_tangent_and_tensor_match_finite_differences(gname, kind):
     assert np.max(np.abs(D - Dfd)) < 1e-8
     Tfd = _fd(lambda x: ops.dL_and_tensor(x)[0], xi)
     assert np.max(np.abs(T - Tfd)) < 1e-8
-    # second-derivative contraction ∂_ξ(J^L(ξ, v)ᵀp) (closed form for SO(3)/Cayley)
+    # second-derivative contraction ∂_ξ(J^L(ξ, v)ᵀp) (liegroups' dL_hess)
     v, p = rng.normal(size=G.dim), rng.normal(size=G.dim)
     S = ops.dtensor_contract(xi, v, p)
     Sfd = _fd(lambda x: np.einsum("bac,a,b->c", ops.dL_and_tensor(x)[1], v, p), xi)
@@ -67,28 +66,6 @@ def test_tangent_and_tensor_match_finite_differences(gname, kind):
     # round-off (batch of 2 vs single; np.allclose's default rtol 1e-5 made the old bound loose)
     assert_rounding_close(Db[0], D, n_terms=G.dim, what="batched dL")
     assert_rounding_close(Tb[0], T, n_terms=G.dim, what="batched tensor")
-
-
-def test_generic_fallbacks_agree_with_closed_forms():
-    """The generic matrix-Cayley and Van Loan exp tensors equal the closed forms (SE(2))."""
-    rng = np.random.default_rng(5)
-    xi = rng.normal(size=(4, 3))
-    ops = _RetractionOps(SE2, "exp")
-    D, T = ops.dL_and_tensor(xi)
-    D2, T2 = _dexp_left(xi, ops.ad_basis)
-    # two algorithms for the same functions (Van Loan block exp vs closed form, |ξ| ~ 2):
-    # round-off amplified by the exp's scaling and squaring; measured 1.1e-16 / 1.7e-16:
-    # margins 900 / 6000
-    assert np.max(np.abs(D - D2)) < 1e-13 and np.max(np.abs(T - T2)) < 1e-12
-    so3 = _RetractionOps(SO3, "cayley")
-    assert so3.so3
-    Dc, Tc = so3.dL_and_tensor(xi)
-    Dl = SO3.cay_dL(xi)
-    Jl = np.moveaxis(SO3.cay_dL_deriv(xi[:, None, :], np.eye(3)), -3, -2)
-    # closed forms of the same Cayley maps (3-term products, O(1) values): round-off
-    assert_rounding_close(Dc, Dl, n_terms=3, n_ops=2, what="cay dL")
-    assert_rounding_close(Tc, Jl, n_terms=3, n_ops=2, what="cay dL tensor")
-    assert_rounding_close(so3.tau(xi), SO3.cay(xi), n_terms=3, n_ops=2, what="cay")
 
 
 def _problem(name):

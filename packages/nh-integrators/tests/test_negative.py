@@ -55,11 +55,11 @@ def test_wrong_initial_multiplier_costs_the_order(nh, chaotic_case, s):
     # 0.023 (p) (margins >= 6.4); |dλ - 0.1| <= 8.4e-3 (margin 2.4); good orders within 0.045
     # (margin 5.6); bad / good at h = 0.05 = 201 (s = 3: margin 2.0 over the factor 100) and
     # 7.5e4 (s = 4)
-    assert abs(nh.fit_order(HS, bad[:, 0]) - 2) <= 0.25, bad
-    assert abs(nh.fit_order(HS, bad[:, 1]) - 2) <= 0.25, bad
+    assert abs(nh.fit_order(HS, bad[:, 0], 1e-12) - 2) <= 0.25, bad
+    assert abs(nh.fit_order(HS, bad[:, 1], 1e-12) - 2) <= 0.25, bad
     assert np.all(np.abs(bad[:, 2] - 0.1) < 0.02), bad  # the lambda error never decays
-    assert abs(nh.fit_order(HS_GOOD, good[:, 0]) - (2 * s - 2)) <= 0.25, good
-    assert abs(nh.fit_order(HS_GOOD, good[:, 1]) - (2 * s - 2)) <= 0.25, good
+    assert abs(nh.fit_order(HS_GOOD, good[:, 0], 1e-12) - (2 * s - 2)) <= 0.25, good
+    assert abs(nh.fit_order(HS_GOOD, good[:, 1], 1e-12) - (2 * s - 2)) <= 0.25, good
     assert bad[1, 0] > 100 * good[2, 0]  # both at h = 0.05
 
 
@@ -76,9 +76,9 @@ def test_iiib_stage_momenta_variant_loses_lambda_for_s3(nh):
     # method (deterministic): measured |err_λ - 3.5e-2| <= 5.0e-4 (margin 6.0), λ slope 2.3e-3
     # (margin 44), q, p slopes within 2.6e-4 of 2 (margin 967)
     assert np.all(np.abs(err[:, 2] - 3.5e-2) < 0.3e-2), err
-    assert abs(nh.fit_order(HS, err[:, 2])) < 0.1, err
-    assert abs(nh.fit_order(HS, err[:, 0]) - 2) <= 0.25, err
-    assert abs(nh.fit_order(HS, err[:, 1]) - 2) <= 0.25, err
+    assert abs(nh.fit_order(HS, err[:, 2], 1e-12)) < 0.1, err
+    assert abs(nh.fit_order(HS, err[:, 0], 1e-12) - 2) <= 0.25, err
+    assert abs(nh.fit_order(HS, err[:, 1], 1e-12) - 2) <= 0.25, err
 
 
 def test_iiib_stage_momenta_variant_s4_is_order_4_not_6(nh):
@@ -90,5 +90,5 @@ def test_iiib_stage_momenta_variant_s4_is_order_4_not_6(nh):
     )
     err = _run_errors(system, method, nh.PARTICLE_Q0, nh.PARTICLE_V0, ref)
     # method: measured |slope - 4| 0.013 (q), 0.047 (p): margins 20, 5.4
-    assert abs(nh.fit_order(HS, err[:, 0]) - 4) <= 0.25, err
-    assert abs(nh.fit_order(HS, err[:, 1]) - 4) <= 0.25, err
+    assert abs(nh.fit_order(HS, err[:, 0], 1e-12) - 4) <= 0.25, err
+    assert abs(nh.fit_order(HS, err[:, 1], 1e-12) - 4) <= 0.25, err

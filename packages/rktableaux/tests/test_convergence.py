@@ -15,7 +15,7 @@ from chetaev.rktableaux import (
     lobatto_iiic,
     lobatto_iiic_star,
 )
-from chetaev.rktableaux.testing import observed_order, pendulum, pendulum_exact, rk_solve
+from chetaev.rktableaux.testing import fit_order, pendulum, pendulum_exact, rk_solve
 
 Q0, T = 1.2, 3.0
 FLOOR = 1e-12  # well above round-off (≤ 1e-14 after ≤ 160 steps)
@@ -43,7 +43,7 @@ def fit(method, fun, y0, exact, t_end, p, split=None):
             for n in ns]
     floor = FLOOR if p <= 6 else FLOOR_HIGH
     assert sum(e > floor for e in errs) >= 3, errs
-    return observed_order(hs, errs, floor=floor)
+    return fit_order(hs, errs, floor=floor)
 
 
 SINGLE = [f(s) for f in FAMILIES.values() for s in (2, 3, 4, 5)]
@@ -72,7 +72,7 @@ def test_dopri5_on_pendulum():
     assert tab.order() == 5
     ns = [32, 45, 64, 90, 128]
     errs = [np.max(np.abs(rk_solve(tab, pendulum, [Q0, 0.0], T / n, n) - EXACT)) for n in ns]
-    assert abs(observed_order([T / n for n in ns], errs, floor=FLOOR) - 5) <= 0.25
+    assert abs(fit_order([T / n for n in ns], errs, floor=FLOOR) - 5) <= 0.25
 
 
 PAIRS = [lobatto_iiia_iiib(s) for s in (2, 3, 4, 5)] + [

@@ -13,7 +13,7 @@ from chetaev.rktableaux import (
     properties_table,
     symplectic_conjugate,
 )
-from chetaev.rktableaux.testing import observed_order, pendulum, rk_solve
+from chetaev.rktableaux.testing import fit_order, pendulum, rk_solve
 
 
 def test_tableau_error_is_value_error():
@@ -95,8 +95,8 @@ def test_testing_helpers_input():
         rk_solve(lobatto_iiia_iiib(2), pendulum, [1.0, 0.0], 0.1, 1)
     with pytest.raises(TableauError, match="must be a Tableau or PartitionedTableau"):
         rk_solve("gauss", pendulum, [1.0, 0.0], 0.1, 1)
-    with pytest.raises(ValueError, match="at least 3 errors above the round-off floor"):
-        observed_order([0.1, 0.05, 0.025], [1e-6, 1e-8, 1e-14])  # 2 points are not a fit
+    with pytest.raises(ValueError, match="above the round-off floor 1e-13; a fit needs at least 3"):
+        fit_order([0.1, 0.05, 0.025], [1e-6, 1e-8, 1e-14], floor=1e-13)  # 2 points are not a fit
     with pytest.raises(RuntimeError, match="did not converge at step 0"):
         rk_solve(lobatto_iiia(3), pendulum, [1.0, 0.0], 1e3, 1, max_iter=2)
 
@@ -108,3 +108,23 @@ def test_equality_semantics():
     assert t != Tableau([[0.0]], [1.0], [0.5])
     assert (t == 3) is False
     assert not t.isclose("x")
+
+
+def test_fit_order_is_the_one_fit():
+    """The one order fit: exact slope on a power law, points at or below the floor left out,
+    bad input named; ``discrete_lagrangian.testing.fit_order`` is the same object."""
+    hs = np.array([0.2, 0.1, 0.05, 0.025])
+    errs = 3.0 * hs**4
+    assert abs(fit_order(hs, errs) - 4.0) < 1e-12
+    errs[-1] = 1e-11  # at the floor: excluded, the slope of the rest is still exact
+    assert abs(fit_order(hs, errs, floor=1e-11) - 4.0) < 1e-12
+    for h, e, match in (
+        ([0.1, 0.05], [1e-3, 1e-4, 1e-5], "equal length"),
+        ([-0.1, 0.05, 0.025], [1e-3, 1e-4, 1e-5], "`hs` must be positive"),
+        ([0.1, 0.05, 0.025], [np.nan, 1e-4, 1e-5], "non-negative and finite"),
+        ([0.1, 0.05, 0.025], [1e-3, 1e-4, 1e-5], "`min_points`"),
+    ):
+        with pytest.raises(TableauError, match=match):
+            fit_order(h, e, min_points=1 if match == "`min_points`" else 3)
+    dlt = pytest.importorskip("chetaev.discrete_lagrangian.testing")
+    assert dlt.fit_order is fit_order

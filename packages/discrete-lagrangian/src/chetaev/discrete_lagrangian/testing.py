@@ -1,5 +1,9 @@
 """Test helpers shared across chetaev packages: model problems and an order fit.
 
+``fit_order`` is :func:`chetaev.rktableaux.testing.fit_order` (the same object: the one
+order fit of the project, defined below this package in the dependency graph so that every
+package can use it).
+
 Every model broadcasts over leading batch axes. Nothing here is needed at run time.
 """
 
@@ -8,11 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from chetaev.rktableaux.testing import fit_order
 
-from ._constraints import ConstrainedSystem, HolonomicConstraint
+from ._constraints import ConstrainedSystem, HolonomicConstraint, LinearVelocityConstraint
 from ._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
+    "HARMONIC_PARTICLE_Q0",
+    "HARMONIC_PARTICLE_V0",
     "ROUNDING_C",
     "assert_rounding_close",
     "assert_systems_agree",
@@ -20,6 +27,7 @@ __all__ = [
     "double_pendulum",
     "fit_order",
     "free_rigid_body",
+    "harmonic_nonholonomic_particle",
     "heavy_top",
     "henon_heiles",
     "newton_residual_bound",
@@ -86,27 +94,47 @@ def newton_residual_bound(tol: float, q0: Any, v0: Any) -> float:
     return max(float(tol), 64.0 * np.finfo(float).eps) * S * S + rounding_bound(S * S, n_terms=n)
 
 
-def fit_order(hs: Any, errors: Any, floor: float = 1e-11, min_points: int = 3) -> float:
-    """Slope of log(error) against log(h) (np.polyfit) on the points above ``floor``.
+def harmonic_nonholonomic_particle() -> ConstrainedSystem:
+    """Nonholonomic particle in a harmonic potential (high-order nonholonomic paper §7.1),
+    q = (x, y, z): L = |v|²/2 − (x² + y²)/2, Φ = v_z − y v_x (linear, m = 1).
 
-    Points at or below ``floor`` (the round-off floor) are left out of the fit. A slope
-    through two points cannot tell an asymptotic order from a pre-asymptotic one, so at
-    least ``min_points`` (default 3) points must remain.
-
-    Raises
-    ------
-    ValueError
-        Fewer than ``min_points`` errors above ``floor``: use larger steps.
+    The one definition of this model (``nh_integrators.testing.particle_system`` and
+    ``gni.testing.harmonic_particle`` use it). Continuous multiplier
+    λ = (v_x v_y − x y)/(1 + y²) (paper §7.1); y(t) is an exact harmonic oscillator. Initial
+    data (the project's proposal, not in the paper): :data:`HARMONIC_PARTICLE_Q0`,
+    :data:`HARMONIC_PARTICLE_V0`.
     """
-    hs = np.asarray(hs, dtype=float)
-    errors = np.asarray(errors, dtype=float)
-    keep = errors > floor
-    if np.count_nonzero(keep) < min_points:
-        raise ValueError(
-            f"only {np.count_nonzero(keep)} of the errors {errors} lie above the round-off "
-            f"floor {floor:g}; a fit needs at least {min_points}: use larger steps."
-        )
-    return float(np.polyfit(np.log(hs[keep]), np.log(errors[keep]), 1)[0])
+
+    def V(q):
+        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
+
+    def gV(q):
+        g = np.array(q, dtype=float, copy=True)
+        g[..., 2] = 0.0
+        return g
+
+    def hV(q):
+        H = np.zeros((*np.shape(q)[:-1], 3, 3))
+        H[..., 0, 0] = 1.0
+        H[..., 1, 1] = 1.0
+        return H
+
+    def A(q):
+        y = q[..., 1]
+        return np.stack([-y, np.zeros_like(y), np.ones_like(y)], axis=-1)[..., None, :]
+
+    def dA(q):  # dA[..., a, i, k] = d A_ai / d q_k
+        D = np.zeros((*np.shape(q)[:-1], 1, 3, 3))
+        D[..., 0, 0, 1] = -1.0
+        return D
+
+    return ConstrainedSystem(
+        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
+    )
+
+
+HARMONIC_PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
+HARMONIC_PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
 
 def pendulum_angle(g: float = 1.0, length: float = 1.0) -> MechanicalSystem:
@@ -260,14 +288,6 @@ def free_rigid_body(inertia=(1.0, 2.0, 3.0)):
     return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)
 
 
-def _hat3(w):
-    w = np.asarray(w, dtype=float)
-    z = np.zeros_like(w[..., 0])
-    return np.stack([np.stack([z, -w[..., 2], w[..., 1]], -1),
-                     np.stack([w[..., 2], z, -w[..., 0]], -1),
-                     np.stack([-w[..., 1], w[..., 0], z], -1)], -2)
-
-
 def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
     """Heavy top on SO(3): ℓ = ½ ηᵀ𝕀η − mgl e₃·Rχ.
 
@@ -291,7 +311,7 @@ def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
         return mgl * np.cross(chi, gamma(R))
 
     def d2V(R):
-        return mgl * np.einsum("ij,...jk->...ik", _hat3(chi), _hat3(gamma(R)))
+        return mgl * np.einsum("ij,...jk->...ik", SO3.hat(chi), SO3.hat(gamma(R), check=False))
 
     return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)
 

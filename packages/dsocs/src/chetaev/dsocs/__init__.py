@@ -23,7 +23,6 @@ from ._particle import (
 from ._study import (
     ConvergenceStudy,
     convergence_study,
-    fitted_order,
     iwp_reference,
     particle_trajectory,
 )
@@ -63,7 +62,6 @@ __all__ = [
     "central_difference",
     "convergence_study",
     "curvature_particle_dsocs",
-    "fitted_order",
     "inertia_wheel_dsocs",
     "iwp_F",
     "iwp_G",

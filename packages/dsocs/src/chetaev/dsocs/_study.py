@@ -16,6 +16,7 @@ import math
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian.testing import fit_order
 
 from ._errors import DSOCSInputError
 from ._wheel import InertiaWheelParameters, iwp_closed_loop_rhs, iwp_trajectory
@@ -23,15 +24,9 @@ from ._wheel import InertiaWheelParameters, iwp_closed_loop_rhs, iwp_trajectory
 __all__ = [
     "ConvergenceStudy",
     "convergence_study",
-    "fitted_order",
     "iwp_reference",
     "particle_trajectory",
 ]
-
-
-def fitted_order(hs, errors) -> float:
-    """Least-squares slope of log(error) against log(h)."""
-    return float(np.polyfit(np.log(np.asarray(hs, float)), np.log(np.asarray(errors, float)), 1)[0])
 
 
 def particle_trajectory(q0, q1, h: float, n_steps: int, k=1.0) -> np.ndarray:
@@ -92,8 +87,9 @@ class ConvergenceStudy:
 
     @property
     def slope(self) -> float:
-        """Least-squares slope over all h."""
-        return fitted_order(self.h, self.error)
+        """Least-squares slope of log(error) on log(h) over all h (``fit_order`` with floor 0:
+        the study's errors are far above round-off)."""
+        return fit_order(self.h, self.error, floor=0.0)
 
     def table(self) -> str:
         """A plain-text table of the study."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian.testing import fit_order  # the one order fit (re-export)
 
 __all__ = [
     "PAPERS",
@@ -241,23 +242,6 @@ def experiment(name: str, *, paper: str, title: str, claim: str
         return func
 
     return register
-
-
-def fit_order(hs: Any, errors: Any, floor: float = 1e-13) -> float:
-    """Slope of log(error) against log(h), using only points above the round-off floor.
-
-    Raises
-    ------
-    ValueError
-        If fewer than three points lie above ``floor`` (the fit would mean nothing).
-    """
-    hs = np.asarray(hs, dtype=float)
-    errors = np.asarray(errors, dtype=float)
-    keep = np.isfinite(errors) & (errors > floor)
-    if keep.sum() < 3:
-        raise ValueError(f"only {keep.sum()} errors lie above the round-off floor {floor:g}; "
-                         "use larger step sizes so that at least three points remain")
-    return float(np.polyfit(np.log(hs[keep]), np.log(errors[keep]), 1)[0])
 
 
 def check_order(name: str, hs: Any, errors: Any, expected: float, tol: float = 0.25,

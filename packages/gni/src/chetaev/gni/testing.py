@@ -21,9 +21,10 @@ from chetaev.discrete_lagrangian import (
     LinearVelocityConstraint,
     MechanicalSystem,
 )
+from chetaev.discrete_lagrangian import testing as dlt
 from scipy.integrate import solve_ivp
 
-__all__ = ["ParticleProblem", "convergence_order", "harmonic_particle", "nonholonomic_particle"]
+__all__ = ["ParticleProblem", "harmonic_particle", "nonholonomic_particle"]
 
 _M = np.diag([1.0, 2.0, 1.5])
 _H = np.array([[1.0, 0.0, 0.1], [0.0, 1.0, 0.0], [0.1, 0.0, 0.5]])
@@ -136,28 +137,12 @@ def nonholonomic_particle(affine: bool = False) -> ParticleProblem:
     return ParticleProblem(system=system, q0=q0, v0=v0, affine=affine)
 
 
-def convergence_order(h, err, floor=1e-11):
-    """Slope of ``log err`` against ``log h`` (np.polyfit) over points above ``floor``.
-
-    At least three points must lie above ``floor`` (two points always fit a line exactly, so
-    they cannot show that the errors follow a power law); non-finite errors are dropped.
-    """
-    h = np.asarray(h, dtype=float)
-    err = np.asarray(err, dtype=float)
-    keep = np.isfinite(err) & (err > floor)
-    if keep.sum() < 3:
-        raise ValueError(f"fewer than three errors above the round-off floor {floor:g}: {err}; "
-                         "use larger step sizes")
-    return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])
-
-
 def harmonic_particle() -> ParticleProblem:
     """The nonholonomic particle in a harmonic potential of the high-order paper §7.1:
     ``L = ½|v|² − ½(x² + y²)``, ``Φ = v_z − y v_x``; ``q0 = (1, 0.5, 0)``,
     ``v0 = (0.5, 1, 0.25)`` (so ``v_z = y v_x``). ``y(t)`` is an exact harmonic oscillator."""
+    system = dlt.harmonic_nonholonomic_particle()  # the one definition of the §7.1 model
     M = np.eye(3)
-    H = np.diag([1.0, 1.0, 0.0])
-    mech = MechanicalSystem(M, *_quadratic(H))
-    system = ConstrainedSystem(mech, LinearVelocityConstraint(_A, dA=_dA))
-    return ParticleProblem(system=system, q0=np.array([1.0, 0.5, 0.0]),
-                           v0=np.array([0.5, 1.0, 0.25]), affine=False, mass=M, hess=H)
+    H = np.diag([1.0, 1.0, 0.0])  # of V, for the reference's closed-form multiplier
+    return ParticleProblem(system=system, q0=dlt.HARMONIC_PARTICLE_Q0.copy(),
+                           v0=dlt.HARMONIC_PARTICLE_V0.copy(), affine=False, mass=M, hess=H)

@@ -25,6 +25,8 @@ defined by ``d/deps [dL(xi + eps delta) eta] = dL(xi) ddL(xi)(eta, delta)``, is
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from ._base import MatrixLieGroup
@@ -67,6 +69,16 @@ class Retraction:
         self._dL, self._dL_inv = k["dL"], k["dL_inv"]
         self._dL_deriv, self._dL_inv_deriv = k["dL_deriv"], k["dL_inv_deriv"]
         self._dL_hess = k["dL_hess"]
+        # Full derivative tensors (closed forms where the group has them, e.g. SO(3) with
+        # Cayley; products factor by factor; otherwise from dL_deriv / dL_hess).
+        self._dL_tensor_g = getattr(group, f"_k_{p}_dL_tensor", None)
+        self._dL_deriv_T_deriv_g = getattr(group, f"_k_{p}_dL_deriv_T_deriv", None)
+        factors = getattr(group, "factors", None)
+        self._factors = (
+            None if factors is None
+            else [(retraction(f, self.kind), sl) for f, sl in zip(factors, group._dsl)]
+        )
+        self._eye = np.eye(group.dim)
 
     def __repr__(self) -> str:
         return f"retraction({self.group.name}, {self.kind!r})"
@@ -82,6 +94,28 @@ class Retraction:
     @property
     def dim(self) -> int:
         return self.group.dim
+
+    @property
+    def kernels(self) -> types.SimpleNamespace:
+        """Unchecked maps for hot loops (a Newton iteration holding validated float64 arrays).
+
+        Attributes ``tau``, ``dL``, ``dL_tensor``, ``dL_deriv_T_deriv`` (the maps of this
+        retraction, same arguments and results as the methods of the same names) and the
+        group's ``compose``, ``inverse``, ``Ad``.  They skip every check (shapes, dtypes,
+        finiteness, broadcasting of batch axes is numpy's), may return views of their input
+        (``Ad`` of SO(3) is its argument), and are only for arrays already validated by a
+        public method.  Use the public methods everywhere else.
+        """
+        k = self.__dict__.get("_kernels_ns")
+        if k is None:
+            G = self.group
+            k = types.SimpleNamespace(
+                tau=self._tau[0], dL=self._dL[0], dL_tensor=self._dL_tensor_k,
+                dL_deriv_T_deriv=self._dL_deriv_T_deriv_k, compose=G._kernel("compose")[0],
+                inverse=G._kernel("inverse")[0], Ad=G._kernel("Ad")[0],
+            )
+            self.__dict__["_kernels_ns"] = k
+        return k
 
     # ------------------------------------------------------------------ Validation (once).
     # Shapes and dtypes are checked on every call; finiteness unless ``check=False`` (the opt-out
@@ -188,6 +222,57 @@ class Retraction:
         """As :meth:`dL_deriv` for dR_inv: ``-dL_inv_deriv(-xi, eta)``."""
         return self._contract(-self._run2(self._dL_inv_deriv, self._neg(xi, "dR_inv_deriv", check),
                                           eta, "dL_inv_deriv", check), mu, "dR_inv_deriv", check)
+
+    def dL_tensor(self, xi, check: bool = True) -> np.ndarray:
+        """``(..., d, d, d)`` tensor ``T`` of the first derivative of dL:
+        ``T[..., b, a, c] = d dL(xi)_{ba} / d xi_c``, so that contracting ``a`` with eta gives
+        :meth:`dL_deriv` ``(xi, eta)`` and contracting ``b`` with mu the Jacobian of
+        ``dL(xi)^T mu`` (J^L(xi, .) of homogeneous-spaces-rkmk §2, for all eta at once).
+        Closed form for SO(3) with Cayley (products factor by factor); otherwise
+        ``dL_deriv`` at the unit vectors in one call."""
+        return self._dL_tensor_k(self._a(xi, "xi", "dL_deriv", check))
+
+    def _dL_tensor_k(self, xi) -> np.ndarray:
+        """Kernel of :meth:`dL_tensor` (validated float64 input)."""
+        if self._dL_tensor_g is not None:
+            return self._dL_tensor_g(xi)
+        d = self.group.dim
+        if self._factors is not None:
+            out = np.zeros((*xi.shape[:-1], d, d, d))
+            for R, sl in self._factors:
+                out[..., sl, sl, sl] = R._dL_tensor_k(xi[..., sl])
+            return out
+        J = self._dL_deriv[0](np.expand_dims(xi, -2), self._eye)  # (..., a, b, c)
+        return np.moveaxis(J, -3, -2)
+
+    def dL_deriv_T_deriv(self, xi, eta, mu, check: bool = True) -> np.ndarray:
+        """``(..., d, d)`` matrix ``S`` with
+        ``S delta = d/deps [dL_deriv(xi + eps delta, eta)^T mu]|_0``: the Jacobian in xi of
+        ``dL_deriv(xi, eta, mu)`` (for Newton Jacobians of residuals containing
+        ``J^L(xi, eta)^T mu``, e.g. the Lie-group RKMK/PRK steps).  Closed form for SO(3) with
+        Cayley (products factor by factor); otherwise :meth:`dL_hess` at the unit vectors,
+        contracted with mu (exact)."""
+        where = f"{self!r}.dL_deriv_T_deriv"
+        G = self.group
+        xi = G.check_algebra(xi, "xi", where, check)
+        eta = G.check_algebra(eta, "eta", where, check)
+        mu = G.check_algebra(mu, "mu", where, check)
+        self._batch(where, xi=xi, eta=eta, mu=mu)
+        return self._dL_deriv_T_deriv_k(xi, eta, mu)
+
+    def _dL_deriv_T_deriv_k(self, xi, eta, mu) -> np.ndarray:
+        """Kernel of :meth:`dL_deriv_T_deriv` (validated float64 inputs)."""
+        if self._dL_deriv_T_deriv_g is not None:
+            return self._dL_deriv_T_deriv_g(xi, eta, mu)
+        d = self.group.dim
+        if self._factors is not None:
+            batch = np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1], mu.shape[:-1])
+            out = np.zeros((*batch, d, d))
+            for R, sl in self._factors:
+                out[..., sl, sl] = R._dL_deriv_T_deriv_k(xi[..., sl], eta[..., sl], mu[..., sl])
+            return out
+        H = self._dL_hess[0](np.expand_dims(xi, -2), np.expand_dims(eta, -2), self._eye)
+        return np.einsum("...cbe,...b->...ce", H, mu)  # H[c] = dL_hess(xi, eta, e_c)
 
     # ------------------------------------------------------------------ Second derivatives.
     def dL_hess(self, xi, eta, u, check: bool = True) -> np.ndarray:

@@ -52,7 +52,9 @@ class RnGroup(MatrixLieGroup):
         return -np.asarray(g, dtype=np.float64)
 
     def _eye(self, batch):
-        return np.broadcast_to(np.eye(self.n), (*batch, self.n, self.n)).copy()
+        out = np.zeros((*batch, self.n, self.n))
+        out.reshape(-1, self.n * self.n)[:, :: self.n + 1] = 1.0  # the diagonals (a view)
+        return out
 
     def _k_hat(self, xi):
         xi = np.asarray(xi, dtype=np.float64)
@@ -145,6 +147,17 @@ class RnGroup(MatrixLieGroup):
         return np.zeros((*np.broadcast_shapes(xi.shape, eta.shape, u.shape), self.n))
 
     _k_cay_dL_hess = _k_exp_dL_hess
+
+    def _k_exp_dL_tensor(self, xi):
+        return np.zeros((*xi.shape[:-1], self.n, self.n, self.n))
+
+    _k_cay_dL_tensor = _k_exp_dL_tensor
+
+    def _k_exp_dL_deriv_T_deriv(self, xi, eta, mu):
+        batch = np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1], mu.shape[:-1])
+        return np.zeros((*batch, self.n, self.n))
+
+    _k_cay_dL_deriv_T_deriv = _k_exp_dL_deriv_T_deriv
 
 
 @functools.cache

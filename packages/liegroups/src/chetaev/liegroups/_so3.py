@@ -21,6 +21,7 @@ from ._numerics import (
     SMALL_SERIES,
     FTable,
     blocked,
+    cross3,
     hat3,
     iso_apply,
     iso_from_coeffs,
@@ -51,18 +52,10 @@ def _exp_dl_coeffs(T: FTable, order: int):
     return out
 
 
-def _cay_dl_coeffs(s, order: int):
-    d = 4.0 + s
-    zero = np.zeros_like(s)
-    out = [(4.0 / d, -2.0 / d, zero)]
-    if order >= 1:
-        out.append((-4.0 / d**2, 2.0 / d**2, zero))
-    if order >= 2:
-        out.append((8.0 / d**3, -4.0 / d**3, zero))
-    return out
-
-
 _rot_from_coeffs = iso_from_coeffs  # a I + b hat(w) + c w w^T
+
+#: hat(e_c)[b, a] stored as [b, a, c] (the constant part of the Cayley dL tensor)
+_E3_BAC = np.moveaxis(hat3(np.eye(3)), 0, -1)
 
 
 class SO3Group(MatrixLieGroup):
@@ -257,8 +250,13 @@ class SO3Group(MatrixLieGroup):
         return blocked(_cay_dl_inv_core, w, 1, (3, 3))
 
     def _k_cay_dL_deriv(self, w, eta):
-        (r, p, q), (r1, p1, q1) = _cay_dl_coeffs(sq3(w), 1)
-        return iso_jac(w, eta, r, p, q, r1, p1, q1)
+        # dL(w) eta = 2c (2 eta - w x eta), c = 1/(4 + |w|^2), dc/dw = -2c^2 w^T:
+        # J = -4c^2 (M eta) w^T + 2c hat(eta), M = 2I - hat(w)  (closed form, few array ops)
+        c = 1.0 / (4.0 + sq3(w))
+        Me = 2.0 * eta - cross3(w, eta)
+        return (-4.0 * c * c)[..., None, None] * (Me[..., :, None] * w[..., None, :]) + (
+            2.0 * c
+        )[..., None, None] * hat3(eta)
 
     def _k_cay_dL_inv_deriv(self, w, eta):
         # d/dw [eta + w x eta / 2 + w (w . eta) / 4] = -hat(eta)/2 + ((w.eta) I + w eta^T)/4
@@ -269,9 +267,36 @@ class SO3Group(MatrixLieGroup):
         J[..., 2, 2] += we
         return J
 
+    def _k_cay_dL_tensor(self, w):
+        # T[b, a, c] = d dL_{ba} / d w_c = -4c^2 M_{ba} w_c - 2c hat(e_c)_{ba}, M = 2I - hat(w)
+        c = 1.0 / (4.0 + sq3(w))
+        M = 2.0 * np.eye(3) - hat3(w)
+        T = (-4.0 * c * c)[..., None, None, None] * (M[..., :, :, None] * w[..., None, None, :])
+        return T - (2.0 * c)[..., None, None, None] * _E3_BAC
+
+    def _k_cay_dL_deriv_T_deriv(self, w, eta, mu):
+        # d/dw [J(w, eta)^T mu] with J from _k_cay_dL_deriv; m = mu^T M eta, x = eta x mu:
+        # S = 16c^3 m w w^T + 4c^2 (w x^T + x w^T) - 4c^2 m I
+        c = 1.0 / (4.0 + sq3(w))
+        m = np.einsum("...b,...b->...", mu, 2.0 * eta - cross3(w, eta))
+        x = cross3(eta, mu)
+        c2 = 4.0 * c * c
+        S = (16.0 * c**3 * m)[..., None, None] * (w[..., :, None] * w[..., None, :])
+        S = S + c2[..., None, None] * (w[..., :, None] * x[..., None, :]
+                                       + x[..., :, None] * w[..., None, :])
+        return S - (c2 * m)[..., None, None] * np.eye(3)
+
     def _k_cay_dL_hess(self, w, eta, v):
-        c0, c1, c2 = _cay_dl_coeffs(sq3(w), 2)
-        return iso_hess(w, eta, v, *c0, *c1, *c2)
+        # d/dw of J v = -4c^2 (w.v) M eta + 2c eta x v (see _k_cay_dL_deriv):
+        # H = 16c^3 (w.v) (M eta) w^T - 4c^2 [(M eta) v^T + (w.v) hat(eta) + (eta x v) w^T]
+        c = 1.0 / (4.0 + sq3(w))
+        wv = np.einsum("...i,...i->...", w, v)
+        Me = 2.0 * eta - cross3(w, eta)
+        c2 = (4.0 * c * c)[..., None, None]
+        H = (16.0 * c**3 * wv)[..., None, None] * (Me[..., :, None] * w[..., None, :])
+        H = H - c2 * (Me[..., :, None] * v[..., None, :] + cross3(eta, v)[..., :, None]
+                      * w[..., None, :])
+        return H - (c2 * wv[..., None, None]) * hat3(eta)
 
 
 # ----------------------------------------------------------------------------- block kernels

@@ -38,19 +38,18 @@ __all__ = [
 ]
 
 
-def _hat(w: np.ndarray) -> np.ndarray:
-    w = np.asarray(w, dtype=float)
-    Z = np.zeros((*w.shape[:-1], 3, 3))
-    Z[..., 0, 1], Z[..., 0, 2] = -w[..., 2], w[..., 1]
-    Z[..., 1, 0], Z[..., 1, 2] = w[..., 2], -w[..., 0]
-    Z[..., 2, 0], Z[..., 2, 1] = -w[..., 1], w[..., 0]
-    return Z
-
-
 def _so3() -> Any:
     from chetaev.liegroups import SO3
 
     return SO3
+
+
+def _space(x0: np.ndarray) -> Any:
+    """``chetaev.liegroups.Sphere2`` with origin ``x0`` (action, velocity, pulled-back
+    gradient of S² = SO(3)/SO(2), homogeneous-spaces paper §2, Prop. 2.2)."""
+    from chetaev.liegroups import Sphere2
+
+    return Sphere2(x0)
 
 
 def _unit(x0: Any, name: str = "x0") -> np.ndarray:
@@ -127,15 +126,16 @@ def sphere_lift(
         )
     P = np.outer(x0, x0)
     inertia = mass * (np.eye(3) - P) + regularization * P
-    X0 = _hat(x0)
+    S2x, SO3 = _space(x0), _so3()
+    X0 = SO3.hat(x0)
 
     def V(g: np.ndarray) -> np.ndarray:
-        return np.asarray(potential(np.asarray(g) @ x0), dtype=float)
+        return np.asarray(potential(S2x.project(g, check=False)), dtype=float)
 
-    def gradV(g: np.ndarray) -> np.ndarray:
+    def gradV(g: np.ndarray) -> np.ndarray:  # N₀ = x₀ × (gᵀ ∇V(g x₀))
         g = np.asarray(g, dtype=float)
-        w = np.einsum("...ji,...j->...i", g, np.asarray(potential_grad(g @ x0), dtype=float))
-        return np.cross(x0, w)
+        grad = np.asarray(potential_grad(S2x.project(g, check=False)), dtype=float)
+        return S2x.pullback_gradient(g, grad, check=False)
 
     hessV = None
     if potential_hess is not None:
@@ -143,10 +143,10 @@ def sphere_lift(
         def hessV(g: np.ndarray) -> np.ndarray:
             # ∂/∂ε_k [x₀ × (e^{−εê_k} gᵀ ∇V(g e^{εê_k} x₀))] = x̂₀ ŵ e_k − x̂₀ gᵀ∇²V g x̂₀ e_k
             g = np.asarray(g, dtype=float)
-            x = g @ x0
+            x = S2x.project(g, check=False)
             w = np.einsum("...ji,...j->...i", g, np.asarray(potential_grad(x), dtype=float))
             Hs = np.swapaxes(g, -1, -2) @ np.asarray(potential_hess(x), dtype=float) @ g
-            return X0 @ _hat(w) - X0 @ Hs @ X0
+            return X0 @ SO3.hat(w, check=False) - X0 @ Hs @ X0
 
     sysm = TrivializedMechanicalSystem(_so3(), inertia, V, gradV, hessV)
     return ConstrainedSystem(sysm, LinearVelocityConstraint(x0[None, :].copy()))
@@ -200,12 +200,13 @@ def spherical_kepler(
 
 
 def sphere_point(g: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
-    """x = g x₀ ∈ S², shape ``(..., 3)``."""
-    return _rotation(g) @ _unit(x0)
+    """x = g x₀ ∈ S², shape ``(..., 3)`` (``Sphere2(x0).project``)."""
+    return _space(_unit(x0)).project(_rotation(g), check=False)
 
 
 def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
-    """ẋ = g (η × x₀), shape ``(..., 3)`` (Prop. 2.2 of the homogeneous-spaces paper)."""
+    """ẋ = g (η × x₀), shape ``(..., 3)`` (Prop. 2.2 of the homogeneous-spaces paper;
+    ``Sphere2(x0).velocity``)."""
     g = _rotation(g)
     eta = real_array(eta, "eta")
     if eta.ndim == 0 or eta.shape[-1] != 3:
@@ -217,7 +218,7 @@ def sphere_velocity(g: Any, eta: Any, x0: Any = (0.0, 0.0, 1.0)) -> np.ndarray:
             f"`eta` of shape {eta.shape} does not broadcast with the batch of `g` (shape "
             f"{g.shape}): pass one row per element, or a single one."
         ) from None
-    return np.einsum("...ij,...j->...i", g, np.cross(eta, _unit(x0)))
+    return _space(_unit(x0)).velocity(g, eta, check=False)
 
 
 def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:

@@ -26,11 +26,11 @@ with their own stage Legendre equations (as in the paper's App. D when D₂L can
 
 The Jacobian is assembled by the chain rule with every stage variation stored as an array
 ``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
-retraction derivatives are exact (``_lie_ops``) and the model's derivatives come from the
-system (analytic where the system provides them). The second-derivative term
-∂_Ξ(J^L(Ξ, H)ᵀΠ₀) is in closed form for SO(3) (and products with Rⁿ) with Cayley, and central
-differences of the exact tensor otherwise (one broadcast call; it enters the Jacobian
-multiplied by h², never the residual, so it affects only the Newton contraction).
+retraction, its trivialized tangent dL, the derivative tensor of dL (J^L) and the second
+derivative ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) all come from ``chetaev.liegroups`` (``retraction(G, kind)``:
+``dL``, ``dL_tensor``, ``dL_deriv_T_deriv``, exact for every group and for products;
+:class:`_GroupOps`),
+and the model's derivatives come from the system (analytic where the system provides them).
 """
 
 from __future__ import annotations
@@ -86,6 +86,54 @@ class _LieModel:
         return self.inertia is None
 
 
+class _GroupOps:
+    """The group and retraction maps of the step, all from ``chetaev.liegroups``.
+
+    A thin view of ``retraction(group, kind).kernels`` (liegroups' unchecked maps for Newton
+    loops: the step's arrays are built from checked inputs), broadcasting over batch and
+    stage axes. ``d`` is the algebra dimension; conventions of ``liegroups`` (high-order
+    paper §6.1, homogeneous-spaces paper §2): d/dε τ(ξ+εδ)|₀ = τ(ξ)·hat(dL(ξ)δ).
+
+    Parameters
+    ----------
+    group
+        A ``chetaev.liegroups`` group (``SO3``, ``SE2``, ``Rn(n)``, ``Product(...)``, ...).
+    kind
+        ``"cayley"`` or ``"exp"``.
+    """
+
+    def __init__(self, group: Any, kind: str) -> None:
+        from chetaev.liegroups import retraction
+
+        self.group = group
+        self.retraction = retraction(group, kind)
+        k = self.retraction.kernels
+        self.compose = k.compose  # group product g h (broadcasting)
+        self.tau = k.tau  # τ(ξ), elements (..., *group.shape)
+        self._Ad, self._inverse = k.Ad, k.inverse
+        self._dL, self._dL_tensor, self._S = k.dL, k.dL_tensor, k.dL_deriv_T_deriv
+        self.d = int(group.dim)
+        self.elem_shape = tuple(group.shape)
+        self.elem_ndim = len(self.elem_shape)
+        self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
+
+    def Ad_pair(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each ``(..., d, d)``."""
+        return self._Ad(T), np.swapaxes(self._Ad(self._inverse(T)), -1, -2)
+
+    def P(self, f: np.ndarray) -> np.ndarray:
+        """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""
+        return np.einsum("kba,...b->...ak", self.ad_basis, f)
+
+    def dL_and_tensor(self, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_tensor``)."""
+        return self._dL(xi), self._dL_tensor(xi)
+
+    def dtensor_contract(self, xi: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b`` = ∂_ξ(J^L(ξ, v)ᵀ p)
+        (``dL_deriv_T_deriv``)."""
+        return self._S(xi, v, p)
+
 def lie_nh_residual(
     x: np.ndarray,
     *,
@@ -109,7 +157,7 @@ def lie_nh_residual(
         given (rules "carry" and "zero_first"), Λ¹..Λˢ when ``lam1`` is None ("weighted_sum",
         which adds the equation Σ bⱼΛʲ = 0).
     ops, model
-        ``_lie_ops._RetractionOps`` and ``_LieModel``.
+        :class:`_GroupOps` and :class:`_LieModel`.
     a, b
         Lobatto IIIA coefficients (H1–H3 assumed: a₁ⱼ = 0, aₛⱼ = bⱼ).
     h

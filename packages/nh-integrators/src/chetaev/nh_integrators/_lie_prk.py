@@ -21,8 +21,7 @@ from chetaev.discrete_lagrangian import (
     State,
 )
 
-from ._lie_core import _LieModel, _SingularStepJacobian, lie_nh_newton
-from ._lie_ops import _RetractionOps
+from ._lie_core import _GroupOps, _LieModel, _SingularStepJacobian, lie_nh_newton
 from ._rules import (
     DEFAULT_MULTIPLIER_RULE,
     MULTIPLIER_RULES,
@@ -233,12 +232,12 @@ class LieNonholonomicPRK(StageOrders, Method):
     def name(self) -> str:
         return f"Lie NH-PRK Lobatto-{self.stages} ({self.retraction}, {self.multiplier_rule})"
 
-    def _setup(self, system: Any) -> tuple[_RetractionOps, _LieModel]:
+    def _setup(self, system: Any) -> tuple[_GroupOps, _LieModel]:
         hit = self._cache.get("setup")
         if hit is not None and hit[0] is system:
             return hit[1], hit[2]
         model = _constraint_model(system)
-        ops = _RetractionOps(system.group, self.retraction)
+        ops = _GroupOps(system.group, self.retraction)
         self._cache["setup"] = (system, ops, model)
         return ops, model
 

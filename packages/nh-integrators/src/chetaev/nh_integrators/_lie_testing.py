@@ -24,7 +24,7 @@ from chetaev.discrete_lagrangian import (
 )
 from scipy.integrate import solve_ivp
 
-from ._homogeneous import _hat
+from ._homogeneous import _so3
 from ._validate import real_scalar
 
 __all__ = [
@@ -242,7 +242,7 @@ def turntable_ball(
         g = np.asarray(g)
         return np.stack([Om * g[..., 4, 5], -Om * g[..., 3, 5]], axis=-1)
 
-    E = _hat(np.eye(3))  # (j, 3, 3)
+    E = SO3.hat(np.eye(3))  # ê_j, (j, 3, 3)
 
     def dA(g: np.ndarray) -> np.ndarray:
         g = np.asarray(g)
@@ -334,7 +334,7 @@ def ball_reference(
 
     def rhs(tt: float, z: np.ndarray) -> np.ndarray:
         _, _, w = state(tt)
-        return (_hat(w) @ z.reshape(3, 3)).ravel()
+        return (_so3().hat(w) @ z.reshape(3, 3)).ravel()
 
     sol = solve_ivp(
         rhs, (0.0, t[-1]), R0.ravel(), method="DOP853", rtol=1e-13, atol=1e-13, t_eval=t

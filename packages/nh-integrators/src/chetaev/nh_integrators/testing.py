@@ -5,7 +5,9 @@ arXiv:1810.10926, §7):
 
 - :func:`particle_system`, :func:`affine_particle_system`: nonholonomic particle in a
   harmonic potential (paper §7.1), initial data :data:`PARTICLE_Q0`,
-  :data:`PARTICLE_V0`;
+  :data:`PARTICLE_V0` (the model and its data are defined once, in
+  ``chetaev.discrete_lagrangian.testing`` as ``harmonic_nonholonomic_particle``, since gni
+  uses it too; re-exported here under these names);
 - :func:`cvt_system`, :func:`cvt_energies`: pendulum-driven CVT (paper §7.2),
   initial data :data:`CVT_Q0`, :data:`CVT_V0_LOW`, :data:`CVT_V0_HIGH`;
 - :func:`chaotic_system`, :func:`chaotic_ensemble`: the "fully chaotic" system (paper §7.3,
@@ -21,6 +23,9 @@ Lie-group models and references (re-exported from ``_lie_testing``): :func:`vert
 :func:`turntable_ball`, :func:`ball_initial`, :func:`ball_first_integrals`, :func:`ball_reference`
 (paper §7.5); :func:`sphere_reference` (homogeneous-spaces paper §5).
 
+:func:`fit_order` is ``chetaev.discrete_lagrangian.testing.fit_order`` (the same object); the
+references here are DOP853 at rtol 1e-13, so this package's tests fit above a 1e-12 floor.
+
 Every model callable broadcasts over leading batch axes. Parameters not given by the paper
 are the project's proposals, not from the paper. Nothing here is needed
 at run time.
@@ -31,13 +36,17 @@ from __future__ import annotations
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
-    InputError,
     LagrangianSystem,
     LinearVelocityConstraint,
     MechanicalSystem,
     VelocityConstraint,
 )
-from chetaev.discrete_lagrangian.testing import fit_order as _fit_order
+from chetaev.discrete_lagrangian.testing import HARMONIC_PARTICLE_Q0 as PARTICLE_Q0
+from chetaev.discrete_lagrangian.testing import HARMONIC_PARTICLE_V0 as PARTICLE_V0
+from chetaev.discrete_lagrangian.testing import fit_order  # the one order fit (re-export)
+from chetaev.discrete_lagrangian.testing import (
+    harmonic_nonholonomic_particle as particle_system,  # paper §7.1, defined once
+)
 
 from ._lie_testing import (
     ball_first_integrals,
@@ -50,7 +59,7 @@ from ._lie_testing import (
     vertical_disc,
     vertical_disc_general,
 )
-from ._validate import real_array, real_int, real_scalar
+from ._validate import real_int, real_scalar
 
 __all__ = [
     "CVT_Q0",
@@ -98,41 +107,6 @@ def _zeros_like_q(q, *tail):
 # ---------------------------------------------------------------- particle (§7.1, paper §7.1)
 
 
-def particle_system() -> ConstrainedSystem:
-    """Nonholonomic particle in a harmonic potential (paper §7.1), q = (x, y, z):
-    L = |v|^2/2 - (x^2 + y^2)/2, Phi = v_z - y v_x (linear, m = 1).
-
-    Continuous multiplier lambda = (v_x v_y - x y)/(1 + y^2) (paper §7.1). Initial data
-    (the project's proposal, not in the paper): :data:`PARTICLE_Q0`, :data:`PARTICLE_V0`."""
-
-    def V(q):
-        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
-
-    def gV(q):
-        g = np.array(q, dtype=float, copy=True)
-        g[..., 2] = 0.0
-        return g
-
-    def hV(q):
-        H = _zeros_like_q(q, 3, 3)
-        H[..., 0, 0] = 1.0
-        H[..., 1, 1] = 1.0
-        return H
-
-    def A(q):
-        y = q[..., 1]
-        return _row(-y, np.zeros_like(y), np.ones_like(y))
-
-    def dA(q):  # dA[..., a, i, k] = d A_ai / d q_k
-        D = _zeros_like_q(q, 1, 3, 3)
-        D[..., 0, 0, 1] = -1.0
-        return D
-
-    return ConstrainedSystem(
-        MechanicalSystem(np.eye(3), V, gV, potential_hess=hV), LinearVelocityConstraint(A, dA=dA)
-    )
-
-
 def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
     """The particle of :func:`particle_system` with the affine constraint
     Phi = v_z - y v_x - kappa sin(x) (not in the paper: exercises the affine term of
@@ -152,8 +126,6 @@ def affine_particle_system(kappa: float = 0.3) -> ConstrainedSystem:
     return ConstrainedSystem(base.system, LinearVelocityConstraint(con.A, a, con.dA, da))
 
 
-PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
-PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
 
 # ---------------------------------------------------------------- CVT (§7.2, paper §7.2)
@@ -463,25 +435,3 @@ def general_particle_system() -> ConstrainedSystem:
 
 GEN_Q0 = np.array([1.0, 0.5, 0.0])
 GEN_V0 = np.array([0.5, 1.0, (-1.0 + np.sqrt(1.0 + 2.0 * GEN_GAMMA * 0.25)) / GEN_GAMMA])
-
-
-def fit_order(hs, errs, floor: float = 1e-12, min_points: int = 3) -> float:
-    """Slope of the log-log fit (``np.polyfit``) of ``errs`` against ``hs`` on the points
-    above ``floor`` (the round-off floor, or the reference's accuracy), with at least
-    ``min_points`` points: ``chetaev.discrete_lagrangian.testing.fit_order`` with this
-    package's default floor 1e-12 (errors against DOP853 references at rtol 1e-13).
-
-    Raises
-    ------
-    ValueError
-        Fewer than ``min_points`` errors above ``floor``: use larger steps.
-    """
-    hs_arr, errs_arr = real_array(hs, "hs"), real_array(errs, "errs")
-    if hs_arr.ndim != 1 or errs_arr.shape != hs_arr.shape:
-        raise InputError(
-            f"`hs` and `errs` must be 1-d of equal length, got shapes {hs_arr.shape} and "
-            f"{errs_arr.shape}."
-        )
-    if np.any(hs_arr <= 0) or np.any(errs_arr < 0):
-        raise InputError("`hs` must be positive and `errs` non-negative (a log-log fit).")
-    return _fit_order(hs_arr, errs_arr, floor=floor, min_points=min_points)

@@ -17,7 +17,7 @@ from ._partitioned import PartitionedTableau
 from ._tableau import Tableau
 
 __all__ = [
-    "observed_order",
+    "fit_order",
     "pendulum",
     "pendulum_exact",
     "rk_solve",
@@ -126,18 +126,61 @@ def rk_solve(
     return y
 
 
-def observed_order(h, err, floor: float = 1e-13, min_points: int = 3) -> float:
-    """Slope of the least-squares fit of log(err) against log(h), on points with err > floor.
+def fit_order(hs, errors, floor: float = 1e-11, min_points: int = 3) -> float:
+    """Observed convergence order: slope of the least-squares fit of log(error) on log(h).
 
-    At least ``min_points`` (default 3) points must lie above the round-off ``floor``: a
-    slope through two points cannot tell an asymptotic order from a pre-asymptotic one.
+    The one order fit of the project (re-exported as
+    ``chetaev.discrete_lagrangian.testing.fit_order``, the same object). Points whose error
+    is at or below the round-off ``floor`` are left out of the fit (DESIGN.md, "What done
+    means": the order is fitted on points above the round-off floor); at least
+    ``min_points`` (default 3) must remain, since a slope through two points cannot tell an
+    asymptotic order from a pre-asymptotic one.
+
+    Parameters
+    ----------
+    hs
+        Step sizes, 1-d, positive and finite.
+    errors
+        Errors at those steps, same shape, non-negative and finite (a diverged run is not a
+        point of a convergence study: leave it out before calling).
+    floor
+        Round-off floor (or the reference's accuracy); errors ``<= floor`` are excluded.
+    min_points
+        Least number of points above ``floor`` (>= 2).
+
+    Returns
+    -------
+    float
+        The fitted slope.
+
+    Raises
+    ------
+    TableauError
+        (a ``ValueError``) Shapes differ or are not 1-d, ``hs`` not positive and finite,
+        ``errors`` negative or not finite, or fewer than ``min_points`` errors above
+        ``floor`` (use larger steps).
     """
-    h = np.asarray(h, dtype=float)
-    err = np.asarray(err, dtype=float)
+    h = np.asarray(hs, dtype=float)
+    err = np.asarray(errors, dtype=float)
+    if h.ndim != 1 or err.shape != h.shape:
+        raise TableauError(
+            f"fit_order: `hs` and `errors` must be 1-d of equal length, got shapes "
+            f"{h.shape} and {err.shape}. Pass one error per step size."
+        )
+    if not np.all(np.isfinite(h)) or np.any(h <= 0):
+        raise TableauError(f"fit_order: the step sizes `hs` must be positive and finite, got {h}.")
+    if not np.all(np.isfinite(err)) or np.any(err < 0):
+        raise TableauError(
+            f"fit_order: `errors` must be non-negative and finite, got {err}. Leave "
+            "diverged runs out of the study."
+        )
+    if not (isinstance(min_points, (int, np.integer)) and min_points >= 2):
+        raise TableauError(f"fit_order: `min_points` must be an integer >= 2, got {min_points!r}.")
     keep = err > floor
-    if keep.sum() < min_points:
-        raise ValueError(
-            f"need at least {min_points} errors above the round-off floor {floor:.0e}; got "
-            f"{err}. Use larger steps."
+    n_keep = int(np.count_nonzero(keep))
+    if n_keep < min_points:
+        raise TableauError(
+            f"fit_order: only {n_keep} of the errors {err} lie above the round-off floor "
+            f"{floor:g}; a fit needs at least {min_points}: use larger steps."
         )
     return float(np.polyfit(np.log(h[keep]), np.log(err[keep]), 1)[0])

@@ -416,7 +416,7 @@ def ball_first_integrals(quick: bool = False, method: str | None = None, h: floa
                 checks.append(check_order(f"s={ss}: order of g vs the closed form", hs, eg,
                                           2 * ss - 2))
             else:
-                slope = fit_order(hs, eg)
+                slope = fit_order(hs, eg, 1e-13)
                 checks.append(Check(f"s={ss}: order of g vs the closed form", slope,
                                     f"≥ {2 * ss - 2} − 0.25 (order at least 2s − 2)",
                                     bool(slope >= 2 * ss - 2 - 0.25)))

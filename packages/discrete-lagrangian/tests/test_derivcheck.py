@@ -273,6 +273,9 @@ def _changes(model, arg, mutation):
     if mutation == "transpose" and ref.ndim < 2:
         return False
     out = MUTATIONS[mutation](ref)
+    # a selector, not a check: sign/factor/transpose change a non-zero entry by O(|entry|) or
+    # leave it alone up to the rounding of a symmetric block's two triangles (a few eps
+    # relative), so 1e-12 relative (+1e-14 for zero entries) only separates those two cases
     return out.shape == ref.shape and not np.allclose(out, ref, rtol=1e-12, atol=1e-14)
 
 
@@ -406,6 +409,8 @@ def test_single_velocity_constraint_as_vector_is_promoted():
     one = LinearVelocityConstraint(A_row, a=lambda q: q[..., 1])
     two = LinearVelocityConstraint(lambda q: A_row(q)[..., None, :],
                                    a=lambda q: q[..., 1][..., None])
+    # bitwise by design: `two` returns the same stacked entries with a length-1 axis, `one`
+    # gets that axis by promotion (a reshape): the same floating-point operations
     for q in (Q3, np.stack([Q3, 2 * Q3])):
         assert one.matrix(q).shape == (*q.shape[:-1], 1, 3)
         np.testing.assert_array_equal(one.matrix(q), two.matrix(q))
@@ -414,6 +419,8 @@ def test_single_velocity_constraint_as_vector_is_promoted():
     mech = MechanicalSystem(np.eye(3), lambda q: 0 * q[..., 0], lambda q: 0 * q)
     s1, s2 = ConstrainedSystem(mech, one), ConstrainedSystem(mech, two)
     v = np.array([-np.sin(Q3[2]) * 0.2 - Q3[0] * 0.1 - Q3[1], 0.2, 0.1])
+    # bitwise: the two systems hold bitwise-equal A, a, dA (above), so the multiplier is the
+    # same sequence of operations on the same inputs
     np.testing.assert_array_equal(s1.multiplier(Q3, v), s2.multiplier(Q3, v))
     const = LinearVelocityConstraint(np.array([1.0, 0.0, 2.0]))
     assert const.matrix(Q3).shape == (1, 3)

@@ -273,6 +273,9 @@ def _changes(model, arg, mutation):
     if mutation == "transpose" and ref.ndim < 2:
         return False
     out = MUTATIONS[mutation](ref)
+    # a selector, not a check: sign/factor/transpose change a non-zero entry by O(|entry|) or
+    # leave it alone up to the rounding of a symmetric block's two triangles (a few eps
+    # relative), so 1e-12 relative (+1e-14 for zero entries) only separates those two cases
     return out.shape == ref.shape and not np.allclose(out, ref, rtol=1e-12, atol=1e-14)
 
 
@@ -330,6 +333,8 @@ def test_wrong_potential_grad_is_caught_by_integrate_and_message_has_both_values
 
     vals = [float(x) for x in re.findall(r"= (-?\d\.\d+(?:e[-+]\d+)?)", msg)[:1]]
     fd = float(re.search(r"finite difference (-?\d\.\d+(?:e[-+]\d+)?)", msg).group(1))
+    # printed to 9 digits (5e-9 relative each); they differ by the FD error of ∇V: measured
+    # exactly 0 at 9 digits, so 1e-6 only needs to exceed the printing (margin >= 100)
     assert np.isclose(vals[0], -fd, rtol=1e-6)
 
 
@@ -384,6 +389,9 @@ def test_tolerance_terms_are_above_the_measured_fd_error_on_the_testing_models()
             g = s.group
             q = rng.uniform(-1, 1, s.n) if g is None else g.exp(rng.uniform(-1, 1, 3))
             s.check_derivatives(q, rng.uniform(-1, 1, s.n))
+    # measured: worst ratio 0.355 over 4 seed offsets x OPENBLAS_NUM_THREADS=1/unset (the
+    # documented 0.38 over all models); 1 = SAFETY/100 leaves margin 2.8 on the FD error, which
+    # the checker's own tolerance (SAFETY x the same term) exceeds by another factor 100
     assert max(dc._MEASURED) < dc.SAFETY / 100
 
 
@@ -396,6 +404,8 @@ def test_pinned_mechanical_system_with_callable_mass_integrates():
     want = integrate(ref, VPRK(gauss(2)), q0, v0, h=0.05, n_steps=10)
     assert sys_.n == 2
     # same equations, FD vs analytic second derivatives: Newton converges to its tolerance
+    # (quadratically past it). Newton/round-off-limited; measured: worst 1.5e-14 (seed
+    # offsets 0-3, OPENBLAS_NUM_THREADS=1 and unset); bound 1e-10 leaves margin 6800
     assert np.max(np.abs(sol.q - want.q)) < 1e-10
 
 
@@ -406,6 +416,8 @@ def test_single_velocity_constraint_as_vector_is_promoted():
     one = LinearVelocityConstraint(A_row, a=lambda q: q[..., 1])
     two = LinearVelocityConstraint(lambda q: A_row(q)[..., None, :],
                                    a=lambda q: q[..., 1][..., None])
+    # bitwise by design: `two` returns the same stacked entries with a length-1 axis, `one`
+    # gets that axis by promotion (a reshape): the same floating-point operations
     for q in (Q3, np.stack([Q3, 2 * Q3])):
         assert one.matrix(q).shape == (*q.shape[:-1], 1, 3)
         np.testing.assert_array_equal(one.matrix(q), two.matrix(q))
@@ -414,6 +426,8 @@ def test_single_velocity_constraint_as_vector_is_promoted():
     mech = MechanicalSystem(np.eye(3), lambda q: 0 * q[..., 0], lambda q: 0 * q)
     s1, s2 = ConstrainedSystem(mech, one), ConstrainedSystem(mech, two)
     v = np.array([-np.sin(Q3[2]) * 0.2 - Q3[0] * 0.1 - Q3[1], 0.2, 0.1])
+    # bitwise: the two systems hold bitwise-equal A, a, dA (above), so the multiplier is the
+    # same sequence of operations on the same inputs
     np.testing.assert_array_equal(s1.multiplier(Q3, v), s2.multiplier(Q3, v))
     const = LinearVelocityConstraint(np.array([1.0, 0.0, 2.0]))
     assert const.matrix(Q3).shape == (1, 3)

@@ -15,7 +15,7 @@ from chetaev.discrete_lagrangian import (
     reference_solution,
     solve_stages,
 )
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 
@@ -105,5 +105,10 @@ def test_nonholonomic_prk_through_hooks(s, expected):
         q, p, _ = _nhprk(system, s, q0, v0, h, round(T / h))
         errs.append(max(np.max(np.abs(q - ref.q[-1])), np.max(np.abs(p - ref.p[-1]))))
         v = system.legendre_inv(q, p)
-        assert abs(system.residual(q, v)[0]) < 1e-12  # Ψ(q_{k+1}, p_{k+1}) = 0 (stage s)
+        # Ψ(q_{k+1}, p_{k+1}) = 0 (stage s), solved by Newton: derived bound (S = 1 here:
+        # 1.0e-12); measured worst 7.1e-16
+        bound = newton_residual_bound(NewtonOptions().tol, q0, v0)
+        assert abs(system.residual(q, v)[0]) <= bound
+    # deterministic method error; measured: |slope − order| worst 0.013 at these h and 0.032
+    # with every h scaled by F in [0.8, 1.25] (tol_e_orders.py): margin 7.8
     assert abs(fit_order(hs, errs, 1e-11) - expected) <= 0.25, errs

@@ -190,5 +190,7 @@ def test_integer_input_is_accepted_as_float():
     """int arrays are valid input (converted to float64), not hostile."""
     a = _run(HH, VPRK(gauss(2)), np.array([0, 0]), np.array([1, 0]))
     b = _run(HH, VPRK(gauss(2)), [0.0, 0.0], [1.0, 0.0])
+    # bitwise by design: the ints are converted exactly to float64 at the input, after which
+    # both runs are the same sequence of operations on the same values
     np.testing.assert_array_equal(a.q, b.q)
     assert NewtonOptions(max_iter=20.0).max_iter == 20

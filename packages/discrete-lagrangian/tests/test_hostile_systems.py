@@ -268,6 +268,8 @@ def test_singular_and_indefinite_mass_are_singular_matrix_errors():
 def test_integer_initial_data_are_converted():
     a = run(mech(), q0=np.array([1, 0]), v0=np.array([0, 1]))
     b = run(mech(), q0=np.array([1.0, 0.0]), v0=np.array([0.0, 1.0]))
+    # bitwise by design: the ints are converted exactly to float64 at the input, after which
+    # both runs are the same sequence of operations on the same values
     np.testing.assert_array_equal(a.q, b.q)
     assert a.q.dtype == np.float64
 

@@ -36,6 +36,14 @@ SOLVER_TOL = NewtonOptions().tol
 
 FLOOR = 1e-11
 
+# Order bands (±0.25, COMMON.md) are deterministic method errors (they do not move with
+# round-off: every fitted error is >= 1e-11, ~1e3 x the run's rounding). Measured with
+# /work/briefs/out/tol_e_orders.py: each h replaced by T / round(T / (F h)), F in {0.9, 1, 1.1}
+# (order 6 and DEL: F in [0.8, 1.25]); worst |slope − order| at the tests' own h is 0.119
+# (Gauss 3, double pendulum: margin 2.1) and over all F, outside the two order-6 double
+# pendulum cases, 0.060 (Cartesian pendulum s = 4, F >= 1.15: margin 4.2). The two order-6
+# double-pendulum fits are fragile, see ORDER6_HS.
+
 PROBLEMS = {
     "henon_heiles": (henon_heiles(), np.array([0.1, -0.2]), np.array([0.4, 0.3]), 2.0),
     "double_pendulum": (double_pendulum(), np.array([1.0, -0.5]), np.array([0.3, 0.8]), 1.0),
@@ -45,6 +53,14 @@ PROBLEMS = {
 # Order 6: at least 3 points above FLOOR, all in the asymptotic regime (the double pendulum
 # is pre-asymptotic for h ≥ 0.1: slopes 6.5–8 there). Measured: Hénon–Heiles 5.99 (Gauss 3)
 # and 6.03 (IIIA–IIIB 4); double pendulum 6.12 and 6.09.
+# KNOWN FRAGILITY (issue 14 audit, TOL-E): the double-pendulum set starts at h = 0.1, in the
+# pre-asymptotic range above. With every h scaled by F (tol_e_orders.py) the fitted slope is
+# 6.05–6.27 (Gauss 3) and 5.34–6.68 (IIIA–IIIB 4) for F in [0.8, 1.25]; IIIA–IIIB 4 leaves the
+# band at F = 0.8, 0.85 and >= 1.1 (Gauss 3 at F >= 1.2). Without h = 0.1 (h in
+# [0.025, 0.0625]) Gauss 3 gives 6.02–6.06 but IIIA–IIIB 4 5.04–5.68: its local slopes
+# (5.0, 5.5, 5.6, 5.9) still rise towards 6 where the error reaches FLOOR, so order 6 of
+# IIIA–IIIB 4 is not measured in its asymptotic regime on this problem (the 6.09 is the
+# average of a pre-asymptotic 7.5 and those). Deterministic: the test passes at these h.
 ORDER6_HS = {
     "henon_heiles": [0.4, 0.25, 0.2, 0.125, 0.1],
     "double_pendulum": [0.1, 0.0625, 0.05, 0.04, 0.025],
@@ -133,6 +149,8 @@ def test_constrained_prk_order_cartesian_pendulum(s, expected, hs):
         tr = integrate(system, method, q0, v0, h=h, t_final=T)
         errs.append(max(np.max(np.abs(tr.q[-1] - qr)), np.max(np.abs(tr.v[-1] - vr))))
         # constraint and hidden constraint at every node, to solver tolerance
+        # Newton-limited: measured worst 9.8e-13 (= the solver's stopping value, S = 1;
+        # newton_residual_bound would leave margin 1.02); 10 x tol leaves margin 10
         assert np.max(np.abs(tr.constraint_residual(kind="all"))) < 10 * SOLVER_TOL
     order = fit_order(hs, errs, FLOOR)
     assert abs(order - expected) <= 0.25, (order, errs)
@@ -200,6 +218,7 @@ def test_constrained_prk_general_lagrangian_system():
     for h in hs:
         tr = integrate(system, ConstrainedPRK(lobatto_iiia_iiib(3)), q0, v0, h=h, t_final=T)
         errs.append(max(np.max(np.abs(tr.q[-1] - qr)), np.max(np.abs(tr.v[-1] - vr))))
+        # as in the Cartesian pendulum test (measured worst 6.0e-13 here: margin 17)
         assert np.max(np.abs(tr.constraint_residual(kind="all"))) < 10 * SOLVER_TOL
     assert abs(fit_order(hs, errs, FLOOR) - 4) <= 0.25, errs
     assert tr.stats["fd_second_derivatives"] is True

@@ -52,6 +52,8 @@ def test_constraint_drift_beyond_the_factor_fails_the_run():
 def test_constraint_drift_within_the_factor_passes():
     tr = integrate(spherical_pendulum(), _Drifting(1e-14), Q0, V0, h=0.1, n_steps=10)
     assert tr.success
+    # derived: the offset moves |q|² − 1 by ~2e-14 on top of the Newton residual (≤ tol = 1e-12,
+    # S = 1): both far below the bound 1e-8, and not 0 since the offset is not
     assert 0 < tr.stats["max_constraint_residual"] < POSTCONDITION_FACTOR * 1e-12
 
 
@@ -77,6 +79,7 @@ def test_post_condition_error_is_a_convergence_error_and_pickles():
 )
 def test_declared_guarantees(method, levels):
     assert set(method.guarantees) == levels
+    # exact: the guarantees store the method's tolerance itself (no arithmetic on it)
     assert all(tol == method.newton.tol for tol in method.guarantees.values())
 
 

@@ -19,6 +19,11 @@ most gamma_n (|A| |B|)_ij <= n eps n max|A| max|B| (Higham, Accuracy and Stabili
 so every comparison uses ``C eps n^k * (magnitudes)`` with the power of n of the number of
 products and C = 16 a safety factor for the few rounded evaluations of sin/cos/sqrt in
 each closed form.
+
+Measured (issue 14 audit, /work/briefs/out/tol_e_hyp.py: the tests' inner functions on 600
+seeds x every group, draws of the same distribution, OPENBLAS_NUM_THREADS=1 and unset): the
+worst error is 0.030 of its bound (SO(2) dL dL_inv, margin 33); the identity-element checks
+with bound 0 are exact.
 """
 
 from __future__ import annotations

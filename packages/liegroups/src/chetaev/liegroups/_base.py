@@ -187,7 +187,22 @@ class MatrixLieGroup(abc.ABC):
     def is_element(self, g, tol: float = 1e-10):
         """Membership test.  Returns a boolean array of the batch shape (a numpy bool for a
         single element); False for a wrong trailing shape, a non-real dtype or non-finite
-        entries."""
+        entries.
+
+        Parameters
+        ----------
+        g : array_like
+            Candidate elements, shape ``(..., *shape)``.
+        tol : float, optional
+            Absolute bound on every entry of ``R^T R - I`` of the rotation block, on
+            ``|det R - 1|`` (``3 tol``: with ``R^T R = I + E``, ``det R - 1 ~ tr(E) / 2``, at
+            most ``1.5 tol`` for n <= 3, so the determinant test only rejects reflections and
+            never an ``R`` the orthogonality test accepts) and on the fixed last row of the
+            SE(n) matrices.  The default ``1e-10`` is a fixed float64 value: an element that went
+            through k products is off the group by about ``k n eps`` (~7e-16 k for n = 3), so it
+            accepts ~1e5 unprojected compositions.  The ``check=True`` paths of the group
+            operations do not use this default: they pass ``membership_tol`` (``n sqrt(eps)`` of
+            the input's dtype, or ``element_tol``).  ``R^n`` only checks finiteness."""
 
     # ------------------------------------------------------------------ Group operations.
     # Public methods validate (shapes and dtypes always; finiteness and membership unless

@@ -130,9 +130,7 @@ def newton(
                     owned = True
                 else:
                     if not owned:
-                        Jinv = (
-                            np.full((*batch, N, N), np.nan) if Jinv is None else Jinv.copy()
-                        )
+                        Jinv = np.full((*batch, N, N), np.nan) if Jinv is None else Jinv.copy()
                         owned = True
                     bad = _inverse_rows(jac, jac_rows, x, need, Jinv)
                 n_jac += 1
@@ -156,7 +154,7 @@ def newton(
                     except np.linalg.LinAlgError:
                         frozen[i] = True
                         active[i] = False
-        x = np.where(active[..., None], x - dx, x)  # the others stay put
+        x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
         F = fun(x)
         r_new = np.abs(F).max(axis=-1)
         with np.errstate(invalid="ignore"):
@@ -250,7 +248,7 @@ def newton_structured(
         it += 1
         with np.errstate(invalid="ignore", over="ignore"):
             dx = solve(F)
-        x = np.where(active[..., None], x - dx, x)  # the others stay put
+        x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
         F = fun(x)
         r_new = np.abs(F).max(axis=-1)
         with np.errstate(invalid="ignore"):

@@ -225,23 +225,21 @@ def newton_structured(
             break
         need = active & ~built
         if need.any():
-            xb = x if xb is None or need.all() else np.where(need[..., None], x, xb)
+            xn = x if xb is None or need.all() else np.where(need[..., None], x, xb)
             try:
-                solve = make_solver(xb)
+                solve_new = make_solver(xn)
             except np.linalg.LinAlgError:
                 # singular structured matrix: which entry is not known (the solver is
                 # built for the whole batch), so the entries being rebuilt go to the
-                # fallback (the one remaining batch-dependent choice; S is singular only
-                # for degenerate constraints)
+                # fallback, the others keep their matrix (the one remaining
+                # batch-dependent choice; S is singular only for degenerate constraints)
                 to_fallback |= need
                 left[need] = max_iter - it
-                built &= ~need
                 active &= ~need
                 if not active.any():
                     break
-                if built.any():  # rebuild the others at their own points
-                    solve = make_solver(xb)
             else:
+                solve, xb = solve_new, xn
                 n_built += 1
                 built |= need
                 fresh = need

@@ -3,8 +3,9 @@ strategy of NonholonomicPRK (jacobian_reuse="auto") does not depend on the batch
 
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import integrate, integrate_ensemble
+from chetaev.discrete_lagrangian import NewtonOptions, integrate, integrate_ensemble
 from chetaev.nh_integrators import NonholonomicPRK
+from chetaev.nh_integrators._solve import newton, newton_structured
 from chetaev.nh_integrators.testing import chaotic_ensemble, chaotic_system
 from chetaev.rktableaux import lobatto_iiia_iiib
 
@@ -25,3 +26,123 @@ def test_chaotic_ensemble_in_chunks_equals_the_whole_batch_bitwise(s, chunk_size
     # and each chunk by itself, through integrate: the same numbers
     part = integrate(system, method, q0[:chunk_size], v0[:chunk_size], h=0.1, n_steps=30)
     assert np.array_equal(part.q, whole.q[:, :chunk_size])
+
+
+def _stiff_member_ensemble():
+    """The chaotic ensemble (6 members) with member 2 scaled by 6 (|q| ~ 6: the quartic
+    potential makes its Newton contract slowly at h = 0.1). Measured over 5 steps (s = 3):
+    its "step" Jacobian is refreshed (2 Jacobians in a step), its structured matrix rebuilt
+    (2 in a step) and its structured solve falls back to the analytic Jacobian; the other
+    members alone need none of these. Before the Newton decisions were per member, all the
+    other members of this batch differed from their solo runs (in the last bits)."""
+    q0, v0 = chaotic_ensemble(5)
+    q0[2] *= 6.0
+    v0[2] *= 6.0
+    return q0, v0
+
+
+def _run(system, method, q0, v0, n):
+    st = method.initial_state(system, q0, v0)
+    states, infos = [], []
+    for _ in range(n):
+        st = method.step(system, st, 0.1)
+        states.append(st)
+        infos.append(st.info)
+    return states, infos
+
+
+@pytest.mark.parametrize("reuse", ["step", "steps", "structured", "auto", "iteration"])
+def test_each_member_equals_its_solo_run_bitwise_when_one_needs_a_refresh(reuse):
+    """Issue 18: every Newton decision (refresh of the inverse Jacobian, rebuild of the
+    structured matrix, fallback, stall) is taken per member, so a member's steps in a batch
+    are bitwise those of a batch of it alone, even when a chunk-mate needs a refresh."""
+    system = chaotic_system()
+    q0, v0 = _stiff_member_ensemble()
+    method = NonholonomicPRK(lobatto_iiia_iiib(3), jacobian_reuse=reuse, multiplier_rule="carry")
+    n = 8
+    whole, infos = _run(system, method, q0, v0, n)
+    if reuse == "step":  # the stiff member triggers refreshes
+        assert max(i["jacobians"] for i in infos) >= 2
+    if reuse == "steps":  # ... of the Jacobian carried from the previous step
+        assert max(i["jacobians"] for i in infos[1:]) >= 1
+    if reuse in ("structured", "auto"):  # ... rebuilds and the fallback
+        assert max(i["structured_matrices"] for i in infos) >= 2
+        assert max(i["jacobians"] for i in infos) >= 1
+    for k in range(len(q0)):
+        solo, _ = _run(system, method, q0[k : k + 1], v0[k : k + 1], n)
+        for a, b in zip(whole, solo):
+            for name in ("q", "v", "p", "lam"):
+                assert np.array_equal(getattr(a, name)[k], getattr(b, name)[0]), (k, name)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4])
+def test_stiff_member_ensemble_in_chunks_equals_the_whole_batch_bitwise(chunk_size):
+    system = chaotic_system()
+    q0, v0 = _stiff_member_ensemble()
+    method = NonholonomicPRK(lobatto_iiia_iiib(3), multiplier_rule="carry")
+    whole = integrate(system, method, q0, v0, h=0.1, n_steps=20)
+    res = integrate_ensemble(system, method, q0, v0, h=0.1, n_steps=20, chunk_size=chunk_size)
+    assert res.all_success
+    for name in ("q", "v", "p", "lam"):
+        assert np.array_equal(getattr(res, name), getattr(whole, name)), name
+
+
+@pytest.mark.parametrize("simplified", [True, False])
+def test_newton_stops_a_stalled_or_singular_member_alone(simplified):
+    """x^2 = c per member: c = 2 converges; c = -1 has no root (Newton wanders: the member
+    stalls); x0 = 0 has a singular Jacobian; c = NaN is non-finite. Each of these is frozen
+    and reported not converged while the others converge, each bitwise as alone."""
+    c = np.array([2.0, -1.0, 3.0, 5.0, np.nan, 0.5])
+    x0 = np.array([1.0, 0.5, 2.0, 0.0, 1.0, 1.0])[:, None]
+    opts = NewtonOptions(max_iter=60, max_stall=4)
+
+    def solve(cc, xx):
+        def fun(x):
+            return x * x - cc[:, None]
+
+        def jac(x):
+            return 2.0 * x[..., None]
+
+        return newton(fun, jac, xx, opts, simplified=simplified)
+
+    with np.errstate(invalid="ignore"):
+        res = solve(c, x0)
+        solo = [solve(c[k : k + 1], x0[k : k + 1]) for k in range(len(c))]
+    assert res.converged.tolist() == [True, False, True, False, False, True]
+    for k, one in enumerate(solo):
+        assert np.array_equal(res.x[k], one.x[0], equal_nan=True), k
+        assert res.converged[k] == one.converged[0]
+
+
+def test_newton_structured_rebuilds_and_falls_back_per_member():
+    """x^3 = c with the approximate matrix 3 xb^2 + d (d per member, built at xb): d = 0 is
+    exact at xb (rebuilds as x moves), a large d contracts too slowly (rate > refresh_rate
+    right after a build: that member alone goes to the analytic fallback). Each member's
+    result is bitwise that of a batch of it alone."""
+    c = np.array([2.0, 8.0, 1.4, 0.5])
+    d = np.array([0.0, 40.0, 0.0, 5.0])
+    x0 = np.array([1.3, 1.0, 1.0, 1.0])[:, None]
+    # member 2: rates 0.14 (fresh matrix) then 0.26 > refresh_rate = 0.2: a rebuild
+    opts = NewtonOptions(max_iter=60, refresh_rate=0.2)
+
+    def solve(cc, dd, xx):
+        def fun(x):
+            return x**3 - cc[:, None]
+
+        def jac(x):
+            return 3.0 * (x * x)[..., None]
+
+        def make_solver(xb):
+            J0 = 3.0 * xb * xb + dd[:, None]
+            return lambda F: F / J0
+
+        def fallback(x, left):
+            return newton(fun, jac, x, opts, simplified=False, budget=left)
+
+        return newton_structured(fun, make_solver, xx, opts, 1.0, fallback)
+
+    res = solve(c, d, x0)
+    assert res.converged.all() and res.n_structured >= 2 and res.n_jac >= 1
+    for k in range(len(c)):
+        one = solve(c[k : k + 1], d[k : k + 1], x0[k : k + 1])
+        assert np.array_equal(res.x[k], one.x[0]), k

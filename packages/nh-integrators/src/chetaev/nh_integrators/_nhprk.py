@@ -515,7 +515,10 @@ class NonholonomicPRK(StageOrders, Method):
 
         def analytic(x0, max_iter):
             options = self.newton
-            if max_iter != options.max_iter:
+            budget = None
+            if np.ndim(max_iter):  # iterations left per batch entry (newton_structured)
+                budget = max_iter
+            elif max_iter != options.max_iter:
                 if max_iter < 1:  # no iteration left: report the unconverged iterate
                     r = np.abs(fun(x0)).max(axis=-1)
                     return SolveResult(x0, np.zeros(r.shape, bool), 0, r, None, 0)
@@ -530,6 +533,7 @@ class NonholonomicPRK(StageOrders, Method):
                 simplified=reuse != "iteration",
                 want_inverse=reuse == "steps",
                 jac_rows=rows,
+                budget=budget,
             )
 
         if structured:

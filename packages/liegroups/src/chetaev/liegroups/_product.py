@@ -55,6 +55,13 @@ class ProductGroup(MatrixLieGroup):
         self._dsl = [slice(int(a), int(b)) for a, b in zip(self._d_off[:-1], self._d_off[1:])]
         self._msl = [slice(int(a), int(b)) for a, b in zip(self._m_off[:-1], self._m_off[1:])]
         self._kcache: dict[str, list] = {}
+        # flat factors (R^n): their Ad / dL / dL_inv blocks are the identity and the derivative
+        # blocks zero, written directly; the other factors run their kernels on slices
+        flat = [f._flat for f in self.factors]
+        di = np.concatenate([np.arange(self._d_off[i], self._d_off[i + 1])
+                             for i in range(len(flat)) if flat[i]] or [np.zeros(0, int)])
+        self._flat_diag = di if di.size else None
+        self._curved = [i for i in range(len(flat)) if not flat[i]]
 
     def __eq__(self, other):
         return isinstance(other, ProductGroup) and other.factors == self.factors
@@ -195,30 +202,54 @@ class ProductGroup(MatrixLieGroup):
             [k(fm(g[..., ms, ms]))
              for k, fm, ms in zip(self._fk(name), self._fk("from_matrix"), self._msl)], -1)
 
-    def _k_matrix_map(self, name, xi):
-        out = np.zeros((*xi.shape[:-1], self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds])
+    def _k_matrix_map(self, name, xi):  # dL / dL_inv: identity on flat factors
+        out = self._eye_flat(xi.shape[:-1])
+        ks = self._fk(name)
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds])
         return out
 
-    def _k_deriv_map(self, name, xi, eta):
+    def _k_deriv_map(self, name, xi, eta):  # derivatives: zero on flat factors
         out = np.zeros((*np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1]), self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds], eta[..., ds])
+        ks = self._fk(name)
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds], eta[..., ds])
         return out
 
     def _k_hess_map(self, name, xi, eta, u):
         batch = np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1], u.shape[:-1])
         out = np.zeros((*batch, self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds], eta[..., ds], u[..., ds])
+        ks = self._fk(name)
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds], eta[..., ds], u[..., ds])
+        return out
+
+    def _eye_flat(self, batch):
+        """Zeros ``(*batch, dim, dim)`` with the identity on the flat factors' blocks."""
+        out = np.zeros((*batch, self.dim, self.dim))
+        if self._flat_diag is not None:
+            out[..., self._flat_diag, self._flat_diag] = 1.0
         return out
 
     def _k_Ad(self, g):
-        out = np.zeros((*g.shape[:-2], self.dim, self.dim))
-        for k, fm, ds, ms in zip(self._fk("Ad"), self._fk("from_matrix"), self._dsl, self._msl):
-            out[..., ds, ds] = k(fm(g[..., ms, ms]))
+        out = self._eye_flat(g.shape[:-2])
+        ks, fms = self._fk("Ad"), self._fk("from_matrix")
+        for i in self._curved:
+            ms, ds = self._msl[i], self._dsl[i]
+            out[..., ds, ds] = ks[i](fms[i](g[..., ms, ms]))
         return out
+
+    def _k_Ad_pair(self, g):
+        A = self._eye_flat(g.shape[:-2])
+        B = A.copy()
+        ks, fms = self._fk("Ad_pair"), self._fk("from_matrix")
+        for i in self._curved:
+            ms, ds = self._msl[i], self._dsl[i]
+            A[..., ds, ds], B[..., ds, ds] = ks[i](fms[i](g[..., ms, ms]))
+        return A, B
 
     def _k_exp(self, xi):
         return self._k_elementwise("exp", xi)

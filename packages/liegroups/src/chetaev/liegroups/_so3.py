@@ -204,6 +204,9 @@ class SO3Group(MatrixLieGroup):
     def _k_Ad(self, g):
         return g
 
+    def _k_Ad_pair(self, g):
+        return g, g  # Ad(R) = R and Ad(R^T)^T = R
+
     def _k_exp(self, w):
         return blocked(_exp_core, w, 1, (3, 3))
 

@@ -110,16 +110,12 @@ class _GroupOps:
         k = self.retraction.kernels
         self.compose = k.compose  # group product g h (broadcasting)
         self.tau = k.tau  # τ(ξ), elements (..., *group.shape)
-        self._Ad, self._inverse = k.Ad, k.inverse
+        self.Ad_pair = k.Ad_pair  # (Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each (..., d, d)
         self._dL, self._dL_tensor, self._S = k.dL, k.dL_tensor, k.dL_deriv_T_deriv
         self.d = int(group.dim)
         self.elem_shape = tuple(group.shape)
         self.elem_ndim = len(self.elem_shape)
         self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
-
-    def Ad_pair(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each ``(..., d, d)``."""
-        return self._Ad(T), np.swapaxes(self._Ad(self._inverse(T)), -1, -2)
 
     def P(self, f: np.ndarray) -> np.ndarray:
         """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""

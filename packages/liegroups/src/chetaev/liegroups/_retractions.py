@@ -102,10 +102,10 @@ class Retraction:
 
         Attributes ``tau``, ``dL``, ``dL_tensor``, ``dL_deriv_T_deriv`` (the maps of this
         retraction, same arguments and results as the methods of the same names) and the
-        group's ``compose``, ``inverse``, ``Ad``, ``Ad_pair``.  They skip every check (shapes, dtypes,
-        finiteness, broadcasting of batch axes is numpy's), may return views of their input
-        (``Ad`` of SO(3) is its argument), and are only for arrays already validated by a
-        public method.  Use the public methods everywhere else.
+        group's ``compose``, ``inverse``, ``Ad``, ``Ad_pair``.  They skip every check (shapes,
+        dtypes, finiteness, broadcasting of batch axes is numpy's), may return views of their
+        input (``Ad`` and ``Ad_pair`` of SO(3) return their argument), and are only for arrays
+        already validated by a public method.  Use the public methods everywhere else.
         """
         k = self.__dict__.get("_kernels_ns")
         if k is None:

@@ -58,3 +58,27 @@ def test_dl_tensor_validates_input():
         R.dL_tensor(np.array([np.nan, 0.0, 0.0]))
     with pytest.raises(ValueError, match="mu"):
         R.dL_deriv_T_deriv(np.zeros(3), np.zeros(3), np.zeros(2))
+
+
+AD_GROUPS = {**GROUPS, "R2xSO3": Product(Rn(2), SO3), "SO3xR1xSE2": Product(SO3, Rn(1), SE2),
+             "R3xR1": Product(Rn(3), Rn(1))}
+
+
+@pytest.mark.parametrize("gname", list(AD_GROUPS))
+def test_ad_pair_is_ad_and_coadjoint_of_inverse(gname):
+    """``Ad_pair(g) = (Ad(g), Ad_star(g⁻¹))`` (closed forms for SO(3), R^n and products with
+    R^n factors written directly); the kernel gives the same numbers."""
+    G = AD_GROUPS[gname]
+    g = G.random(np.random.default_rng(5), (4, 2))
+    A, B = G.Ad_pair(g)
+    assert A.shape == B.shape == (4, 2, G.dim, G.dim)
+    # the same floating-point operations as the separate calls (SO(3): Ad(Rᵀ)ᵀ = R exactly)
+    assert np.array_equal(A, G.Ad(g))
+    assert np.array_equal(B, G.Ad_star(G.inverse(g)))
+    KA, KB = retraction(G, "cayley").kernels.Ad_pair(g)
+    assert np.array_equal(KA, A) and np.array_equal(KB, B)
+    # Ad(g⁻¹) = Ad(g)⁻¹: entries O(1) (SE(3) up to |p|), sums of dim products; measured max
+    # 1.4e-15 over these groups and seeds 0-19, bound 1e-13 (margin > 70x)
+    assert np.max(np.abs(np.swapaxes(B, -1, -2) @ A - np.eye(G.dim))) < 1e-13
+    A[...] = 0.0  # the public results are fresh arrays
+    assert not np.array_equal(G.Ad(g), A)

@@ -101,3 +101,14 @@ def test_infinitesimal_action_velocity_lift_gradient(M, seed):
                    for e in np.eye(3)])
     testing.assert_close(N0, fd, 1e-8, 0, "pullback_gradient vs FD")
     testing.assert_close(M.tangent_projector(x) @ x, np.zeros(3), 1e-15, 0, "tangent projector")
+
+
+def test_kernels_give_the_public_numbers():
+    """``Sphere2.kernels`` (unchecked project / pullback_gradient) equal the checked methods."""
+    rng = np.random.default_rng(3)
+    M = Sphere2((0.6, 0.0, 0.8))
+    g = SO3.random(rng, (5, 2))
+    grad = rng.normal(size=(5, 2, 3))
+    assert np.array_equal(M.kernels.project(g), M.project(g))
+    assert np.array_equal(M.kernels.pullback_gradient(g, grad), M.pullback_gradient(g, grad))
+    assert M.kernels is M.kernels

@@ -59,6 +59,9 @@ class MatrixLieGroup(abc.ABC):
     """
 
     # ------------------------------------------------------------------ Accessors.
+    #: internal: True when Ad, dL and dL_inv are the identity and the derivatives of dL vanish
+    #: for both retractions (R^n); products then skip the factor's kernels (``_product.py``)
+    _flat: bool = False
     #: short name used in messages ("SO3", "SE2", "R3", "SO3xR2", ...)
     name: str
     #: dimension of the Lie algebra (length of algebra coordinate vectors)
@@ -235,6 +238,15 @@ class MatrixLieGroup(abc.ABC):
         out = self._k_Ad(g)
         return out.copy() if out is g else out
 
+    def Ad_pair(self, g, check: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(Ad(g), Ad_star(g^{-1}))``, each ``(..., dim, dim)``, in one call: the transport of
+        algebra vectors by g and of covectors by g^{-1} (``Ad*_{g^{-1}} = Ad(g^{-1})^T``), as
+        in the momentum updates of Lie-group RKMK/PRK steps (homogeneous-spaces paper eq. (3d)).
+        Cheaper than two calls where a closed form exists (SO(3): both are g; R^n: both I)."""
+        g = self.check_member(g, "g", f"{self.name}.Ad_pair", check)
+        A, B = self._k_Ad_pair(g)
+        return np.array(A), np.array(B)
+
     def Ad_star(self, g, check: bool = True) -> np.ndarray:
         """Coadjoint matrix ``Ad(g)^T``, ``(..., dim, dim)``:
         ``<Ad_star(g) mu, xi> = <mu, Ad(g) xi>``."""
@@ -287,6 +299,10 @@ class MatrixLieGroup(abc.ABC):
     @abc.abstractmethod
     def _k_Ad(self, g) -> np.ndarray:
         """Unchecked adjoint matrix."""
+
+    def _k_Ad_pair(self, g) -> tuple[np.ndarray, np.ndarray]:
+        """Unchecked :meth:`Ad_pair` (results may share memory with g or with each other)."""
+        return self._k_Ad(g), np.swapaxes(self._k_Ad(self._k_inverse(g)), -1, -2)
 
     @abc.abstractmethod
     def _k_hat(self, xi) -> np.ndarray:

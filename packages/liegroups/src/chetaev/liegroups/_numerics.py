@@ -245,7 +245,10 @@ def iso_from_coeffs(w, a, b, c) -> np.ndarray:
         return _iso_from_coeffs_entrywise(w, a, b, c)
     cw = c[..., None] * w
     M = cw[..., :, None] * w[..., None, :]
-    shape = (*np.broadcast_shapes(w.shape[:-1], a.shape, b.shape), 3, 3)
+    bs = w.shape[:-1]
+    if a.shape not in ((), bs) or b.shape not in ((), bs):  # (no call when a, b fit w)
+        bs = np.broadcast_shapes(bs, a.shape, b.shape)
+    shape = (*bs, 3, 3)
     if M.shape != shape:
         M = np.array(np.broadcast_to(M, shape))
     M[..., 1, 0] = M[..., 0, 1]  # (c w_i) w_j with i < j on both sides of the diagonal

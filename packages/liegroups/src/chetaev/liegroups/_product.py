@@ -31,6 +31,25 @@ def _block_diag(blocks: list[np.ndarray], sizes: list[int]) -> np.ndarray:
     return out
 
 
+class _KernelCache(dict):
+    """``name -> [per-factor kernel of name]``, filled on first lookup (``__missing__``), so a
+    cached lookup is one dict access."""
+
+    def __init__(self, factors):
+        super().__init__()
+        self.factors = factors
+
+    def __missing__(self, name: str) -> list:
+        ks = []
+        for f in self.factors:
+            fn, checked = f._kernel(name)
+            if checked and name in ("log", "cay_inv"):  # membership is checked once, here
+                fn = functools.partial(fn, check=False)
+            ks.append(fn)
+        self[name] = ks
+        return ks
+
+
 class ProductGroup(MatrixLieGroup):
     """Direct product of groups; build with :func:`Product`."""
 
@@ -54,7 +73,15 @@ class ProductGroup(MatrixLieGroup):
         # block structure, fixed at construction (no per-call dispatch on it)
         self._dsl = [slice(int(a), int(b)) for a, b in zip(self._d_off[:-1], self._d_off[1:])]
         self._msl = [slice(int(a), int(b)) for a, b in zip(self._m_off[:-1], self._m_off[1:])]
-        self._kcache: dict[str, list] = {}
+        # per-factor kernels by name (``factor._kernel``), built on first use
+        self._kcache: dict[str, list] = _KernelCache(self.factors)
+        # flat factors (R^n): their Ad / dL / dL_inv blocks are the identity and the derivative
+        # blocks zero, written directly; the other factors run their kernels on slices
+        flat = [f._flat for f in self.factors]
+        di = np.concatenate([np.arange(self._d_off[i], self._d_off[i + 1])
+                             for i in range(len(flat)) if flat[i]] or [np.zeros(0, int)])
+        self._flat_diag = di if di.size else None
+        self._curved = [i for i in range(len(flat)) if not flat[i]]
 
     def __eq__(self, other):
         return isinstance(other, ProductGroup) and other.factors == self.factors
@@ -152,8 +179,8 @@ class ProductGroup(MatrixLieGroup):
     def _k_inverse(self, g):
         g = np.asarray(g, dtype=np.float64)
         out = np.zeros(g.shape)
-        for f, fm, am, ms in zip(self.factors, self._fk("from_matrix"), self._fk("as_matrix"),
-                                 self._msl):
+        kc = self._kcache
+        for f, fm, am, ms in zip(self.factors, kc["from_matrix"], kc["as_matrix"], self._msl):
             out[..., ms, ms] = am(f._k_inverse(fm(g[..., ms, ms])))
         return out
 
@@ -171,54 +198,66 @@ class ProductGroup(MatrixLieGroup):
 
     # Factor-wise maps: public methods validate once, then the kernels below run the factors'
     # kernels on slices and write the blocks into one preallocated array (``_base.py``).
-    def _fk(self, name: str) -> list:
-        """Per-factor kernels of ``name`` (cached)."""
-        ks = self._kcache.get(name)
-        if ks is None:
-            ks = []
-            for f in self.factors:
-                fn, checked = f._kernel(name)
-                if checked and name in ("log", "cay_inv"):  # membership is checked once, here
-                    fn = functools.partial(fn, check=False)
-                ks.append(fn)
-            self._kcache[name] = ks
-        return ks
-
     def _k_elementwise(self, name, xi):
         out = np.zeros((*xi.shape[:-1], self.matrix_dim, self.matrix_dim))
-        for k, am, ds, ms in zip(self._fk(name), self._fk("as_matrix"), self._dsl, self._msl):
+        kc = self._kcache
+        for k, am, ds, ms in zip(kc[name], kc["as_matrix"], self._dsl, self._msl):
             out[..., ms, ms] = am(k(xi[..., ds]))
         return out
 
     def _k_inverse_map(self, name, g):
         return np.concatenate(
             [k(fm(g[..., ms, ms]))
-             for k, fm, ms in zip(self._fk(name), self._fk("from_matrix"), self._msl)], -1)
+             for k, fm, ms in zip(self._kcache[name], self._kcache["from_matrix"], self._msl)], -1)
 
-    def _k_matrix_map(self, name, xi):
-        out = np.zeros((*xi.shape[:-1], self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds])
+    def _k_matrix_map(self, name, xi):  # dL / dL_inv: identity on flat factors
+        out = self._eye_flat(xi.shape[:-1])
+        ks = self._kcache[name]
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds])
         return out
 
-    def _k_deriv_map(self, name, xi, eta):
+    def _k_deriv_map(self, name, xi, eta):  # derivatives: zero on flat factors
         out = np.zeros((*np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1]), self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds], eta[..., ds])
+        ks = self._kcache[name]
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds], eta[..., ds])
         return out
 
     def _k_hess_map(self, name, xi, eta, u):
         batch = np.broadcast_shapes(xi.shape[:-1], eta.shape[:-1], u.shape[:-1])
         out = np.zeros((*batch, self.dim, self.dim))
-        for k, ds in zip(self._fk(name), self._dsl):
-            out[..., ds, ds] = k(xi[..., ds], eta[..., ds], u[..., ds])
+        ks = self._kcache[name]
+        for i in self._curved:
+            ds = self._dsl[i]
+            out[..., ds, ds] = ks[i](xi[..., ds], eta[..., ds], u[..., ds])
+        return out
+
+    def _eye_flat(self, batch):
+        """Zeros ``(*batch, dim, dim)`` with the identity on the flat factors' blocks."""
+        out = np.zeros((*batch, self.dim, self.dim))
+        if self._flat_diag is not None:
+            out[..., self._flat_diag, self._flat_diag] = 1.0
         return out
 
     def _k_Ad(self, g):
-        out = np.zeros((*g.shape[:-2], self.dim, self.dim))
-        for k, fm, ds, ms in zip(self._fk("Ad"), self._fk("from_matrix"), self._dsl, self._msl):
-            out[..., ds, ds] = k(fm(g[..., ms, ms]))
+        out = self._eye_flat(g.shape[:-2])
+        ks, fms = self._kcache["Ad"], self._kcache["from_matrix"]
+        for i in self._curved:
+            ms, ds = self._msl[i], self._dsl[i]
+            out[..., ds, ds] = ks[i](fms[i](g[..., ms, ms]))
         return out
+
+    def _k_Ad_pair(self, g):
+        A = self._eye_flat(g.shape[:-2])
+        B = A.copy()
+        ks, fms = self._kcache["Ad_pair"], self._kcache["from_matrix"]
+        for i in self._curved:
+            ms, ds = self._msl[i], self._dsl[i]
+            A[..., ds, ds], B[..., ds, ds] = ks[i](fms[i](g[..., ms, ms]))
+        return A, B
 
     def _k_exp(self, xi):
         return self._k_elementwise("exp", xi)

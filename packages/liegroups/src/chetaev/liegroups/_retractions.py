@@ -76,7 +76,8 @@ class Retraction:
         factors = getattr(group, "factors", None)
         self._factors = (
             None if factors is None
-            else [(retraction(f, self.kind), sl) for f, sl in zip(factors, group._dsl)]
+            else [(retraction(f, self.kind), sl) for f, sl in zip(factors, group._dsl)
+                  if not f._flat]  # flat factors (R^n): zero derivative blocks, skipped
         )
         self._eye = np.eye(group.dim)
 
@@ -101,10 +102,10 @@ class Retraction:
 
         Attributes ``tau``, ``dL``, ``dL_tensor``, ``dL_deriv_T_deriv`` (the maps of this
         retraction, same arguments and results as the methods of the same names) and the
-        group's ``compose``, ``inverse``, ``Ad``.  They skip every check (shapes, dtypes,
-        finiteness, broadcasting of batch axes is numpy's), may return views of their input
-        (``Ad`` of SO(3) is its argument), and are only for arrays already validated by a
-        public method.  Use the public methods everywhere else.
+        group's ``compose``, ``inverse``, ``Ad``, ``Ad_pair``.  They skip every check (shapes,
+        dtypes, finiteness, broadcasting of batch axes is numpy's), may return views of their
+        input (``Ad`` and ``Ad_pair`` of SO(3) return their argument), and are only for arrays
+        already validated by a public method.  Use the public methods everywhere else.
         """
         k = self.__dict__.get("_kernels_ns")
         if k is None:
@@ -113,6 +114,7 @@ class Retraction:
                 tau=self._tau[0], dL=self._dL[0], dL_tensor=self._dL_tensor_k,
                 dL_deriv_T_deriv=self._dL_deriv_T_deriv_k, compose=G._kernel("compose")[0],
                 inverse=G._kernel("inverse")[0], Ad=G._kernel("Ad")[0],
+                Ad_pair=G._kernel("Ad_pair")[0],
             )
             self.__dict__["_kernels_ns"] = k
         return k

@@ -22,6 +22,10 @@ __all__ = ["Rn", "RnGroup"]
 class RnGroup(MatrixLieGroup):
     """The additive group R^n."""
 
+    # Ad = dL = dL_inv = I and every derivative of dL is zero, for both retractions: products
+    # write these blocks directly instead of calling the factor's kernels (``_product.py``).
+    _flat = True
+
     def __init__(self, n: int):
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
             raise LieGroupError(f"Rn: expected a positive integer dimension n, got {n!r}.")
@@ -123,6 +127,10 @@ class RnGroup(MatrixLieGroup):
 
     def _k_Ad(self, g):
         return self._eye(g.shape[:-1])
+
+    def _k_Ad_pair(self, g):
+        e = self._eye(g.shape[:-1])
+        return e, e
 
     def _k_exp(self, xi):
         return np.array(xi)

@@ -36,6 +36,7 @@ from ._validation import predicate_array
 __all__ = ["SO3", "SO3Group"]
 
 _EYE3 = np.eye(3)
+_TWO_EYE3 = 2.0 * _EYE3  # constants of the Cayley kernels (no per-call allocation)
 
 
 def _exp_dl_coeffs(T: FTable, order: int):
@@ -204,6 +205,9 @@ class SO3Group(MatrixLieGroup):
     def _k_Ad(self, g):
         return g
 
+    def _k_Ad_pair(self, g):
+        return g, g  # Ad(R) = R and Ad(R^T)^T = R
+
     def _k_exp(self, w):
         return blocked(_exp_core, w, 1, (3, 3))
 
@@ -270,7 +274,7 @@ class SO3Group(MatrixLieGroup):
     def _k_cay_dL_tensor(self, w):
         # T[b, a, c] = d dL_{ba} / d w_c = -4c^2 M_{ba} w_c - 2c hat(e_c)_{ba}, M = 2I - hat(w)
         c = 1.0 / (4.0 + sq3(w))
-        M = 2.0 * np.eye(3) - hat3(w)
+        M = _TWO_EYE3 - hat3(w)
         T = (-4.0 * c * c)[..., None, None, None] * (M[..., :, :, None] * w[..., None, None, :])
         return T - (2.0 * c)[..., None, None, None] * _E3_BAC
 
@@ -284,7 +288,7 @@ class SO3Group(MatrixLieGroup):
         S = (16.0 * c**3 * m)[..., None, None] * (w[..., :, None] * w[..., None, :])
         S = S + c2[..., None, None] * (w[..., :, None] * x[..., None, :]
                                        + x[..., :, None] * w[..., None, :])
-        return S - (c2 * m)[..., None, None] * np.eye(3)
+        return S - (c2 * m)[..., None, None] * _EYE3
 
     def _k_cay_dL_hess(self, w, eta, v):
         # d/dw of J v = -4c^2 (w.v) M eta + 2c eta x v (see _k_cay_dL_deriv):

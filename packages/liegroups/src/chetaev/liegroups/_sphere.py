@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from ._errors import LieGroupError
@@ -96,8 +98,7 @@ class Sphere2:
 
     def project(self, g, check: bool = True) -> np.ndarray:
         """``pi(g) = g x0``, shape ``(..., 3)``; g in SO(3)."""
-        g = self._g(g, "S2.project", check)
-        return np.einsum("...ij,j->...i", g, self.x0)
+        return self.kernels.project(self._g(g, "S2.project", check))
 
     def section(self, x, check: bool = True) -> np.ndarray:
         """A rotation ``R`` with ``R x0 = x`` (right inverse of :meth:`project`), ``(..., 3, 3)``.
@@ -156,13 +157,33 @@ class Sphere2:
                 )
         return np.cross(self.x0, gtv)
 
+    @property
+    def kernels(self) -> types.SimpleNamespace:
+        """Unchecked :meth:`project` and :meth:`pullback_gradient` (same arguments, same
+        numbers) for hot loops holding validated float64 arrays (a rotation g ``(..., 3, 3)``,
+        a gradient ``(..., 3)``): no shape, dtype or finiteness checks (as
+        ``Retraction.kernels``).  Use the public methods everywhere else."""
+        k = self.__dict__.get("_kernels_ns")
+        if k is None:
+            x0 = self.x0
+
+            def project(g):
+                return np.einsum("...ij,j->...i", g, x0)
+
+            def pullback_gradient(g, grad):
+                return np.cross(x0, np.einsum("...ji,...j->...i", g, grad))
+
+            k = types.SimpleNamespace(project=project, pullback_gradient=pullback_gradient)
+            self.__dict__["_kernels_ns"] = k
+        return k
+
     def pullback_gradient(self, g, grad, check: bool = True) -> np.ndarray:
         """Left-trivialized gradient of ``g -> U(g x0)`` from the ambient gradient of U at g x0:
         ``<N_0, chi> = d/deps U(g exp(eps chi) x0)``, ``N_0 = x0 x (g^T grad)``, ``(..., 3)``."""
         g = self._g(g, "S2.pullback_gradient", check)
         grad = as_array(grad, (3,), "grad", "S2.pullback_gradient", check)
         self._batch("S2.pullback_gradient", g=(g, 2), grad=(grad, 1))
-        return np.cross(self.x0, np.einsum("...ji,...j->...i", g, grad))
+        return self.kernels.pullback_gradient(g, grad)
 
     # Splitting so(3) = m (+) h.
     def isotropy_basis(self) -> np.ndarray:

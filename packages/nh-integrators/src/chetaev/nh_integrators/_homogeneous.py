@@ -128,14 +128,15 @@ def sphere_lift(
     inertia = mass * (np.eye(3) - P) + regularization * P
     S2x, SO3 = _space(x0), _so3()
     X0 = SO3.hat(x0)
+    K = S2x.kernels  # unchecked project / pullback_gradient (g comes from the step, validated)
 
     def V(g: np.ndarray) -> np.ndarray:
         return np.asarray(potential(S2x.project(g, check=False)), dtype=float)
 
     def gradV(g: np.ndarray) -> np.ndarray:  # N₀ = x₀ × (gᵀ ∇V(g x₀))
         g = np.asarray(g, dtype=float)
-        grad = np.asarray(potential_grad(S2x.project(g, check=False)), dtype=float)
-        return S2x.pullback_gradient(g, grad, check=False)
+        grad = np.asarray(potential_grad(K.project(g)), dtype=float)
+        return K.pullback_gradient(g, grad)
 
     hessV = None
     if potential_hess is not None:

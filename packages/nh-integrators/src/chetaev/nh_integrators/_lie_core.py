@@ -110,16 +110,14 @@ class _GroupOps:
         k = self.retraction.kernels
         self.compose = k.compose  # group product g h (broadcasting)
         self.tau = k.tau  # τ(ξ), elements (..., *group.shape)
-        self._Ad, self._inverse = k.Ad, k.inverse
-        self._dL, self._dL_tensor, self._S = k.dL, k.dL_tensor, k.dL_deriv_T_deriv
+        self.Ad_pair = k.Ad_pair  # (Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each (..., d, d)
+        self.dL, self.dL_tensor = k.dL, k.dL_tensor
+        # S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b = ∂_ξ(J^L(ξ, v)ᵀ p), from (ξ, v, p)
+        self.dtensor_contract = k.dL_deriv_T_deriv
         self.d = int(group.dim)
         self.elem_shape = tuple(group.shape)
         self.elem_ndim = len(self.elem_shape)
         self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
-
-    def Ad_pair(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(Ad(T), Ad(T⁻¹)ᵀ = Ad*_{T⁻¹}), each ``(..., d, d)``."""
-        return self._Ad(T), np.swapaxes(self._Ad(self._inverse(T)), -1, -2)
 
     def P(self, f: np.ndarray) -> np.ndarray:
         """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""
@@ -127,12 +125,7 @@ class _GroupOps:
 
     def dL_and_tensor(self, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_tensor``)."""
-        return self._dL(xi), self._dL_tensor(xi)
-
-    def dtensor_contract(self, xi: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``S[..., c, e] = Σ_{a,b} ∂T[..., b, a, c]/∂ξ_e v_a p_b`` = ∂_ξ(J^L(ξ, v)ᵀ p)
-        (``dL_deriv_T_deriv``)."""
-        return self._S(xi, v, p)
+        return self.dL(xi), self.dL_tensor(xi)
 
 def lie_nh_residual(
     x: np.ndarray,
@@ -196,7 +189,7 @@ def lie_nh_residual(
     T = ops.tau(Xi)  # (..., s, *elem)
     Gx = np.expand_dims(g0, -1 - ops.elem_ndim)
     G = ops.compose(Gx, T)
-    D, Tns = ops.dL_and_tensor(Xi)  # (..., s, d, d), (..., s, d, d, d)
+    D, Tns = ops.dL(Xi), ops.dL_tensor(Xi)  # (..., s, d, d), (..., s, d, d, d)
     J = np.einsum("...bac,...a->...bc", Tns, H)  # J^L(Ξ, H)
     Om = np.einsum("...ij,...j->...i", D, H)
     A_c = model.phi_v(G, Om)  # (..., s, m, d)

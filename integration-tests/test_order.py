@@ -43,7 +43,8 @@ FLOOR = 1e-11
 
 #: |fitted − declared| allowed (DESIGN.md's ±0.25). Measured on the ladders below for all 27
 #: pairs (the last three, dmap-extrinsic-euler-ba 2.0003, GNI-composition-BA 2.0002 and
-#: ReducedGNI-ball 1.9987, against the reduced equations' own DOP853 reference): max deviation 0.037 (GNI-euler_a 0.963; then GNI-euler_b 1.034, LieNHPRK-3-cayley
+#: ReducedGNI-ball 1.9987, against the reduced equations' own DOP853 reference): max
+#: deviation 0.037 (GNI-euler_a 0.963; then GNI-euler_b 1.034, LieNHPRK-3-cayley
 #: 3.985, NHPRK-2-affine 1.988, all others within 0.01); with one more halving of h every
 #: fit moves closer to the declared order (max deviation 0.018), so the deviations are
 #: pre-asymptotic terms, and the band leaves a margin of 0.21 for them.

@@ -33,8 +33,7 @@ from chetaev.discrete_lagrangian.discretization_maps import (
     euler_ba,
     rattle,
 )
-from chetaev.discrete_lagrangian.testing import newton_residual_bound
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
 from chetaev.liegroups import SO3, Product, Rn
 
 # --------------------------------------------------------------------------------------------

@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import integrate
-from chetaev.discrete_lagrangian.testing import assert_rounding_close
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import assert_rounding_close, fit_order
 from chetaev.dsocs import (
     DSOCSIntegrator,
     convergence_study,

@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian.testing import assert_rounding_close
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import assert_rounding_close, fit_order
 from chetaev.gni import (
     BALL_EXPERIMENT_1,
     BALL_EXPERIMENT_2,

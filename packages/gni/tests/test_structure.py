@@ -9,8 +9,7 @@ from chetaev.discrete_lagrangian import (
     InputError,
     integrate,
 )
-from chetaev.discrete_lagrangian.testing import assert_rounding_close
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import assert_rounding_close, fit_order
 from chetaev.gni import (
     GNI,
     VARIANTS,

@@ -5,9 +5,12 @@ an interrupted run resumed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -248,6 +251,31 @@ def test_failing_observable_names_the_chunk_and_keeps_finished_chunks(tmp_path):
                            observables={"x": lambda tr: tr.q[-1].T})
 
 
+def test_progress_embedded_tqdm_or_a_stderr_line(capsys, monkeypatch):
+    """progress=True on the embedded engine: tqdm when installed (not a dependency), else a
+    line on stderr with chunks done / total and an ETA."""
+    system, method = henon_heiles(), VPRK(gauss(2))
+    q0, v0 = _ensemble(10)
+    whole = integrate(system, method, q0, v0, h=H, n_steps=3)
+    if importlib.util.find_spec("tqdm") is not None:
+        res = integrate_ensemble(system, method, q0, v0, h=H, n_steps=3, chunk_size=2,
+                                 progress=True)
+        err = capsys.readouterr().err
+        assert "ensemble" in err and "5/5" in err
+        _same(res, whole)
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    res = integrate_ensemble(system, method, q0, v0, h=H, n_steps=3, chunk_size=2,
+                             progress=True)
+    lines = capsys.readouterr().err.split("\r")
+    assert lines[1].startswith("ensemble: 0/5 chunks, elapsed") and lines[1].endswith("ETA ?")
+    assert re.fullmatch(r"ensemble: 5/5 chunks, elapsed \d+\.\d s, ETA 0\.0 s\n", lines[-1])
+    assert len(lines) == 7  # "", then 0/5 ... 5/5
+    _same(res, whole)
+    integrate_ensemble(system, method, q0, v0, h=H, n_steps=3, chunk_size=2)
+    assert capsys.readouterr().err == ""  # progress=False: silent
+
+
 # ----------------------------------------------------------------------------- Dask engine
 @pytest.fixture(scope="module")
 def client():
@@ -363,5 +391,96 @@ def test_client_interrupted_run_resumes(client, tmp_path):
                                               observables={"x": lambda tr: tr.q[-1]}))
     assert res.stats["chunks_loaded"] == present
     assert res.stats["chunks_computed"] == 6 - present
+    whole = integrate(system, method, q0, v0, h=H, n_steps=N_STEPS)
+    assert np.array_equal(res.observables["x"], whole.q[-1])
+
+
+def _no_progress_plugins(client) -> bool:
+    """No progress feed left on the scheduler (each bar removes its plugin when it stops)."""
+    names = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins))
+    return not [n for n in names if n.startswith("progress-")]
+
+
+def test_client_progress_is_dasks_progress_and_does_not_block(client, capsys, monkeypatch):
+    """progress=True with a client: Dask's progress feed of the chunk futures (the scheduler's
+    ``Progress`` plugin, as ``distributed.progress``), drawn on stderr as chunks done / total
+    with an ETA, in a thread of its own while the driver collects the chunks."""
+    from chetaev.discrete_lagrangian import _ensemble as engine
+
+    system, method = henon_heiles(), VPRK(gauss(2))
+    q0, v0 = _ensemble(12)
+    bars = []
+    make = engine._dask_progress_bar
+
+    def recording(futures, cl):
+        bar = make(futures, cl)
+        bars.append((len(futures), bar))
+        return bar
+
+    monkeypatch.setattr(engine, "_dask_progress_bar", recording)
+    res = _bounded(lambda: integrate_ensemble(system, method, q0, v0, h=H, n_steps=N_STEPS,
+                                              chunk_size=2, client=client, progress=True,
+                                              observables={"x": lambda tr: tr.q[-1]}))
+    threads = {t.name for t in threading.enumerate()}
+    assert np.array_equal(res.observables["x"],
+                          integrate(system, method, q0, v0, h=H, n_steps=N_STEPS).q[-1])
+    assert len(bars) == 1 and bars[0][0] == 6  # one bar, fed with the 6 chunk futures
+    assert bars[0][1]._last_response["status"] == "finished"
+    err = capsys.readouterr().err
+    assert "ensemble (dask): " in err
+    assert re.search(r"ensemble \(dask\): 6/6 chunks, elapsed \d+\.\d s, ETA 0\.0 s\n$", err)
+    assert "chetaev-ensemble-progress" not in threads  # the bar's thread has ended
+    assert _no_progress_plugins(client)
+
+
+def test_client_driver_interrupted_resumes(client, tmp_path, capsys):
+    """SIGINT to the driver (this thread) once the first chunk is stored: KeyboardInterrupt,
+    the finished chunks stay; the same call again loads them, computes only the missing
+    ones, and equals the undisturbed result. Dask's progress bar (on) stops with the run."""
+    system, method = henon_heiles(), VPRK(gauss(2))
+    q0, v0 = _ensemble()
+
+    def slow_final(tr):
+        time.sleep(0.4)
+        return tr.q[-1]
+
+    def call():
+        return integrate_ensemble(system, method, q0, v0, h=H, n_steps=N_STEPS, chunk_size=2,
+                                  client=client, store=tmp_path, progress=True,
+                                  observables={"x": slow_final})
+
+    main = threading.get_ident()
+    sent = []
+
+    def interrupt():
+        deadline = time.monotonic() + 120
+        while not _chunk_files(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sent.append(len(_chunk_files(tmp_path)))
+        signal.pthread_kill(main, signal.SIGINT)
+
+    watcher = threading.Thread(target=interrupt, daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        call()
+        time.sleep(60)  # not reached unless the run ended first: a late SIGINT lands here
+    watcher.join(5)
+    assert sent and 1 <= sent[0] < 10, sent
+    # chunks that were running when the driver stopped may still be written: let them land
+    deadline, seen = time.monotonic() + 30, None
+    while time.monotonic() < deadline:
+        now = _chunk_files(tmp_path)
+        if now == seen:
+            break
+        seen = now
+        time.sleep(1.5)
+    present = len(seen)
+    assert 1 <= present < 10, seen
+    assert "stopped" in capsys.readouterr().err
+    assert _no_progress_plugins(client)
+    res = _bounded(call)
+    assert res.stats["chunks_loaded"] == present
+    assert res.stats["chunks_computed"] == 10 - present
+    assert len(_chunk_files(tmp_path)) == 10
     whole = integrate(system, method, q0, v0, h=H, n_steps=N_STEPS)
     assert np.array_equal(res.observables["x"], whole.q[-1])

@@ -39,12 +39,14 @@ optionally, a system whose parameters carry the same leading batch axis, see
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -587,7 +589,16 @@ def _gaps(done: dict[int, tuple[int, Path]], n: int, size: int) -> list[tuple[in
 
 
 # ----------------------------------------------------------------------------- progress
+def _progress_line(prefix: str, done: int, total: int, elapsed: float) -> str:
+    """``prefix: done/total chunks, elapsed …, ETA …`` (the ETA from the mean chunk time)."""
+    eta = f"{elapsed / done * (total - done):.1f} s" if done else "?"
+    return f"{prefix}: {done}/{total} chunks, elapsed {elapsed:.1f} s, ETA {eta}"
+
+
 class _Progress:
+    """The embedded engine's progress: a tqdm bar when tqdm is installed (it is not a
+    dependency of the package), else a line on stderr (chunks done / total, ETA)."""
+
     def __init__(self, total: int, enabled: bool) -> None:
         self.total, self.done, self.enabled = total, 0, enabled and total > 0
         self.start = time.perf_counter()
@@ -595,10 +606,17 @@ class _Progress:
         if self.enabled:
             try:
                 from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=total, unit="chunk", desc="ensemble")
             except ImportError:
-                self.bar = None
+                self._line()
+            else:
+                self.bar = tqdm(total=total, unit="chunk", desc="ensemble")
+
+    def _line(self) -> None:
+        sys.stderr.write("\r" + _progress_line("ensemble", self.done, self.total,
+                                               time.perf_counter() - self.start))
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
 
     def update(self) -> None:
         self.done += 1
@@ -606,18 +624,86 @@ class _Progress:
             return
         if self.bar is not None:
             self.bar.update(1)
-            return
-        el = time.perf_counter() - self.start
-        eta = el / self.done * (self.total - self.done)
-        sys.stderr.write(f"\rensemble: {self.done}/{self.total} chunks, "
-                         f"elapsed {el:.1f} s, ETA {eta:.1f} s")
-        if self.done == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        else:
+            self._line()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _dask_progress_bar(futures: list[Any], client: Any) -> Any:
+    """Dask's progress (the scheduler's ``Progress`` feed, as ``distributed.progress``) of the
+    chunk futures, drawn on stderr as chunks done / total with an ETA.
+
+    ``distributed.progress`` blocks in a console until the futures finish; the bar runs
+    instead in a thread of its own (:class:`_DaskProgress`), so the driver keeps collecting
+    the chunks as they complete."""
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    class _ChunkBar(TextProgressBar):
+        # the feed's response: {"all": n keys, "remaining": n not finished, "status": ...}
+        def _draw_bar(self, **response: Any) -> None:
+            total, left = response["all"], response["remaining"]
+            with contextlib.suppress(ValueError):  # stderr closed
+                sys.stderr.write("\r" + _progress_line("ensemble (dask)", total - left, total,
+                                                       self.elapsed))
+                sys.stderr.flush()
+
+        def _draw_stop(self, **response: Any) -> None:
+            total, left = response.get("all", 0), response.get("remaining", 0)
+            with contextlib.suppress(ValueError):
+                if response.get("status") == "error":
+                    sys.stderr.write(f" (stopped: {total - left}/{total} chunks finished)")
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+
+    return _ChunkBar(futures, scheduler=client.scheduler.address, start=False)
+
+
+class _DaskProgress:
+    """Run Dask's progress bar of ``futures`` in a thread; :meth:`close` waits for it.
+
+    The bar stops by itself when every future has finished, one has erred or been
+    cancelled; :meth:`close` waits up to ``timeout`` s for that (the futures must still be
+    held, so that the scheduler knows their keys), then closes the bar's connection. A bar
+    that cannot start (no scheduler feed) is dropped: progress never stops a run."""
+
+    def __init__(self, futures: list[Any], client: Any) -> None:
+        self.bar = None
+        self.thread = None
+        if not futures:
+            return
+        try:
+            self.bar = _dask_progress_bar(futures, client)
+        except Exception:  # pragma: no cover - an old distributed: no bar, the run goes on
+            self.bar = None
+            return
+        self.thread = threading.Thread(target=self._listen, name="chetaev-ensemble-progress",
+                                       daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        with contextlib.suppress(Exception):
+            self.bar._loop_runner.run_sync(self.bar.listen)
+
+    def wait_started(self, timeout: float = 10.0) -> None:
+        """Wait until the scheduler's feed has answered once (it has found the keys)."""
+        end = time.monotonic() + timeout
+        while (self.thread is not None and self.thread.is_alive()
+               and not hasattr(self.bar, "_last_response") and time.monotonic() < end):
+            time.sleep(0.01)
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self.thread is None:
+            return
+        self.thread.join(timeout)
+        if self.thread.is_alive():  # not finished (e.g. interrupted): close its connection
+            comm = getattr(self.bar, "comm", None)
+            if comm is not None:
+                with contextlib.suppress(Exception):
+                    self.bar.loop.add_callback(comm.abort)
+            self.thread.join(timeout)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -776,7 +862,7 @@ def integrate_ensemble(
             summaries[lo] = {"lo": lo, "hi": hi, "success": np.array(f["success"]),
                              "messages": [str(m) for m in f["messages"]]}
     memory: dict[int, dict[str, Any]] = {}
-    bar = _Progress(len(todo), progress)
+    bar = _Progress(len(todo), progress and client is None)
 
     def args(lo: int, hi: int) -> tuple:
         return (take_members(system, slice(lo, hi), n), method, q0[lo:hi], v0[lo:hi], h,
@@ -794,7 +880,7 @@ def integrate_ensemble(
             for lo, hi in todo:
                 keep(_run_chunk(*args(lo, hi), False))
         else:
-            _run_on_client(client, todo, args, keep)
+            _run_on_client(client, todo, args, keep, progress)
     finally:
         bar.close()
 
@@ -816,9 +902,10 @@ def integrate_ensemble(
 
 
 def _run_on_client(client: Any, todo: list[tuple[int, int]], args: Callable,
-                   keep: Callable[[dict[str, Any]], None]) -> None:
+                   keep: Callable[[dict[str, Any]], None], progress: bool = False) -> None:
     """Submit every chunk as a Dask task; collect them as they finish (a lost worker's
-    task is rescheduled by the scheduler); on an error cancel the rest and re-raise."""
+    task is rescheduled by the scheduler); on an error cancel the rest and re-raise. With
+    ``progress``, Dask's progress of the futures is drawn meanwhile (:class:`_DaskProgress`)."""
     try:
         from distributed import as_completed
     except ImportError as err:  # pragma: no cover - a client implies distributed
@@ -827,11 +914,15 @@ def _run_on_client(client: Any, todo: list[tuple[int, int]], args: Callable,
     futures = [client.submit(_run_chunk, *args(lo, hi), True, pure=False,
                              key=f"chetaev-ensemble-chunk-{lo}-{hi}-{os.urandom(4).hex()}")
                for lo, hi in todo]
+    bar = _DaskProgress(futures, client) if progress else None
     try:
         for fut in as_completed(futures):
             keep(fut.result())
     finally:
+        if bar is not None:
+            bar.wait_started()  # the scheduler must see the keys before they are cancelled
         for fut in futures:
             if not fut.done():
                 fut.cancel()
-
+        if bar is not None:
+            bar.close()  # the last update (finished, erred or cancelled) drawn

@@ -42,6 +42,19 @@ def _chunk_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.name.startswith("chunk_"))
 
 
+def _settled_chunk_files(path: Path, quiet: float = 1.5, timeout: float = 60.0) -> list[str]:
+    """The chunk files once none has appeared for ``quiet`` s: after an interrupted client
+    run, chunks that were running on a worker still finish and are written."""
+    deadline, seen = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        now = _chunk_files(path)
+        if now == seen:
+            break
+        seen = now
+        time.sleep(quiet)
+    return seen
+
+
 def _same(res: EnsembleResult, traj) -> None:
     """Bitwise equality of every saved field and time."""
     assert np.array_equal(res.t, traj.t)
@@ -148,9 +161,12 @@ def test_a_failing_member_is_reported_and_the_others_complete():
     assert np.array_equal(thin.q[:6, 5], res.q[0:21:4, 5]) and np.all(np.isnan(thin.q[6:, 5]))
 
 
-def test_bad_input():
+def test_bad_input(tmp_path):
     system, method = henon_heiles(), VPRK(gauss(2))
     q0, v0 = _ensemble(6)
+    integrate_ensemble(system, method, q0[:4], v0[:4], h=H, n_steps=2, chunk_size=2,
+                       store=tmp_path)
+    stored = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with pytest.raises(InputError, match="same number of members"):
         integrate_ensemble(system, method, q0, v0[:5], h=H, n_steps=2)
     with pytest.raises(InputError, match="leading batch axis"):
@@ -162,7 +178,13 @@ def test_bad_input():
         integrate_ensemble(system, method, q0, v0, h=H)
     with pytest.raises(InputError, match="observables"):
         integrate_ensemble(system, method, q0, v0, h=H, n_steps=2, observables={"E": 3})
+    for bad in ({"v0": v0[:3]}, {"chunk_size": 0}, {"n_steps": None}, {"h": -H}):
+        kwargs = {"q0": q0[:4], "v0": v0[:4], "h": H, "n_steps": 2, "chunk_size": 2, **bad}
+        with pytest.raises(InputError):
+            integrate_ensemble(system, method, store=tmp_path, **kwargs)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == stored  # store untouched
     assert issubclass(StoreMismatchError, ValueError)
+    assert issubclass(ObservableError, ValueError) and issubclass(ObservableError, RuntimeError)
 
 
 def test_store_of_another_run_is_refused(tmp_path):
@@ -383,8 +405,7 @@ def test_client_interrupted_run_resumes(client, tmp_path):
         _bounded(lambda: integrate_ensemble(system, method, q0, v0, h=H, n_steps=N_STEPS,
                                             chunk_size=2, client=client, store=tmp_path,
                                             observables={"x": failing}))
-    time.sleep(1.0)  # chunks in flight when the driver stopped may still land: count after
-    present = len(_chunk_files(tmp_path))
+    present = len(_settled_chunk_files(tmp_path))  # chunks in flight may still land
     assert 1 <= present < 6
     res = _bounded(lambda: integrate_ensemble(system, method, q0, v0, h=H, n_steps=N_STEPS,
                                               chunk_size=2, client=client, store=tmp_path,
@@ -466,14 +487,7 @@ def test_client_driver_interrupted_resumes(client, tmp_path, capsys):
         time.sleep(60)  # not reached unless the run ended first: a late SIGINT lands here
     watcher.join(5)
     assert sent and 1 <= sent[0] < 10, sent
-    # chunks that were running when the driver stopped may still be written: let them land
-    deadline, seen = time.monotonic() + 30, None
-    while time.monotonic() < deadline:
-        now = _chunk_files(tmp_path)
-        if now == seen:
-            break
-        seen = now
-        time.sleep(1.5)
+    seen = _settled_chunk_files(tmp_path)  # chunks running when the driver stopped land
     present = len(seen)
     assert 1 <= present < 10, seen
     assert "stopped" in capsys.readouterr().err

@@ -83,10 +83,12 @@ class StoreMismatchError(InputError):
     save_every, q0/v0 or observable names); the message names the arguments that differ."""
 
 
-class ObservableError(RuntimeError):
-    """An observable failed on a chunk; the message names it and the chunk's index range.
+class ObservableError(InputError, RuntimeError):
+    """An observable failed on a chunk, or returned an array without the chunk's members on
+    its first axis; the message names it and the chunk's index range.
 
-    The chunks finished before stay in the store."""
+    The chunks finished before stay in the store. A ``ValueError`` (the ``observables``
+    argument is at fault) and, as before, a ``RuntimeError``."""
 
 
 # ----------------------------------------------------------------------------- members
@@ -770,7 +772,10 @@ def integrate_ensemble(
     save_every : int
         Keep every k-th node of the trajectories (as in ``integrate``).
     progress : bool
-        Show chunks done / total with an ETA (tqdm if installed, else a line on stderr).
+        Show chunks done / total with an ETA. Embedded engine: a tqdm bar if tqdm is
+        installed (it is not a dependency), else a line on stderr. With a ``client``: Dask's
+        progress of the chunk futures (the scheduler's feed, as ``distributed.progress``),
+        drawn on stderr from a thread of its own while the chunks are collected.
 
     Returns
     -------

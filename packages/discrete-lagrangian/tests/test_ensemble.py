@@ -480,12 +480,17 @@ def test_client_driver_interrupted_resumes(client, tmp_path, capsys):
         sent.append(len(_chunk_files(tmp_path)))
         signal.pthread_kill(main, signal.SIGINT)
 
-    watcher = threading.Thread(target=interrupt, daemon=True)
-    watcher.start()
-    with pytest.raises(KeyboardInterrupt):
-        call()
-        time.sleep(60)  # not reached unless the run ended first: a late SIGINT lands here
-    watcher.join(5)
+    # Python's own SIGINT handler (a shell starting pytest in the background ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        watcher = threading.Thread(target=interrupt, daemon=True)
+        watcher.start()
+        with pytest.raises(KeyboardInterrupt):
+            call()
+            time.sleep(60)  # not reached unless the run ended first: a late SIGINT lands here
+        watcher.join(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert sent and 1 <= sent[0] < 10, sent
     seen = _settled_chunk_files(tmp_path)  # chunks running when the driver stopped land
     present = len(seen)

@@ -31,6 +31,10 @@ optionally, a system whose parameters carry the same leading batch axis, see
   written by other arguments raises :class:`StoreMismatchError`. A chunk whose worker is lost
   is recomputed by Dask and rewrites the same file: nothing is lost or duplicated (a worker
   killed while writing may leave a ``.chunk_*.tmp`` file, which is ignored);
+- **progress**: ``progress=True`` shows chunks done / total with an ETA: tqdm (when installed)
+  or a stderr line on the embedded engine; with a client, Dask's progress feed of the chunk
+  futures (as ``distributed.progress``), drawn from a thread of its own while the driver
+  collects the chunks;
 - **observables**: ``{name: f}`` with ``f(trajectory)`` evaluated on the worker for each
   chunk's :class:`~chetaev.discrete_lagrangian.Trajectory` (time axis first, then the chunk's
   members); ``f`` must return an array with the chunk's members on the **first** axis. With
@@ -686,8 +690,12 @@ class _DaskProgress:
         self.thread.start()
 
     def _listen(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.bar._loop_runner.run_sync(self.bar.listen)
+        except Exception as err:  # the run goes on without a bar: say so, once
+            with contextlib.suppress(ValueError):
+                sys.stderr.write(f"\nensemble (dask): the progress bar stopped "
+                                 f"({type(err).__name__}: {err}); the run continues\n")
 
     def wait_started(self, timeout: float = 10.0) -> None:
         """Wait until the scheduler's feed has answered once (it has found the keys)."""

@@ -81,7 +81,8 @@ class SystemInterface:
         ``(..., m, n)``, ``a(q)`` ``(..., m)`` (``affine`` is None for a linear constraint),
         ``A_grad[a, i, j] = ∂A_ai/∂q_j`` ``(..., m, n, n)``, ``affine_grad`` ``(..., m, n)``.
     multiplier : callable or None
-        The consistent continuous multiplier ``λ(q, v)`` ``(..., m)`` of a constrained system.
+        The consistent continuous multiplier ``λ(q, v)`` ``(..., m)`` of a constrained system
+        (it refers to the constrained system weakly: the record does not keep it alive).
 
     Notes
     -----
@@ -187,6 +188,22 @@ def _constraint_fields(con: Any) -> dict[str, Any]:
     return out
 
 
+def _multiplier_of(obj: Any) -> Callable[[Array, Array], Array] | None:
+    """``obj.multiplier`` through a weak proxy, so that the cached record does not keep the
+    constrained system alive (the cache entry lives exactly as long as the system)."""
+    if not hasattr(obj, "multiplier"):
+        return None
+    try:
+        proxy = weakref.proxy(obj)
+    except TypeError:
+        return obj.multiplier
+
+    def multiplier(q: Array, v: Array) -> Array:
+        return proxy.multiplier(q, v)
+
+    return multiplier
+
+
 def _build(obj: Any) -> SystemInterface:
     """Read the public methods of ``obj`` (a system or a ``ConstrainedSystem``) once."""
     inner = getattr(obj, "system", None)
@@ -227,7 +244,7 @@ def _build(obj: Any) -> SystemInterface:
         metric=_metric_of(inner),
         mass=mass,
         mass_inv=mass_inv,
-        multiplier=getattr(obj, "multiplier", None) if con is not None else None,
+        multiplier=_multiplier_of(obj) if con is not None else None,
         **_constraint_fields(con),
     )
 

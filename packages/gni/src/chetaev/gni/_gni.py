@@ -63,10 +63,8 @@ def _mv(A, x):
 def _interface(csys) -> SystemInterface:
     """The system interface of ``csys``, checked to be a system with a constraint linear (or
     affine) in the velocity."""
-    iface = None
-    if getattr(csys, "system", None) is not None and hasattr(csys, "constraint"):
-        iface = interface_of(csys)
-    if iface is None or not iface.is_constrained:
+    iface = interface_of(csys)
+    if not iface.is_constrained:
         raise InputError(
             "GNI runs on ConstrainedSystem(system, LinearVelocityConstraint(A, a)); got "
             f"{type(csys).__name__}. Wrap the Lagrangian system and its velocity constraint "

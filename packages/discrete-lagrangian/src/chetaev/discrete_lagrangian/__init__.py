@@ -52,6 +52,7 @@ from ._systems import (
 from ._trajectory import Trajectory
 from ._version import __version__ as __version__
 from ._vprk import VPRK
+from ._interface import SystemInterface, interface_of
 
 __all__ = [
     "OVERFLOW_BOUND",
@@ -107,4 +108,6 @@ __all__ = [
     "solve_lie_stages",
     "solve_stages",
     "take_members",
+    "SystemInterface",
+    "interface_of",
 ]

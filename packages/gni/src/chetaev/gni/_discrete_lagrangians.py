@@ -1,26 +1,33 @@
 """Discrete Lagrangians used by the GNI (paper (10), (16), §7.2; paper §5, eq. (16)).
 
-A discrete Lagrangian here is any object with
+Both are :class:`chetaev.discrete_lagrangian.DiscreteLagrangian` (the one discrete-Lagrangian
+type of the project), with what the GNI adds to it:
 
 * ``D1(system, q0, q1, h)`` and ``D2(system, q0, q1, h)``: the slot derivatives
-  ``∂L_d/∂q0`` and ``∂L_d/∂q1``, arrays ``(..., n)``;
-* ``D1_dq1(system, q0, q1, h)``: ``∂(D1 L_d)/∂q1`` as ``(..., n, n)``, or ``None`` when the
-  system has no second derivatives (the solver then forms a finite-difference Jacobian);
+  ``∂L_d/∂q0`` and ``∂L_d/∂q1``, arrays ``(..., n)`` (inherited for the midpoint rule);
+* ``D1_dq1(system, q0, q1, h)``: ``∂(D1 L_d)/∂q1`` (``DiscreteLagrangian.D12``) as
+  ``(..., n, n)``, or ``None`` when the system has no second derivatives
+  (``SystemInterface.has_second_derivatives``; the solver then forms a finite-difference
+  Jacobian);
 * ``symmetric`` (bool) and ``order`` (int): the order of the GNI built on it.
 
-``system`` is an unconstrained Lagrangian system exposing ``D1L(q, v)`` and ``D2L(q, v)``
-(``∂L/∂q``, ``∂L/∂v``), both broadcasting over leading axes.
+``system`` is an unconstrained Lagrangian system or its
+:class:`chetaev.discrete_lagrangian.SystemInterface`, read through ``D1L(q, v)``,
+``D2L(q, v)`` (``∂L/∂q``, ``∂L/∂v``) and the second derivatives, all broadcasting over
+leading axes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian import DiscreteLagrangian, interface_of
 
-from ._adapters import second_derivatives
 from ._errors import InputError
 
-__all__ = ["AlphaDiscreteLagrangian", "MidpointDiscreteLagrangian"]
+__all__ = ["AlphaDiscreteLagrangian", "MidpointDiscreteLagrangian", "jacobian_D1_dq1"]
 
 
 def _as_alpha(value) -> float:
@@ -32,31 +39,49 @@ def _as_alpha(value) -> float:
         raise InputError(f"alpha must be a real number in [0, 1]; got {value!r}") from None
 
 
+def jacobian_D1_dq1(ld: DiscreteLagrangian, system: Any, q0, q1, h):
+    """``∂(D1 L_d)/∂q1`` ``(..., n, n)`` of a ``DiscreteLagrangian`` (its ``D12``), or
+    ``None`` when ``system`` has no second derivatives of ``L``."""
+    if not interface_of(system).has_second_derivatives:
+        return None
+    return ld.D12(system, q0, q1, h)
+
+
 @attrs.frozen
-class AlphaDiscreteLagrangian:
+class AlphaDiscreteLagrangian(DiscreteLagrangian):
     """``L_d^α(q0, q1) = h[(1−α) L(q0, v) + α L(q1, v)]``, ``v = (q1 − q0)/h``.
 
     ``α = 0`` is ``L_d^A`` and ``α = 1`` is ``L_d^B`` (paper (10)); ``α = ½`` is the
-    trapezoidal (16) whose GNI is nonholonomic SHAKE/RATTLE. Other α are the convex family of
-    paper §5, eq. (16) (not in the paper). The GNI is of order 2 for ``α = ½`` and 1 otherwise.
+    trapezoidal (16) (``DiscreteLagrangian("trapezoidal")``) whose GNI is nonholonomic
+    SHAKE/RATTLE. Other α are the convex family of paper §5, eq. (16) (not in the paper).
+    The GNI is of order 2 for ``α = ½`` and 1 otherwise. ``kind`` is ``"endpoint"``.
     """
 
     alpha: float = attrs.field(converter=_as_alpha)
+    kind: str = attrs.field(default="endpoint", init=False)
 
-    @alpha.validator
-    def _check(self, attribute, value):
-        if not np.isfinite(value):
-            raise InputError(f"alpha must be a finite float, got {value!r}")
+    def __attrs_post_init__(self) -> None:
+        if not np.isfinite(self.alpha):
+            raise InputError(f"alpha must be a finite float, got {self.alpha!r}")
 
     @property
     def symmetric(self) -> bool:
+        """True for ``α = ½`` (the trapezoidal rule)."""
         return self.alpha == 0.5
 
     @property
     def order(self) -> int:
+        """2 for ``α = ½``, 1 otherwise."""
         return 2 if self.symmetric else 1
 
+    def __call__(self, system, q0, q1, h):
+        """``L_d^α(q0, q1)``."""
+        v = (q1 - q0) / h
+        a = self.alpha
+        return h * ((1.0 - a) * system.lagrangian(q0, v) + a * system.lagrangian(q1, v))
+
     def D1(self, system, q0, q1, h):
+        """``∂L_d^α/∂q0`` ``(..., n)``."""
         v = (q1 - q0) / h
         a = self.alpha
         out = -(1.0 - a) * system.D2L(q0, v) - a * system.D2L(q1, v)
@@ -65,6 +90,7 @@ class AlphaDiscreteLagrangian:
         return out
 
     def D2(self, system, q0, q1, h):
+        """``∂L_d^α/∂q1`` ``(..., n)``."""
         v = (q1 - q0) / h
         a = self.alpha
         out = (1.0 - a) * system.D2L(q0, v) + a * system.D2L(q1, v)
@@ -72,51 +98,36 @@ class AlphaDiscreteLagrangian:
             out = out + h * a * system.D1L(q1, v)
         return out
 
-    def D1_dq1(self, system, q0, q1, h):
+    def D12(self, system, q0, q1, h):
+        """``∂(D1 L_d^α)/∂q1`` ``(..., n, n)``."""
         v = (q1 - q0) / h
         a = self.alpha
         J = 0.0
         if a != 1.0:
-            d0 = second_derivatives(system, q0, v, need_qq=False)
-            if d0 is None:
-                return None
-            _, Lqv0, Lvv0 = d0
-            J = J + (1.0 - a) * (Lqv0 - Lvv0 / h)
+            J = J + (1.0 - a) * (system.D12L(q0, v) - system.D22L(q0, v) / h)
         if a != 0.0:
-            d1 = second_derivatives(system, q1, v, need_qq=False)
-            if d1 is None:
-                return None
-            _, Lqv1, Lvv1 = d1
-            J = J - a * (np.swapaxes(Lqv1, -1, -2) + Lvv1 / h)
+            J = J - a * (system.D21L(q1, v) + system.D22L(q1, v) / h)
         return J
+
+    def D1_dq1(self, system, q0, q1, h):
+        """:func:`jacobian_D1_dq1`."""
+        return jacobian_D1_dq1(self, system, q0, q1, h)
 
 
 @attrs.frozen
-class MidpointDiscreteLagrangian:
-    """``L_d(q0, q1) = h L((q0 + q1)/2, (q1 − q0)/h)`` (the midpoint rule of paper §7.2).
+class MidpointDiscreteLagrangian(DiscreteLagrangian):
+    """``L_d(q0, q1) = h L((q0 + q1)/2, (q1 − q0)/h)`` (the midpoint rule of paper §7.2):
+    ``DiscreteLagrangian("midpoint")``.
 
     Symmetric; its GNI is of order 2 (paper §5, eq. (16); an independent numpy check,
     see the docs' theory page).
     """
 
+    kind: str = attrs.field(default="midpoint", init=False)
+    alpha: float = attrs.field(default=0.5, init=False)
+
     symmetric = True
-    order = 2
-
-    def D1(self, system, q0, q1, h):
-        qm = 0.5 * (q0 + q1)
-        v = (q1 - q0) / h
-        return 0.5 * h * system.D1L(qm, v) - system.D2L(qm, v)
-
-    def D2(self, system, q0, q1, h):
-        qm = 0.5 * (q0 + q1)
-        v = (q1 - q0) / h
-        return 0.5 * h * system.D1L(qm, v) + system.D2L(qm, v)
 
     def D1_dq1(self, system, q0, q1, h):
-        qm = 0.5 * (q0 + q1)
-        v = (q1 - q0) / h
-        d = second_derivatives(system, qm, v)
-        if d is None:
-            return None
-        Lqq, Lqv, Lvv = d
-        return 0.25 * h * Lqq + 0.5 * (Lqv - np.swapaxes(Lqv, -1, -2)) - Lvv / h
+        """:func:`jacobian_D1_dq1`."""
+        return jacobian_D1_dq1(self, system, q0, q1, h)

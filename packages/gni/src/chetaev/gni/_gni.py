@@ -14,12 +14,17 @@ from chetaev.discrete_lagrangian import (
     Method,
     NewtonOptions,
     State,
+    SystemInterface,
     check_step_size,
+    interface_of,
     newton_solve,
 )
 
-from ._adapters import constraint_parts, metric
-from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
+from ._discrete_lagrangians import (
+    AlphaDiscreteLagrangian,
+    MidpointDiscreteLagrangian,
+    jacobian_D1_dq1,
+)
 from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
 from ._validation import (
@@ -55,21 +60,48 @@ def _mv(A, x):
     return np.einsum("...ij,...j->...i", A, x)
 
 
-def _split(csys):
-    inner = getattr(csys, "system", None)
-    constraint = getattr(csys, "constraint", None)
-    if inner is None or constraint is None or not hasattr(constraint, "dphi_dv"):
+def _interface(csys) -> SystemInterface:
+    """The system interface of ``csys``, checked to be a system with a constraint linear (or
+    affine) in the velocity."""
+    iface = interface_of(csys)
+    if not iface.is_constrained:
         raise InputError(
             "GNI runs on ConstrainedSystem(system, LinearVelocityConstraint(A, a)); got "
             f"{type(csys).__name__}. Wrap the Lagrangian system and its velocity constraint "
             "in chetaev.discrete_lagrangian.ConstrainedSystem"
         )
-    if not isinstance(constraint, LinearVelocityConstraint):
+    if not isinstance(iface.constraint, LinearVelocityConstraint):
         raise InputError(
             "GNI needs constraints linear (or affine) in the velocity, mu(q) v + a(q) = 0: use "
-            f"LinearVelocityConstraint(A, a); got {type(constraint).__name__}"
+            f"LinearVelocityConstraint(A, a); got {type(iface.constraint).__name__}"
         )
-    return inner, constraint
+    return iface
+
+
+def metric(iface: SystemInterface, q, override=None) -> np.ndarray:
+    """The metric ``G(q)`` ``(..., n, n)`` used by the projectors (paper (3)).
+
+    ``override`` (a callable ``q -> G``) wins; otherwise ``SystemInterface.metric`` (the mass
+    matrix ``M(q)``, or ``∂²L/∂v²`` at ``v = 0``).
+    """
+    q = np.asarray(q, dtype=float)
+    fn = override if override is not None else iface.metric
+    if fn is None:
+        raise InputError(
+            "GNI needs a metric for the projectors P and Q, but the system has neither a "
+            "mass matrix M(q) nor D22L; pass GNI(..., metric=lambda q: G(q)) returning a "
+            "symmetric positive definite (..., n, n) array"
+        )
+    G = np.asarray(fn(q), dtype=float)
+    return np.broadcast_to(G, q.shape[:-1] + G.shape[-2:])
+
+
+def constraint_parts(iface: SystemInterface, q):
+    """``(mu(q), a(q))`` of the constraint ``mu(q) v + a(q) = 0``; ``a`` is ``None`` for a
+    linear constraint."""
+    mu = np.asarray(iface.A(q), dtype=float)
+    a = np.asarray(iface.affine(q), dtype=float) if iface.affine is not None else None
+    return mu, a
 
 
 def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, guess=None):
@@ -98,7 +130,7 @@ def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, gue
     return newton_solve(fun, guess, jac=jac, options=newton, scale=scale)
 
 
-def gni_momentum_step(dl, system, constraint, q, v, lam, h, *, newton, metric_fn=None):
+def gni_momentum_step(dl, iface, q, v, lam, h, *, newton, metric_fn=None):
     """One step of the GNI in one-step ("reflection") form, paper Def. 4.1 / §2.6.
 
     Node data ``(q_k, v_k, λ_k)`` (``v_k`` satisfies the constraint) define
@@ -107,22 +139,22 @@ def gni_momentum_step(dl, system, constraint, q, v, lam, h, *, newton, metric_fn
     ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})`` and the node data at ``k+1`` follow from the
     closed-form multiplier ``h λ_{k+1} = −2 C⁻¹ (mu G⁻¹ p⁺_{k+1} + a)``.
 
+    ``iface`` is the :class:`SystemInterface` of the constrained system (see :func:`_interface`).
     Returns ``(q1, v1, lam1, p_bar1, p_plus1, newton_result)``.
     """
-    n = q.shape[-1]
-    G = metric(system, q, metric_fn)
-    mu, _ = constraint_parts(constraint, q, n)
+    G = metric(iface, q, metric_fn)
+    mu, _ = constraint_parts(iface, q)
     p_minus, _ = pre_post_from_node(v, lam, G, mu, h)
-    res = solve_pre_legendre(dl, system, q, p_minus, h, newton=newton, guess=q + h * v)
+    res = solve_pre_legendre(dl, iface, q, p_minus, h, newton=newton, guess=q + h * v)
     q1 = res.x
-    p_plus1 = dl.D2(system, q, q1, h)
-    G1 = metric(system, q1, metric_fn)
-    mu1, a1 = constraint_parts(constraint, q1, n)
+    p_plus1 = dl.D2(iface, q, q1, h)
+    G1 = metric(iface, q1, metric_fn)
+    mu1, a1 = constraint_parts(iface, q1)
     v1, lam1, p_bar1 = node_from_post_momentum(p_plus1, G1, mu1, h, a1)
     return q1, v1, lam1, p_bar1, p_plus1, res
 
 
-def gni_two_step_residual(dl, system, constraint, q_prev, q, x, h, *, metric_fn=None):
+def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     """Residual of the local form (9)/(27) with unknowns ``x = (q_{k+1}, λ_k)``.
 
     In chetaev's multiplier sign:
@@ -133,10 +165,10 @@ def gni_two_step_residual(dl, system, constraint, q_prev, q, x, h, *, metric_fn=
     """
     n = q.shape[-1]
     q1, lam = x[..., :n], x[..., n:]
-    G = metric(system, q, metric_fn)
-    mu, a = constraint_parts(constraint, q, n)
-    p_plus = dl.D2(system, q_prev, q, h)
-    d1 = dl.D1(system, q, q1, h)
+    G = metric(iface, q, metric_fn)
+    mu, a = constraint_parts(iface, q)
+    p_plus = dl.D2(iface, q_prev, q, h)
+    d1 = dl.D1(iface, q, q1, h)
     r1 = d1 + p_plus + h * np.einsum("...ji,...j->...i", mu, lam)
     r2 = _mv(mu, np.linalg.solve(G, (0.5 * (p_plus - d1))[..., None])[..., 0])
     if a is not None:
@@ -144,16 +176,16 @@ def gni_two_step_residual(dl, system, constraint, q_prev, q, x, h, *, metric_fn=
     return np.concatenate([r1, r2], axis=-1)
 
 
-def gni_two_step_jacobian(dl, system, constraint, q_prev, q, x, h, *, metric_fn=None):
+def gni_two_step_jacobian(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     """Jacobian of :func:`gni_two_step_residual` in ``x``, or ``None`` without second
     derivatives of the Lagrangian."""
     n = q.shape[-1]
     q1 = x[..., :n]
-    J = dl.D1_dq1(system, q, q1, h)
+    J = dl.D1_dq1(iface, q, q1, h)
     if J is None:
         return None
-    G = metric(system, q, metric_fn)
-    mu, _ = constraint_parts(constraint, q, n)
+    G = metric(iface, q, metric_fn)
+    mu, _ = constraint_parts(iface, q)
     m = mu.shape[-2]
     J = np.broadcast_to(J, (*q1.shape, n))
     muGinv = np.swapaxes(np.linalg.solve(G, np.swapaxes(mu, -1, -2)), -1, -2)
@@ -180,7 +212,7 @@ class _JacobianAlias:
         return self.inner.D2(system, q0, q1, h)
 
     def D1_dq1(self, system, q0, q1, h):
-        return self.inner.D12(system, q0, q1, h)
+        return jacobian_D1_dq1(self.inner, system, q0, q1, h)
 
 
 def _resolve_variant(variant):
@@ -290,51 +322,45 @@ class GNI(Method):
     def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         """Node 0: ``(q0, v0)`` must satisfy the constraint; ``λ_0`` is the continuous
         multiplier (paper §5 "Initialization")."""
-        inner, constraint = _split(system)
-        n = self._dim(system, inner)
+        iface = _interface(system)
+        n = iface.n
         q0 = as_points(q0, name="q0", n=n)
         v0 = as_points(v0, name="v0", n=n)
         q0, v0 = broadcast_pair(q0, v0, ("q0", "v0"))
         check_on_constraint(
-            constraint.residual(q0, v0),
+            iface.phi(q0, v0),
             tol=self.constraint_tol,
             what="the initial data (q0, v0)",
             fix="Project v0 onto the constraint set (e.g. v0 ← v0 − G⁻¹Aᵀ(AG⁻¹Aᵀ)⁻¹(A v0 + a)) "
             "or raise GNI(constraint_tol=...).",
         )
-        lam0 = np.asarray(system.multiplier(q0, v0), dtype=float)
-        G = metric(inner, q0, self.metric)
+        lam0 = np.asarray(iface.multiplier(q0, v0), dtype=float)
+        G = metric(iface, q0, self.metric)
         return State(t=float(t0), q=q0, v=v0, p=_mv(G, v0), lam=lam0, n=0, carry={}, info={})
 
     def state_from_points(self, system, q0, q1, h, t0: float = 0.0) -> State:
         """The state at node 1 from two discrete points ``(q0, q1)`` (a two-step start):
         ``p⁺_1 = D2 L_d(q0, q1)`` and the node data follow by (8)."""
-        inner, constraint = _split(system)
-        n = self._dim(system, inner)
+        iface = _interface(system)
+        n = iface.n
         h = check_step_size(h)
         q0 = as_points(q0, name="q0", n=n)
         q1 = as_points(q1, name="q1", n=n)
         dl = self.discrete_lagrangian
-        p_plus = dl.D2(inner, q0, q1, h)
-        G1 = metric(inner, q1, self.metric)
-        mu1, a1 = constraint_parts(constraint, q1, n)
+        p_plus = dl.D2(iface, q0, q1, h)
+        G1 = metric(iface, q1, self.metric)
+        mu1, a1 = constraint_parts(iface, q1)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, G1, mu1, h, a1)
         return State(t=float(t0) + h, q=q1, v=v1, p=p_bar, lam=lam1, n=1, carry={}, info={})
 
     def _step_impl(self, system, state: State, h) -> State:
         """Advance one step of size ``h`` (negative ``h`` runs the method backwards)."""
-        inner, constraint = _split(system)
+        iface = _interface(system)
         if self.form == "momentum":
-            return self._step_momentum(inner, constraint, state, h)
-        return self._step_two(inner, constraint, state, h)
+            return self._step_momentum(iface, state, h)
+        return self._step_two(iface, state, h)
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _dim(system, inner):
-        n = getattr(system, "n", None) or getattr(inner, "n", None)
-        if n is None:
-            raise InputError("the system does not expose its dimension n")
-        return int(n)
 
     def _fail(self, state, res, h):
         raise ConvergenceError(
@@ -346,11 +372,10 @@ class GNI(Method):
             hint="halve h, or increase NewtonOptions(max_iter=...)",
         )
 
-    def _step_momentum(self, inner, constraint, state, h):
+    def _step_momentum(self, iface, state, h):
         q1, v1, lam1, p_bar1, _, res = gni_momentum_step(
             self.discrete_lagrangian,
-            inner,
-            constraint,
+            iface,
             state.q,
             state.v,
             state.lam,
@@ -365,7 +390,7 @@ class GNI(Method):
             t=state.t + h, q=q1, v=v1, p=p_bar1, lam=lam1, n=state.n + 1, carry={}, info=info
         )
 
-    def _step_two(self, inner, constraint, state, h):
+    def _step_two(self, iface, state, h):
         dl = self.discrete_lagrangian
         q0 = state.q
         q1 = state.carry.get("q_next")
@@ -373,7 +398,7 @@ class GNI(Method):
         if q1 is None or state.carry.get("h") != h:
             # Start: the first point from the node data (discrete Legendre transform).
             q1, _, _, _, _, res = gni_momentum_step(
-                dl, inner, constraint, q0, state.v, state.lam, h,
+                dl, iface, q0, state.v, state.lam, h,
                 newton=self.newton, metric_fn=self.metric,
             )
             if not np.all(res.converged):
@@ -384,16 +409,16 @@ class GNI(Method):
 
         def fun(x):
             return gni_two_step_residual(
-                dl, inner, constraint, q0, q1, x, h, metric_fn=self.metric
+                dl, iface, q0, q1, x, h, metric_fn=self.metric
             )
 
         jac = None
-        j0 = gni_two_step_jacobian(dl, inner, constraint, q0, q1, x0, h, metric_fn=self.metric)
+        j0 = gni_two_step_jacobian(dl, iface, q0, q1, x0, h, metric_fn=self.metric)
         if j0 is not None:
 
             def jac(x):
                 return gni_two_step_jacobian(
-                    dl, inner, constraint, q0, q1, x, h, metric_fn=self.metric
+                    dl, iface, q0, q1, x, h, metric_fn=self.metric
                 )
 
         scale = 1.0 + np.max(np.abs(state.p), axis=-1)
@@ -402,10 +427,10 @@ class GNI(Method):
             self._fail(state, res, h)
         n = q0.shape[-1]
         q2, lam1 = res.x[..., :n], res.x[..., n:]
-        p_plus = dl.D2(inner, q0, q1, h)
-        p_minus = -dl.D1(inner, q1, q2, h)
+        p_plus = dl.D2(iface, q0, q1, h)
+        p_minus = -dl.D1(iface, q1, q2, h)
         p_bar = 0.5 * (p_plus + p_minus)
-        G1 = metric(inner, q1, self.metric)
+        G1 = metric(iface, q1, self.metric)
         v1 = np.linalg.solve(G1, p_bar[..., None])[..., 0]
         info = {
             "newton_iterations": iters + int(res.iterations),

@@ -34,6 +34,7 @@ from chetaev.discrete_lagrangian import (
     LinearVelocityConstraint,
     MechanicalSystem,
 )
+from chetaev.discrete_lagrangian import testing as dl_testing
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian, from_trivialized_lagrangian
 from chetaev.nh_integrators import testing as nh_testing
 
@@ -122,20 +123,13 @@ def hand_lie_system(mass: float = MASS, inertia_z: float = INERTIA_Z) -> Constra
 
 def hand_coordinate_system(mass: float = MASS, inertia_z: float = INERTIA_Z
                            ) -> ConstrainedSystem:
-    """The hand-written twin of :func:`coordinate_system`."""
+    """The hand-written twin of :func:`coordinate_system`.
 
-    def V(q):
-        return 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2)
-
-    def gV(q):
-        g = np.array(q, dtype=float, copy=True)
-        g[..., 2] = 0.0
-        return g
-
-    def hV(q):
-        H = np.zeros((*np.shape(q)[:-1], 3, 3))
-        H[..., 0, 0] = H[..., 1, 1] = 1.0
-        return H
+    The spring potential ½(x² + y²) is the one of
+    :func:`chetaev.discrete_lagrangian.testing.harmonic_nonholonomic_particle` (reused, with
+    its gradient and Hessian).
+    """
+    spring = dl_testing.harmonic_nonholonomic_particle().system
 
     def A(q):
         th = q[..., 2]
@@ -149,7 +143,8 @@ def hand_coordinate_system(mass: float = MASS, inertia_z: float = INERTIA_Z
         return D
 
     return ConstrainedSystem(
-        MechanicalSystem(np.diag([mass, mass, inertia_z]), V, gV, potential_hess=hV),
+        MechanicalSystem(np.diag([mass, mass, inertia_z]), spring.V, spring.gradV,
+                         potential_hess=spring.hessV),
         LinearVelocityConstraint(A, dA=dA),
     )
 

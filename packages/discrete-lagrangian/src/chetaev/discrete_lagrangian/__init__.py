@@ -27,6 +27,7 @@ from ._errors import (
     UnpicklableError,
 )
 from ._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
+from ._interface import SystemInterface, interface_of
 from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
 from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
 from ._method import Method, check_step_size
@@ -52,7 +53,6 @@ from ._systems import (
 from ._trajectory import Trajectory
 from ._version import __version__ as __version__
 from ._vprk import VPRK
-from ._interface import SystemInterface, interface_of
 
 __all__ = [
     "OVERFLOW_BOUND",
@@ -89,6 +89,7 @@ __all__ = [
     "State",
     "StepSolution",
     "StoreMismatchError",
+    "SystemInterface",
     "Trajectory",
     "TrivializedLagrangianSystem",
     "TrivializedMechanicalSystem",
@@ -99,6 +100,7 @@ __all__ = [
     "compare_derivative",
     "integrate",
     "integrate_ensemble",
+    "interface_of",
     "lie_prk_residual",
     "newton_solve",
     "prk_residual",
@@ -108,6 +110,4 @@ __all__ = [
     "solve_lie_stages",
     "solve_stages",
     "take_members",
-    "SystemInterface",
-    "interface_of",
 ]

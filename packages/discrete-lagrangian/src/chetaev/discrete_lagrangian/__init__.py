@@ -7,7 +7,7 @@ from ._constraints import (
     LinearVelocityConstraint,
     VelocityConstraint,
 )
-from ._del import DiscreteEulerLagrange, DiscreteLagrangian
+from ._del import DiscreteEulerLagrange, DiscreteLagrangian, lagrangian_two_form
 from ._derivcheck import compare_derivative
 from ._ensemble import (
     EnsembleResult,
@@ -98,6 +98,7 @@ __all__ = [
     "compare_derivative",
     "integrate",
     "integrate_ensemble",
+    "lagrangian_two_form",
     "lie_prk_residual",
     "newton_solve",
     "prk_residual",

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-
 from chetaev.discrete_lagrangian import DiscreteLagrangian, lagrangian_two_form
 
 from ._validation import as_step, fd_jacobian

@@ -24,37 +24,19 @@ __all__ = ["TwoPointLagrangian"]
 
 @attrs.frozen(eq=False)
 class _ContinuousLagrangian:
-    """L(q, v) given by its derivative callables, in the slot names of
-    ``chetaev.discrete_lagrangian`` systems (D1L = ∂L/∂q, D2L = ∂L/∂v, D11L, D12L[i, j] =
-    ∂²L/∂q_i∂v_j, D21L = D12Lᵀ, D22L), as :class:`DiscreteLagrangian` reads them."""
+    """L(q, v) given by its derivative callables, under the slot names of
+    ``chetaev.discrete_lagrangian`` systems as :class:`DiscreteLagrangian` reads them
+    (D1L = ∂L/∂q, D2L = ∂L/∂v, D11L, D12L[i, j] = ∂²L/∂q_i∂v_j, D21L = D12Lᵀ, D22L)."""
 
-    dLdq: Callable
-    dLdv: Callable
-    L: Callable | None = None
-    dqdq: Callable | None = None
-    dqdv: Callable | None = None
-    dvdv: Callable | None = None
-
-    def lagrangian(self, q, v):
-        return np.asarray(self.L(q, v))
-
-    def D1L(self, q, v):
-        return np.asarray(self.dLdq(q, v))
-
-    def D2L(self, q, v):
-        return np.asarray(self.dLdv(q, v))
-
-    def D11L(self, q, v):
-        return np.asarray(self.dqdq(q, v))
-
-    def D12L(self, q, v):
-        return np.asarray(self.dqdv(q, v))
+    D1L: Callable
+    D2L: Callable
+    lagrangian: Callable | None = None
+    D11L: Callable | None = None
+    D12L: Callable | None = None
+    D22L: Callable | None = None
 
     def D21L(self, q, v):
-        return np.swapaxes(np.asarray(self.dqdv(q, v)), -1, -2)
-
-    def D22L(self, q, v):
-        return np.asarray(self.dvdv(q, v))
+        return np.swapaxes(np.asarray(self.D12L(q, v)), -1, -2)
 
 
 @attrs.frozen(eq=False)

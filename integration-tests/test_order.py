@@ -13,7 +13,6 @@ method's declared ``order`` within ``BAND`` (DESIGN.md, "What done means").
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +69,6 @@ def _dsocs_curvature(q: np.ndarray) -> np.ndarray:  # the registry's k(x, y) = 1
     return 1.0 + 0.3 * q[..., 0]
 
 
-def _system_at(name: str, system: Any, h: float) -> Any:
-    """The registry's system, rebuilt for step h where the system holds h (DSOCS)."""
-    if not name.startswith("DSOCS"):
-        return system
-    from chetaev.dsocs import curvature_particle_dsocs
-
-    params = inspect.signature(curvature_particle_dsocs).parameters
-    if "h" not in params:  # a DSOCS system that no longer holds h
-        return curvature_particle_dsocs(_dsocs_curvature, closed_form=False)
-    return curvature_particle_dsocs(_dsocs_curvature, h=h, closed_form=False)
-
-
 def _reference_q(name: str, system: Any, q0: Any, v0: Any, T: float) -> np.ndarray:
     """Configuration at T of the continuous equations (DOP853, rtol = atol = 1e-13)."""
     if name.startswith("DSOCS"):
@@ -104,7 +91,7 @@ def test_measured_order_is_the_declared_order(name: str, make_method, make_probl
     q_ref = _reference_q(name, system, q0, v0, T)
     errs = []
     for h in hs:
-        sol = integrate(_system_at(name, system, h), method, q0, v0, h=h, t_final=T)
+        sol = integrate(system, method, q0, v0, h=h, t_final=T)
         assert sol.success, sol.message
         assert sol.t[-1] == pytest.approx(T, rel=1e-12)
         errs.append(float(np.max(np.abs(sol.q[-1] - q_ref))))

@@ -93,7 +93,8 @@ def curvature_particle() -> Problem:
     from chetaev.dsocs import curvature_particle_dsocs
 
     h = 0.05
-    dsocs = curvature_particle_dsocs(lambda q: 1.0 + 0.3 * q[..., 0], h=h, closed_form=False)
+    # the system holds no step: the method discretizes at the h of each step
+    dsocs = curvature_particle_dsocs(lambda q: 1.0 + 0.3 * q[..., 0], closed_form=False)
     return dsocs, np.array([0.0, 0.0]), np.array([1.0, 0.0]), h
 
 

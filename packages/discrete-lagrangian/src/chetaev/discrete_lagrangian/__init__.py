@@ -7,7 +7,7 @@ from ._constraints import (
     LinearVelocityConstraint,
     VelocityConstraint,
 )
-from ._del import DiscreteEulerLagrange, DiscreteLagrangian
+from ._del import DiscreteEulerLagrange, DiscreteLagrangian, lagrangian_two_form
 from ._derivcheck import compare_derivative
 from ._ensemble import (
     EnsembleResult,
@@ -101,6 +101,7 @@ __all__ = [
     "integrate",
     "integrate_ensemble",
     "interface_of",
+    "lagrangian_two_form",
     "lie_prk_residual",
     "newton_solve",
     "prk_residual",

@@ -28,9 +28,24 @@ from ._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ._state import State
 from ._validation import as_float
 
-__all__ = ["DiscreteEulerLagrange", "DiscreteLagrangian"]
+__all__ = ["DiscreteEulerLagrange", "DiscreteLagrangian", "lagrangian_two_form"]
 
 _KINDS = ("midpoint", "trapezoidal", "alpha")
+
+
+def lagrangian_two_form(d12: np.ndarray) -> np.ndarray:
+    """Ω_{L_d} = −dθ⁺ as a (..., 2n, 2n) matrix from D12L_d (paper §4; Marsden & West 2001).
+
+    ``d12[..., i, j] = ∂²L_d/∂q0_i ∂q1_j``; Ω = [[0, −D12], [D12ᵀ, 0]], Ω(u, w) = uᵀΩw on
+    T(Q×Q) ∋ u = (δq0, δq1). The one formula of the discrete Lagrangian two-form (used by
+    :meth:`DiscreteLagrangian.omega` and by ``chetaev.dsocs.TwoPointLagrangian.omega``).
+    """
+    d12 = np.asarray(d12, dtype=float)
+    n = d12.shape[-1]
+    out = np.zeros((*d12.shape[:-2], 2 * n, 2 * n))
+    out[..., :n, n:] = -d12
+    out[..., n:, :n] = np.swapaxes(d12, -1, -2)
+    return out
 
 
 @attrs.frozen
@@ -105,6 +120,44 @@ class DiscreteLagrangian:
         qa = (1 - a) * q0 + a * q1
         return (h * (1 - a) * (a * system.D11L(qa, vb) + system.D12L(qa, vb) / h)
                 - (a * system.D21L(qa, vb) + system.D22L(qa, vb) / h))
+
+    def D11(self, system: Any, q0, q1, h: float):
+        """∂²L_d/∂q0², shape (..., n, n) (``system.D12L[i, j] = ∂²L/∂q_i∂v_j``).
+
+        α rule: h(1−α)²L_qq − (1−α)(L_qv + L_vq) + L_vv/h at ((1−α)q0 + αq1, v̄);
+        trapezoidal: (h/2)L_qq(q0) − ½(L_qv + L_vq)(q0) + (L_vv(q0) + L_vv(q1))/(2h).
+        """
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return (0.5 * h * system.D11L(q0, vb)
+                    - 0.5 * (system.D12L(q0, vb) + system.D21L(q0, vb))
+                    + 0.5 * (system.D22L(q0, vb) + system.D22L(q1, vb)) / h)
+        b = 1 - self.alpha
+        qa = b * q0 + self.alpha * q1
+        return (h * b * b * system.D11L(qa, vb)
+                - b * (system.D12L(qa, vb) + system.D21L(qa, vb))
+                + system.D22L(qa, vb) / h)
+
+    def D22(self, system: Any, q0, q1, h: float):
+        """∂²L_d/∂q1², shape (..., n, n).
+
+        α rule: hα²L_qq + α(L_qv + L_vq) + L_vv/h at ((1−α)q0 + αq1, v̄);
+        trapezoidal: (h/2)L_qq(q1) + ½(L_qv + L_vq)(q1) + (L_vv(q0) + L_vv(q1))/(2h).
+        """
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return (0.5 * h * system.D11L(q1, vb)
+                    + 0.5 * (system.D12L(q1, vb) + system.D21L(q1, vb))
+                    + 0.5 * (system.D22L(q0, vb) + system.D22L(q1, vb)) / h)
+        a = self.alpha
+        qa = (1 - a) * q0 + a * q1
+        return (h * a * a * system.D11L(qa, vb)
+                + a * (system.D12L(qa, vb) + system.D21L(qa, vb))
+                + system.D22L(qa, vb) / h)
+
+    def omega(self, system: Any, q0, q1, h: float):
+        """Ω_{L_d}(q0, q1) as a (..., 2n, 2n) matrix (:func:`lagrangian_two_form` of D12)."""
+        return lagrangian_two_form(self.D12(system, q0, q1, h))
 
     def legendre_minus(self, system: Any, q0, q1, h: float):
         """Discrete Legendre transform FL_d⁻: p0 = −D1L_d(q0, q1)."""

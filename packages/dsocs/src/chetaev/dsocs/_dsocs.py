@@ -12,20 +12,23 @@ Theorem 5.1 and the two-form identity of Theorem 5.3 are provided as diagnostics
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, newton_solve, register_picklable
+from chetaev.discrete_lagrangian import register_picklable
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
-from ._errors import DSOCSConvergenceError, DSOCSInputError
+from ._errors import DSOCSInputError
 from ._lagrangian import TwoPointLagrangian
-from ._solve import deflated, gauss_newton
 from ._validation import as_points, as_step, step_points
 
 __all__ = ["DSOCS", "FlowConditions", "TwoFormCheck", "central_difference"]
+
+#: DSOCS.at(h) of a family over the step: one discretization per (family, h)
+_AT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def central_difference(q0, q1, q2, h: float):
@@ -34,8 +37,8 @@ def central_difference(q0, q1, q2, h: float):
     return q1, (q2 - q0) / (2.0 * h), (q2 - 2.0 * q1 + q0) / h**2
 
 
-def _as_lagrangian(obj) -> TwoPointLagrangian:
-    if isinstance(obj, TwoPointLagrangian):
+def _as_lagrangian(obj) -> TwoPointLagrangian | None:
+    if obj is None or isinstance(obj, TwoPointLagrangian):
         return obj
     if callable(getattr(obj, "D1", None)) and callable(getattr(obj, "D2", None)):
         return TwoPointLagrangian(
@@ -63,8 +66,8 @@ def _as_kinematic(obj) -> KinematicConstraint | None:
     )
 
 
-def _as_variational(obj) -> VariationalConstraint:
-    if isinstance(obj, VariationalConstraint):
+def _as_variational(obj) -> VariationalConstraint | None:
+    if obj is None or isinstance(obj, VariationalConstraint):
         return obj
     if callable(obj):
         return VariationalConstraint(basis=obj)
@@ -90,6 +93,14 @@ def _positive_tol(_inst, attribute, value):
         raise DSOCSInputError(
             f"{attribute.name} must be a finite positive number (e.g. 1e-12); got {value!r}."
         )
+
+
+def _optional(check):
+    def optional(inst, attribute, value):
+        if value is not None:
+            check(inst, attribute, value)
+
+    return optional
 
 
 def _count(lowest: int):
@@ -156,49 +167,96 @@ class DSOCS:
     variational_constraint : VariationalConstraint or callable basis(q0, q1, q2) → (r, n)
         D_V, allowed variations of the middle point.
     h : float, optional
-        Time step of the discretization (needed by the integrator and the starts).
+        The step the pieces were discretized at, when they depend on it (a DSOCS built by
+        :meth:`from_continuous` with ``h``, or a discrete Lagrangian made at that step). The
+        system holds no step otherwise: :meth:`at` gives the pieces at any ``h`` of a DSOCS
+        built by ``from_continuous`` without ``h``, and the method takes ``h`` from ``step``
+        only — a DSOCS with its own ``h`` raises :class:`DSOCSInputError` for a step with
+        another one.
     socs : SOCS, optional
         The continuous system the DSOCS discretizes (set by :meth:`from_continuous`); used
         by the second-order start and for energies.
-    solver : callable, optional
-        Problem-specific step ``solver(q0, q1)`` → q2 overriding the generic Newton
-        solve (e.g. the closed-form particle step, the R-branch of the inertia wheel).
-    root_filter : callable, optional
-        Root-selection safeguard ``root_filter(q0, q1, q2)`` → bool array, True for an
-        admissible root. A rejected root is deflated (Farrell et al. 2015) and Newton
-        restarts from the extrapolated guess 2q1 − q0, its reflections about the rejected
-        root and q1 (up to ``max_deflations`` rounds; the same restarts are tried when
-        Newton fails to converge). If no admissible root is found the step raises — it never
-        returns a rejected root. Paper §4.2, eqs. (8)–(10).
-    tol, max_iter : float, int
-        Newton tolerance and iteration cap. Square systems: ``newton_solve`` of
-        chetaev.discrete_lagrangian on sensitivity-normalized rows (≈ |Δq2| ≤ tol(1 + |q|)),
-        then one polishing step; otherwise Gauss–Newton with |Δq2|∞ ≤ tol·(1 + |q2|∞).
+    solver, root_filter, tol, max_iter, max_deflations : optional
+        **Compatibility only** (deprecated location: the step options belong to the method,
+        :class:`~chetaev.dsocs.DSOCSIntegrator`, which holds ``solver``, ``root_filter``,
+        ``tol``, ``max_iter``, ``max_deflations``). Set here, they are the defaults of
+        :meth:`step`, :meth:`trajectory` and of a ``DSOCSIntegrator`` that leaves the option
+        unset (``None``); the method's own value wins. ``solver(q0, q1)`` and
+        ``root_filter(q0, q1, q2)`` here are bound to the DSOCS's ``h``. Unset everywhere:
+        ``tol=1e-12``, ``max_iter=50``, ``max_deflations=3``, no solver, no filter.
     derivative_check : bool, keyword-only, default True
         Verify every supplied derivative (:meth:`check_derivatives`) once, before the first
         step of ``DSOCSIntegrator``; ``False`` skips it.
+    discretization : callable, keyword-only, optional
+        ``discretization(h)`` → the DSOCS at step ``h`` (set by :meth:`from_continuous`
+        without ``h``); such a DSOCS holds no pieces itself (use :meth:`at`).
 
     Notes
     -----
     One step is a two-step method: given (q_{k−1}, q_k) solve eq. (4) for q_{k+1}. The system
     is square when m + r = n; otherwise (redundant rows, annihilator form) it is solved by
     Gauss–Newton, which needs only injectivity (paper Def. 3.1, 3.2, eqs. (2)–(4), Thm. 3.3
-    "Redundant rows").
+    "Redundant rows"). The solve is :meth:`DSOCSIntegrator.solve`.
     """
 
-    discrete_lagrangian: TwoPointLagrangian = attrs.field(converter=_as_lagrangian)
+    discrete_lagrangian: TwoPointLagrangian | None = attrs.field(converter=_as_lagrangian)
     kinematic_constraint: KinematicConstraint | None = attrs.field(converter=_as_kinematic)
-    variational_constraint: VariationalConstraint = attrs.field(converter=_as_variational)
+    variational_constraint: VariationalConstraint | None = attrs.field(
+        converter=_as_variational)
     h: float | None = attrs.field(default=None, converter=_optional_step)
     socs: SOCS | None = None
     solver: Callable | None = attrs.field(default=None, validator=_optional_callable)
     root_filter: Callable | None = attrs.field(default=None, validator=_optional_callable)
-    tol: float = attrs.field(default=1e-12, validator=_positive_tol)
-    max_iter: int = attrs.field(default=50, validator=_count(1))
-    max_deflations: int = attrs.field(default=3, validator=_count(0))
+    tol: float | None = attrs.field(default=None, validator=_optional(_positive_tol))
+    max_iter: int | None = attrs.field(default=None, validator=_optional(_count(1)))
+    max_deflations: int | None = attrs.field(default=None, validator=_optional(_count(0)))
     tangent_basis: Callable | None = None
     name: str = "DSOCS"
     derivative_check: bool = attrs.field(default=True, kw_only=True)
+    discretization: Callable | None = attrs.field(default=None, kw_only=True,
+                                                  validator=_optional_callable)
+
+    def __attrs_post_init__(self) -> None:
+        if self.discretization is None and (self.discrete_lagrangian is None
+                                            or self.variational_constraint is None):
+            raise DSOCSInputError(
+                "a DSOCS needs a discrete_lagrangian and a variational_constraint (or, for a "
+                "family over the step, discretization=...: use DSOCS.from_continuous)."
+            )
+
+    def at(self, h: float) -> DSOCS:
+        """The DSOCS at step ``h``: Theorem 3.3's pieces as functions of (q0, q1, q2) there.
+
+        A DSOCS built by :meth:`from_continuous` without ``h`` discretizes at ``h`` (once per
+        step size, cached); a DSOCS whose pieces do not depend on ``h`` is returned as is;
+        a DSOCS with its own ``h`` is returned if ``h`` agrees with it (relative 1e-12).
+
+        Raises
+        ------
+        DSOCSInputError
+            ``h`` is not a finite nonzero real, or disagrees with the DSOCS's own ``h``.
+        """
+        h = as_step(h)
+        if self.h is None and self.discretization is not None:
+            cache = _AT_CACHE.setdefault(self, {})
+            if h not in cache:
+                cache[h] = self.discretization(h)
+            return cache[h]
+        if self.h is not None and not np.isclose(h, self.h, rtol=1e-12, atol=0.0):
+            raise DSOCSInputError(
+                f"the DSOCS was discretized with h = {self.h:g} but the step is h = {h:g}; "
+                "build the DSOCS with the same step, or build it by DSOCS.from_continuous "
+                "without h (then every step size works)."
+            )
+        return self
+
+    def _pieces(self) -> None:
+        """Raise unless this DSOCS holds its pieces (not a family over the step)."""
+        if self.discrete_lagrangian is None:
+            raise DSOCSInputError(
+                "this DSOCS (from_continuous without h) is a family over the step: its "
+                "equations depend on h; use dsocs.at(h) (the method does this at every step)."
+            )
 
     def check_derivatives(self, q0, q1, q2=None) -> None:
         """Compare every supplied derivative with a central finite difference.
@@ -224,6 +282,7 @@ class DSOCS:
         """
         from ._derivcheck import check_kinematic, check_lagrangian
 
+        self._pieces()
         q0 = as_points(q0, "q0")
         n = q0.shape[-1]
         q1 = as_points(q1, "q1", n)
@@ -242,6 +301,7 @@ class DSOCS:
     # -- the equations of Theorem 3.3 ------------------------------------------------------
     def force(self, q0, q1, q2) -> np.ndarray:
         """p = D2L_d(q0, q1) + D1L_d(q1, q2) = 𝔽⁺L_d(q0,q1) − 𝔽⁻L_d(q1,q2) (eq. (3)), (..., n)."""
+        self._pieces()
         Ld = self.discrete_lagrangian
         return np.asarray(Ld.D2(q0, q1), float) + np.asarray(Ld.D1(q1, q2), float)
 
@@ -251,6 +311,7 @@ class DSOCS:
 
     def constraint_residual(self, q0, q1, q2) -> np.ndarray:
         """g(q0, q1, q2), (..., m) (zero on D_K)."""
+        self._pieces()
         if self.kinematic_constraint is None:
             return np.zeros((*np.broadcast_shapes(np.shape(q0), np.shape(q2))[:-1], 0))
         return self.kinematic_constraint.residual(q0, q1, q2)
@@ -266,6 +327,7 @@ class DSOCS:
 
         These are D21L_d(q0,q1), D22L_d(q0,q1) + D11L_d(q1,q2) and D12L_d(q1,q2).
         """
+        self._pieces()
         Ld = self.discrete_lagrangian
         return (
             np.swapaxes(Ld.d12(q0, q1), -1, -2),
@@ -300,6 +362,7 @@ class DSOCS:
 
     def discrete_energy(self, q0, q1) -> np.ndarray:
         """L_d(q0, q1) (for the particle: the conserved discrete energy, §4.1.2)."""
+        self._pieces()
         if self.discrete_lagrangian.value is None:
             raise DSOCSInputError("the discrete Lagrangian has no value(q0, q1) function.")
         return np.asarray(self.discrete_lagrangian.value(q0, q1))
@@ -311,6 +374,7 @@ class DSOCS:
 
     def jacobian_q2(self, q0, q1, q2) -> np.ndarray:
         """D_3 of eq. (4) only, (..., m + r, n): the Newton matrix of the step."""
+        self._pieces()
         q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
         V = self.variational_constraint
         E = V.matrix(q0, q1, q2)
@@ -322,159 +386,28 @@ class DSOCS:
         return np.concatenate([self.kinematic_constraint.jacobian_q2(q0, q1, q2), dbeta], -2)
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0):
+    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0, method=None):
         """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)``.
 
-        Uses ``solver`` when set, else Newton/Gauss–Newton from ``guess`` (default
-        2q1 − q0) with the root-selection safeguard ``root_filter``.
+        A convenience for :meth:`DSOCSIntegrator.solve` ``(self, q0, q1, self.h, ...)``
+        with ``method`` (default: ``DSOCSIntegrator()``, whose unset options take this
+        DSOCS's compatibility defaults): the solve belongs to the method.
 
         Raises
         ------
         DSOCSConvergenceError
             If Newton fails, or every root found is rejected by ``root_filter``.
         """
-        _, q0, q1 = step_points(1.0, q0, q1, names=("q0", "q1"))
-        if self.solver is not None:
-            q2 = np.asarray(self.solver(q0, q1), float)
-            # the residual of eq. (4) at the solver's point is measured, not assumed
-            with np.errstate(invalid="ignore", over="ignore"):
-                r = self.residual(q0, q1, q2) if np.all(np.isfinite(q2)) else np.full(1, np.nan)
-            resid = float(np.max(np.abs(r))) if r.size else 0.0
-            if not np.isfinite(resid):
-                raise DSOCSConvergenceError(
-                    step=step_index, t=t, residual=resid, tol=self.tol, iterations=0,
-                    hint="the problem-specific solver returned a non-finite point (no real "
-                    "root of eq. (4) from these nodes); halve h or use the generic Newton "
-                    "solve (solver=None)",
-                )
-            info = {"newton_iterations": 0, "residual": resid, "rejected_roots": 0}
-            return q2, info
-        x0 = 2.0 * q1 - q0 if guess is None else np.asarray(guess, float)
+        from ._integrator import DSOCSIntegrator
 
-        def fun(x):
-            return self.residual(q0, q1, x)
+        self._pieces()
+        method = DSOCSIntegrator() if method is None else method
+        return method.solve(self, q0, q1, self.h, guess, step_index=step_index, t=t)
 
-        def jac(x):
-            return self.jacobian_q2(q0, q1, x)
-
-        def solve(x_start, roots):
-            f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
-            # a diverging restart may overflow; gauss_newton reports it as not converged
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter,
-                                    damped=False)
-
-        n = q0.shape[-1]
-        J_guess = jac(np.broadcast_to(x0, np.broadcast_shapes(q0.shape, np.shape(x0))))
-        if J_guess.shape[-2] == n:
-            # square system: the shared solver of chetaev.discrete_lagrangian, on rows
-            # normalized by their sensitivity Σ_j |∂F_i/∂q2_j|(1 + |q1_j|) — the size of the
-            # terms each row balances — so its residual test reads |Δq2| ≲ tol·(1 + |q|)
-            w = 1.0 / np.maximum(
-                np.einsum("...ij,...j->...i", np.abs(J_guess), 1.0 + np.abs(q1)), 1e-300)
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                res = newton_solve(
-                    lambda x: w * fun(x), x0, jac=lambda x: w[..., None] * jac(x),
-                    options=NewtonOptions(tol=self.tol, max_iter=self.max_iter),
-                    f0=w * fun(x0), j0=w[..., None] * J_guess,
-                )
-                if bool(np.all(res.converged)):  # one polishing step: |Δq2| ~ tol² after it
-                    x = res.x
-                    try:
-                        dx = np.linalg.solve(jac(x), fun(x)[..., None])[..., 0]
-                    except np.linalg.LinAlgError:  # singular at the root: keep it as is
-                        dx = np.full(x.shape, np.nan)
-                    if np.all(np.isfinite(dx)):
-                        res = attrs.evolve(res, x=x - dx, iterations=res.iterations + 1)
-        else:
-            res = solve(x0, [])
-        total_it = res.iterations
-        q2 = res.x
-
-        def admissible(r):
-            """Per batch entry: converged and (if a filter is set) accepted by it."""
-            ok = np.asarray(r.converged, dtype=bool)
-            if self.root_filter is not None:
-                ok = ok & np.asarray(self.root_filter(q0, q1, r.x), dtype=bool)
-            return ok
-
-        ok_e = admissible(res)  # which batch entries hold an admissible root
-        rejected: list[np.ndarray] = []
-        accepted = bool(np.all(ok_e))
-        if not accepted and (self.root_filter is not None or self.max_deflations > 0):
-            # root-selection safeguard (paper §4.2, eqs. (8)–(10)): deflate the rejected roots and
-            # restart
-            # from the extrapolated guess, its reflections about the rejected root, and q1.
-            # Entries are accepted one by one: an entry keeps the first admissible root found
-            if bool(np.any(np.asarray(res.converged, dtype=bool) & ~ok_e)):
-                rejected.append(q2.copy())
-            for _attempt in range(self.max_deflations):
-                xr = rejected[-1] if rejected else x0
-                candidates = [(x0, True)] if rejected else []
-                candidates += [(2 * x0 - xr, False), (2 * x0 - xr, True),
-                               (2 * xr - x0, False), (2 * xr - x0, True),
-                               (q1, False), (q1, True)]
-                found_new = False
-                for start, use_defl in candidates:
-                    r = solve(start, rejected if use_defl else [])
-                    total_it += r.iterations
-                    ok_r = admissible(r)
-                    take = ok_r & ~ok_e
-                    q2 = np.where(take[..., None], r.x, q2)
-                    ok_e = ok_e | ok_r
-                    if bool(np.all(ok_e)):
-                        accepted = True
-                        break
-                    bad_r = np.asarray(r.converged, dtype=bool) & ~ok_r & ~ok_e
-                    if bool(np.any(bad_r)) and all(
-                        np.max(np.abs(r.x - x)[bad_r]) > 1e-9 * (1 + np.max(np.abs(x)))
-                        for x in rejected
-                    ):
-                        rejected.append(r.x.copy())
-                        found_new = True
-                if accepted or not found_new:
-                    break
-        if not accepted:
-            if rejected and self.root_filter is not None:
-                raise DSOCSConvergenceError(
-                    step=step_index, t=t, residual=float(np.max(np.abs(fun(rejected[-1])))),
-                    tol=self.tol, iterations=total_it,
-                    hint=f"the {len(rejected)} root(s) found were rejected by root_filter; "
-                    "halve h or give a problem-specific solver=... (paper §4.2, eqs. (8)–(10))",
-                )
-            raise DSOCSConvergenceError(
-                step=step_index, t=t, residual=float(np.max(res.residual)), tol=self.tol,
-                iterations=total_it,
-                hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
-                "solver=... (see the docs' theory page)",
-            )
-        roots = rejected
-        if J_guess.shape[-2] != n:
-            # Gauss–Newton stops on the step size: make sure the overdetermined system is
-            # really solved (rows not involving q2 — e.g. g_d(q0, q1) of Remark 3.4 — cannot
-            # be corrected by the step)
-            Js = self.jacobians(q0, q1, q2)
-            qs = (q0, q1, q2)
-            sens = sum(np.einsum("...ij,...j->...i", np.abs(Jk), 1.0 + np.abs(qk))
-                       for Jk, qk in zip(Js, qs))
-            rel = np.abs(fun(q2)) / np.maximum(sens, 1e-300)
-            if np.max(rel) > 1e-8:
-                raise DSOCSConvergenceError(
-                    step=step_index, t=t, residual=float(np.max(rel)), tol=1e-8,
-                    iterations=total_it,
-                    hint="the step equations have no exact solution; check that (q0, q1) "
-                    "satisfies the constraint rows that do not involve q2 (for a DSOCS from a "
-                    "discrete nonholonomic system: g_d(q0, q1) = 0)",
-                )
-        info = {
-            "newton_iterations": total_it,
-            "residual": float(np.max(np.abs(fun(q2)))) if fun(q2).size else 0.0,
-            "rejected_roots": len(roots),
-        }
-        return q2, info
-
-    def trajectory(self, q0, q1, n_steps: int) -> np.ndarray:
+    def trajectory(self, q0, q1, n_steps: int, *, method=None) -> np.ndarray:
         """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics).
+
+        Each step is :meth:`step` (``method`` as there).
 
         Raises :class:`DSOCSConvergenceError` naming the failed step k and t_k = k h (``nan``
         when the DSOCS was built without ``h``).
@@ -488,7 +421,8 @@ class DSOCS:
         for k in range(1, int(n_steps)):
             # a failure names the step and, when the DSOCS knows h, the time t_k = k h
             t = k * self.h if self.h is not None else float("nan")
-            out[k + 1], _ = self.step(out[k - 1], out[k], step_index=k, t=t)
+            out[k + 1], _ = self.step(out[k - 1], out[k], step_index=k, t=t,
+                                       method=method)
         return out
 
     # -- Theorem 5.1 -------------------------------------------------------------------------
@@ -583,7 +517,7 @@ class DSOCS:
         system,
         constraint: Callable,
         variations: Callable,
-        h: float,
+        h: float | None = None,
         *,
         constraint_jacobian: Callable | None = None,
         variations_depend_on: tuple[str, ...] = ("q", "v", "a"),
@@ -600,16 +534,42 @@ class DSOCS:
         system : chetaev.discrete_lagrangian Lagrangian system
         constraint : callable ``constraint(q, v, a)`` → (..., m), C_K.
         variations : callable ``variations(q, v, a)`` → (..., r, n), rows spanning C_V.
-        h : float, the time step.
+        h : float, optional
+            The time step. Without it (the system holds no step) the result is the family
+            over the step: ``dsocs.at(h)`` discretizes at any ``h`` and ``DSOCSIntegrator``
+            does so at the ``h`` of each ``step``. With it (compatibility) the DSOCS is the
+            discretization at that ``h`` only and a step with another ``h`` raises.
         constraint_jacobian : callable, optional
             ``(q, v, a)`` → (c_q, c_v, c_a); chained through the central map
             (D_1g = −c_v/(2h) + c_a/h², D_2g = c_q − 2c_a/h², D_3g = c_v/(2h) + c_a/h²).
         variations_depend_on : subset of ("q", "v", "a")
             What ``variations`` depends on (() for a constant basis); saves derivatives.
-        **kwargs : passed to the DSOCS (solver, root_filter, tol, ...).
+        **kwargs : passed to the DSOCS (name, derivative_check, and the compatibility
+            options solver, root_filter, tol, ...).
         """
-        h = as_step(h)
         funcs = lagrangian_functions(system)
+        dep = set(variations_depend_on)
+        unknown = dep - {"q", "v", "a"}
+        if unknown:
+            raise DSOCSInputError(
+                f"variations_depend_on may contain only 'q', 'v', 'a'; got {sorted(unknown)}."
+            )
+        socs = SOCS(system, constraint, variations, constraint_jacobian,
+                    derivative_check=kwargs.get("derivative_check", True))
+
+        def discretize(h: float) -> DSOCS:
+            """The DSOCS at step h (the pieces below close over h)."""
+            return cls(*cls._continuous_pieces(funcs, constraint, variations, h,
+                                               constraint_jacobian, dep, scale),
+                       h=h, socs=socs, **kwargs)
+
+        if h is not None:
+            return discretize(as_step(h))
+        return cls(None, None, None, socs=socs, discretization=discretize, **kwargs)
+
+    @staticmethod
+    def _continuous_pieces(funcs, constraint, variations, h, constraint_jacobian, dep, scale):
+        """(L_d, D_K, D_V) of :meth:`from_continuous` at step ``h`` (paper §4.1.2, §4.2.2)."""
         Ld = TwoPointLagrangian.from_functions(
             funcs["dLdq"], funcs["dLdv"], h, lagrangian=funcs.get("lagrangian"),
             d2L_dqdq=funcs.get("d2L_dqdq"), d2L_dqdv=funcs.get("d2L_dqdv"),
@@ -632,12 +592,6 @@ class DSOCS:
         def basis(q0, q1, q2):
             return np.asarray(variations(*central_difference(q0, q1, q2, h)), float)
 
-        dep = set(variations_depend_on)
-        unknown = dep - {"q", "v", "a"}
-        if unknown:
-            raise DSOCSInputError(
-                f"variations_depend_on may contain only 'q', 'v', 'a'; got {sorted(unknown)}."
-            )
         slots = set()
         if "q" in dep:
             slots.add(1)
@@ -646,11 +600,8 @@ class DSOCS:
         if "a" in dep:
             slots |= {0, 1, 2}
         V = VariationalConstraint(basis=basis, depends_on=tuple(sorted(slots)))
-        socs = SOCS(system, constraint, variations, constraint_jacobian,
-                    derivative_check=kwargs.get("derivative_check", True))
         # jac chains the user's constraint_jacobian, which the SOCS check compares directly
-        return cls(Ld, KinematicConstraint(g, jac, derivative_check=False), V, h=h, socs=socs,
-                   **kwargs)
+        return Ld, KinematicConstraint(g, jac, derivative_check=False), V
 
     @classmethod
     def from_discrete_nonholonomic(

@@ -13,13 +13,18 @@ Starting procedures (see the docs' theory page):
   of the SOCS (or ``acceleration=``). Global order 2.
 * a callable ``start(q0, v0, h)`` → q1 (e.g. an exact solution).
 
-**The step size.** ``DSOCSIntegrator`` is a :class:`~chetaev.discrete_lagrangian.Method` like
-every other integrator: it takes ``h`` from ``step`` only (h > 0: the two-step recursion has
-no backward step). A DSOCS built by :meth:`DSOCS.from_continuous` is the discretization at
-its own step ``dsocs.h`` (the discrete Lagrangian h·L(q0, (q1 − q0)/h) and the central
-difference map depend on it): a step with another ``h`` raises. A DSOCS without ``h`` (a
-discrete Lagrangian given directly) runs with the step's ``h``; the start q1 and the
-derivative check then happen at the first step, and node 0 holds the given ``v0``.
+**System and method.** The DSOCS is the system (the discrete Lagrangian, D_K, D_V: the
+pieces of Theorem 3.3); ``DSOCSIntegrator`` is the method, a
+:class:`~chetaev.discrete_lagrangian.Method` like every other integrator: it holds the solve
+options (``tol``, ``max_iter``, the root selection ``root_filter``/``max_deflations``, a
+problem-specific ``solver``) and takes ``h`` from ``step`` only (h > 0: the two-step
+recursion has no backward step). At every step it solves the equations of
+``dsocs.at(h)``: a DSOCS built by :meth:`DSOCS.from_continuous` without ``h`` is discretized
+at the step's ``h`` (the discrete Lagrangian L(q0, (q1 − q0)/h) and the central-difference
+map depend on it); a DSOCS built with its own ``h`` (compatibility) raises for a step with
+another ``h``; a DSOCS whose pieces do not depend on ``h`` runs at any ``h``. Without a
+DSOCS ``h`` the start q1 and the derivative check happen at the first step, and node 0 holds
+the given ``v0``.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import Method, State
+from chetaev.discrete_lagrangian import Method, NewtonOptions, State, newton_solve
 
 from ._derivcheck import verify_once
-from ._errors import DSOCSInputError
+from ._errors import DSOCSConvergenceError, DSOCSInputError
+from ._solve import deflated, gauss_newton
 from ._validation import as_points, step_points
 
 __all__ = ["DSOCSIntegrator"]
@@ -54,6 +60,40 @@ def _check_acceleration(inst, attribute, value):
         )
 
 
+def _optional_callable(inst, attribute, value):
+    if value is not None and not callable(value):
+        raise DSOCSInputError(
+            f"{attribute.name} must be None or a callable; got {type(value).__name__}."
+        )
+
+
+def _optional_tol(inst, attribute, value):
+    if value is None:
+        return
+    if isinstance(value, bool) or not (isinstance(value, (int, float, np.floating))
+                                       and np.isfinite(value) and value > 0):
+        raise DSOCSInputError(
+            f"{attribute.name} must be None or a finite positive number (e.g. 1e-12); "
+            f"got {value!r}."
+        )
+
+
+def _optional_count(lowest: int):
+    def check(inst, attribute, value):
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lowest:
+            raise DSOCSInputError(
+                f"{attribute.name} must be None or an integer >= {lowest}; got {value!r}."
+            )
+
+    return check
+
+
+#: the solve options when neither the method nor the DSOCS sets them
+DEFAULTS = {"tol": 1e-12, "max_iter": 50, "max_deflations": 3}
+
+
 @attrs.frozen(eq=False)
 class DSOCSIntegrator(Method):
     """Integrator protocol for a :class:`~chetaev.dsocs.DSOCS` (the "system" argument).
@@ -68,6 +108,28 @@ class DSOCSIntegrator(Method):
         ``acceleration(q0, v0)`` → a0 for the second-order start; by default a0 solves the
         continuous equations (1) of ``dsocs.socs`` (available for DSOCS built with
         :meth:`DSOCS.from_continuous`).
+    tol, max_iter : float, int, optional
+        Newton tolerance and iteration cap (default 1e-12, 50). Square systems:
+        ``newton_solve`` of chetaev.discrete_lagrangian on sensitivity-normalized rows
+        (≈ |Δq2| ≤ tol(1 + |q|)), then one polishing step; otherwise Gauss–Newton with
+        |Δq2|∞ ≤ tol·(1 + |q2|∞).
+    root_filter : callable, optional
+        Root-selection safeguard ``root_filter(q0, q1, q2, h)`` → bool array, True for an
+        admissible root. A rejected root is deflated (Farrell et al. 2015) and Newton
+        restarts from the extrapolated guess 2q1 − q0, its reflections about the rejected
+        root and q1 (up to ``max_deflations`` rounds, default 3; the same restarts are tried
+        when Newton fails to converge). If no admissible root is found the step raises — it
+        never returns a rejected root. Paper §4.2, eqs. (8)–(10).
+    max_deflations : int, optional
+        Rounds of deflated restarts (default 3).
+    solver : callable, optional
+        Problem-specific step ``solver(q0, q1, h)`` → q2 replacing the generic Newton solve
+        (e.g. the closed-form particle step); the residual of eq. (4) at its point is
+        measured.
+
+    Options left ``None`` take the DSOCS's compatibility defaults (:class:`DSOCS`
+    ``tol``, ``max_iter``, ``max_deflations``, ``root_filter``, ``solver``, bound to its
+    ``h``), else the defaults above: the method's own value wins.
 
     Order: 2 with ``start="second_order"`` (central-difference scheme, symmetric), 1 with
     ``start="paper"`` (see the docs' theory page). Constraint D_K and β = 0 hold to solver
@@ -77,6 +139,11 @@ class DSOCSIntegrator(Method):
 
     start: str | Callable = attrs.field(default="second_order", validator=_check_start)
     acceleration: Callable | None = attrs.field(default=None, validator=_check_acceleration)
+    tol: float | None = attrs.field(default=None, validator=_optional_tol)
+    max_iter: int | None = attrs.field(default=None, validator=_optional_count(1))
+    max_deflations: int | None = attrs.field(default=None, validator=_optional_count(0))
+    root_filter: Callable | None = attrs.field(default=None, validator=_optional_callable)
+    solver: Callable | None = attrs.field(default=None, validator=_optional_callable)
 
     negative_steps = False  # a two-step recursion from (q_{k−1}, q_k): no backward step
 
@@ -139,15 +206,11 @@ class DSOCSIntegrator(Method):
 
     def _step_impl(self, system, state: State, h: float) -> State:
         """Node k → node k+1: solve eq. (4) for q_{k+2} given (q_k, q_{k+1})."""
-        if system.h is not None and not np.isclose(h, system.h, rtol=1e-12, atol=0.0):
-            raise DSOCSInputError(
-                f"the DSOCS was discretized with h = {system.h:g} but the step is h = {h:g}; "
-                "build the DSOCS with the same step."
-            )
+        system = system.at(h)  # the DSOCS discretized at this step (raises if it has another)
         qk = np.asarray(state.q)
         qk1 = state.carry["q_next"]
         qk1 = self._start(system, qk, state.v, h) if qk1 is None else np.asarray(qk1)
-        qk2, info = system.step(qk, qk1, step_index=state.n, t=state.t)
+        qk2, info = self.solve(system, qk, qk1, h, step_index=state.n, t=state.t)
         return attrs.evolve(
             state,
             t=state.t + h,
@@ -157,3 +220,190 @@ class DSOCSIntegrator(Method):
             carry={"q_prev": qk, "q_next": qk2},
             info=info,
         )
+
+    # -- the solve of eq. (4) ------------------------------------------------------------------
+    def options(self, dsocs, h: float | None):
+        """The effective ``(tol, max_iter, max_deflations, root_filter, solver)`` for ``dsocs``
+        at step ``h``: the method's value, else the DSOCS's compatibility value, else the
+        default; ``root_filter(q0, q1, q2)`` and ``solver(q0, q1)`` bound to ``h``."""
+
+        def pick(name):
+            mine = getattr(self, name)
+            if mine is not None:
+                return mine
+            theirs = getattr(dsocs, name, None)
+            return DEFAULTS[name] if theirs is None else theirs
+
+        root_filter = solver = None
+        if self.root_filter is not None:
+            mine_filter = self.root_filter
+
+            def root_filter(q0, q1, q2):
+                return mine_filter(q0, q1, q2, h)
+        else:
+            root_filter = getattr(dsocs, "root_filter", None)
+        if self.solver is not None:
+            mine_solver = self.solver
+
+            def solver(q0, q1):
+                return mine_solver(q0, q1, h)
+        else:
+            solver = getattr(dsocs, "solver", None)
+        return pick("tol"), pick("max_iter"), pick("max_deflations"), root_filter, solver
+
+    def solve(self, dsocs, q0, q1, h: float | None = None, guess=None, *, step_index: int = 0,
+              t: float = 0.0):
+        """Solve eq. (4) of ``dsocs`` (at step ``h``) for q2 given (q0, q1): ``(q2, info)``.
+
+        Uses ``solver`` when set, else Newton/Gauss–Newton from ``guess`` (default
+        2q1 − q0) with the root-selection safeguard ``root_filter`` (class docstring; paper
+        Def. 3.1, 3.2, eqs. (2)–(4), Thm. 3.3, §4.2 eqs. (8)–(10)). ``dsocs`` must hold its
+        pieces at ``h`` (``dsocs.at(h)``; :meth:`step` passes it so).
+
+        Raises
+        ------
+        DSOCSConvergenceError
+            If Newton fails, or every root found is rejected by ``root_filter``.
+        """
+        dsocs._pieces()
+        tol, max_iter, max_deflations, root_filter, solver = self.options(dsocs, h)
+        _, q0, q1 = step_points(1.0, q0, q1, names=("q0", "q1"))
+        if solver is not None:
+            q2 = np.asarray(solver(q0, q1), float)
+            # the residual of eq. (4) at the solver's point is measured, not assumed
+            with np.errstate(invalid="ignore", over="ignore"):
+                r = dsocs.residual(q0, q1, q2) if np.all(np.isfinite(q2)) else np.full(1, np.nan)
+            resid = float(np.max(np.abs(r))) if r.size else 0.0
+            if not np.isfinite(resid):
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=resid, tol=tol, iterations=0,
+                    hint="the problem-specific solver returned a non-finite point (no real "
+                    "root of eq. (4) from these nodes); halve h or use the generic Newton "
+                    "solve (solver=None)",
+                )
+            info = {"newton_iterations": 0, "residual": resid, "rejected_roots": 0}
+            return q2, info
+        x0 = 2.0 * q1 - q0 if guess is None else np.asarray(guess, float)
+
+        def fun(x):
+            return dsocs.residual(q0, q1, x)
+
+        def jac(x):
+            return dsocs.jacobian_q2(q0, q1, x)
+
+        def solve(x_start, roots):
+            f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
+            # a diverging restart may overflow; gauss_newton reports it as not converged
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                return gauss_newton(f, j, x_start, tol=tol, max_iter=max_iter,
+                                    damped=False)
+
+        n = q0.shape[-1]
+        J_guess = jac(np.broadcast_to(x0, np.broadcast_shapes(q0.shape, np.shape(x0))))
+        if J_guess.shape[-2] == n:
+            # square system: the shared solver of chetaev.discrete_lagrangian, on rows
+            # normalized by their sensitivity Σ_j |∂F_i/∂q2_j|(1 + |q1_j|) — the size of the
+            # terms each row balances — so its residual test reads |Δq2| ≲ tol·(1 + |q|)
+            w = 1.0 / np.maximum(
+                np.einsum("...ij,...j->...i", np.abs(J_guess), 1.0 + np.abs(q1)), 1e-300)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                res = newton_solve(
+                    lambda x: w * fun(x), x0, jac=lambda x: w[..., None] * jac(x),
+                    options=NewtonOptions(tol=tol, max_iter=max_iter),
+                    f0=w * fun(x0), j0=w[..., None] * J_guess,
+                )
+                if bool(np.all(res.converged)):  # one polishing step: |Δq2| ~ tol² after it
+                    x = res.x
+                    try:
+                        dx = np.linalg.solve(jac(x), fun(x)[..., None])[..., 0]
+                    except np.linalg.LinAlgError:  # singular at the root: keep it as is
+                        dx = np.full(x.shape, np.nan)
+                    if np.all(np.isfinite(dx)):
+                        res = attrs.evolve(res, x=x - dx, iterations=res.iterations + 1)
+        else:
+            res = solve(x0, [])
+        total_it = res.iterations
+        q2 = res.x
+
+        def admissible(r):
+            """Per batch entry: converged and (if a filter is set) accepted by it."""
+            ok = np.asarray(r.converged, dtype=bool)
+            if root_filter is not None:
+                ok = ok & np.asarray(root_filter(q0, q1, r.x), dtype=bool)
+            return ok
+
+        ok_e = admissible(res)  # which batch entries hold an admissible root
+        rejected: list[np.ndarray] = []
+        accepted = bool(np.all(ok_e))
+        if not accepted and (root_filter is not None or max_deflations > 0):
+            # root-selection safeguard (paper §4.2, eqs. (8)–(10)): deflate the rejected roots and
+            # restart
+            # from the extrapolated guess, its reflections about the rejected root, and q1.
+            # Entries are accepted one by one: an entry keeps the first admissible root found
+            if bool(np.any(np.asarray(res.converged, dtype=bool) & ~ok_e)):
+                rejected.append(q2.copy())
+            for _attempt in range(max_deflations):
+                xr = rejected[-1] if rejected else x0
+                candidates = [(x0, True)] if rejected else []
+                candidates += [(2 * x0 - xr, False), (2 * x0 - xr, True),
+                               (2 * xr - x0, False), (2 * xr - x0, True),
+                               (q1, False), (q1, True)]
+                found_new = False
+                for start, use_defl in candidates:
+                    r = solve(start, rejected if use_defl else [])
+                    total_it += r.iterations
+                    ok_r = admissible(r)
+                    take = ok_r & ~ok_e
+                    q2 = np.where(take[..., None], r.x, q2)
+                    ok_e = ok_e | ok_r
+                    if bool(np.all(ok_e)):
+                        accepted = True
+                        break
+                    bad_r = np.asarray(r.converged, dtype=bool) & ~ok_r & ~ok_e
+                    if bool(np.any(bad_r)) and all(
+                        np.max(np.abs(r.x - x)[bad_r]) > 1e-9 * (1 + np.max(np.abs(x)))
+                        for x in rejected
+                    ):
+                        rejected.append(r.x.copy())
+                        found_new = True
+                if accepted or not found_new:
+                    break
+        if not accepted:
+            if rejected and root_filter is not None:
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=float(np.max(np.abs(fun(rejected[-1])))),
+                    tol=tol, iterations=total_it,
+                    hint=f"the {len(rejected)} root(s) found were rejected by root_filter; "
+                    "halve h or give a problem-specific solver=... (paper §4.2, eqs. (8)–(10))",
+                )
+            raise DSOCSConvergenceError(
+                step=step_index, t=t, residual=float(np.max(res.residual)), tol=tol,
+                iterations=total_it,
+                hint="halve h, pass a better guess, or give the DSOCS a problem-specific "
+                "solver=... (see the docs' theory page)",
+            )
+        roots = rejected
+        if J_guess.shape[-2] != n:
+            # Gauss–Newton stops on the step size: make sure the overdetermined system is
+            # really solved (rows not involving q2 — e.g. g_d(q0, q1) of Remark 3.4 — cannot
+            # be corrected by the step)
+            Js = dsocs.jacobians(q0, q1, q2)
+            qs = (q0, q1, q2)
+            sens = sum(np.einsum("...ij,...j->...i", np.abs(Jk), 1.0 + np.abs(qk))
+                       for Jk, qk in zip(Js, qs))
+            rel = np.abs(fun(q2)) / np.maximum(sens, 1e-300)
+            if np.max(rel) > 1e-8:
+                raise DSOCSConvergenceError(
+                    step=step_index, t=t, residual=float(np.max(rel)), tol=1e-8,
+                    iterations=total_it,
+                    hint="the step equations have no exact solution; check that (q0, q1) "
+                    "satisfies the constraint rows that do not involve q2 (for a DSOCS from a "
+                    "discrete nonholonomic system: g_d(q0, q1) = 0)",
+                )
+        info = {
+            "newton_iterations": total_it,
+            "residual": float(np.max(np.abs(fun(q2)))) if fun(q2).size else 0.0,
+            "rejected_roots": len(roots),
+        }
+        return q2, info
+

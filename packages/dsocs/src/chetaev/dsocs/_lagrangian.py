@@ -15,11 +15,44 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian import DiscreteLagrangian, lagrangian_two_form
 
 from ._validation import as_step, fd_jacobian
 
 __all__ = ["TwoPointLagrangian"]
 
+
+@attrs.frozen(eq=False)
+class _ContinuousLagrangian:
+    """L(q, v) given by its derivative callables, under the slot names of
+    ``chetaev.discrete_lagrangian`` systems as :class:`DiscreteLagrangian` reads them
+    (D1L = ∂L/∂q, D2L = ∂L/∂v, D11L, D12L[i, j] = ∂²L/∂q_i∂v_j, D21L = D12Lᵀ, D22L)."""
+
+    D1L: Callable
+    D2L: Callable
+    lagrangian: Callable | None = None
+    D11L: Callable | None = None
+    D12L: Callable | None = None
+    D22L: Callable | None = None
+
+    def D21L(self, q, v):
+        return np.swapaxes(np.asarray(self.D12L(q, v)), -1, -2)
+
+
+@attrs.frozen(eq=False)
+class _Bound:
+    """``(q0, q1) ↦ (scale/h)·rule_slot(system, q0, q1, h)``: a slot of a DiscreteLagrangian
+    rule bound to a continuous Lagrangian and a step (the paper's L_d carries ``scale``
+    instead of the rule's factor h, §4.1.2)."""
+
+    slot: Callable
+    system: _ContinuousLagrangian
+    h: float
+    scale: float
+
+    def __call__(self, q0, q1):
+        q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+        return (float(self.scale) / self.h) * np.asarray(self.slot(self.system, q0, q1, self.h))
 
 
 
@@ -88,12 +121,7 @@ class TwoPointLagrangian:
 
     def omega(self, q0, q1) -> np.ndarray:
         """Ω_{L_d} as a (..., 2n, 2n) matrix, Ω(u, w) = uᵀΩw (eq. (11), paper §5, Thm. 5.1, 5.3)."""
-        d12 = self.d12(q0, q1)
-        n = d12.shape[-1]
-        out = np.zeros((*d12.shape[:-2], 2 * n, 2 * n))
-        out[..., :n, n:] = -d12
-        out[..., n:, :n] = np.swapaxes(d12, -1, -2)
-        return out
+        return lagrangian_two_form(self.d12(q0, q1))
 
     # -- constructors ----------------------------------------------------------------------
     @classmethod
@@ -117,46 +145,25 @@ class TwoPointLagrangian:
             D1 = scale·(L_q − L_v/h),   D2 = scale·L_v/h,
             D11 = scale·(L_qq − (L_qv + L_vq)/h + L_vv/h²),
             D12 = scale·(L_qv/h − L_vv/h²),   D22 = scale·L_vv/h².
+
+        These are (scale/h) times the slot derivatives of
+        :class:`chetaev.discrete_lagrangian.DiscreteLagrangian` ``("alpha", 0.0)``
+        (L_d = h L(q0, v̄)), which computes them: the one discrete Lagrangian of the project.
         """
         h = as_step(h)
-        s = float(scale)
-
-        def vel(q0, q1):
-            return (np.asarray(q1) - np.asarray(q0)) / h
-
-        def D1(q0, q1):
-            v = vel(q0, q1)
-            return s * (np.asarray(dLdq(q0, v)) - np.asarray(dLdv(q0, v)) / h)
-
-        def D2(q0, q1):
-            return s * np.asarray(dLdv(q0, vel(q0, q1))) / h
-
-        value = None
-        if lagrangian is not None:
-
-            def value(q0, q1):
-                return s * np.asarray(lagrangian(q0, vel(q0, q1)))
-
-        D11 = D12 = D22 = None
-        if d2L_dqdq is not None and d2L_dqdv is not None and d2L_dvdv is not None:
-
-            def D11(q0, q1):
-                v = vel(q0, q1)
-                qv = np.asarray(d2L_dqdv(q0, v))
-                return s * (
-                    np.asarray(d2L_dqdq(q0, v))
-                    - (qv + np.swapaxes(qv, -1, -2)) / h
-                    + np.asarray(d2L_dvdv(q0, v)) / h**2
-                )
-
-            def D12(q0, q1):
-                v = vel(q0, q1)
-                return s * (np.asarray(d2L_dqdv(q0, v)) / h - np.asarray(d2L_dvdv(q0, v)) / h**2)
-
-            def D22(q0, q1):
-                return s * np.asarray(d2L_dvdv(q0, vel(q0, q1))) / h**2
-
-        return cls(D1=D1, D2=D2, value=value, D11=D11, D12=D12, D22=D22)
+        rule = DiscreteLagrangian("alpha", 0.0)
+        second = d2L_dqdq is not None and d2L_dqdv is not None and d2L_dvdv is not None
+        cont = _ContinuousLagrangian(dLdq, dLdv, lagrangian,
+                                     *((d2L_dqdq, d2L_dqdv, d2L_dvdv) if second
+                                       else (None, None, None)))
+        return cls(
+            D1=_Bound(rule.D1, cont, h, scale),
+            D2=_Bound(rule.D2, cont, h, scale),
+            value=None if lagrangian is None else _Bound(rule.__call__, cont, h, scale),
+            D11=_Bound(rule.D11, cont, h, scale) if second else None,
+            D12=_Bound(rule.D12, cont, h, scale) if second else None,
+            D22=_Bound(rule.D22, cont, h, scale) if second else None,
+        )
 
     @classmethod
     def mechanical(

@@ -136,18 +136,28 @@ def particle_ode_rhs(k) -> Callable:
     return rhs
 
 
-def curvature_particle_dsocs(k, h: float, mass: float = 1.0, closed_form: bool = True,
-                             system=None):
+def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
+                             closed_form: bool = True, system=None):
     """The DSOCS of §4.1.2 for curvature k (constant or callable k(q) → (...)).
 
     Built generically: L_d = L(q0, (q1 − q0)/h) with L = ½m|v|², D_K by the central map of
     the constraint v×a − k|v|³ = 0, D_V = span{(q2 − q0)/(2h)}. With ``closed_form`` the
     step uses :func:`particle_closed_form_step` (solver override); otherwise Newton.
+    Without ``h`` (only with ``closed_form=False``) the DSOCS holds no step: it is the family
+    of :meth:`DSOCS.from_continuous` and the method's ``h`` decides; for the closed-form step
+    at any ``h`` pass ``DSOCSIntegrator(solver=lambda q0, q1, h: particle_closed_form_step(q0,
+    q1, h, k))``.
     ``system``: a continuous Lagrangian system to use (default: a MechanicalSystem with mass
     m·I and U = 0 from ``chetaev.discrete_lagrangian``).
     """
     from ._dsocs import DSOCS
 
+    if h is None and closed_form:
+        raise DSOCSInputError(
+            "closed_form=True needs the step h (the closed-form step is made at that h): pass "
+            "h, or closed_form=False and DSOCSIntegrator(solver=lambda q0, q1, h: "
+            "particle_closed_form_step(q0, q1, h, k)) for the closed form at the method's h."
+        )
     if system is None:
         from ._models_common import free_particle_system
 

@@ -1,4 +1,4 @@
-"""The stage model asks the constraint whether it is linear in v (issue 15), never its class name."""
+"""The stage model asks the constraint whether it is linear in v (issue 15), not its class."""
 
 import numpy as np
 from chetaev.discrete_lagrangian import (

@@ -7,6 +7,15 @@ paper eq. (15), App. E). Everything broadcasts over leading batch axes ``...``; 
 ``s`` comes right after them, so one call of every system callable evaluates all
 stages of all trajectories.
 
+Where each residual lives (issue 15): the Lagrangian form is written once, on the shared PRK
+engine of ``chetaev.discrete_lagrangian`` (``prk_residual``), with the nonholonomic terms as
+the hooks of :class:`NonholonomicHooks` (:func:`lagrangian_evaluation`); :class:`LagrangianStep`
+and :class:`StagedLagrangianStep` are still specialised copies of the same equations for the
+explicit-``FL^{-1}``/IIIA path (cross-checked against the engine in the tests), and the
+Hamiltonian form (its unknowns are ``Q^i, P^i``, which the engine does not take yet) is
+still its own residual. The Hamiltonian form is the Lagrangian form composed with the
+Legendre map ``V^i = FL^{-1}(Q^i, P^i)``: same solution, other Newton unknowns.
+
 Unknown layout, Lagrangian form (``x`` has shape ``(..., N)``)::
 
     x = [ V^1..V^s  (s*n) | Lambda^2..Lambda^s  ((s-1)*m) | v_k^2..v_k^s ((s-1)*n, implicit only) ]

@@ -189,7 +189,8 @@ def test_stage_one_constraint_is_automatic_and_endpoint_is_the_node(nh):
     rng = np.random.default_rng(2)
     x = rng.normal(size=sum(eq.lagrangian_sizes(4, 3, 1, False)))
     q, p, lam = rng.normal(size=3), rng.normal(size=3), rng.normal(size=1)
-    _V, Lam, _u, Q, _G, _W, pk = eq._stages(x, q, p, lam, 0.1, a, ahat, model, False)
+    _R, _J, ev = eq.lagrangian_evaluation(x, q, p, lam, 0.1, a, ahat, model)
+    Lam, Q, pk = ev.Lam, ev.Q, ev.extra["pk"]
     q1, p1, lam1, _ = eq.lagrangian_output(x, q, p, lam, 0.1, a, b, ahat, model)
     # Q^1 = q + h Σ 0·V^j and Q^s = q + h Σ a_sj V^j vs q + h Σ b_j V^j with a_sj = b_j:
     # round-off of s-term sums (np.allclose's default rtol 1e-5 made the old bounds loose)

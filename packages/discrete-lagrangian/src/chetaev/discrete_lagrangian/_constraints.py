@@ -240,6 +240,10 @@ class LinearVelocityConstraint(_CheckMixin):
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_holonomic = False
+    #: Φ is linear (affine) in v, Φ = A(q)v + a(q): :meth:`matrix`, :meth:`matrix_grad`,
+    #: :meth:`affine` and :meth:`affine_grad` give A, a and their derivatives, and
+    #: ∂Φ/∂v = A(q) does not depend on v (methods read this, never the class name).
+    is_linear_in_velocity = True
 
     def __attrs_post_init__(self) -> None:
         c = _ndim_q(self.group)
@@ -365,6 +369,9 @@ class VelocityConstraint(_CheckMixin):
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
     is_holonomic = False
+    #: General Φ(q, v): ∂Φ/∂v may depend on v (see
+    #: :attr:`LinearVelocityConstraint.is_linear_in_velocity`).
+    is_linear_in_velocity = False
 
     def __attrs_post_init__(self) -> None:
         c = _ndim_q(self.group)

@@ -12,8 +12,10 @@ function of the unknowns, with an analytic Jacobian:
     R1_i = D2L(Q^i, V^i) − P^i = 0        (sn equations)
     R2   = extra equations                 (hook (ii), e.g. Φ(Q^i) = 0, tangency)
 
-Unknowns ``x = [V (s·n), Λ^i for the free stages (k·m)]`` (hook (iii): which Λ^i are
-unknowns; the others are given values, e.g. Λ^1 = λ_k in the nonholonomic PRK).
+Unknowns ``x = [V (s·n), Λ^i for the free stages (k·m), extra (e)]`` (hook (iii): which Λ^i
+are unknowns; the others are given values, e.g. Λ^1 = λ_k in the nonholonomic PRK; hook (iv):
+``e`` further unknowns that only the extra equations see, e.g. the stage velocities v_k^i of
+the nonholonomic PRK when FL has no explicit inverse).
 
 Hooks
 -----
@@ -23,6 +25,10 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
     Number of multipliers per stage (0: no multipliers).
 ``free`` : tuple of bool, length s
     ``free[i]`` is True when Λ^i is an unknown of the step (hook iii).
+``n_extra`` : int, optional (default 0)
+    Number ``e`` of extra unknowns (hook iv), appended to ``x``; the hooks read them as
+    ``ev.x_extra`` ``(..., e)`` (their derivative in x is the identity on the last ``e``
+    columns).
 ``force(Q, V, Lam, jacobian)`` → ``(F, dF_dQ, dF_dV, dF_dLam)``  (hook i)
     Stagewise extra force added to W^i, shapes ``(..., s, n)``, ``(..., s, n, n)``,
     ``(..., s, n, n)``, ``(..., s, n, m)``; ``F`` may be ``None`` (no force) and any
@@ -31,7 +37,8 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
     Extra equations ``(..., E)`` and their Jacobian ``(..., E, N)`` from the
     :class:`StageEvaluation` ``ev`` (which holds every stage quantity and, when
     ``ev.dW_dx is not None``, its derivative with respect to x; return ``dR2_dx = None``
-    otherwise). ``E`` must equal the number of free multiplier entries k·m. ``force`` is
+    otherwise). ``E`` must equal the number of free multiplier entries plus the extra
+    unknowns, k·m + e. ``force`` is
     always called before ``equations`` on the same unknowns, so a per-step hooks object may
     cache values (e.g. constraint Jacobians) between the two calls.
 
@@ -158,6 +165,7 @@ class StageEvaluation:
     dq1_dx: np.ndarray | None = None
     dp1_dx: np.ndarray | None = None
     extra: dict = attrs.field(factory=dict)
+    x_extra: np.ndarray | None = None
 
 
 def _layout(coeffs: PRKCoefficients, n: int, hooks: Any):
@@ -165,13 +173,14 @@ def _layout(coeffs: PRKCoefficients, n: int, hooks: Any):
     m = int(getattr(hooks, "m", 0))
     free = np.asarray(getattr(hooks, "free", (False,) * s), dtype=bool)
     k = int(np.count_nonzero(free))
-    return s, m, free, k, s * n + k * m
+    return s, m, free, k, s * n + k * m + int(getattr(hooks, "n_extra", 0))
 
 
-def _constant_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray, h: float):
+def _constant_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray, h: float,
+                       n_extra: int = 0):
     s = coeffs.s
     k = int(np.count_nonzero(free))
-    N = s * n + k * m
+    N = s * n + k * m + n_extra
     dV = np.zeros((s, n, N))
     dV[:, :, : s * n] = np.eye(s * n).reshape(s, n, s * n)
     dQ = h * np.einsum("ij,jkN->ikN", coeffs.a, dV)
@@ -191,7 +200,7 @@ def unpack(x: np.ndarray, s: int, n: int, m: int, free: np.ndarray,
     if m == 0:
         return V, None
     k = int(np.count_nonzero(free))
-    lam_free = x[..., s * n:].reshape((*x.shape[:-1], k, m))
+    lam_free = x[..., s * n: s * n + k * m].reshape((*x.shape[:-1], k, m))
     if k == s:
         return V, lam_free
     if lam_fixed is None:
@@ -241,8 +250,9 @@ def prk_residual(
     if hooks is None:
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
-    s, m, free, _k, N = _layout(coeffs, n, hooks)
+    s, m, free, k, N = _layout(coeffs, n, hooks)
     V, Lam = unpack(x, s, n, m, free, lam_fixed)
+    n_extra = N - s * n - k * m
     base = getattr(system, "system", system)  # unwrap a ConstrainedSystem
     fast = bool(getattr(base, "is_mechanical", False) and getattr(base, "constant_mass", False))
     a, ah = coeffs.a, coeffs.ahat
@@ -260,11 +270,11 @@ def prk_residual(
     q1 = q + h * (coeffs.b @ V)
     p1 = p + h * (coeffs.bhat @ W)
     ev = StageEvaluation(q=q, p=p, h=h, coeffs=coeffs, Q=Q, V=V, Lam=Lam, W=W, P=P, D2L=D2,
-                         q1=q1, p1=p1)
+                         q1=q1, p1=p1, x_extra=x[..., N - n_extra:] if n_extra else None)
     R1 = (D2 - P).reshape((*D2.shape[:-2], s * n))
     if jacobian:
         if tangents is None:
-            tangents = _constant_tangents(coeffs, n, m, free, h)
+            tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
         dV, dQ, dLam, dq1 = tangents[:4]
         if fast:
             dW = -(base.hessV(Q) @ dQ)
@@ -341,11 +351,12 @@ def solve_stages(
     if hooks is None:
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
-    _s, m, free, _, _ = _layout(coeffs, n, hooks)
-    key = (float(h), n, m, tuple(free.tolist()))
+    s, m, free, k, N = _layout(coeffs, n, hooks)
+    n_extra = N - s * n - k * m
+    key = (float(h), n, m, tuple(free.tolist()), n_extra)
     tangents = None if tangent_cache is None else tangent_cache.get(key)
     if tangents is None:
-        tangents = _constant_tangents(coeffs, n, m, free, h)
+        tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
         if tangent_cache is not None:
             if len(tangent_cache) > 8:
                 tangent_cache.clear()

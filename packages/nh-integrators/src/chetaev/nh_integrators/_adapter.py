@@ -61,7 +61,9 @@ def stage_model(csys) -> StageModel:
     def phi_v_lam_q(q, v, lam):
         return np.einsum("...aij,...a->...ij", d2q(q, v), lam)
 
-    linear_in_v = type(con).__name__ == "LinearVelocityConstraint"
+    # the constraint says whether it is A(q)v + a(q) (then it provides matrix/matrix_grad/
+    # affine/affine_grad); a duck-typed constraint without the attribute is general
+    linear_in_v = bool(getattr(con, "is_linear_in_velocity", False))
     if linear_in_v:
         phi_v_lam_v = None
     else:

@@ -7,6 +7,15 @@ paper eq. (15), App. E). Everything broadcasts over leading batch axes ``...``; 
 ``s`` comes right after them, so one call of every system callable evaluates all
 stages of all trajectories.
 
+Where each residual lives (issue 15): the Lagrangian form is written once, on the shared PRK
+engine of ``chetaev.discrete_lagrangian`` (``prk_residual``), with the nonholonomic terms as
+the hooks of :class:`NonholonomicHooks` (:func:`lagrangian_evaluation`); :class:`LagrangianStep`
+and :class:`StagedLagrangianStep` are still specialised copies of the same equations for the
+explicit-``FL^{-1}``/IIIA path (cross-checked against the engine in the tests), and the
+Hamiltonian form (its unknowns are ``Q^i, P^i``, which the engine does not take yet) is
+still its own residual. The Hamiltonian form is the Lagrangian form composed with the
+Legendre map ``V^i = FL^{-1}(Q^i, P^i)``: same solution, other Newton unknowns.
+
 Unknown layout, Lagrangian form (``x`` has shape ``(..., N)``)::
 
     x = [ V^1..V^s  (s*n) | Lambda^2..Lambda^s  ((s-1)*m) | v_k^2..v_k^s ((s-1)*n, implicit only) ]
@@ -37,17 +46,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from chetaev.discrete_lagrangian import PRKCoefficients, prk_residual
 
 Array = np.ndarray
 
 __all__ = [
     "LagrangianStep",
+    "NonholonomicHooks",
     "StageModel",
     "StagedLagrangianStep",
     "hamiltonian_jacobian",
     "hamiltonian_output",
     "hamiltonian_residual",
     "lagrangian_constants",
+    "lagrangian_evaluation",
     "lagrangian_jacobian",
     "lagrangian_output",
     "lagrangian_residual",
@@ -141,22 +153,115 @@ def lagrangian_unpack(x: Array, s: int, n: int, m: int, implicit: bool):
     return V, Lam2, u
 
 
-def _stages(x, q, p, lam, h, a, ahat, model: StageModel, implicit: bool):
+class NonholonomicHooks:
+    """The nonholonomic terms of eq. (14) (App. D) as hooks of the shared PRK engine
+    (:func:`chetaev.discrete_lagrangian.prk_residual`): the engine writes
+    ``Q^i, W^i, P^i`` and ``R1_i = D2L(Q^i, V^i) - P^i`` (14b, 14c); these hooks add
+
+    - (i) the force ``D2Phi(Q^i, V^i)^T Lambda^i`` in ``W^i`` (14c);
+    - (ii) the constraints ``R2_i = Phi(q_k^i, v_k^i)``, i = 2..s, at the IIIA-weighted
+      momenta ``p_k^i = p_k + h sum_j a_ij W^j`` (14d, 14e), with ``v_k^i =
+      FL^{-1}(q_k^i, p_k^i)`` (explicit) or unknowns with ``R3_i = D2L(q_k^i, v_k^i) -
+      p_k^i`` (implicit); ``stage_momenta="iiib"``: the rejected variant of §5.1 (inner
+      constraints at ``(Q^i, V^i)``);
+    - (iii) ``Lambda^1`` given (the multiplier rule of ``_rules.py`` chooses it), Λ^2..s free;
+    - (iv) the implicit ``v_k^2..v_k^s`` as extra unknowns.
+
+    ``ev.extra["pk"]`` receives ``p_k^i`` of all stages ``(..., s, n)``.
+    """
+
+    def __init__(self, model: StageModel, s: int, implicit: bool, stage_momenta: str):
+        self.model, self.s = model, s
+        self.m = model.m
+        self.free = (False,) + (True,) * (s - 1)
+        self.implicit, self.stage_momenta = implicit, stage_momenta
+        self.n_extra = (s - 1) * model.n if implicit else 0
+
+    def force(self, Q, V, Lam, jacobian):
+        """Hook (i): ``G Lambda`` with ``G = D2Phi^T`` and its derivatives."""
+        model = self.model
+        Cv = model.A(Q) if model.A is not None else model.phi_v(Q, V)  # (..., s, m, n)
+        G = _T(Cv)
+        F = _matvec(G, Lam)
+        if not jacobian:
+            return F, None, None, None
+        dF_dV = None if model.phi_v_lam_v is None else model.phi_v_lam_v(Q, V, Lam)
+        return F, model.phi_v_lam_q(Q, V, Lam), dF_dV, G
+
+    def equations(self, ev):
+        """Hooks (ii), (iv): ``[R2 ((s-1) m), R3 ((s-1) n, implicit only)]``."""
+        model, s, h, a = self.model, self.s, ev.h, ev.coeffs.a
+        lead = ev.W.shape[:-2]
+        pk = ev.p[..., None, :] + h * _mix(a, ev.W)  # (14d)
+        ev.extra["pk"] = pk
+        Qc, pkc = ev.Q[..., 1:, :], pk[..., 1:, :]
+        if self.implicit:
+            vc = ev.x_extra.reshape(*lead, s - 1, model.n)
+        else:
+            vc = model.legendre_inv(Qc, pkc)
+        if model.A is not None:  # Phi = A v + a
+            Cv = model.A(Qc)
+            R2 = _matvec(Cv, vc)
+            if model.affine is not None:
+                R2 = R2 + model.affine(Qc)
+        else:
+            Cv = None
+            R2 = model.phi(Qc, vc)
+        iiib = self.stage_momenta == "iiib" and s > 2
+        if iiib:
+            R2 = R2.copy()
+            R2[..., : s - 2, :] = model.phi(ev.Q[..., 1 : s - 1, :], ev.V[..., 1 : s - 1, :])
+        parts = [R2.reshape(*lead, -1)]
+        if self.implicit:
+            parts.append((model.D2L(Qc, vc) - pkc).reshape(*lead, -1))
+        R = np.concatenate(parts, axis=-1)
+        if ev.dW_dx is None:
+            return R, None
+        N = ev.dW_dx.shape[-1]
+        dQc = ev.dQ_dx[1:]  # (s-1, n, N)
+        dpk = h * np.einsum("ij,...jkN->...ikN", a[1:], ev.dW_dx)  # (..., s-1, n, N)
+        Cq = model.phi_q(Qc, vc)
+        if Cv is None:
+            Cv = model.phi_v(Qc, vc)
+        if self.implicit:
+            dvc = np.zeros((s - 1, model.n, N))
+            dvc[..., N - self.n_extra :] = np.eye(self.n_extra).reshape(s - 1, model.n, -1)
+        else:  # v = FL^{-1}(Q, p_k): dv = g^{-1} (dp_k - D21L dQ)
+            g = model.D22L(Qc, vc)
+            rhs = dpk if model.constant_D21L_zero else dpk - model.D21L(Qc, vc) @ dQc
+            dvc = np.linalg.solve(g, rhs)
+        J2 = Cq @ dQc + Cv @ dvc  # (..., s-1, m, N)
+        if iiib:
+            Qi, Vi = ev.Q[..., 1 : s - 1, :], ev.V[..., 1 : s - 1, :]
+            J2 = np.array(np.broadcast_to(J2, (*lead, s - 1, model.m, N)))
+            J2[..., : s - 2, :, :] = (model.phi_q(Qi, Vi) @ ev.dQ_dx[1 : s - 1]
+                                      + model.phi_v(Qi, Vi) @ ev.dV_dx[1 : s - 1])
+        J = [J2.reshape(*lead, -1, N)]
+        if self.implicit:
+            J3 = model.D21L(Qc, vc) @ dQc + model.D22L(Qc, vc) @ dvc - dpk
+            J.append(J3.reshape(*lead, -1, N))
+        return R, np.concatenate(J, axis=-2)
+
+
+def _coefficients(a: Array, ahat: Array, b: Array | None = None) -> PRKCoefficients:
+    """The engine's coefficients of a Lobatto IIIA–IIIB pair (``b`` defaults to the last row
+    of ``a``, H3: ``a_sj = b_j``; ``bhat = b``)."""
+    a = np.asarray(a, dtype=float)
+    b = np.array(a[-1]) if b is None else np.asarray(b, dtype=float)
+    return PRKCoefficients(a=a, b=b, c=a.sum(axis=1), ahat=np.asarray(ahat, dtype=float),
+                           bhat=b)
+
+
+def lagrangian_evaluation(x, q, p, lam, h, a, ahat, model: StageModel, implicit: bool = False,
+                          stage_momenta: str = "iiia", jacobian: bool = False, b=None):
+    """Residual, Jacobian (or None) and :class:`StageEvaluation` of the Lagrangian-form step:
+    :func:`chetaev.discrete_lagrangian.prk_residual` with :class:`NonholonomicHooks`
+    (``Lambda^1 = lam``). Arguments as in :func:`lagrangian_residual`."""
     s = a.shape[0]
-    n, m = model.n, model.m
-    V, Lam2, u = lagrangian_unpack(x, s, n, m, implicit)
-    Lam = np.concatenate([lam[..., None, :], Lam2], axis=-2)  # (..., s, m)
-    Q = q[..., None, :] + h * _mix(a, V)
-    G = _T(model.A(Q) if model.A is not None else model.phi_v(Q, V))  # (..., s, n, m)
-    W = model.D1L(Q, V) + _matvec(G, Lam)
-    pk = p[..., None, :] + h * _mix(a, W)  # IIIA-weighted constraint momenta (14d)
-    return V, Lam, u, Q, G, W, pk
-
-
-def _constraint_velocity(model: StageModel, Qc: Array, pkc: Array, u: Array | None) -> Array:
-    if u is not None:
-        return u
-    return model.legendre_inv(Qc, pkc)
+    hooks = NonholonomicHooks(model, s, implicit, stage_momenta)
+    lam_fixed = np.asarray(lam)[..., None, :]
+    return prk_residual(np.asarray(x), np.asarray(q), np.asarray(p), h,
+                        _coefficients(a, ahat, b), model, hooks, lam_fixed, jacobian)
 
 
 def lagrangian_residual(
@@ -173,7 +278,7 @@ def lagrangian_residual(
     aux: dict | None = None,
     generic: bool = False,
 ) -> Array:
-    """Residual of the Lagrangian-form step (paper eq. 14, App. D; paper eq. (14), App. D).
+    """Residual of the Lagrangian-form step (paper eq. 14, App. D).
 
     Parameters
     ----------
@@ -191,8 +296,8 @@ def lagrangian_residual(
         Receives the stage arrays ``V, W, Lam, u`` of this evaluation (so that the
         caller gets the node values of the converged step without re-evaluating).
     generic : bool
-        Use the generic code even where :class:`LagrangianStep` applies (explicit
-        ``FL^{-1}``, ``"iiia"``); for cross-checking the two implementations.
+        Use the engine (:func:`lagrangian_evaluation`) even where :class:`LagrangianStep`
+        applies (explicit ``FL^{-1}``, ``"iiia"``); for cross-checking the two.
     """
     if not implicit and stage_momenta == "iiia" and not generic:  # fast path, same equations
         step = LagrangianStep(q, p, lam, h, a, ahat, model)
@@ -200,49 +305,16 @@ def lagrangian_residual(
         if aux is not None:
             aux.update(V=step.V, W=step.W, Lam=step.Lam, u=None)
         return R
-    s = a.shape[0]
-    V, Lam, u, Q, G, W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
+    R, _J, ev = lagrangian_evaluation(x, q, p, lam, h, a, ahat, model, implicit, stage_momenta)
     if aux is not None:
-        aux.update(V=V, W=W, Lam=Lam, u=u)
-    R1 = model.D2L(Q, V) - p[..., None, :] - h * _mix(ahat, W)
-    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
-    vc = _constraint_velocity(model, Qc, pkc, u)
-    if model.A is not None:  # Phi = A v + a, with A(Q^i) already evaluated
-        R2 = _matvec(_T(G[..., 1:, :, :]), vc)
-        if model.affine is not None:
-            R2 = R2 + model.affine(Qc)
-    else:
-        R2 = model.phi(Qc, vc)
-    if stage_momenta == "iiib" and s > 2:
-        R2 = R2.copy()
-        R2[..., : s - 2, :] = model.phi(Q[..., 1 : s - 1, :], V[..., 1 : s - 1, :])
-    lead = x.shape[:-1]
-    parts = [R1.reshape(*lead, -1), R2.reshape(*lead, -1)]
-    if implicit:
-        parts.append((model.D2L(Qc, u) - pkc).reshape(*lead, -1))
-    return np.concatenate(parts, axis=-1)
+        u = ev.x_extra.reshape(*ev.V.shape[:-2], -1, model.n) if implicit else None
+        aux.update(V=ev.V, W=ev.W, Lam=ev.Lam, u=u)
+    return R
 
 
 def _blockdiag_view(J5: Array) -> Array:
     """Writable view ``(..., s, n, n)`` of the stage-diagonal blocks of ``(..., s, n, s, n)``."""
     return np.einsum("...iaib->...iab", J5)
-
-
-def _stage_contract(c3: Array, X: Array) -> Array:
-    """``out[..., i, a, l, b] = sum_j c3[i, l, j] X[..., j, a, b]`` via one matmul."""
-    si, sl, sj = c3.shape
-    lead = X.shape[:-3]
-    n1, n2 = X.shape[-2:]
-    Xt = np.moveaxis(X, -3, -1).reshape(*lead, n1 * n2, sj)  # (..., a*b, j)
-    out = Xt @ c3.reshape(si * sl, sj).T  # (..., a*b, i*l)
-    out = out.reshape(*lead, n1, n2, si, sl)
-    k = len(lead)
-    return out.transpose(*range(k), k + 2, k, k + 3, k + 1)
-
-
-def _coef_blocks(c: Array, X: Array) -> Array:
-    """``out[..., i, a, l, b] = c[i, l] X[..., l, a, b]`` (block (i, l) = c_il X^l)."""
-    return c[:, None, :, None] * np.swapaxes(X, -3, -2)[..., None, :, :, :]
 
 
 def _coef_blocks_left(c: Array, X: Array) -> Array:
@@ -263,11 +335,9 @@ def lagrangian_jacobian(
     stage_momenta: str = "iiia",
     generic: bool = False,
 ) -> Array:
-    """Analytic Jacobian ``d(residual)/dx``, shape ``(..., N, N)``.
-
-    ``generic=True`` bypasses :class:`LagrangianStep` (cross-checks).
-
-    Blocks (see :func:`lagrangian_residual`), with ``Wq = dW/dQ``, ``Wv = dW/dV`` at each stage::
+    """Analytic Jacobian ``d(residual)/dx``, shape ``(..., N, N)``: the engine's
+    (:func:`lagrangian_evaluation`), or :class:`LagrangianStep`'s on its fast path
+    (``generic=True`` bypasses it, for cross-checks). Blocks::
 
         dR1_i/dV_l   = h a_il D21L_i + delta_il D22L_i
                        - h^2 sum_j ahat_ij a_jl Wq_j - h ahat_il Wv_l
@@ -276,80 +346,8 @@ def lagrangian_jacobian(
     """
     if not implicit and stage_momenta == "iiia" and not generic:  # fast path
         return LagrangianStep(q, p, lam, h, a, ahat, model).jacobian(x)
-    s = a.shape[0]
-    n, m = model.n, model.m
-    V, Lam, u, Q, G, _W, pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
-    lead = x.shape[:-1]
-    nV, nL, nU = lagrangian_sizes(s, n, m, implicit)
-    N = nV + nL + nU
-    J = np.zeros((*lead, N, N))
-    mech = model.constant_D21L_zero  # D12L = D21L = 0 (constant mass)
-    Wq = model.D11L(Q, V) + model.phi_v_lam_q(Q, V, Lam)  # (..., s, n, n)
-    Wv = None if mech else model.D12L(Q, V)
-    if model.phi_v_lam_v is not None:
-        extra = model.phi_v_lam_v(Q, V, Lam)
-        Wv = extra if Wv is None else Wv + extra
-    # sum_j c_ij a_jl Wq_j as (..., s, n, s, n): einsum over the small stage axis j
-    aa_hat = h * h * np.einsum("ij,jl->ilj", ahat, a)
-    aa = h * h * np.einsum("ij,jl->ilj", a[1:], a)
-    # R1 / V
-    dR1_dV = -_stage_contract(aa_hat, Wq)
-    _blockdiag_view(dR1_dV)[...] += model.D22L(Q, V)
-    if not mech:
-        dR1_dV += _coef_blocks_left(h * a, model.D21L(Q, V))
-    if Wv is not None:
-        dR1_dV -= _coef_blocks(h * ahat, Wv)
-    # R1 / Lambda^2..s
-    dR1_dL = _coef_blocks(-h * ahat[:, 1:], G[..., 1:, :, :])
-    # p_k^i (i = 2..s)
-    dpk_dV = _stage_contract(aa, Wq)
-    if Wv is not None:
-        dpk_dV += _coef_blocks(h * a[1:], Wv)
-    dpk_dL = _coef_blocks(h * a[1:, 1:], G[..., 1:, :, :])
-    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
-    vc = _constraint_velocity(model, Qc, pkc, u)
-    Cq = model.phi_q(Qc, vc)  # (..., s-1, m, n)
-    Cv = _T(G[..., 1:, :, :]) if model.A is not None else model.phi_v(Qc, vc)
-    if implicit:
-        dR2_dV = _coef_blocks_left(h * a[1:], Cq)
-        dR2_dL = np.zeros((*lead, s - 1, m, s - 1, m))
-        dR2_dU = np.zeros((*lead, s - 1, m, s - 1, n))
-        _blockdiag_view(dR2_dU)[...] = Cv
-        dR3_dV = -dpk_dV
-        if not mech:
-            dR3_dV += _coef_blocks_left(h * a[1:], model.D21L(Qc, u))
-        dR3_dL = -dpk_dL
-        dR3_dU = np.zeros((*lead, s - 1, n, s - 1, n))
-        _blockdiag_view(dR3_dU)[...] = model.D22L(Qc, u)
-    else:
-        # v = FL^{-1}(Q, pk): dv/dp = g^{-1}, dv/dq = -g^{-1} D21L
-        Cp = _T(np.linalg.solve(model.D22L(Qc, vc), _T(Cv)))  # Cv g^{-1} (g symmetric)
-        Ceff = Cq if mech else Cq - Cp @ model.D21L(Qc, vc)
-        dR2_dV = _coef_blocks_left(h * a[1:], Ceff) + (
-            Cp @ dpk_dV.reshape(*lead, s - 1, n, nV)
-        ).reshape(*lead, s - 1, m, s, n)
-        dR2_dL = (Cp @ dpk_dL.reshape(*lead, s - 1, n, nL)).reshape(*lead, s - 1, m, s - 1, m)
-    if stage_momenta == "iiib" and s > 2:
-        Qi, Vi = Q[..., 1 : s - 1, :], V[..., 1 : s - 1, :]
-        Bq = model.phi_q(Qi, Vi)
-        Bv = model.phi_v(Qi, Vi)
-        rows = _coef_blocks_left(h * a[1 : s - 1], Bq)
-        rows[..., :, :, 1 : s - 1, :] += np.einsum("il,...iab->...ialb", np.eye(s - 2), Bv)
-        dR2_dV = dR2_dV.copy()
-        dR2_dL = dR2_dL.copy()
-        dR2_dV[..., : s - 2, :, :, :] = rows
-        dR2_dL[..., : s - 2, :, :, :] = 0.0
-        if implicit:
-            dR2_dU[..., : s - 2, :, :, :] = 0.0
-    J[..., :nV, :nV] = dR1_dV.reshape(*lead, nV, nV)
-    J[..., :nV, nV : nV + nL] = dR1_dL.reshape(*lead, nV, nL)
-    J[..., nV : nV + nL, :nV] = dR2_dV.reshape(*lead, nL, nV)
-    J[..., nV : nV + nL, nV : nV + nL] = dR2_dL.reshape(*lead, nL, nL)
-    if implicit:
-        J[..., nV : nV + nL, nV + nL :] = dR2_dU.reshape(*lead, nL, nU)
-        J[..., nV + nL :, :nV] = dR3_dV.reshape(*lead, nU, nV)
-        J[..., nV + nL :, nV : nV + nL] = dR3_dL.reshape(*lead, nU, nL)
-        J[..., nV + nL :, nV + nL :] = dR3_dU.reshape(*lead, nU, nU)
+    _R, J, _ev = lagrangian_evaluation(x, q, p, lam, h, a, ahat, model, implicit, stage_momenta,
+                                       jacobian=True)
     return J
 
 
@@ -873,10 +871,9 @@ def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: 
     ``lambda_{k+1} = Lambda^s``. The last entry is the implicit ``v_k^s`` (= ``v_{k+1}`` by
     H3), or None in the explicit path.
     """
-    V, Lam, u, _Q, _G, W, _pk = _stages(x, q, p, lam, h, a, ahat, model, implicit)
-    q1 = q + h * np.einsum("j,...jn->...n", b, V)
-    p1 = p + h * np.einsum("j,...jn->...n", b, W)
-    return q1, p1, Lam[..., -1, :], (u[..., -1, :] if implicit else None)
+    _R, _J, ev = lagrangian_evaluation(x, q, p, lam, h, a, ahat, model, implicit, b=b)
+    u = ev.x_extra[..., -model.n :] if implicit else None
+    return ev.q1, ev.p1, ev.Lam[..., -1, :], u
 
 
 # --------------------------------------------------------------------------------------

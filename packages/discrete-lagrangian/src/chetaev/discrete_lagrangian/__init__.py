@@ -41,7 +41,7 @@ from ._prk import (
     solve_stages,
 )
 from ._reference import ReferenceSolution, reference_solution
-from ._solver import NewtonOptions, NewtonResult, newton_solve, raise_unless_converged
+from ._solver import NewtonOptions, NewtonResult, deflated, newton_solve, raise_unless_converged
 from ._state import State
 from ._systems import (
     LagrangianSystem,
@@ -96,6 +96,7 @@ __all__ = [
     "check_step_size",
     "coefficients_from",
     "compare_derivative",
+    "deflated",
     "integrate",
     "integrate_ensemble",
     "lie_prk_residual",

@@ -16,13 +16,17 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, newton_solve, register_picklable
+from chetaev.discrete_lagrangian import (
+    NewtonOptions,
+    deflated,
+    newton_solve,
+    register_picklable,
+)
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
 from ._errors import DSOCSConvergenceError, DSOCSInputError
 from ._lagrangian import TwoPointLagrangian
-from ._solve import deflated, gauss_newton
 from ._validation import as_points, as_step, step_points
 
 __all__ = ["DSOCS", "FlowConditions", "TwoFormCheck", "central_difference"]
@@ -359,10 +363,11 @@ class DSOCS:
 
         def solve(x_start, roots):
             f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
-            # a diverging restart may overflow; gauss_newton reports it as not converged
+            # a diverging restart may overflow; the root finder reports it as not converged
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return gauss_newton(f, j, x_start, tol=self.tol, max_iter=self.max_iter,
-                                    damped=False)
+                return newton_solve(
+                    f, x_start, j, NewtonOptions(tol=self.tol, max_iter=self.max_iter),
+                    gauss_newton=True)
 
         n = q0.shape[-1]
         J_guess = jac(np.broadcast_to(x0, np.broadcast_shapes(q0.shape, np.shape(x0))))

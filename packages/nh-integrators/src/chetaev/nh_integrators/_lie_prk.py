@@ -19,6 +19,7 @@ from chetaev.discrete_lagrangian import (
     NewtonOptions,
     SingularMatrixError,
     State,
+    newton_solve,
 )
 
 from ._lie_core import RANK_RTOL, _GroupOps, _LieModel, lie_nh_newton
@@ -437,6 +438,9 @@ class LieNonholonomicPRK(StageOrders, Method):
         )
 
 
+_LEGENDRE_NEWTON = NewtonOptions(tol=1e-10, max_iter=50)
+
+
 class _NumericalLegendreInverse:
     """η = Fℓ⁻¹(G, M): solves D₂ℓ(G, η) = M by Newton with D₂₂ℓ, batched, to round-off.
 
@@ -456,16 +460,16 @@ class _NumericalLegendreInverse:
             eta = self.last.copy()
         else:
             eta = np.broadcast_to(self.eta_k[..., None, :], M.shape).copy()
-        floor = 16.0 * np.finfo(float).eps * (1.0 + np.abs(M).max())
-        prev = np.inf
-        for _ in range(50):
-            r = model.D2L(G, eta) - M
-            rn = float(np.abs(r).max())
-            if rn <= floor or (rn > 0.5 * prev and rn < 1e-10 * (1.0 + np.abs(M).max())):
-                break
-            eta = eta - np.linalg.solve(model.D22L(G, eta), r[..., None])[..., 0]
-            prev = rn
-        else:
-            eta = np.where(np.abs(r).max(axis=-1, keepdims=True) <= 1e-10, eta, np.nan)
+        # the one root finder, to round-off (polish: on while the residual halves), per
+        # entry with the scale 1 + max|M|
+        res = newton_solve(
+            lambda e: model.D2L(G, e) - M,
+            eta,
+            lambda e: model.D22L(G, e),
+            options=_LEGENDRE_NEWTON,
+            scale=1.0 + np.abs(M).max(axis=-1),
+            polish=0.5,
+        )
+        eta = np.where(np.asarray(res.converged)[..., None], res.x, np.nan)
         self.last = eta
         return eta

@@ -147,8 +147,8 @@ def test_newton_stops_a_stalled_or_singular_member_alone(simplified):
 
 def _structured_cubic(c, d, x0, opts):
     """x^3 = c with the approximate matrix 3 xb^2 + d (d per member, built at xb)."""
-    c = c.reshape(x0.shape[:-1] + (1,))
-    d = d.reshape(x0.shape[:-1] + (1,))
+    c = c.reshape((*x0.shape[:-1], 1))
+    d = d.reshape((*x0.shape[:-1], 1))
 
     def fun(x):
         return x**3 - c

@@ -3,7 +3,7 @@ strategy of NonholonomicPRK (jacobian_reuse="auto") does not depend on the batch
 
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import NewtonOptions, integrate, integrate_ensemble
+from chetaev.discrete_lagrangian import integrate, integrate_ensemble
 from chetaev.nh_integrators import NonholonomicPRK
 from chetaev.nh_integrators.testing import chaotic_ensemble, chaotic_system
 from chetaev.rktableaux import lobatto_iiia_iiib

@@ -251,6 +251,23 @@ class _Problem:
         self.both = None
         self.eager = False
 
+    def start(self, x, f0, j0, simplified: bool, jac_inv0):
+        """``(F, J, n_jac)`` at ``x0``: the caller's ``f0``/``j0``, else the residual, with
+        the Jacobian when it comes with it at no extra cost and will be needed."""
+        if f0 is not None:
+            return np.asarray(f0, dtype=float), j0, 0
+        if self.eager and (not simplified or jac_inv0 is None):
+            F, J = self.both(x)
+            return np.asarray(F, dtype=float), J, 1
+        return self.fun(x), None, 0
+
+    def after_step(self, x, eager: bool):
+        """``(F, J or None, n_jac)`` at a new iterate (``J`` when ``eager``)."""
+        if eager:
+            F, J = self.both(x)
+            return np.asarray(F, dtype=float), J, 1
+        return self.fun(x), None, 0
+
 
 def newton_solve(
     fun: Callable[[np.ndarray], np.ndarray] | None,
@@ -461,15 +478,7 @@ def _newton_batch(prob, x, opts, scale, jac_inv0, simplified, jac_rows, budget, 
         budget = np.broadcast_to(np.asarray(budget), batch)
         max_iter = min(max_iter, int(budget.max(initial=0)))
     eager = prob.eager and not simplified
-    n_jac = 0
-    if f0 is not None:
-        F, J = np.asarray(f0, dtype=float), j0
-    elif eager or (prob.eager and jac_inv0 is None):
-        F, J = prob.both(x)
-        F = np.asarray(F, dtype=float)
-        n_jac += int(eager)  # else counted when inverted
-    else:
-        F, J = prob.fun(x), None
+    F, J, n_jac = prob.start(x, f0, j0, simplified, jac_inv0)
     r = _norm(F, batch)
     if polish is not None:
         floor = _threshold(attrs.evolve(opts, tol=_ROUNDOFF_FACTOR * _EPS), scale, batch)
@@ -497,13 +506,14 @@ def _newton_batch(prob, x, opts, scale, jac_inv0, simplified, jac_rows, budget, 
         if simplified:
             need = active & ~valid
             if need.any():
-                if J is not None and need.all():  # the Jacobian at x is at hand
+                given = J is not None and need.all()  # the Jacobian at x is at hand
+                if given:
                     try:
                         Jinv = np.linalg.inv(J)
                         bad = None
                     except np.linalg.LinAlgError:
                         Jinv = np.full((*batch, N, N), np.nan)
-                        bad = _inverse_rows(lambda _x: J, None, x, need, Jinv)
+                        bad = _inverse_rows(lambda _x, J=J: J, None, x, need, Jinv)
                     owned = True
                 elif need.all():
                     try:
@@ -518,7 +528,7 @@ def _newton_batch(prob, x, opts, scale, jac_inv0, simplified, jac_rows, budget, 
                         Jinv = np.full((*batch, N, N), np.nan) if Jinv is None else Jinv.copy()
                         owned = True
                     bad = _inverse_rows(prob.jac, jac_rows, x, need, Jinv)
-                n_jac += 1
+                n_jac += int(not given)
                 valid |= need
                 if bad is not None:  # singular Jacobian: that entry is not converged
                     valid &= ~bad
@@ -542,12 +552,8 @@ def _newton_batch(prob, x, opts, scale, jac_inv0, simplified, jac_rows, budget, 
                         frozen[i] = True
                         active[i] = False
         x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
-        if eager:
-            F, J = prob.both(x)
-            F = np.asarray(F, dtype=float)
-            n_jac += 1
-        else:
-            F, J = prob.fun(x), None
+        F, J, n_new = prob.after_step(x, eager)
+        n_jac += n_new
         r_new = _norm(F, batch)
         with np.errstate(invalid="ignore"):
             rate = r_new / np.maximum(r, 1e-300)
@@ -585,15 +591,7 @@ def _newton_single(prob, x, opts, scale, jac_inv0, simplified, want_inverse, f0,
     returned (formed from the factors) only when they were refreshed and ``want_inverse``."""
     thr = _threshold(opts, scale)
     eager = prob.eager and not simplified
-    n_jac = 0
-    if f0 is not None:
-        F, J = np.asarray(f0, dtype=float), j0
-    elif eager or (prob.eager and jac_inv0 is None):
-        F, J = prob.both(x)
-        F = np.asarray(F, dtype=float)
-        n_jac += 1
-    else:
-        F, J = prob.fun(x), None
+    F, J, n_jac = prob.start(x, f0, j0, simplified, jac_inv0)
     r = float(np.abs(F).max()) if F.size else 0.0
     floor = thr
     if polish is not None:
@@ -627,12 +625,8 @@ def _newton_single(prob, x, opts, scale, jac_inv0, simplified, want_inverse, f0,
                 dx = _getrs(lu[0], lu[1], F)[0]
         it += 1
         x = x - dx
-        if eager:
-            F, J = prob.both(x)
-            F = np.asarray(F, dtype=float)
-            n_jac += 1
-        else:
-            F, J = prob.fun(x), None
+        F, J, n_new = prob.after_step(x, eager)
+        n_jac += n_new
         r_new = float(np.abs(F).max()) if F.size else 0.0
         rate = r_new / max(r, 1e-300)
         r = r_new

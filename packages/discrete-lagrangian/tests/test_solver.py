@@ -113,3 +113,133 @@ def test_raise_unless_converged_reports_the_failed_batch_entry():
     assert e.value.residual >= 0.5  # |x² + 1| ≥ 1 for real x: the failed entry, not entry 0
     ok = newton_solve(lambda x: x * x - 1.0, np.array([[2.0]]), jac=lambda x: 2 * x[..., None])
     assert raise_unless_converged(ok, state) is ok
+
+
+# --- per-entry decisions (issue 18), moved from nh's solver tests -----------------------
+
+
+@pytest.mark.parametrize("simplified", [True, False])
+def test_newton_stops_a_stalled_or_singular_member_alone(simplified):
+    """x^2 = c per member: c = 2 converges; c = -1 has no root (Newton wanders: the member
+    stalls); x0 = 0 has a singular Jacobian; c = NaN is non-finite. Each of these is frozen
+    and reported not converged while the others converge, each bitwise as alone."""
+    c = np.array([2.0, -1.0, 3.0, 5.0, np.nan, 0.5])
+    x0 = np.array([1.0, 0.5, 2.0, 0.0, 1.0, 1.0])[:, None]
+    opts = NewtonOptions(max_iter=60, max_stall=4)
+
+    def solve(cc, xx):
+        def fun(x):
+            return x * x - cc[:, None]
+
+        def jac(x):
+            return 2.0 * x[..., None]
+
+        return newton_solve(fun, xx, jac, opts, simplified=simplified)
+
+    with np.errstate(invalid="ignore"):
+        res = solve(c, x0)
+        solo = [solve(c[k : k + 1], x0[k : k + 1]) for k in range(len(c))]
+    assert res.converged.tolist() == [True, False, True, False, False, True]
+    for k, one in enumerate(solo):
+        assert np.array_equal(res.x[k], one.x[0], equal_nan=True), k
+        assert res.converged[k] == one.converged[0]
+
+
+def _structured_cubic(c, d, x0, opts):
+    """x^3 = c with the approximate matrix 3 xb^2 + d (d per member, built at xb)."""
+    c = c.reshape((*x0.shape[:-1], 1))
+    d = d.reshape((*x0.shape[:-1], 1))
+
+    def fun(x):
+        return x**3 - c
+
+    def jac(x):
+        return 3.0 * (x * x)[..., None]
+
+    def make_solver(xb):
+        J0 = 3.0 * xb * xb + d
+        return lambda F: F / J0
+
+    return newton_solve(fun, x0, jac, opts, simplified=False, structured=make_solver)
+
+
+def test_newton_structured_rebuilds_and_falls_back_per_member():
+    """d = 0 is exact at xb (rebuilds as x moves), a large d contracts too slowly (rate >
+    refresh_rate right after a build: that member alone goes to the analytic fallback).
+    Each member's result is bitwise that of a batch of it alone."""
+    c = np.array([2.0, 8.0, 1.4, 0.5])
+    d = np.array([0.0, 40.0, 0.0, 5.0])
+    x0 = np.array([1.3, 1.0, 1.0, 1.0])[:, None]
+    # member 2: rates 0.14 (fresh matrix) then 0.26 > refresh_rate = 0.2: a rebuild
+    opts = NewtonOptions(max_iter=60, refresh_rate=0.2)
+    res = _structured_cubic(c, d, x0, opts)
+    assert res.converged.all() and res.n_structured >= 2 and res.n_jac >= 1
+    for k in range(len(c)):
+        one = _structured_cubic(c[k : k + 1], d[k : k + 1], x0[k : k + 1], opts)
+        assert np.array_equal(res.x[k], one.x[0]), k
+        unbatched = _structured_cubic(c[k : k + 1], d[k : k + 1], x0[k], opts)
+        assert unbatched.converged and abs(unbatched.x[0] ** 3 - c[k]) <= 4 * res.tol[k]
+
+
+def test_singular_structured_matrix_falls_back_for_that_member_only():
+    """Issue 18 leftover: member 1's structured matrix is singular at its start (d = -3 x0^2,
+    so J0 = 0 and the solve returns non-finite values): that member alone goes to the
+    analytic fallback and converges; the others' iterates equal their solo runs bitwise and
+    use no analytic Jacobian."""
+    c = np.array([2.0, 3.0, 0.5])
+    x0 = np.array([1.1, 1.0, 0.9])[:, None]
+    d = np.array([0.0, -3.0, 0.0])
+    opts = NewtonOptions(max_iter=60)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = _structured_cubic(c, d, x0, opts)
+        solo = [_structured_cubic(c[k : k + 1], d[k : k + 1], x0[k : k + 1], opts)
+                for k in range(3)]
+        single = _structured_cubic(c[1:2], d[1:2], x0[1], opts)
+    assert res.converged.all() and res.n_jac >= 1
+    assert single.converged and single.n_jac >= 1
+    assert solo[0].n_jac == 0 and solo[2].n_jac == 0 and solo[1].n_jac >= 1
+    for k, one in enumerate(solo):
+        assert np.array_equal(res.x[k], one.x[0]), k
+
+
+# --- Gauss–Newton and deflation (moved from dsocs) ---------------------------------------
+
+
+def test_gauss_newton_tall_consistent_system_and_damping():
+    """A tall consistent system (x^2 = 2 twice, plus x - sqrt 2 = 0) is solved by
+    Gauss–Newton; Armijo damping brings a far guess (x0 = 40) in as well; the step-size
+    test stops at ``tol``."""
+    root = np.sqrt(2.0)
+
+    def fun(x):
+        return np.concatenate([x * x - 2.0, 2 * (x * x - 2.0), x - root], axis=-1)
+
+    def jac(x):
+        return np.stack([2 * x, 4 * x, np.ones_like(x)], axis=-2)
+
+    for damped in (False, True):
+        res = newton_solve(fun, np.array([[1.0], [40.0]]), jac, NewtonOptions(tol=1e-13),
+                           gauss_newton=True, damped=damped)
+        assert res.converged.all() and np.all(res.step <= 1e-13)
+        # |x - root| after a step of relative size <= tol at quadratic convergence: far below
+        # tol; a few ulps of root from the rounding of the last update
+        assert np.all(np.abs(res.x - root) <= 4 * np.spacing(root))
+
+
+def test_deflation_finds_the_other_root():
+    """x^2 = 1 from x0 = 0.9 converges to 1; deflating that root sends Newton from the same
+    guess to -1 (Farrell et al. 2015)."""
+    from chetaev.discrete_lagrangian import deflated
+
+    def fun(x):
+        return x * x - 1.0
+
+    def jac(x):
+        return 2.0 * x[..., None]
+
+    first = newton_solve(fun, np.array([0.9]), jac)
+    assert first.converged and abs(first.x[0] - 1.0) <= 2 * np.finfo(float).eps
+    f, j = deflated(fun, jac, [first.x], power=2)
+    second = newton_solve(f, np.array([0.9]), j, NewtonOptions(tol=1e-13), gauss_newton=True,
+                          damped=True)
+    assert second.converged and abs(second.x[0] + 1.0) <= 2 * np.finfo(float).eps

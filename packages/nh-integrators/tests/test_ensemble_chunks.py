@@ -3,9 +3,8 @@ strategy of NonholonomicPRK (jacobian_reuse="auto") does not depend on the batch
 
 import numpy as np
 import pytest
-from chetaev.discrete_lagrangian import NewtonOptions, integrate, integrate_ensemble
+from chetaev.discrete_lagrangian import integrate, integrate_ensemble
 from chetaev.nh_integrators import NonholonomicPRK
-from chetaev.nh_integrators._solve import newton, newton_structured
 from chetaev.nh_integrators.testing import chaotic_ensemble, chaotic_system
 from chetaev.rktableaux import lobatto_iiia_iiib
 
@@ -85,64 +84,3 @@ def test_stiff_member_ensemble_in_chunks_equals_the_whole_batch_bitwise(chunk_si
     assert res.all_success
     for name in ("q", "v", "p", "lam"):
         assert np.array_equal(getattr(res, name), getattr(whole, name)), name
-
-
-@pytest.mark.parametrize("simplified", [True, False])
-def test_newton_stops_a_stalled_or_singular_member_alone(simplified):
-    """x^2 = c per member: c = 2 converges; c = -1 has no root (Newton wanders: the member
-    stalls); x0 = 0 has a singular Jacobian; c = NaN is non-finite. Each of these is frozen
-    and reported not converged while the others converge, each bitwise as alone."""
-    c = np.array([2.0, -1.0, 3.0, 5.0, np.nan, 0.5])
-    x0 = np.array([1.0, 0.5, 2.0, 0.0, 1.0, 1.0])[:, None]
-    opts = NewtonOptions(max_iter=60, max_stall=4)
-
-    def solve(cc, xx):
-        def fun(x):
-            return x * x - cc[:, None]
-
-        def jac(x):
-            return 2.0 * x[..., None]
-
-        return newton(fun, jac, xx, opts, simplified=simplified)
-
-    with np.errstate(invalid="ignore"):
-        res = solve(c, x0)
-        solo = [solve(c[k : k + 1], x0[k : k + 1]) for k in range(len(c))]
-    assert res.converged.tolist() == [True, False, True, False, False, True]
-    for k, one in enumerate(solo):
-        assert np.array_equal(res.x[k], one.x[0], equal_nan=True), k
-        assert res.converged[k] == one.converged[0]
-
-
-def test_newton_structured_rebuilds_and_falls_back_per_member():
-    """x^3 = c with the approximate matrix 3 xb^2 + d (d per member, built at xb): d = 0 is
-    exact at xb (rebuilds as x moves), a large d contracts too slowly (rate > refresh_rate
-    right after a build: that member alone goes to the analytic fallback). Each member's
-    result is bitwise that of a batch of it alone."""
-    c = np.array([2.0, 8.0, 1.4, 0.5])
-    d = np.array([0.0, 40.0, 0.0, 5.0])
-    x0 = np.array([1.3, 1.0, 1.0, 1.0])[:, None]
-    # member 2: rates 0.14 (fresh matrix) then 0.26 > refresh_rate = 0.2: a rebuild
-    opts = NewtonOptions(max_iter=60, refresh_rate=0.2)
-
-    def solve(cc, dd, xx):
-        def fun(x):
-            return x**3 - cc[:, None]
-
-        def jac(x):
-            return 3.0 * (x * x)[..., None]
-
-        def make_solver(xb):
-            J0 = 3.0 * xb * xb + dd[:, None]
-            return lambda F: F / J0
-
-        def fallback(x, left):
-            return newton(fun, jac, x, opts, simplified=False, budget=left)
-
-        return newton_structured(fun, make_solver, xx, opts, 1.0, fallback)
-
-    res = solve(c, d, x0)
-    assert res.converged.all() and res.n_structured >= 2 and res.n_jac >= 1
-    for k in range(len(c)):
-        one = solve(c[k : k + 1], d[k : k + 1], x0[k : k + 1])
-        assert np.array_equal(res.x[k], one.x[0]), k

@@ -238,7 +238,7 @@ def test_constraint_holds_at_every_inner_stage(s):
     ops, model = method._setup(sysc)
     a, b = np.asarray(method.pair.first.a), np.asarray(method.pair.first.b)
     x0 = np.concatenate([np.tile(eta0, s), np.zeros(s - 1)])
-    x, aux, _, _, ok, _ = lie_nh_newton(
+    x, aux, result = lie_nh_newton(
         x0,
         tol=1e-13,
         max_iter=30,
@@ -251,7 +251,7 @@ def test_constraint_holds_at_every_inner_stage(s):
         mu0=eta0,
         lam1=np.zeros(1),
     )
-    assert ok
+    assert result.converged
     # ηⁱ, i = 2..s: imposed by the solve (tol 1e-13 on O(1) residuals); measured 6.5e-18,
     # margin 154
     assert np.max(np.abs(aux["eta"][:, 2])) < 1e-15

@@ -42,7 +42,7 @@ from ._prk import (
     solve_stages,
 )
 from ._reference import ReferenceSolution, reference_solution
-from ._solver import NewtonOptions, NewtonResult, newton_solve, raise_unless_converged
+from ._solver import NewtonOptions, NewtonResult, deflated, newton_solve, raise_unless_converged
 from ._state import State
 from ._systems import (
     LagrangianSystem,
@@ -98,6 +98,7 @@ __all__ = [
     "check_step_size",
     "coefficients_from",
     "compare_derivative",
+    "deflated",
     "integrate",
     "integrate_ensemble",
     "interface_of",

@@ -1,26 +1,33 @@
-"""The one Newton solver used by every implicit method of chetaev.
+"""The one root finder of chetaev: every implicit method of every package solves its step here.
 
-``newton_solve(fun, x0, jac=None, options=NewtonOptions(), scale=None)`` solves the
-batched square system ``fun(x) = 0`` with ``x`` of shape ``(..., N)``: each leading index
-is an independent problem (all solved with one ``np.linalg.solve`` call per iteration);
-an entry stops moving once it has converged, so a batched solve gives the same iterates
-as the single solves.
+``newton_solve(fun, x0, jac=None, options=NewtonOptions(), scale=None, ...)`` solves the
+batched system ``fun(x) = 0`` with ``x`` of shape ``(..., N)``: each leading index is an
+independent problem, and every decision (Jacobian refresh, stall, singular matrix,
+non-finite residual) is taken per entry, so a batched solve gives bitwise the iterates of
+the single solves (issue 18: an ensemble split in chunks equals the whole batch). The
+unbatched path runs the same rule with Python scalars and direct LAPACK calls (a single
+trajectory's step is dominated by per-call overhead).
 
+* Strategies: full Newton; simplified/chord Newton with Jacobian reuse across iterations
+  and steps (``jac_inv0``, ``refresh_rate``, blocked ``jac_rows`` inverse); the structured
+  approximate-matrix solve of NH-PRK with per-entry fallback to the analytic Jacobian
+  (``structured=``); Gauss–Newton for tall consistent systems with optional Armijo damping
+  (``gauss_newton=True``); deflation of known roots (:func:`deflated`, Farrell et al.
+  2015) as a residual transform for DSOCS root selection.
 * Jacobian: analytic ``jac(x)`` → ``(..., N, N)``, or central finite differences in ONE
   call of ``fun`` with the 2N perturbations stacked on a new leading axis (``fun`` must
   therefore accept extra leading axes, which every broadcasting residual does).
-* Convergence: ``max|fun(x)| ≤ max(tol, 64·eps) · scale`` (and ≥ ``atol``), where ``scale``
-  is the magnitude of the terms that make up the residual (the caller knows it; e.g.
-  ``|p| + h|W|``). The factor ``64·eps`` keeps the target above the round-off floor.
+* The one stopping rule: ``max|fun(x)| ≤ max(tol, 64·eps) · scale`` (and ≥ ``atol``),
+  where ``scale`` is the magnitude of the terms that make up the residual (the caller knows
+  it; e.g. ``|p| + h|W|``). The factor ``64·eps`` keeps the target above the round-off
+  floor. (Gauss–Newton alone tests the step size instead, see :func:`_gauss_newton`.)
 * Stall / divergence: the contraction rate ``r_{k+1}/r_k`` is monitored; an entry whose
-  residual fails to decrease ``max_stall`` times in a row (or becomes non-finite) stops
-  as not converged (scipy ``radau.solve_collocation_system`` does the same).
-* Simplified Newton (``simplified=True``): the inverse Jacobian is kept while the rate
-  stays below ``refresh_rate`` (and may be passed in from the previous step via
-  ``jac_inv0``); it is recomputed otherwise.
+  residual fails to decrease ``max_stall`` times in a row (or becomes non-finite, or meets
+  a singular matrix) stops as not converged (scipy ``radau.solve_collocation_system`` does
+  the same).
 
 Callers raise :class:`~chetaev.discrete_lagrangian.ConvergenceError` when the result is not
-converged: they know the step and the time.
+converged (:func:`raise_unless_converged`): they know the step and the time.
 """
 
 from __future__ import annotations
@@ -29,10 +36,14 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
+from scipy.linalg.lapack import dgetrf as _getrf
+from scipy.linalg.lapack import dgetri as _getri
+from scipy.linalg.lapack import dgetrs as _getrs
 
 __all__ = [
     "NewtonOptions",
     "NewtonResult",
+    "deflated",
     "fd_jacobian_of",
     "newton_solve",
     "raise_unless_converged",
@@ -141,7 +152,14 @@ class NewtonResult:
     jac_inv : ndarray or None
         Last inverse Jacobian (simplified Newton only), to pass to the next solve.
     n_jac : int
-        Number of Jacobian evaluations.
+        Number of (analytic or finite-difference) Jacobian evaluations.
+    n_structured : int
+        Number of structured matrices built (structured strategy).
+    step : ndarray (...) or None
+        Last relative step size ``|dx| / (1 + |x|)`` (Gauss–Newton strategy).
+    sigma_min : ndarray (...) or None
+        Smallest relative singular value of the Jacobian at ``x0`` and at ``x`` (the
+        smaller; ``rank_rtol`` only).
     """
 
     x: np.ndarray
@@ -152,6 +170,9 @@ class NewtonResult:
     tol: np.ndarray
     jac_inv: np.ndarray | None = None
     n_jac: int = 0
+    n_structured: int = 0
+    step: np.ndarray | None = None
+    sigma_min: np.ndarray | None = None
 
     @property
     def all_converged(self) -> bool:
@@ -198,38 +219,54 @@ def fd_jacobian_of(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np
     return np.moveaxis(D, 0, -1)
 
 
-def _solve(J: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Solve J dx = -F per batch entry; return (dx, ok) with ok False where singular."""
-    try:
-        return -np.linalg.solve(J, F[..., None])[..., 0], np.ones(F.shape[:-1], dtype=bool)
-    except np.linalg.LinAlgError:
-        pass
-    batch = F.shape[:-1]
-    Jf = np.broadcast_to(J, batch + J.shape[-2:]).reshape((-1, *J.shape[-2:]))
-    Ff = F.reshape((-1, F.shape[-1]))
-    dx = np.zeros_like(Ff)
-    ok = np.ones(Ff.shape[0], dtype=bool)
-    for i in range(Ff.shape[0]):
-        try:
-            dx[i] = -np.linalg.solve(Jf[i], Ff[i])
-        except np.linalg.LinAlgError:
-            ok[i] = False
-    return dx.reshape(F.shape), ok.reshape(batch)
+class _Problem:
+    """The residual and Jacobian of one solve behind three calls: ``fun(x)``, ``jac(x)``
+    and ``both(x)`` (``eager``: the caller's ``fun_jac`` shares work between the two, so
+    full Newton asks for both after each step; otherwise the Jacobian is formed only at the
+    start of an iteration that needs it)."""
 
+    __slots__ = ("both", "eager", "fun", "jac")
 
-def _inv(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        return np.linalg.inv(J), np.ones(J.shape[:-2], dtype=bool)
-    except np.linalg.LinAlgError:
-        Jf = J.reshape((-1, *J.shape[-2:]))
-        out = np.zeros_like(Jf)
-        ok = np.ones(Jf.shape[0], dtype=bool)
-        for i in range(Jf.shape[0]):
-            try:
-                out[i] = np.linalg.inv(Jf[i])
-            except np.linalg.LinAlgError:
-                ok[i] = False
-        return out.reshape(J.shape), ok.reshape(J.shape[:-2])
+    def __init__(self, fun, jac, fun_jac, finite_differences: bool) -> None:
+        if fun_jac is not None and not finite_differences:
+            self.fun = lambda x: np.asarray(fun_jac(x, False)[0], dtype=float)
+            self.jac = lambda x: np.asarray(fun_jac(x, True)[1])
+            self.both = lambda x: fun_jac(x, True)
+            self.eager = True
+            return
+        if fun_jac is not None:
+            base = fun_jac
+            fun = lambda y: base(y, False)[0]  # noqa: E731
+        if fun is None:
+            from ._errors import InputError
+
+            raise InputError("newton_solve needs `fun` or `fun_jac`.")
+        if jac is None or finite_differences:
+            lazy = _lazy_fd(fun)
+            self.fun = lambda x: lazy(x, False)[0]
+            self.jac = lambda x: lazy(x, True)[1]
+        else:
+            self.fun = lambda x: np.asarray(fun(x), dtype=float)
+            self.jac = lambda x: np.asarray(jac(x))
+        self.both = None
+        self.eager = False
+
+    def start(self, x, f0, j0, simplified: bool, jac_inv0):
+        """``(F, J, n_jac)`` at ``x0``: the caller's ``f0``/``j0``, else the residual, with
+        the Jacobian when it comes with it at no extra cost and will be needed."""
+        if f0 is not None:
+            return np.asarray(f0, dtype=float), j0, 0
+        if self.eager and (not simplified or jac_inv0 is None):
+            F, J = self.both(x)
+            return np.asarray(F, dtype=float), J, 1
+        return self.fun(x), None, 0
+
+    def after_step(self, x, eager: bool):
+        """``(F, J or None, n_jac)`` at a new iterate (``J`` when ``eager``)."""
+        if eager:
+            F, J = self.both(x)
+            return np.asarray(F, dtype=float), J, 1
+        return self.fun(x), None, 0
 
 
 def newton_solve(
@@ -242,8 +279,40 @@ def newton_solve(
     fun_jac: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray | None]] | None = None,
     f0: np.ndarray | None = None,
     j0: np.ndarray | None = None,
+    *,
+    simplified: bool | None = None,
+    want_inverse: bool = True,
+    jac_rows: Callable[[np.ndarray, object], np.ndarray] | None = None,
+    budget: np.ndarray | None = None,
+    structured: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]] | None = None,
+    gauss_newton: bool = False,
+    damped: bool = False,
+    polish: float | None = None,
+    rank_rtol: float | None = None,
 ) -> NewtonResult:
-    """Solve the batched square system ``fun(x) = 0`` by Newton's method.
+    """Solve the batched system ``fun(x) = 0`` (the one root finder of chetaev).
+
+    Strategies (all with the one stopping rule of the module docstring, every decision per
+    batch entry):
+
+    * full Newton (default): the Jacobian at every iterate.
+    * simplified / chord Newton (``simplified=True``, default ``options.simplified``): the
+      inverse Jacobian is kept across iterations, and across steps through ``jac_inv0``,
+      and refreshed for an entry whose contraction rate exceeds ``options.refresh_rate``.
+    * structured (``structured=make_solver``): simplified Newton with a cheap approximate
+      matrix ``J_0`` (``make_solver(x)`` returns ``solve(F) = J_0(x)^{-1} F``, e.g. the
+      structured matrix of NH-PRK, paper eq. (14)), rebuilt when an entry's rate exceeds
+      ``refresh_rate``; an entry whose freshly built matrix does not contract, or is
+      singular (``solve`` returns non-finite rows for it), finishes with the analytic
+      strategy above (full or simplified) within the iterations it has left.
+    * Gauss–Newton (``gauss_newton=True``): ``fun`` may have more rows than unknowns
+      (a consistent tall system, pseudo-inverse steps), with an optional Armijo
+      backtracking on ``|F|_2`` (``damped``). It stops on the step size
+      ``|dx|_inf <= tol (1 + |x|_inf)`` (DSOCS, whose rows carry ``1/h^2`` and ``1/h^3``
+      factors; see :func:`_gauss_newton`).
+
+    Deflation of known roots (Farrell et al. 2015) is the residual transform
+    :func:`deflated`, which any strategy can solve.
 
     Parameters
     ----------
@@ -259,115 +328,516 @@ def newton_solve(
         Magnitude of the terms in the residual; the tolerance is ``tol * scale``.
         Default 1.
     jac_inv0 : ndarray (..., N, N), optional
-        Inverse Jacobian from a previous solve (simplified Newton only).
+        Inverse Jacobian from a previous solve (simplified Newton only); an entry holding
+        NaN is refreshed.
     fun_jac : callable, optional
         ``fun_jac(x, want_jacobian)`` → ``(F, J or None)``: residual and Jacobian from one
         evaluation (shares the work); replaces ``fun`` and ``jac``.
     f0, j0 : ndarray, optional
         ``fun(x0)`` and the Jacobian at ``x0`` when the caller already has them.
+    simplified : bool, optional
+        Simplified Newton; default ``options.simplified``.
+    want_inverse : bool
+        Unbatched simplified Newton keeps LU factors; ``False`` says the caller does not
+        keep the inverse, so it is not formed from them (``jac_inv`` of the result is None).
+    jac_rows : callable, optional
+        ``jac_rows(x[sel], sel)``: the Jacobian of the batch entries ``sel`` (slice or index
+        array of a one-axis batch), so that simplified Newton forms the inverses of a large
+        batch in blocks of ~1 MB (same result, small temporaries).
+    budget : ndarray of int (...), optional
+        Iterations each entry may still take (the fallback of the structured strategy).
+    structured : callable, optional
+        ``make_solver(x)`` of the structured strategy.
+    gauss_newton, damped : bool
+        The Gauss–Newton strategy, with Armijo damping.
+    polish : float, optional
+        Iterate to the round-off floor: an entry below the tolerance keeps iterating while
+        its residual still contracts by at least this factor per iteration (and is above
+        ``64 eps * scale``); it is converged when below the tolerance. For steps whose
+        first integrals are kept at round-off level (the Lie-group NH-PRK, homogeneous-
+        spaces paper §5.5). Simplified and full Newton only.
+    rank_rtol : float, optional
+        Rank check: the smallest singular value of the Jacobian relative to its largest is
+        computed at ``x0`` and, for a converged entry, at the solution (``sigma_min`` of
+        the result, the smaller of the two); an entry below ``rank_rtol`` is not converged
+        (at ``x0``: not iterated). For systems that are singular on their solution set (the
+        ``"weighted_sum"`` rule of the Lie-group NH-PRK).
 
     Returns
     -------
     NewtonResult
     """
     opts = options if options is not None else NewtonOptions()
-    if fun_jac is None:
-        if fun is None:
+    simp = bool(opts.simplified if simplified is None else simplified)
+    if gauss_newton:
+        if fun is None or jac is None:
             from ._errors import InputError
 
-            raise InputError("newton_solve needs `fun` or `fun_jac`.")
-        use_fd = jac is None or opts.finite_differences
-        if use_fd:
-            fun_jac = _lazy_fd(fun)
-        else:
-
-            def fun_jac(x, want):
-                F = np.asarray(fun(x), dtype=float)
-                return F, (np.asarray(jac(x)) if want else None)
-
-    elif opts.finite_differences:
-        base = fun_jac
-        fun_jac = _lazy_fd(lambda y: base(y, False)[0])
-    lazy = bool(getattr(fun_jac, "lazy", False))
-
+            raise InputError("newton_solve(gauss_newton=True) needs `fun` and `jac`.")
+        return _gauss_newton(fun, jac, x0, opts, damped)
+    prob = _Problem(fun, jac, fun_jac, opts.finite_differences)
     x = np.array(x0, dtype=np.float64)
     batch = x.shape[:-1]
-    if batch == () and not opts.simplified:
-        return _newton_single(fun_jac, x, opts, scale, f0, j0, lazy)
-    scale_arr = np.ones(batch) if scale is None else np.broadcast_to(
-        np.asarray(scale, dtype=float), batch)
-    thr = np.maximum(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * scale_arr, opts.atol)
-    Jinv = jac_inv0 if opts.simplified else None
-    want = Jinv is None and not lazy
-    if f0 is not None:
-        F, J = np.asarray(f0, dtype=float), j0
-        n_jac = 0
+    sc = 1.0 if scale is None else scale
+    if rank_rtol is not None:
+        return _rank_checked(prob, x, opts, sc, jac_inv0, simp, want_inverse, jac_rows,
+                             budget, polish, float(rank_rtol))
+    if structured is not None:
+        def fallback(xs, left):
+            o, b = opts, None
+            if np.ndim(left):  # iterations left per batch entry
+                b = left
+            elif left < 1:  # no iteration left: report the unconverged iterate
+                r = np.float64(np.abs(prob.fun(xs)).max())
+                return NewtonResult(x=xs, converged=np.bool_(False), iterations=0,
+                                    residual=r, rate=float("nan"),
+                                    tol=np.float64(_threshold(opts, float(np.asarray(sc)))))
+            elif left != opts.max_iter:
+                o = attrs.evolve(opts, max_iter=int(left))
+            return newton_solve(prob.fun, xs, prob.jac, options=o, scale=scale,
+                                jac_inv0=jac_inv0, simplified=simp,
+                                want_inverse=want_inverse, jac_rows=jac_rows, budget=b)
+
+        if not batch:
+            return _structured_single(prob.fun, structured, x, opts, float(np.asarray(sc)),
+                                      fallback)
+        return _structured_batch(prob.fun, structured, x, opts, sc, fallback)
+    if not batch:
+        return _newton_single(prob, x, opts, float(np.asarray(sc)), jac_inv0, simp,
+                              want_inverse, f0, j0, polish)
+    return _newton_batch(prob, x, opts, sc, jac_inv0, simp, jac_rows, budget, f0, j0, polish)
+
+
+def _relative_sigma_min(J: np.ndarray) -> np.ndarray:
+    sv = np.linalg.svd(J, compute_uv=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sv[..., 0] > 0, sv[..., -1] / sv[..., 0], 0.0)
+
+
+def _rank_checked(prob, x, opts, scale, jac_inv0, simp, want_inverse, jac_rows, budget,
+                  polish, rtol) -> NewtonResult:
+    """The rank check of :func:`newton_solve` (``rank_rtol``) around the Newton strategies."""
+    batch = x.shape[:-1]
+    if prob.eager:
+        F0, J0 = prob.both(x)
+        F0 = np.asarray(F0, dtype=float)
     else:
-        F, J = fun_jac(x, want)
-        n_jac = int(want)
-    if J is None and want and not opts.simplified:
-        F, J = fun_jac(x, True)
-        n_jac += 1
+        F0, J0 = prob.fun(x), prob.jac(x)
+    sig0 = _relative_sigma_min(J0)
+    low = sig0 < rtol
+    if not batch:
+        if low:
+            r = float(np.abs(F0).max()) if F0.size else 0.0
+            return NewtonResult(x=x, converged=np.bool_(False), iterations=0,
+                                residual=np.float64(r), rate=float("nan"),
+                                tol=np.float64(_threshold(opts, float(np.asarray(scale)))),
+                                n_jac=1, sigma_min=sig0)
+        res = _newton_single(prob, x, opts, float(np.asarray(scale)), jac_inv0, simp,
+                             want_inverse, F0, J0, polish)
+    else:
+        if low.any():
+            cap = np.where(low, 0, opts.max_iter)
+            budget = cap if budget is None else np.minimum(budget, cap)
+        res = _newton_batch(prob, x, opts, scale, jac_inv0, simp, jac_rows, budget, F0, J0,
+                            polish)
+    if not np.any(res.converged):
+        return attrs.evolve(res, sigma_min=sig0, n_jac=res.n_jac + 1)
+    # the rank at the solution decides (a system singular on its solution set)
+    sig = np.where(res.converged, np.minimum(sig0, _relative_sigma_min(prob.jac(res.x))), sig0)
+    return attrs.evolve(res, converged=res.converged & (sig >= rtol), sigma_min=sig,
+                        n_jac=res.n_jac + 2)
+
+
+def _threshold(opts: NewtonOptions, scale, batch=None):
+    """The one stopping threshold ``max(max(tol, 64 eps) * scale, atol)``."""
+    tol = max(opts.tol, _ROUNDOFF_FACTOR * _EPS)
+    if batch is None:
+        return max(tol * scale, opts.atol)
+    return np.maximum(tol * np.broadcast_to(np.asarray(scale, dtype=float), batch), opts.atol)
+
+
+def _norm(F: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    r = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
+    return np.where(np.isnan(r), np.inf, r)
+
+
+def _newton_batch(prob, x, opts, scale, jac_inv0, simplified, jac_rows, budget, f0, j0,
+                  polish=None):
+    """Full or simplified Newton on a batch, every decision per entry (issue 18: an
+    ensemble split in chunks equals the whole batch bitwise): an entry's inverse is
+    refreshed when its own rate exceeds ``refresh_rate``, and an entry that stalls, turns
+    non-finite or meets a singular Jacobian is frozen and reported not converged while the
+    others continue; each entry's iterates are exactly those of a batch of that entry
+    alone. An entry without a valid inverse holds NaN (also in the returned ``jac_inv``,
+    which a later call then refreshes for that entry only)."""
+    batch = x.shape[:-1]
+    N = x.shape[-1]
+    thr = _threshold(opts, scale, batch)
+    max_iter, refresh, max_stall = opts.max_iter, opts.refresh_rate, opts.max_stall
+    if budget is not None:
+        budget = np.broadcast_to(np.asarray(budget), batch)
+        max_iter = min(max_iter, int(budget.max(initial=0)))
+    eager = prob.eager and not simplified
+    F, J, n_jac = prob.start(x, f0, j0, simplified, jac_inv0)
     r = _norm(F, batch)
-    failed = ~np.isfinite(r)
-    active = (r > thr) & ~failed
-    stall = np.zeros(batch, dtype=int)
-    iters = np.zeros(batch, dtype=int)
-    rate = np.full(batch, np.nan)
+    if polish is not None:
+        floor = _threshold(attrs.evolve(opts, tol=_ROUNDOFF_FACTOR * _EPS), scale, batch)
+        contracting = np.ones(batch, bool)
+    Jinv = None
+    valid = np.zeros(batch, bool)
+    owned = False  # Jinv is our own array (jac_inv0 is never written into)
+    if simplified and jac_inv0 is not None:
+        Jinv = jac_inv0
+        valid = ~np.isnan(Jinv[..., 0, 0])
+    stall = np.zeros(batch, np.int64)
+    frozen = np.zeros(batch, bool)
+    iters = np.zeros(batch, np.int64)
+    last_rate = np.full(batch, np.nan)
     it = 0
-    while np.any(active) and it < opts.max_iter:
+    while it < max_iter:
+        active = (r > thr) & (r < np.inf) & ~frozen  # r < inf: not inf, not NaN
+        if polish is not None:  # below the tolerance, on to the round-off floor
+            active |= (r > floor) & contracting & (r < np.inf) & ~frozen
+        if budget is not None:
+            active &= budget > it
+        if not active.any():
+            break
         it += 1
-        if opts.simplified:
-            if Jinv is None:
-                if J is None:
-                    F, J = fun_jac(x, True)
-                    n_jac += 1
-                Jinv, ok = _inv(J)
-                failed |= ~ok & active
-                active &= ok
-            dx = -np.einsum("...ij,...j->...i", Jinv, F)
+        if simplified:
+            need = active & ~valid
+            if need.any():
+                given = J is not None and need.all()  # the Jacobian at x is at hand
+                if given:
+                    try:
+                        Jinv = np.linalg.inv(J)
+                        bad = None
+                    except np.linalg.LinAlgError:
+                        Jinv = np.full((*batch, N, N), np.nan)
+                        bad = _inverse_rows(lambda _x, J=J: J, None, x, need, Jinv)
+                    owned = True
+                elif need.all():
+                    try:
+                        Jinv = _inverse_jacobian(prob.jac, jac_rows, x)
+                        bad = None
+                    except np.linalg.LinAlgError:
+                        Jinv = np.full((*batch, N, N), np.nan)
+                        bad = _inverse_rows(prob.jac, jac_rows, x, need, Jinv)
+                    owned = True
+                else:
+                    if not owned:
+                        Jinv = np.full((*batch, N, N), np.nan) if Jinv is None else Jinv.copy()
+                        owned = True
+                    bad = _inverse_rows(prob.jac, jac_rows, x, need, Jinv)
+                n_jac += int(not given)
+                valid |= need
+                if bad is not None:  # singular Jacobian: that entry is not converged
+                    valid &= ~bad
+                    frozen |= bad
+                    active &= ~bad
+            with np.errstate(invalid="ignore", over="ignore"):
+                dx = (Jinv @ F[..., None])[..., 0]
         else:
-            if J is None:  # lazy finite-difference Jacobian: only when an update is needed
-                _, J = fun_jac(x, True)
+            if J is None:
+                J = prob.jac(x)
                 n_jac += 1
-            dx, ok = _solve(J, F)
-            failed |= ~ok & active
-            active &= ok
-        x_new = np.where(active[..., None], x + dx, x)
-        want_new = not opts.simplified and not lazy
-        F_new, J_new = fun_jac(x_new, want_new)
-        n_jac += int(want_new)
-        r_new = _norm(F_new, batch)
-        bad = active & ~np.isfinite(r_new)
-        failed |= bad
-        upd = active & ~bad
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rk = np.where(r > 0, r_new / r, 0.0)
-        x = np.where(upd[..., None], x_new, x)
-        F = np.where(upd[..., None], F_new, F)
-        if J_new is not None:
-            J = np.where(upd[..., None, None], J_new, J) if J is not None else J_new
-        else:
-            J = None
-        r = np.where(upd, r_new, r)
-        rate = np.where(upd, rk, rate)
-        iters = iters + upd
-        stall = np.where(upd & (rk >= 1.0), stall + 1, np.where(upd, 0, stall))
-        active = upd & (r > thr) & (stall < opts.max_stall)
-        if opts.simplified and np.any(upd & (rk > opts.refresh_rate) & (r > thr)):
-            Jinv = None
-    converged = (r <= thr) & ~failed
-    finite_rates = rate[np.isfinite(rate)]
+            try:
+                dx = np.linalg.solve(J, F[..., None])[..., 0]
+            except np.linalg.LinAlgError:  # find the singular entries, one by one
+                dx = np.zeros_like(x)
+                Jb = np.broadcast_to(J, (*batch, N, N))
+                for i in zip(*np.nonzero(active)):
+                    try:
+                        dx[i] = np.linalg.solve(Jb[i][None], F[i][None, :, None])[0, :, 0]
+                    except np.linalg.LinAlgError:
+                        frozen[i] = True
+                        active[i] = False
+        x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
+        F, J, n_new = prob.after_step(x, eager)
+        n_jac += n_new
+        r_new = _norm(F, batch)
+        with np.errstate(invalid="ignore"):
+            rate = r_new / np.maximum(r, 1e-300)
+        r = r_new
+        iters += active
+        last_rate = np.where(active, rate, last_rate)
+        if polish is not None:
+            contracting = np.where(active, rate <= polish, contracting)
+        if simplified:
+            stale = active & (rate > refresh) & (r > thr)
+            if stale.any():
+                if not owned:
+                    Jinv, owned = Jinv.copy(), True
+                Jinv[stale] = np.nan
+                valid &= ~stale
+        stall = np.where(active, np.where(rate >= 1.0, stall + 1, 0), stall)
+        frozen |= active & (stall >= max_stall)
+    converged = r <= thr
+    if not simplified or not valid.any():
+        Jinv = None
+    finite = last_rate[np.isfinite(last_rate)]
     return NewtonResult(
-        x=x,
-        converged=converged,
-        iterations=int(np.max(iters)) if iters.size else 0,
-        residual=r,
-        rate=float(np.max(finite_rates)) if finite_rates.size else float("nan"),
-        tol=thr,
-        jac_inv=Jinv if opts.simplified else None,
-        n_jac=n_jac,
+        x=x, converged=converged, iterations=it, residual=r,
+        rate=float(finite.max()) if finite.size else float("nan"), tol=thr,
+        jac_inv=Jinv, n_jac=n_jac,
     )
+
+
+def _newton_single(prob, x, opts, scale, jac_inv0, simplified, want_inverse, f0, j0,
+                   polish=None):
+    """:func:`_newton_batch` for one unbatched system: the same rule with Python scalars
+    (a single trajectory's step is dominated by per-call overhead) and LAPACK ``getrf`` /
+    ``getrs`` called directly. Simplified Newton keeps the LU factors (~4 times cheaper than
+    forming the inverse); a passed-in ``jac_inv0`` is used as an inverse, and the inverse is
+    returned (formed from the factors) only when they were refreshed and ``want_inverse``."""
+    thr = _threshold(opts, scale)
+    eager = prob.eager and not simplified
+    F, J, n_jac = prob.start(x, f0, j0, simplified, jac_inv0)
+    r = float(np.abs(F).max()) if F.size else 0.0
+    floor = thr
+    if polish is not None:
+        floor = max(_ROUNDOFF_FACTOR * _EPS * scale, opts.atol)
+    Jinv = jac_inv0 if simplified else None
+    stall = it = 0
+    rate = float("nan")
+    max_iter, refresh, max_stall = opts.max_iter, opts.refresh_rate, opts.max_stall
+    lu = None  # (lu, piv) of the current Jacobian (simplified Newton)
+    scalar = x.shape == (1,)
+    while it < max_iter and r > floor and r < np.inf:  # r < inf: stops on inf and NaN
+        if r <= thr and it > 0 and not rate <= polish:  # polish: on while it contracts
+            break
+        if simplified and Jinv is not None:
+            dx = Jinv @ F
+        else:
+            if J is None and (lu is None or not simplified):
+                J = prob.jac(x)
+                n_jac += 1
+            if scalar and not simplified:
+                j = float(J[0, 0])
+                if j == 0.0 or not np.isfinite(j):  # singular: not converged
+                    break
+                dx = F / j
+            else:
+                if lu is None or not simplified:
+                    lu_, piv, info = _getrf(J)
+                    if info != 0:  # singular Jacobian: not converged
+                        break
+                    lu = (lu_, piv)
+                dx = _getrs(lu[0], lu[1], F)[0]
+        it += 1
+        x = x - dx
+        F, J, n_new = prob.after_step(x, eager)
+        n_jac += n_new
+        r_new = float(np.abs(F).max()) if F.size else 0.0
+        rate = r_new / max(r, 1e-300)
+        r = r_new
+        if simplified and rate > refresh and r > thr:
+            Jinv = None
+            lu = None
+        stall = stall + 1 if rate >= 1.0 else 0
+        if stall >= max_stall:
+            break
+    if r != r:
+        r = float("inf")
+    if simplified and lu is not None and want_inverse:
+        inv_, info = _getri(lu[0], lu[1])
+        Jinv = inv_ if info == 0 else None
+    return NewtonResult(
+        x=x, converged=np.bool_(r <= thr), iterations=it, residual=np.float64(r), rate=rate,
+        tol=np.float64(thr), jac_inv=Jinv if simplified else None, n_jac=n_jac)
+
+
+def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResult:
+    """The structured strategy on a batch, per entry (issue 18): an entry's matrix is built
+    at its own build point ``xb``, rebuilt (``xb`` moved to its iterate) when its own judged
+    rate exceeds ``refresh_rate``; ``make_solver`` is elementwise, so the entries not rebuilt
+    get bitwise their old matrix. An entry whose fresh matrix does not contract, or is
+    singular (non-finite step), is set aside with its iterations left and finished by one
+    fallback call at the end (budget per entry)."""
+    batch = x.shape[:-1]
+    thr = _threshold(opts, scale, batch)
+    F = fun(x)
+    r = _norm(F, batch)
+    max_iter, refresh, max_stall = opts.max_iter, opts.refresh_rate, opts.max_stall
+    it = 0
+    n_built = 0
+    solve = None
+    xb = None
+    built = np.zeros(batch, bool)  # the entry has a matrix (at xb)
+    fresh = np.zeros(batch, bool)  # ... built at the previous iterate
+    stall = np.zeros(batch, np.int64)
+    frozen = np.zeros(batch, bool)
+    left = np.zeros(batch, np.int64)  # > 0: handed to the fallback with that many iterations
+    to_fallback = np.zeros(batch, bool)
+    while it < max_iter:
+        active = (r > thr) & (r < np.inf) & ~frozen & ~to_fallback
+        if not active.any():
+            break
+        need = active & ~built
+        if need.any():
+            xn = x if xb is None or need.all() else np.where(need[..., None], x, xb)
+            try:
+                solve_new = make_solver(xn)
+            except np.linalg.LinAlgError:
+                # a make_solver that cannot tell which entry is singular: the entries
+                # being rebuilt go to the fallback (a solver that returns non-finite rows
+                # for its singular entries keeps this decision per entry, below)
+                to_fallback |= need
+                left[need] = max_iter - it
+                active &= ~need
+                if not active.any():
+                    break
+            else:
+                solve, xb = solve_new, xn
+                n_built += 1
+                built |= need
+                fresh = need
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            dx = solve(F)
+        singular = active & fresh & ~np.all(np.isfinite(dx), axis=-1)
+        if singular.any():  # singular fresh matrix: that entry alone goes to the fallback
+            to_fallback |= singular
+            left[singular] = max_iter - it
+            active &= ~singular
+            built &= ~singular
+            if not active.any():
+                break
+        it += 1
+        x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
+        F = fun(x)
+        r_new = _norm(F, batch)
+        with np.errstate(invalid="ignore"):
+            ratio = r_new / np.maximum(r, 1e-300)
+        # the matrix is judged on entries clear of the round-off floor (an entry within a
+        # few units of the tolerance, whose rate is noise, needs no better matrix)
+        judged = active & (r > 16.0 * thr) & (r_new > thr)
+        over = judged & (ratio > refresh)
+        r = r_new
+        if over.any():
+            give_up = over & fresh & (ratio < np.inf)
+            to_fallback |= give_up
+            left[give_up] = max_iter - it
+            built &= ~over
+        fresh = np.zeros(batch, bool)
+        stall = np.where(active, np.where(ratio >= 1.0, stall + 1, 0), stall)
+        frozen |= active & (stall >= max_stall)
+    if to_fallback.any():
+        return _finish(fallback(x, np.where(to_fallback, left, 0)), it, n_built)
+    return NewtonResult(x=x, converged=r <= thr, iterations=it, residual=r,
+                        rate=float("nan"), tol=thr, n_structured=n_built)
+
+
+def _structured_single(fun, make_solver, x, opts, scale, fallback) -> NewtonResult:
+    """:func:`_structured_batch` for one unbatched system."""
+    thr = _threshold(opts, scale)
+    F = fun(x)
+    r = float(np.abs(F).max())
+    max_iter, refresh, max_stall = opts.max_iter, opts.refresh_rate, opts.max_stall
+    it = 0
+    stall = 0
+    solve = None
+    fresh = False  # solve was built at the previous iterate
+    n_built = 0
+    rate = float("nan")
+    while it < max_iter:
+        if not r > thr or not r < np.inf:
+            break
+        if solve is None:
+            try:
+                solve = make_solver(x)
+            except np.linalg.LinAlgError:  # singular structured matrix
+                return _finish(fallback(x, max_iter - it), it, n_built)
+            fresh = True
+            n_built += 1
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            dx = solve(F)
+        if fresh and not np.all(np.isfinite(dx)):  # singular structured matrix
+            return _finish(fallback(x, max_iter - it), it, n_built)
+        it += 1
+        x = x - dx
+        F = fun(x)
+        r_new = float(np.abs(F).max())
+        ratio = r_new / max(r, 1e-300)
+        judged = (r > 16.0 * thr) and (r_new > thr)
+        rate = ratio if judged else 0.0
+        r = r_new
+        if rate > refresh:
+            if fresh and rate < np.inf:
+                return _finish(fallback(x, max_iter - it), it, n_built)
+            solve = None
+        fresh = False
+        stall = stall + 1 if ratio >= 1.0 else 0
+        if stall >= max_stall:
+            break
+    if r != r:
+        r = float("inf")
+    return NewtonResult(x=x, converged=np.bool_(r <= thr), iterations=it,
+                        residual=np.float64(r), rate=rate, tol=np.float64(thr),
+                        n_structured=n_built)
+
+
+def _finish(result: NewtonResult, it_before: int, n_built: int) -> NewtonResult:
+    return attrs.evolve(result, iterations=result.iterations + it_before, n_structured=n_built)
+
+
+# Entries of a block of a blocked Jacobian refresh: about 1 MB of Jacobian per block, at
+# least 256 entries (measured on 10^4 trajectories: 256-512 entries for N = 23-31; small
+# systems gain nothing from blocks, whose Python overhead then dominates).
+_BLOCK_VALUES = 2**17
+_BLOCK_MIN = 256
+
+
+def _inverse_jacobian(jac, jac_rows, x: np.ndarray) -> np.ndarray:
+    """``inv(jac(x))``, by blocks of batch entries when ``jac_rows`` is given."""
+    B = x.shape[0]
+    N = x.shape[-1]
+    block = max(_BLOCK_MIN, _BLOCK_VALUES // (N * N))
+    if jac_rows is None or x.ndim != 2 or B <= 2 * block:
+        return np.linalg.inv(jac(x))
+    out = np.empty((B, N, N))
+    for i in range(0, B, block):
+        sl = slice(i, min(i + block, B))
+        out[sl] = np.linalg.inv(jac_rows(x[sl], sl))
+    return out
+
+
+def _inverse_rows(jac, jac_rows, x: np.ndarray, need: np.ndarray, out: np.ndarray):
+    """Write ``inv(jac(x))`` of the entries ``need`` into ``out[need]`` (by blocks of
+    ``jac_rows`` with index arrays on a one-axis batch, else rows of ``jac(x)``); return the
+    mask of the entries whose Jacobian is singular (their rows stay NaN), or None."""
+    N = x.shape[-1]
+    if jac_rows is not None and x.ndim == 2:
+        idx = np.flatnonzero(need)
+        block = max(_BLOCK_MIN, _BLOCK_VALUES // (N * N))
+        parts = [idx[i : i + block] for i in range(0, idx.size, block)]
+        J = None
+    else:
+        J = np.broadcast_to(jac(x), (*x.shape, N))[need]
+        parts = [None]
+    bad = None
+    for part in parts:
+        Jp = J if part is None else jac_rows(x[part], part)
+        try:
+            inv = np.linalg.inv(Jp)
+        except np.linalg.LinAlgError:  # find the singular entries, one by one
+            inv = np.full(Jp.shape, np.nan)
+            for k in range(Jp.shape[0]):
+                try:
+                    inv[k] = np.linalg.inv(Jp[k][None])[0]
+                except np.linalg.LinAlgError:
+                    pass
+            sing = np.isnan(inv[:, 0, 0])
+            if sing.any():
+                if bad is None:
+                    bad = np.zeros(need.shape, bool)
+                if part is None:
+                    bad[need] = sing
+                else:
+                    bad.flat[part[sing]] = True
+        if part is None:
+            out[need] = inv
+        else:
+            out[part] = inv
+    return bad
 
 
 def _lazy_fd(fun):
@@ -385,58 +855,106 @@ def _lazy_fd(fun):
             cache["x"], cache["F"] = np.array(x), F
         return F, (fd_jacobian_of(fun, x) if want else None)
 
-    fun_jac.lazy = True
     return fun_jac
 
 
-def _newton_single(fun_jac, x, opts, scale, f0, j0, lazy=False) -> NewtonResult:
-    """The same iteration as the batched loop for one problem, with Python scalars
-    (the per-iteration overhead matters for small single-trajectory steps)."""
-    sc = 1.0 if scale is None else float(np.asarray(scale))
-    thr = max(max(opts.tol, _ROUNDOFF_FACTOR * _EPS) * sc, opts.atol)
-    if f0 is not None and (j0 is not None or lazy):
-        F, J = np.asarray(f0, dtype=float), j0
-        n_jac = 0
-    else:
-        F, J = fun_jac(x, not lazy)
-        n_jac = int(not lazy)
-    r = float(np.max(np.abs(F))) if F.size else 0.0
-    failed = not np.isfinite(r)
-    it = stall = 0
-    rate = float("nan")
-    while not failed and r > thr and it < opts.max_iter and stall < opts.max_stall:
-        it += 1
-        if J is None:
-            _, J = fun_jac(x, True)
-            n_jac += 1
-        if F.shape == (1,):
-            j = float(J[0, 0])
-            if j == 0.0 or not np.isfinite(j):
-                failed = True
-                break
-            dx = F / j
-        else:
-            try:
-                dx = np.linalg.solve(J, F)
-            except np.linalg.LinAlgError:
-                failed = True
-                break
-        x_new = x - dx
-        F_new, J_new = fun_jac(x_new, not lazy)
-        n_jac += int(not lazy)
-        r_new = float(np.max(np.abs(F_new))) if F_new.size else 0.0
-        if not np.isfinite(r_new):
-            failed = True
+def _lstsq_step(J: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Least-squares/regular solution of J dx = F, batched."""
+    if J.shape[-1] == J.shape[-2]:
+        try:
+            return np.linalg.solve(J, F[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            pass
+    return np.einsum("...ij,...j->...i", np.linalg.pinv(J), F)
+
+
+def _gauss_newton(fun, jac, x0, opts: NewtonOptions, damped: bool) -> NewtonResult:
+    """Gauss–Newton for a consistent (possibly tall) system, batched; converged entries
+    are frozen. With ``damped`` a backtracking line search on ``|F|_2`` (Armijo, halving up
+    to ``2^-10``) globalizes the iteration; near a regular root the full step is always
+    accepted, so the local convergence stays quadratic.
+
+    The stopping test is on the step size, ``|dx|_inf <= tol (1 + |x|_inf)`` at a full
+    step, the residual's size being unknown here: DSOCS's rows carry factors such as
+    ``1/h^2`` and ``1/h^3`` whose round-off floor makes a residual test unattainable
+    (docs' theory page "Scaled stopping test"). ``step`` of the result holds the last
+    relative step size.
+    """
+    tol, max_iter = opts.tol, opts.max_iter
+    x = np.array(x0, dtype=float, copy=True)
+    batch = x.shape[:-1]
+    done = np.zeros(batch, dtype=bool)
+    rel = np.full(batch, np.inf)
+    it = 0
+    F = np.asarray(fun(x), dtype=float)
+    n_jac = 0
+    for it in range(1, max_iter + 1):  # noqa: B007
+        J = np.asarray(jac(x), dtype=float)
+        n_jac += 1
+        dx = _lstsq_step(J, F)
+        dx = np.where(done[..., None], 0.0, dx)
+        if not np.all(np.isfinite(dx)):
+            bad = ~np.all(np.isfinite(dx), axis=-1)
+            rel = np.where(bad, np.inf, rel)
             break
-        rate = r_new / r if r > 0 else 0.0
-        stall = stall + 1 if rate >= 1.0 else 0
-        x, F, J, r = x_new, F_new, J_new, r_new
-    return NewtonResult(
-        x=x, converged=np.asarray(bool(r <= thr and not failed)), iterations=it,
-        residual=np.asarray(r if np.isfinite(r) else np.inf), rate=rate, tol=np.asarray(thr),
-        jac_inv=None, n_jac=n_jac)
+        alpha = np.ones(batch)
+        xn = x - dx
+        Fn = np.asarray(fun(xn), dtype=float)
+        if damped:
+            f0 = np.sum(F * F, axis=-1)
+            for _ in range(10):
+                fn = np.sum(Fn * Fn, axis=-1)
+                ok = (fn <= (1.0 - 1e-4 * alpha) * f0) | done | ~np.isfinite(f0)
+                # a tiny full step near the root may not decrease ‖F‖ (round-off): accept it
+                small = np.max(np.abs(dx), axis=-1) <= 1e3 * tol * (1.0 + np.max(np.abs(x), -1))
+                ok = ok | (small & (alpha == 1.0))
+                if np.all(ok):
+                    break
+                alpha = np.where(ok, alpha, 0.5 * alpha)
+                xn = x - alpha[..., None] * dx
+                Fn = np.asarray(fun(xn), dtype=float)
+        step = alpha * np.max(np.abs(dx), axis=-1) / (1.0 + np.max(np.abs(xn), axis=-1))
+        x, F = xn, Fn
+        rel = np.where(done, rel, step)
+        done = done | ((step <= tol) & (alpha == 1.0))
+        if np.all(done):
+            break
+    res = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
+    ok = done & np.isfinite(res) & np.all(np.isfinite(x), axis=-1)
+    return NewtonResult(x=x, converged=ok, iterations=it, residual=res, rate=float("nan"),
+                        tol=np.full(batch, tol), n_jac=n_jac, step=rel)
 
 
-def _norm(F: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
-    r = np.max(np.abs(F), axis=-1) if F.shape[-1] else np.zeros(batch)
-    return np.where(np.isnan(r), np.inf, r)
+def deflated(fun: Callable, jac: Callable, roots: list[np.ndarray], shift: float = 1.0,
+             scale: float = 1.0, power: int = 2):
+    """Deflated residual ``m(x) F(x)`` and its Jacobian, for root selection.
+
+    ``m(x) = prod_k (1 / (|x - x_k| / scale)^power + shift)`` removes the known roots
+    ``x_k`` (Farrell, Birkisson & Funke 2015), so that Newton from the same guess converges
+    to a different root; used by the root-selection safeguard of DSOCS (paper §4.2,
+    eqs. (8)–(10)). Returns ``(f, j)`` for :func:`newton_solve`.
+    """
+
+    def m_and_grad(x):
+        m = np.ones(x.shape[:-1])
+        grad = np.zeros(x.shape)
+        for r in roots:
+            d = (x - r) / scale
+            d2 = np.maximum(np.sum(d * d, axis=-1), 1e-300)
+            dn = d2 ** (power / 2)
+            mk = 1.0 / dn + shift
+            gk = -power * d / (d2 ** (power / 2 + 1))[..., None] / scale
+            grad = grad * mk[..., None] + m[..., None] * gk
+            m = m * mk
+        return m, grad
+
+    def f(x):
+        m, _ = m_and_grad(x)
+        return m[..., None] * np.asarray(fun(x))
+
+    def j(x):
+        m, g = m_and_grad(x)
+        F = np.asarray(fun(x))
+        return m[..., None, None] * np.asarray(jac(x)) + F[..., :, None] * g[..., None, :]
+
+    return f, j

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian import NewtonOptions, newton_solve
 
 from ._errors import DSOCSInputError
-from ._solve import gauss_newton
 from ._validation import fd_jacobian
 
 __all__ = ["SOCS", "lagrangian_functions"]
@@ -157,12 +157,13 @@ class SOCS:
         q, v = (np.asarray(x, float) for x in (q, v))
         a0 = np.zeros_like(q) if a_guess is None else np.asarray(a_guess, float)
         qe, ve = q[..., None, :], v[..., None, :]
-        res = gauss_newton(
+        res = newton_solve(
             lambda a: self.residual(q, v, a),
-            lambda a: fd_jacobian(lambda x: self.residual(qe, ve, x), a),
             a0,
-            tol=tol,
-            max_iter=max_iter,
+            lambda a: fd_jacobian(lambda x: self.residual(qe, ve, x), a),
+            NewtonOptions(tol=tol, max_iter=max_iter),
+            gauss_newton=True,
+            damped=True,
         )
         if not np.all(res.converged):
             raise DSOCSInputError(

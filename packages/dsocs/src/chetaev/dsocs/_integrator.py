@@ -33,11 +33,10 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import Method, NewtonOptions, State, newton_solve
+from chetaev.discrete_lagrangian import Method, NewtonOptions, State, deflated, newton_solve
 
 from ._derivcheck import verify_once
 from ._errors import DSOCSConvergenceError, DSOCSInputError
-from ._solve import deflated, gauss_newton
 from ._validation import as_points, step_points
 
 __all__ = ["DSOCSIntegrator"]
@@ -293,10 +292,11 @@ class DSOCSIntegrator(Method):
 
         def solve(x_start, roots):
             f, j = (fun, jac) if not roots else deflated(fun, jac, roots, power=1)
-            # a diverging restart may overflow; gauss_newton reports it as not converged
+            # a diverging restart may overflow; the root finder reports it as not converged
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return gauss_newton(f, j, x_start, tol=tol, max_iter=max_iter,
-                                    damped=False)
+                return newton_solve(
+                    f, x_start, j, NewtonOptions(tol=tol, max_iter=max_iter),
+                    gauss_newton=True)
 
         n = q0.shape[-1]
         J_guess = jac(np.broadcast_to(x0, np.broadcast_shapes(q0.shape, np.shape(x0))))

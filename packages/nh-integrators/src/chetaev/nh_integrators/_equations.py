@@ -595,12 +595,12 @@ class LagrangianStep:
         nilpotent (``ahat a`` has a double zero eigenvalue) and the rate is ``O(h^3)``.
         Measured rates at ``h = 0.1`` are below ``1.4e-3`` on the particle and the chaotic
         system (paper §7.1; §7.3), against ``0.03`` for the analytic Jacobian of the previous
-        step; when the rate is too large (stiff forces), :func:`._solve.newton_structured`
+        step; when the rate is too large (stiff forces), ``newton_solve(structured=...)``
         falls back to the analytic Jacobian.
 
         Only for a constant mass matrix (``model.mass`` set, ``D21L = 0``); returns the
-        callable ``solve(F) -> J_0^{-1} F`` (shapes ``(..., N)``). Raises
-        ``numpy.linalg.LinAlgError`` if ``S`` is singular.
+        callable ``solve(F) -> J_0^{-1} F`` (shapes ``(..., N)``), which returns NaN for a
+        member whose ``S`` is singular.
         """
         st = self._last
         if st is None or st[0] is not x:
@@ -837,12 +837,23 @@ def _small_inverse(S: Array) -> Array:
     batch of 10^4 several times cheaper than ``np.linalg.inv``'s per-matrix LAPACK calls;
     ``np.linalg.inv`` for larger sizes.
 
-    Raises ``numpy.linalg.LinAlgError`` when a matrix is singular (determinant zero or not
-    finite, or below ``1e-14`` times the product of its row norms).
+    A singular matrix (determinant zero or not finite, or below ``1e-14`` times the
+    product of its row norms) gets a NaN inverse, so the solve built on it returns NaN for
+    that batch member only and the root finder sends that member alone to its fallback
+    (issue 18: per-member decisions).
     """
     k = S.shape[-1]
     if k > 3:
-        return np.linalg.inv(S)
+        try:
+            return np.linalg.inv(S)
+        except np.linalg.LinAlgError:
+            out = np.full(S.shape, np.nan)
+            for i in np.ndindex(S.shape[:-2]):
+                try:
+                    out[i] = np.linalg.inv(S[i])
+                except np.linalg.LinAlgError:
+                    pass
+            return out
     E = np.moveaxis(S, (-2, -1), (0, 1)).copy()  # E[i, j] = S[..., i, j], contiguous
     if k == 1:
         det = E[0, 0]
@@ -859,8 +870,9 @@ def _small_inverse(S: Array) -> Array:
                 adj[j, i] = E[i1, j1] * E[i2, j2] - E[i1, j2] * E[i2, j1]
         det = E[0, 0] * adj[0, 0] + E[0, 1] * adj[1, 0] + E[0, 2] * adj[2, 0]
     scale = np.prod(np.sqrt(np.sum(E * E, axis=1)), axis=0)  # product of the row norms
-    if not np.all(np.abs(det) > 1e-14 * scale) or not np.all(np.isfinite(det)):
-        raise np.linalg.LinAlgError("singular structured Newton matrix")
+    singular = ~(np.abs(det) > 1e-14 * scale) | ~np.isfinite(det)
+    if singular.any():
+        det = np.where(singular, np.nan, det)
     return np.moveaxis(adj / det, (0, 1), (-2, -1))
 
 

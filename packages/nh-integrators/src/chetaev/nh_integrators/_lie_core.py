@@ -41,6 +41,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+from chetaev.discrete_lagrangian import NewtonOptions, NewtonResult, newton_solve
 
 __all__: list[str] = []
 
@@ -346,78 +347,43 @@ def lie_nh_newton(
     tol: float,
     max_iter: int,
     check_rank: bool = False,
-    jac_inv: np.ndarray | None = None,
     **kwargs: Any,
-) -> tuple[np.ndarray, dict[str, np.ndarray], int, float, bool, np.ndarray | None]:
-    """Simplified Newton on :func:`lie_nh_residual` with its analytic Jacobian (batched).
+) -> tuple[np.ndarray, dict[str, np.ndarray], NewtonResult]:
+    """Solve :func:`lie_nh_residual` = 0 with the one root finder (batched).
 
-    The inverse Jacobian ``jac_inv`` of an earlier step may be passed in; otherwise it is
-    formed at the first iterate. It is kept while the iteration contracts fast (residual
-    reduced at least 20-fold per iteration) and refreshed at the current iterate otherwise
-    (DESIGN.md "Performance design": factor once, keep while convergence is fast). Stops when
-    ``max|r| ≤ tol·scale`` (``scale = 1 + max|μ_k| + max|x|``) and the iteration has stalled
-    at round-off, or when ``max|r|`` is below 64·eps·scale, so a converged step sits at
-    round-off level (the first integrals of §5.5 are kept to ~1e-14 per step).
+    Simplified Newton (``newton_solve``) with the analytic Jacobian formed at the first
+    iterate and refreshed at the current one when the residual is reduced less than
+    20-fold per iteration (DESIGN.md "Performance design": factor once, keep while
+    convergence is fast), iterated to the round-off floor (``polish=0.1``: on while the
+    residual still contracts 10-fold, so a converged step sits at round-off level and the
+    first integrals of §5.5 are kept to ~1e-14 per step); the scale of the tolerance is
+    ``1 + max|μ_k| + max|x_0|`` per batch entry.
 
-    Returns ``(x, aux, iterations, residual, converged, jac_inv)``. With ``check_rank`` the
-    Jacobian's smallest relative singular value is checked at the first iterate and at the
-    converged point, and ``_SingularStepJacobian`` is raised when it is below 1e-10 (the
-    ``"weighted_sum"`` rule: on a homogeneous-space lift the solutions form a one-parameter
-    family by a discrete Noether identity, see the homogeneous-spaces theory page,
-    so the Jacobian is singular on it even when it is not at the guess).
+    Returns ``(x, aux, result)``: ``aux`` of the residual at ``x``, and the
+    ``NewtonResult``. With ``check_rank`` the Jacobian's smallest relative singular value
+    is checked at the first iterate and at the solution (``result.sigma_min``; an entry
+    below 1e-10 is not converged): the ``"weighted_sum"`` rule on a homogeneous-space lift
+    has a one-parameter family of solutions by a discrete Noether identity (see the
+    homogeneous-spaces theory page), so the Jacobian is singular on it even when it is not
+    at the guess.
     """
-    x = np.array(x0, dtype=float)
-    scale = 1.0 + float(np.max(np.abs(kwargs["mu0"]))) + float(np.max(np.abs(x)))
-    floor = 64 * np.finfo(float).eps * scale
-    prev = np.inf
-    first = np.inf
-    it = 0
-    Jinv = None if check_rank else jac_inv
-    while True:
-        need = Jinv is None
-        r, J, aux = lie_nh_residual(x, jacobian=need, **kwargs)
-        rn = float(np.max(np.abs(r))) if r.size else 0.0
-        if not np.isfinite(rn) or (it >= 3 and rn > 1e6 * first):  # diverging: give up early
-            return x, aux, it, rn, False, None
-        if it == 0:
-            first = max(rn, floor)
-        if need:
-            if check_rank:
-                _check_rank(J)
-            try:
-                Jinv = np.linalg.inv(J)
-            except np.linalg.LinAlgError:
-                return x, aux, it, rn, False, None
-        if rn <= floor or (rn <= tol * scale and rn > 0.1 * prev):
-            if check_rank:  # the rank at the solution decides (F5: singular on the manifold)
-                _, Jx, _ = lie_nh_residual(x, jacobian=True, **kwargs)
-                _check_rank(Jx)
-            return x, aux, it, rn, True, Jinv
-        if it >= max_iter:
-            return x, aux, it, rn, rn <= tol * scale, Jinv
-        if it > 0 and rn > 0.05 * prev and rn > tol * scale:
-            # slow contraction: refresh the Jacobian at the current iterate, then step
-            r, J, aux = lie_nh_residual(x, jacobian=True, **kwargs)
-            try:
-                Jinv = np.linalg.inv(J)
-            except np.linalg.LinAlgError:
-                return x, aux, it, rn, False, None
-        x = x - np.einsum("...ij,...j->...i", Jinv, r)
-        prev = rn
-        it += 1
+    x0 = np.asarray(x0, dtype=float)
+    last: dict[str, Any] = {}
+
+    def fun_jac(x, want):
+        r, J, aux = lie_nh_residual(x, jacobian=want, **kwargs)
+        last["x"], last["aux"] = x, aux
+        return r, J
+
+    scale = 1.0 + np.max(np.abs(kwargs["mu0"]), axis=-1) + np.max(np.abs(x0), axis=-1)
+    options = NewtonOptions(tol=tol, max_iter=max_iter, simplified=True, refresh_rate=0.05)
+    res = newton_solve(None, x0, options=options, scale=scale, fun_jac=fun_jac,
+                       polish=0.1, rank_rtol=RANK_RTOL if check_rank else None)
+    if last.get("x") is res.x:
+        aux = last["aux"]
+    else:
+        _, _, aux = lie_nh_residual(res.x, jacobian=False, **kwargs)
+    return res.x, aux, res
 
 
-def _check_rank(J: np.ndarray, rtol: float = 1e-10) -> None:
-    sv = np.linalg.svd(J, compute_uv=False)
-    rel = sv[..., -1] / sv[..., 0]
-    if np.any(rel < rtol):
-        raise _SingularStepJacobian(float(np.min(rel)), J)
-
-
-class _SingularStepJacobian(Exception):
-    """Internal: the step's Newton matrix is rank deficient (relative σ_min given)."""
-
-    def __init__(self, rel_sigma_min: float, jac: np.ndarray) -> None:
-        super().__init__(rel_sigma_min)
-        self.rel_sigma_min = rel_sigma_min
-        self.jac = jac
+RANK_RTOL = 1e-10  # relative smallest singular value below which the step matrix is singular

@@ -18,6 +18,7 @@ from chetaev.discrete_lagrangian import (
     Method,
     NewtonOptions,
     State,
+    newton_solve,
 )
 
 from . import _equations as eq
@@ -36,9 +37,6 @@ from ._rules import (
     multiplier_mode_check,
     one_of,
 )
-from ._solve import SolveResult
-from ._solve import newton as _newton
-from ._solve import newton_structured as _newton_structured
 from ._validate import check_state, real_array, real_scalar
 
 __all__ = [
@@ -513,35 +511,18 @@ class NonholonomicPRK(StageOrders, Method):
         scale = 1.0 + np.maximum(np.abs(p).max(axis=-1), np.abs(v).max(axis=-1))
         rows = jac_rows if _per_entry(q, p, lam, guess) else None
 
-        def analytic(x0, max_iter):
-            options = self.newton
-            budget = None
-            if np.ndim(max_iter):  # iterations left per batch entry (newton_structured)
-                budget = max_iter
-            elif max_iter != options.max_iter:
-                if max_iter < 1:  # no iteration left: report the unconverged iterate
-                    r = np.abs(fun(x0)).max(axis=-1)
-                    return SolveResult(x0, np.zeros(r.shape, bool), 0, r, None, 0)
-                options = attrs.evolve(options, max_iter=max_iter)
-            return _newton(
-                fun,
-                jac,
-                x0,
-                options,
-                scale=scale,
-                jac_inv0=jac_inv0,
-                simplified=reuse != "iteration",
-                want_inverse=reuse == "steps",
-                jac_rows=rows,
-                budget=budget,
-            )
-
-        if structured:
-            result = _newton_structured(
-                fun, equations.structured_solver, guess, self.newton, scale, analytic
-            )
-        else:
-            result = analytic(guess, self.newton.max_iter)
+        result = newton_solve(
+            fun,
+            guess,
+            jac,
+            options=self.newton,
+            scale=scale,
+            jac_inv0=jac_inv0,
+            simplified=reuse != "iteration",
+            want_inverse=reuse == "steps",
+            jac_rows=rows,
+            structured=equations.structured_solver if structured else None,
+        )
         converged = bool(result.converged.all())
         if not converged:
             failed = ~np.asarray(result.converged)
@@ -597,7 +578,7 @@ class NonholonomicPRK(StageOrders, Method):
 
 def _per_entry(q, p, lam, x) -> bool:
     """Whether the step's inputs carry one entry per entry of the one-axis batch of ``x``
-    (then the Jacobian of a block of the batch can be formed: :func:`_solve.newton`)."""
+    (then the Jacobian of a block of the batch can be formed: ``newton_solve(jac_rows=...)``)."""
     return x.ndim == 2 and q.shape[:-1] == p.shape[:-1] == lam.shape[:-1] == x.shape[:-1]
 
 

@@ -33,7 +33,7 @@ from chetaev.discrete_lagrangian import (
     TrivializedLagrangianSystem,
     TrivializedMechanicalSystem,
 )
-from chetaev.discrete_lagrangian import _derivcheck as dc  # the measured ratios
+from chetaev.discrete_lagrangian.systems import _derivcheck as dc  # the measured ratios
 
 _SYSTEMS = (ConstrainedSystem, LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
             TrivializedMechanicalSystem)

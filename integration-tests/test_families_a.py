@@ -66,8 +66,8 @@ EUCLIDEAN_METHODS = [
 
 
 #: The residual is where Newton stops, not round-off: integrate's post-condition scale
-#: max(tol, 64·eps)·S², S = max(1, max|q0|, max|v0|) (discrete_lagrangian._integrate). Measured
-#: ratio residual/(tol·S²) over every case here: worst 1.13 (heavy top on R^{3×3},
+#: max(tol, 64·eps)·S², S = max(1, max|q0|, max|v0|) (discrete_lagrangian.driver._integrate).
+#: Measured ratio residual/(tol·S²) over every case here: worst 1.13 (heavy top on R^{3×3},
 #: ConstrainedPRK(3)), 0.94 (planar, ConstrainedPRK(3)), ≤ 0.21 for the rest, the same at
 #: OPENBLAS_NUM_THREADS=1 and unset (2.8 is the worst the module docstring reports project-wide).
 #: RESIDUAL_C = 8 leaves margin 7.1 here (the former fixed 1e-11 left 2.54).

@@ -21,8 +21,8 @@ from chetaev.discrete_lagrangian import (
     integrate,
     reference_solution,
 )
-from chetaev.discrete_lagrangian import _derivcheck as dc
 from chetaev.discrete_lagrangian import testing as T
+from chetaev.discrete_lagrangian.systems import _derivcheck as dc
 from chetaev.liegroups import SO3
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib
 

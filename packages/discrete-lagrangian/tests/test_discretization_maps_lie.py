@@ -26,13 +26,13 @@ from chetaev.discrete_lagrangian import (
     integrate,
     reference_solution,
 )
-from chetaev.discrete_lagrangian._dmaps_lie import _lie_problem, _momentum_jac
 from chetaev.discrete_lagrangian.discretization_maps import (
     DiscretizationMapMethod,
     LieDiscretizationMapMethod,
     euler_ba,
     rattle,
 )
+from chetaev.discrete_lagrangian.methods._dmaps_lie import _lie_problem, _momentum_jac
 from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
 from chetaev.liegroups import SO3, Product, Rn
 

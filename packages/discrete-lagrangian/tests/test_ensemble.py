@@ -426,7 +426,7 @@ def test_client_progress_is_dasks_progress_and_does_not_block(client, capsys, mo
     """progress=True with a client: Dask's progress feed of the chunk futures (the scheduler's
     ``Progress`` plugin, as ``distributed.progress``), drawn on stderr as chunks done / total
     with an ETA, in a thread of its own while the driver collects the chunks."""
-    from chetaev.discrete_lagrangian import _ensemble as engine
+    from chetaev.discrete_lagrangian.driver import _ensemble as engine
 
     system, method = henon_heiles(), VPRK(gauss(2))
     q0, v0 = _ensemble(12)

@@ -36,7 +36,7 @@ def test_built_once_and_cached():
 
 
 def test_cache_released_with_the_system():
-    from chetaev.discrete_lagrangian import _interface
+    from chetaev.discrete_lagrangian.core import _interface
 
     csys = dlt.harmonic_nonholonomic_particle()
     interface_of(csys)

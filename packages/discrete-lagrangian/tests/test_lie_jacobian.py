@@ -21,13 +21,13 @@ from chetaev.discrete_lagrangian import (
     TrivializedLagrangianSystem,
     integrate,
 )
-from chetaev.discrete_lagrangian._lie_prk import (
+from chetaev.discrete_lagrangian.core._lie_prk import (
     _has_analytic_second_derivatives,
     lie_prk_jacobian,
     lie_prk_residual,
 )
-from chetaev.discrete_lagrangian._lie_vprk import LieHolonomicStageHooks
-from chetaev.discrete_lagrangian._prk import coefficients_from
+from chetaev.discrete_lagrangian.core._prk import coefficients_from
+from chetaev.discrete_lagrangian.methods._lie_vprk import LieHolonomicStageHooks
 from chetaev.discrete_lagrangian.testing import heavy_top, newton_residual_bound
 from chetaev.liegroups import SO3, Product, Rn, retraction
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib

@@ -1,22 +1,6 @@
 """chetaev.discrete_lagrangian: systems, solver, driver and variational integrators."""
 
-from ._constrained_prk import ConstrainedPRK, HolonomicStageHooks
-from ._constraints import (
-    ConstrainedSystem,
-    HolonomicConstraint,
-    LinearVelocityConstraint,
-    VelocityConstraint,
-)
-from ._del import DiscreteEulerLagrange, DiscreteLagrangian, lagrangian_two_form
-from ._derivcheck import compare_derivative
-from ._ensemble import (
-    EnsembleResult,
-    ObservableError,
-    StoreMismatchError,
-    integrate_ensemble,
-    take_members,
-)
-from ._errors import (
+from ._util._errors import (
     ConstraintViolationError,
     ConvergenceError,
     DerivativeError,
@@ -26,13 +10,11 @@ from ._errors import (
     SingularMatrixError,
     UnpicklableError,
 )
-from ._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
-from ._interface import SystemInterface, interface_of
-from ._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
-from ._lie_vprk import LieHolonomicStageHooks, LieVPRK
-from ._method import Method, check_step_size
-from ._pickling import register_picklable
-from ._prk import (
+from ._version import __version__ as __version__
+from .core._interface import SystemInterface, interface_of
+from .core._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
+from .core._method import Method, check_step_size
+from .core._prk import (
     PRKCoefficients,
     StageEvaluation,
     StageHooks,
@@ -41,18 +23,42 @@ from ._prk import (
     prk_residual,
     solve_stages,
 )
-from ._reference import ReferenceSolution, reference_solution
-from ._solver import NewtonOptions, NewtonResult, deflated, newton_solve, raise_unless_converged
-from ._state import State
-from ._systems import (
+from .core._solver import (
+    NewtonOptions,
+    NewtonResult,
+    deflated,
+    newton_solve,
+    raise_unless_converged,
+)
+from .core._state import State
+from .driver._ensemble import (
+    EnsembleResult,
+    ObservableError,
+    StoreMismatchError,
+    integrate_ensemble,
+    take_members,
+)
+from .driver._integrate import OVERFLOW_BOUND, POSTCONDITION_FACTOR, integrate
+from .driver._reference import ReferenceSolution, reference_solution
+from .driver._trajectory import Trajectory
+from .methods._constrained_prk import ConstrainedPRK, HolonomicStageHooks
+from .methods._del import DiscreteEulerLagrange, DiscreteLagrangian, lagrangian_two_form
+from .methods._lie_vprk import LieHolonomicStageHooks, LieVPRK
+from .methods._vprk import VPRK
+from .systems._constraints import (
+    ConstrainedSystem,
+    HolonomicConstraint,
+    LinearVelocityConstraint,
+    VelocityConstraint,
+)
+from .systems._derivcheck import compare_derivative
+from .systems._pickling import register_picklable
+from .systems._systems import (
     LagrangianSystem,
     MechanicalSystem,
     TrivializedLagrangianSystem,
     TrivializedMechanicalSystem,
 )
-from ._trajectory import Trajectory
-from ._version import __version__ as __version__
-from ._vprk import VPRK
 
 __all__ = [
     "OVERFLOW_BOUND",

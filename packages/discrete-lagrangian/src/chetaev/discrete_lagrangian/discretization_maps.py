@@ -36,7 +36,7 @@ Baseline
     paper criticises (eq. (1.2)); its step points leave the constraint set at O(h²).
 """
 
-from ._dmaps_euclid import (
+from .methods._dmaps_euclid import (
     Composition,
     DiscretizationMap,
     DiscretizationMapMethod,
@@ -48,7 +48,7 @@ from ._dmaps_euclid import (
     rattle,
     triple_jump,
 )
-from ._dmaps_lie import LieDiscretizationMapMethod
+from .methods._dmaps_lie import LieDiscretizationMapMethod
 
 __all__ = [
     "Composition",

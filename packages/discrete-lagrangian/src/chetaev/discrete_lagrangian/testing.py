@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from chetaev.rktableaux.testing import fit_order
 
-from ._constraints import ConstrainedSystem, HolonomicConstraint, LinearVelocityConstraint
-from ._systems import LagrangianSystem, MechanicalSystem
+from .systems._constraints import ConstrainedSystem, HolonomicConstraint, LinearVelocityConstraint
+from .systems._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
     "HARMONIC_PARTICLE_Q0",
@@ -274,7 +274,7 @@ def free_rigid_body(inertia=(1.0, 2.0, 3.0)):
     """Free rigid body on SO(3): ℓ = ½ ηᵀ𝕀η (Euler: Π̇ = Π × Ω)."""
     from chetaev.liegroups import SO3
 
-    from ._systems import TrivializedMechanicalSystem
+    from .systems._systems import TrivializedMechanicalSystem
 
     def V(R):
         return np.zeros(np.shape(R)[:-2])
@@ -296,7 +296,7 @@ def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
     """
     from chetaev.liegroups import SO3
 
-    from ._systems import TrivializedMechanicalSystem
+    from .systems._systems import TrivializedMechanicalSystem
 
     chi = np.asarray(chi, dtype=float)
     e3 = np.array([0.0, 0.0, 1.0])

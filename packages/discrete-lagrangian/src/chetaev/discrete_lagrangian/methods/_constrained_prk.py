@@ -10,19 +10,19 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._util._errors import HypothesisError
+from ..core._method import Method
+from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
+from ..core._solver import NewtonOptions
+from ..core._state import State
 from ._checks import is_flag, is_newton_options, is_tolerance
 from ._common import check_symplectic, vector_initial_data
-from ._errors import HypothesisError
-from ._method import Method
-from ._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
-from ._solver import NewtonOptions
-from ._state import State
 
 __all__ = ["ConstrainedPRK", "HolonomicStageHooks"]
 
 
 class HolonomicStageHooks:
-    """Hooks of eq. (13) for :func:`~chetaev.discrete_lagrangian._prk.prk_residual`.
+    """Hooks of eq. (13) for :func:`~chetaev.discrete_lagrangian.core._prk.prk_residual`.
 
     * force (hook i): W^i += ∂Φ/∂q(Q^i)ᵀ Λ^i;
     * multipliers (hook iii): all Λ^1..Λ^s are unknowns;
@@ -216,7 +216,7 @@ class ConstrainedPRK(Method):
         """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3)."""
         q0, v0 = vector_initial_data(system, q0, v0, "ConstrainedPRK", constrained=True)
         if not system.is_holonomic:
-            from ._errors import InputError
+            from .._util._errors import InputError
 
             raise InputError(
                 "ConstrainedPRK handles holonomic constraints; for velocity constraints use "
@@ -268,7 +268,7 @@ class ConstrainedPRK(Method):
 
         This is exactly the stage system of eq. (13) for s = 2 (V¹ = V² = M⁻¹p_½).
         """
-        from ._solver import newton_solve, raise_unless_converged
+        from ..core._solver import newton_solve, raise_unless_converged
 
         c = system.constraint
         Minv = base._Minv

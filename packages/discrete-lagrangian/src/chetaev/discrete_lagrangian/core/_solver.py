@@ -99,7 +99,7 @@ class NewtonOptions:
 
 
 def _option_error(name: str, value, what: str):
-    from ._errors import InputError
+    from .._util._errors import InputError
 
     raise InputError(f"NewtonOptions({name}=...) {what}, got {value!r}.")
 
@@ -193,7 +193,7 @@ def raise_unless_converged(res: NewtonResult, state, hint: str = DEFAULT_HINT) -
     """
     if res.all_converged:
         return res
-    from ._errors import ConvergenceError
+    from .._util._errors import ConvergenceError
 
     bad = ~np.asarray(res.converged, dtype=bool)
     residual = np.asarray(res.residual)
@@ -238,7 +238,7 @@ class _Problem:
             base = fun_jac
             fun = lambda y: base(y, False)[0]  # noqa: E731
         if fun is None:
-            from ._errors import InputError
+            from .._util._errors import InputError
 
             raise InputError("newton_solve needs `fun` or `fun_jac`.")
         if jac is None or finite_differences:
@@ -371,7 +371,7 @@ def newton_solve(
     simp = bool(opts.simplified if simplified is None else simplified)
     if gauss_newton:
         if fun is None or jac is None:
-            from ._errors import InputError
+            from .._util._errors import InputError
 
             raise InputError("newton_solve(gauss_newton=True) needs `fun` and `jac`.")
         return _gauss_newton(fun, jac, x0, opts, damped)

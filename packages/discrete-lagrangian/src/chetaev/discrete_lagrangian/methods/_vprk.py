@@ -7,12 +7,12 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..core._method import Method
+from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
+from ..core._solver import NewtonOptions
+from ..core._state import State
 from ._checks import is_newton_options
 from ._common import check_symplectic, vector_initial_data
-from ._method import Method
-from ._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
-from ._solver import NewtonOptions
-from ._state import State
 
 __all__ = ["VPRK"]
 

@@ -20,13 +20,13 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._util._errors import InputError
+from .._util._validation import as_float
+from ..core._method import Method
+from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
+from ..core._state import State
 from ._checks import is_newton_options
 from ._common import vector_initial_data
-from ._errors import InputError
-from ._method import Method
-from ._solver import NewtonOptions, newton_solve, raise_unless_converged
-from ._state import State
-from ._validation import as_float
 
 __all__ = ["DiscreteEulerLagrange", "DiscreteLagrangian", "lagrangian_two_form"]
 

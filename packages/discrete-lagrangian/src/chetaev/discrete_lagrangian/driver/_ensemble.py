@@ -60,10 +60,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError
+from .._util._errors import InputError
+from .._util._validation import as_float, as_int
 from ._integrate import integrate
 from ._trajectory import Trajectory
-from ._validation import as_float, as_int
 
 __all__ = [
     "EnsembleResult",
@@ -131,7 +131,7 @@ def _take(obj: Any, index: Any, n_members: int | None, seen: dict[int, Any]) -> 
                 changes[a.alias if getattr(a, "alias", None) else a.name.lstrip("_")] = new
         if changes:
             out = attrs.evolve(obj, **changes)
-            from ._derivcheck import _VERIFIED
+            from ..systems._derivcheck import _VERIFIED
 
             try:
                 if _VERIFIED.get(obj):

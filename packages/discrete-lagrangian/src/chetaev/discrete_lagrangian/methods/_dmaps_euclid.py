@@ -19,13 +19,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from . import _dmaps_kernels as K
+from .._util._errors import InputError
+from ..core import _dmaps_kernels as K
+from ..core._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
+from ..core._method import Method
+from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
+from ..core._state import State
 from ._checks import is_newton_options
-from ._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
-from ._errors import InputError
-from ._method import Method
-from ._solver import NewtonOptions, newton_solve, raise_unless_converged
-from ._state import State
 
 __all__ = [
     "Composition",

@@ -31,10 +31,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import ConstraintViolationError, InputError, SingularMatrixError
-from ._fd import fd_jacobian, group_perturb, vector_perturb
+from .._util._errors import ConstraintViolationError, InputError, SingularMatrixError
+from .._util._fd import fd_jacobian, group_perturb, vector_perturb
+from .._util._validation import real_array
 from ._systems import _solve, _wrap, qcore
-from ._validation import real_array
 
 __all__ = [
     "ConstrainedSystem",

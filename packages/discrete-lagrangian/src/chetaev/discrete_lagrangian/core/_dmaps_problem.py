@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError
+from .._util._errors import InputError
+from .._util._validation import as_float
 from ._state import State
-from ._validation import as_float
 
 __all__ = ["EuclideanProblem", "as_euclidean_problem", "initial_euclidean_state"]
 
@@ -97,7 +97,7 @@ def initial_euclidean_state(system: Any, q0: Any, v0: Any, t0: float = 0.0,
         If ``|φ(q0)|`` or ``|G(q0) v0|`` exceeds ``tol``.
     """
     prob = as_euclidean_problem(system)
-    from ._common import vector_initial_data
+    from ..methods._common import vector_initial_data
 
     # the same shape/batch checks and constraint-set check (one message) as ConstrainedPRK
     q0, v0 = vector_initial_data(system, q0, v0, "the discretization-map method",

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import HypothesisError, InputError
-from ._prk import PRKCoefficients
-from ._validation import as_vector
+from .._util._errors import HypothesisError, InputError
+from .._util._validation import as_vector
+from ..core._prk import PRKCoefficients
 
 __all__ = [
     "check_symplectic",

@@ -24,9 +24,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError, SingularMatrixError
-from ._fd import fd_jacobian, group_perturb, vector_perturb
-from ._validation import as_int, as_matrix, check_spd
+from .._util._errors import InputError, SingularMatrixError
+from .._util._fd import fd_jacobian, group_perturb, vector_perturb
+from .._util._validation import as_int, as_matrix, check_spd
 
 __all__ = [
     "LagrangianSystem",
@@ -116,7 +116,7 @@ class _SystemMixin:
 
     def legendre_inv(self, q: np.ndarray, p: np.ndarray) -> np.ndarray:
         """Inverse Legendre map: the v with ∂L/∂v(q, v) = p (Newton's method)."""
-        from ._solver import NewtonOptions, newton_solve
+        from ..core._solver import NewtonOptions, newton_solve
 
         p = np.asarray(p, dtype=float)
         v0 = _solve(self.D22L(q, np.zeros_like(p)), p[..., None], "∂²L/∂v²")[..., 0]

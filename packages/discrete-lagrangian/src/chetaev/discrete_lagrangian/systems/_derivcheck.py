@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import DerivativeError, InputError, SingularMatrixError
+from .._util._errors import DerivativeError, InputError, SingularMatrixError
 
 __all__ = [
     "check_derivatives",
@@ -105,7 +105,7 @@ def _owner_name(obj: Any) -> str:
 
 def _specs(obj: Any, group: Any, n: int, x0, v0):
     """The callables, derivative pairs and value checks of one system or constraint."""
-    from . import systems as sy  # imported here: the system modules import this one lazily
+    from .. import systems as sy  # imported here: the system modules import this one lazily
 
     fns: list[_Fn] = []
     ders: list[_Deriv] = []
@@ -237,7 +237,7 @@ def _leading_core(out: Any, name: str, shape: str, ndim: int) -> int:
 
 
 def _check_mass(M: np.ndarray, name: str) -> None:
-    from ._validation import check_spd
+    from .._util._validation import check_spd
 
     check_spd(np.asarray(M, dtype=float), name)
 
@@ -453,7 +453,7 @@ def _one_point(system: Any, q: Any, v: Any, strict: bool):
     ``strict=False``: return None for data the method itself will reject (wrong shape,
     dtype, non-finite, off the group), so that its own message is the one the user sees.
     """
-    from ._validation import as_group_element, as_vector
+    from .._util._validation import as_group_element, as_vector
 
     group = _group_of(system)
     try:
@@ -513,7 +513,7 @@ def compare_derivative(name: str, f: Callable, df: Callable, x: Any, *, of: str 
     InputError
         ``x`` is not a finite 1-d float vector.
     """
-    from ._validation import as_vector
+    from .._util._validation import as_vector
 
     x0 = as_vector(x, "x")
     if x0.ndim != 1:

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError
+from .._util._errors import InputError
 
 __all__ = ["State"]
 

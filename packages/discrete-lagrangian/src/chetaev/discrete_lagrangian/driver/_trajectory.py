@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._errors import InputError
-from ._state import State
+from .._util._errors import InputError
+from ..core._state import State
 
 __all__ = ["Trajectory"]
 

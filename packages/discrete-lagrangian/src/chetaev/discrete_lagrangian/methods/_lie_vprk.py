@@ -7,15 +7,15 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._util._errors import HypothesisError, InputError
+from .._util._validation import as_group_element, as_vector
+from ..core._lie_prk import solve_lie_stages
+from ..core._method import Method
+from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric
+from ..core._solver import NewtonOptions
+from ..core._state import State
 from ._checks import is_newton_options, is_tolerance
 from ._common import check_symplectic
-from ._errors import HypothesisError, InputError
-from ._lie_prk import solve_lie_stages
-from ._method import Method
-from ._prk import PRKCoefficients, coefficients_from, pair_symmetric
-from ._solver import NewtonOptions
-from ._state import State
-from ._validation import as_group_element, as_vector
 
 __all__ = ["LieHolonomicStageHooks", "LieVPRK"]
 
@@ -23,7 +23,7 @@ _KINDS = ("cayley", "exp")
 
 
 class LieHolonomicStageHooks:
-    """Hooks of §6.3 for :func:`~chetaev.discrete_lagrangian._lie_prk.lie_prk_residual`.
+    """Hooks of §6.3 for :func:`~chetaev.discrete_lagrangian.core._lie_prk.lie_prk_residual`.
 
     force: T^i = ⟨Λ^i, (dLτ_{Ξ^i})* L*_{G^i} DΦ(G^i)⟩, i.e. the trivialized force
     ``J(G^i)ᵀ Λ^i`` inside the bracket of N^i; all Λ^i free; equations Φ(G^i) = 0
@@ -51,7 +51,7 @@ class LieHolonomicStageHooks:
         δΦ(G^i) = J(G^i) dLτ(Ξ^i) δΞ^i; tangency δ[J(g1) η1] = [Σ_k η1_k Hess Φ(g1)_{·k·}] δg1
         + J(g1) δη1 with δg1 = dLτ(ξ) δξ (trivialized), δη1 = D22ℓ⁻¹(δμ1 − D21ℓ δg1) and
         δμ1 = Ad*_{τ(ξ)} h Σ_j b_j δÑ^j + ad(δg1)ᵀ μ1."""
-        from ._lie_prk import stage_derivatives
+        from ..core._lie_prk import stage_derivatives
 
         con, sysm = self.constraint, self.system
         s, m = len(self.free), self.m
@@ -110,7 +110,7 @@ class LieVPRK(Method):
     nodes to solver tolerance).
 
     Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; paper Thm. 6.1; §6.3): see
-    ``chetaev.discrete_lagrangian._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
+    ``chetaev.discrete_lagrangian.core._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
 
     Parameters
     ----------

@@ -41,20 +41,20 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._constraints import (
+from .._util._errors import InputError, SingularMatrixError
+from ..systems._constraints import (
     ConstrainedSystem,
     HolonomicConstraint,
     LinearVelocityConstraint,
     VelocityConstraint,
 )
-from ._errors import InputError, SingularMatrixError
-from ._symbolic_codegen import GeneratedFunction, generate_source
-from ._systems import (
+from ..systems._systems import (
     LagrangianSystem,
     MechanicalSystem,
     TrivializedLagrangianSystem,
     TrivializedMechanicalSystem,
 )
+from ._symbolic_codegen import GeneratedFunction, generate_source
 
 __all__ = ["from_lagranges_method", "from_lagrangian", "from_trivialized_lagrangian"]
 
@@ -165,7 +165,7 @@ class _Builder:
         batch for one configuration, which the one-configuration probe before the first step
         would misread as an error.
         """
-        from ._derivcheck import mark_verified, register_first_state_check
+        from ..systems._derivcheck import mark_verified, register_first_state_check
 
         mass, rank = self.mass_check, self.rank_check
         if isinstance(system, ConstrainedSystem) and mass is not None:

@@ -26,9 +26,9 @@ import attrs
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ._derivcheck import verify_before_first_step
-from ._errors import InputError
-from ._validation import as_float, as_group_element, as_vector
+from .._util._errors import InputError
+from .._util._validation import as_float, as_group_element, as_vector
+from ..systems._derivcheck import verify_before_first_step
 
 __all__ = ["ReferenceSolution", "reference_solution"]
 

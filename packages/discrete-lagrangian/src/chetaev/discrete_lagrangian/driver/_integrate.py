@@ -70,13 +70,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from . import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
-from ._derivcheck import verify_before_first_step
-from ._errors import ConvergenceError, InputError, PostConditionError
-from ._method import Method
-from ._state import State
+from .._util._errors import ConvergenceError, InputError, PostConditionError
+from .._util._validation import as_float, as_int
+from ..core._method import Method
+from ..core._state import State
+from ..systems import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
+from ..systems._derivcheck import verify_before_first_step
 from ._trajectory import Trajectory
-from ._validation import as_float, as_int
 
 __all__ = ["MESSAGES", "OVERFLOW_BOUND", "POSTCONDITION_FACTOR", "integrate"]
 

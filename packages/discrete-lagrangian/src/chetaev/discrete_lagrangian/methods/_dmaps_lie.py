@@ -26,12 +26,12 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._util._errors import ConstraintViolationError, ConvergenceError, InputError
+from .._util._validation import as_float, as_group_element, as_vector
+from ..core._method import Method
+from ..core._solver import NewtonOptions, newton_solve
+from ..core._state import State
 from ._checks import is_newton_options
-from ._errors import ConstraintViolationError, ConvergenceError, InputError
-from ._method import Method
-from ._solver import NewtonOptions, newton_solve
-from ._state import State
-from ._validation import as_float, as_group_element, as_vector
 
 __all__ = ["LieDiscretizationMapMethod"]
 

@@ -18,7 +18,7 @@ import pickle
 import sys
 from typing import Any
 
-from ._errors import UnpicklableError
+from .._util._errors import UnpicklableError
 
 __all__ = ["register_picklable"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import InputError
-from ._solver import NewtonOptions
+from .._util._errors import InputError
+from ..core._solver import NewtonOptions
 
 __all__ = ["is_flag", "is_newton_options", "is_tolerance"]
 

@@ -289,7 +289,7 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
 
     Returns ``(x, ev, iterations, residual, rate)``; raises :class:`ConvergenceError`.
     """
-    from ._errors import ConvergenceError
+    from .._util._errors import ConvergenceError
     from ._solver import newton_solve
 
     last: list = [None, None]

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ._errors import InputError
+from .._util._errors import InputError
 from ._state import State
 
 __all__ = ["Method", "check_step_size"]

@@ -232,7 +232,9 @@ class _Problem:
             self.fun = lambda x: np.asarray(fun_jac(x, False)[0], dtype=float)
             self.jac = lambda x: np.asarray(fun_jac(x, True)[1])
             self.both = lambda x: fun_jac(x, True)
-            self.eager = True
+            # a ``lazy`` fun_jac (attribute ``lazy = True``) forms its Jacobian only on
+            # request, reusing the residual evaluation at the same point: ask for it then
+            self.eager = not getattr(fun_jac, "lazy", False)
             return
         if fun_jac is not None:
             base = fun_jac

@@ -629,23 +629,16 @@ def _newton_single(prob, x, opts, scale, jac_inv0, simplified, want_inverse, f0,
         x = x - dx
         F, J, n_new = prob.after_step(x, eager)
         n_jac += n_new
-        r_new = float(np.abs(F).max()) if F.size else 0.0
-        rate = r_new / max(r, 1e-300)
-        r = r_new
+        r, rate, stall = _single_progress(F, r, stall)
         if simplified and rate > refresh and r > thr:
             Jinv = None
             lu = None
-        stall = stall + 1 if rate >= 1.0 else 0
         if stall >= max_stall:
             break
-    if r != r:
-        r = float("inf")
     if simplified and lu is not None and want_inverse:
         inv_, info = _getri(lu[0], lu[1])
         Jinv = inv_ if info == 0 else None
-    return NewtonResult(
-        x=x, converged=np.bool_(r <= thr), iterations=it, residual=np.float64(r), rate=rate,
-        tol=np.float64(thr), jac_inv=Jinv if simplified else None, n_jac=n_jac)
+    return _single_result(x, r, thr, it, rate, Jinv if simplified else None, n_jac, 0)
 
 
 def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResult:
@@ -757,24 +750,55 @@ def _structured_single(fun, make_solver, x, opts, scale, fallback) -> NewtonResu
         it += 1
         x = x - dx
         F = fun(x)
-        r_new = float(np.abs(F).max())
-        ratio = r_new / max(r, 1e-300)
-        judged = (r > 16.0 * thr) and (r_new > thr)
-        rate = ratio if judged else 0.0
-        r = r_new
+        r_old = r
+        r, ratio, stall = _single_progress(F, r, stall)
+        # judged as in _structured_batch: only clear of the round-off floor
+        rate = ratio if (r_old > 16.0 * thr) and (r > thr) else 0.0
         if rate > refresh:
             if fresh and rate < np.inf:
                 return _finish(fallback(x, max_iter - it), it, n_built)
             solve = None
         fresh = False
-        stall = stall + 1 if ratio >= 1.0 else 0
         if stall >= max_stall:
             break
+    return _single_result(x, r, thr, it, rate, None, 0, n_built)
+
+
+def _single_progress(F: np.ndarray, r: float, stall: int) -> tuple[float, float, int]:
+    """The bookkeeping after one Newton step of an unbatched system, in Python scalars.
+
+    Parameters
+    ----------
+    F : ndarray (N,)
+        The residual at the new iterate.
+    r : float
+        The residual's max-norm at the previous iterate.
+    stall : int
+        Consecutive steps that did not decrease the residual, before this one.
+
+    Returns
+    -------
+    r_new : float
+        ``max |F|`` (0 for an empty system).
+    ratio : float
+        ``r_new / r`` (``r`` bounded below by 1e-300).
+    stall : int
+        The count including this step (reset to 0 by a decrease).
+    """
+    r_new = float(np.abs(F).max()) if F.size else 0.0
+    ratio = r_new / max(r, 1e-300)
+    return r_new, ratio, (stall + 1 if ratio >= 1.0 else 0)
+
+
+def _single_result(x: np.ndarray, r: float, thr: float, it: int, rate: float,
+                   jac_inv: np.ndarray | None, n_jac: int, n_structured: int) -> NewtonResult:
+    """The :class:`NewtonResult` of an unbatched solve; a NaN residual is reported as inf
+    (not converged, and ordered above every tolerance)."""
     if r != r:
         r = float("inf")
     return NewtonResult(x=x, converged=np.bool_(r <= thr), iterations=it,
                         residual=np.float64(r), rate=rate, tol=np.float64(thr),
-                        n_structured=n_built)
+                        jac_inv=jac_inv, n_jac=n_jac, n_structured=n_structured)
 
 
 def _finish(result: NewtonResult, it_before: int, n_built: int) -> NewtonResult:

@@ -30,7 +30,7 @@ MODELS = [
     "general_particle_system",
 ]
 # models whose Legendre map has an explicit inverse (mechanical systems): only these have
-# the explicit path (v from p in closed form) and the fast LagrangianStep
+# the explicit path (v from p in closed form) and the engine's per-step form (PRKStep)
 EXPLICIT = [m for m in MODELS if stage_model(getattr(testing, m)()).legendre_inv is not None]
 assert "general_particle_system" not in EXPLICIT and len(EXPLICIT) == len(MODELS) - 1
 LAGRANGIAN_CASES = [(m, True) for m in MODELS] + [(m, False) for m in EXPLICIT]
@@ -66,8 +66,9 @@ def test_lagrangian_jacobian_matches_finite_differences(nh, model_name, s, impli
 @pytest.mark.parametrize("model_name", EXPLICIT)
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_fast_path_equals_generic_code(nh, model_name, s):
-    """LagrangianStep (the step's fast path) and the generic residual/Jacobian code agree
-    to round-off (the FD test above checks the Jacobian against the residual)."""
+    """The engine's per-step form (PRKStep with the fast hooks; the step's default path) and
+    its generic form (prk_residual with the same hooks) agree to round-off (the FD test
+    above checks the Jacobian against the residual)."""
     system = getattr(nh, model_name)()
     model = stage_model(system)
     pair = lobatto_iiia_iiib(s)
@@ -79,7 +80,7 @@ def test_fast_path_equals_generic_code(nh, model_name, s):
     q, p = 0.5 * rng.normal(size=(3, n)), 0.5 * rng.normal(size=(3, n))
     lam = rng.normal(size=(3, m))
     args = (q, p, lam, 0.2, a, ahat, model)
-    step = eq.LagrangianStep(*args)
+    step = eq.lagrangian_step(*args)
     R, J = step.residual(x), step.jacobian(x)
     Rg = eq.lagrangian_residual(x, *args, generic=True)
     Jg = eq.lagrangian_jacobian(x, *args, generic=True)
@@ -88,21 +89,21 @@ def test_fast_path_equals_generic_code(nh, model_name, s):
     nt = s * n
     assert_rounding_close(R, Rg, n_terms=nt, scale=max(1.0, np.abs(Rg).max()), what="R")
     assert_rounding_close(J, Jg, n_terms=nt, scale=max(1.0, np.abs(Jg).max()), what="J")
-    J1 = eq.LagrangianStep(q[1], p[1], lam[1], *args[3:]).jacobian(x[1])  # unbatched
+    J1 = eq.lagrangian_step(q[1], p[1], lam[1], *args[3:]).jacobian(x[1])  # unbatched
     assert_rounding_close(J1, Jg[1], n_terms=nt, scale=max(1.0, np.abs(Jg).max()), what="J1")
 
 
 @pytest.mark.parametrize("model_name", [*EXPLICIT, "particle_cvt_system"])
 @pytest.mark.parametrize("s", [2, 3, 4])
 def test_staged_layout_equals_batch_first(nh, model_name, s):
-    """StagedLagrangianStep (stage-major arrays, used with the structured Newton matrix for
-    one batch axis) gives LagrangianStep's residual, Jacobian, structured solve and node
-    values to round-off (m = 1 and m = 2, affine, non-identity mass)."""
+    """The stage-major layout of the per-step form (``staged=True``, used with the structured
+    Newton matrix for one batch axis) gives the batch-first residual, Jacobian, structured
+    solve and node values to round-off (m = 1 and m = 2, affine, non-identity mass)."""
     system = getattr(nh, model_name)()
     model = stage_model(system)
     assert model.mass is not None
     pair = lobatto_iiia_iiib(s)
-    a, b, ahat = pair.first.a, pair.first.b, pair.second.a
+    a, ahat = pair.first.a, pair.second.a
     n, m = model.n, model.m
     rng = np.random.default_rng(11 * s)
     N = sum(eq.lagrangian_sizes(s, n, m, False))
@@ -111,17 +112,19 @@ def test_staged_layout_equals_batch_first(nh, model_name, s):
     q, p = 0.5 * rng.normal(size=(5, n)), 0.5 * rng.normal(size=(5, n))
     lam = rng.normal(size=(5, m))
     args = (q, p, lam, 0.2, a, ahat, model)
-    ref, staged = eq.LagrangianStep(*args), eq.StagedLagrangianStep(*args)
+    ref, staged = eq.lagrangian_step(*args), eq.lagrangian_step(*args, staged=True)
     R = ref.residual(x)
     # round-off: the stage mixes are summed in another order (n_terms = s·n, O(1) terms)
     nt = s * n
     assert_rounding_close(staged.residual(x), R, n_terms=nt, scale=max(1.0, np.abs(R).max()),
                           what="staged residual")
-    for got, want in zip(staged.node_values(b, 0.2), ref.node_values(b, 0.2)):
+    for got, want in zip(staged.node_values(), ref.node_values()):
         assert_rounding_close(got, want, n_terms=nt, scale=max(1.0, np.abs(want).max()),
                               what="staged node values")
+    # bitwise by design: the same entries of x, copied into another layout
+    np.testing.assert_array_equal(staged.stage_multipliers(), ref.stage_multipliers())
     J = ref.jacobian(x)
-    # bitwise by design: StagedLagrangianStep.jacobian builds the same LagrangianStep from the
+    # bitwise by design: the stage-major step's jacobian builds the batch-first step from the
     # same inputs and calls its jacobian (one code path)
     np.testing.assert_array_equal(staged.jacobian(x), J)
     dx = ref.structured_solver(x)(F)
@@ -131,7 +134,7 @@ def test_staged_layout_equals_batch_first(nh, model_name, s):
         staged.structured_solver(x)(F), dx, rtol=0, atol=1e-12 * max(1.0, np.abs(dx).max())
     )
     with pytest.raises(ValueError, match="B, n"):
-        eq.StagedLagrangianStep(q[0], p[0], lam[0], *args[3:])
+        eq.lagrangian_step(q[0], p[0], lam[0], *args[3:], staged=True)
 
 
 @pytest.mark.parametrize("model_name", MODELS)

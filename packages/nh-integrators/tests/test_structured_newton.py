@@ -1,6 +1,6 @@
 """The structured Newton matrix of NonholonomicPRK (``jacobian_reuse="structured"``/``"auto"``).
 
-``LagrangianStep.structured_solver`` solves with the analytic Jacobian minus its O(h^2)
+``_equations._structured_solver`` (the hook of the engine's per-step form, ``PRKStep``) solves with the analytic Jacobian minus its O(h^2)
 force terms by a Schur complement on the multipliers. Checked here: it is exact where
 those terms vanish; its contraction rate on the paper's systems; the fallback to the
 analytic Jacobian for stiff forces; that every Newton matrix gives the same step; and the
@@ -29,14 +29,15 @@ H = 0.1
 
 
 def _step_equations(system, s, q, v, h=H, lam=None):
-    """LagrangianStep of the first step from (q, v) and the converged unknowns x."""
+    """The engine's per-step form (PRKStep) of the first step from (q, v) and the converged
+    unknowns x."""
     method = NonholonomicPRK(lobatto_iiia_iiib(s), jacobian_reuse="iteration")
     st = method.initial_state(system, q, v)
     if lam is not None:
         st = st.__class__(**{**st.__dict__, "lam": lam})
     model = stage_model(system)
     a, _b, ahat, _c = method._cache["tableau"]
-    step = eq.LagrangianStep(st.q, st.p, st.lam, h, a, ahat, model)
+    step = eq.lagrangian_step(st.q, st.p, st.lam, h, a, ahat, model)
     x = method.step(system, st, h).carry["history"][-1]
     return step, x
 

@@ -16,10 +16,12 @@ from .core._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stage
 from .core._method import Method, check_step_size
 from .core._prk import (
     PRKCoefficients,
+    PRKStep,
     StageEvaluation,
     StageHooks,
     StepSolution,
     coefficients_from,
+    prk_constants,
     prk_residual,
     solve_stages,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "NewtonResult",
     "ObservableError",
     "PRKCoefficients",
+    "PRKStep",
     "PostConditionError",
     "ReferenceSolution",
     "SingularMatrixError",
@@ -111,6 +114,7 @@ __all__ = [
     "lagrangian_two_form",
     "lie_prk_residual",
     "newton_solve",
+    "prk_constants",
     "prk_residual",
     "raise_unless_converged",
     "reference_solution",

@@ -17,6 +17,7 @@ from chetaev.discrete_lagrangian import (
     InputError,
     Method,
     NewtonOptions,
+    PRKStep,
     State,
     newton_solve,
 )
@@ -167,7 +168,7 @@ class NonholonomicPRK(StageOrders, Method):
         ``"structured"``: simplified Newton with the analytic Jacobian minus its
         ``O(h^2)`` force terms, whose constraint blocks are rebuilt at every step and solved
         by a Schur complement on the ``(s - 1) m`` multipliers
-        (:meth:`LagrangianStep.structured_solver`): no ``N x N`` matrix is formed or
+        (``_equations._structured_solver``): no ``N x N`` matrix is formed or
         factorised, and the contraction rate is ``O(h^2)`` (below ``1.4e-3`` on the
         paper's examples at ``h = 0.1``: 3-4 iterations per step). Where the rate exceeds
         ``newton.refresh_rate`` right after a rebuild (stiff forces) the step finishes with
@@ -266,15 +267,18 @@ class NonholonomicPRK(StageOrders, Method):
                 "only (the two forms are the same map). Use form='lagrangian'."
             )
 
-    def _constants(self, h: float, model) -> dict:
-        """Per-(h, model) constant arrays of the fast Lagrangian path (built once)."""
+    def _constants(self, h: float, model) -> tuple:
+        """``(coeffs, hooks, consts)`` of the default path on the engine's per-step form
+        (:func:`._equations.lagrangian_step`), built once per ``(h, model)``."""
         hit = self._cache.get("consts")
         if hit is not None and hit[0] == h and hit[1] is model:
             return hit[2]
-        a, _b, ahat, _c = self._cache["tableau"]
-        consts = eq.lagrangian_constants(a, ahat, h, model)
-        self._cache["consts"] = (h, model, consts)
-        return consts
+        a, b, ahat, _c = self._cache["tableau"]
+        coeffs = eq._coefficients(a, ahat, b)
+        hooks = eq.NonholonomicHooks(model, coeffs.s, False, "iiia", a=coeffs.a)
+        out = (coeffs, hooks, eq.lagrangian_constants(coeffs, h, model))
+        self._cache["consts"] = (h, model, out)
+        return out
 
     # ------------------------------------------------------------------ protocol
 
@@ -445,16 +449,17 @@ class NonholonomicPRK(StageOrders, Method):
                         np.repeat(v[..., None, :], s - 1, axis=-2).reshape(*q.shape[:-1], -1)
                     )
                 guess = np.concatenate(parts, axis=-1)
-            if fast:  # explicit FL^{-1}, IIIA momenta: constants built once per (h, model)
-                consts = self._constants(h, model)
+            if fast:  # the engine's per-step form; constants built once per (h, model)
+                coeffs, hooks, consts = self._constants(h, model)
                 structured = self._structured(model, q)
+                lam_fixed = lam[..., None, :]  # Lambda^1 given
                 # stage-major layout for one batch axis with the structured matrix
-                Step = eq.StagedLagrangianStep if structured and q.ndim == 2 else eq.LagrangianStep
-                equations = Step(q, p, lam, h, a, ahat, model, consts)
+                equations = PRKStep(q, p, h, coeffs, model, hooks, lam_fixed, consts,
+                                    staged=structured and q.ndim == 2)
                 fun, jac = equations.residual, equations.jacobian
 
                 def jac_rows(xs, sl):
-                    sub = eq.LagrangianStep(q[sl], p[sl], lam[sl], h, a, ahat, model, consts)
+                    sub = PRKStep(q[sl], p[sl], h, coeffs, model, hooks, lam_fixed[sl], consts)
                     return sub.jacobian(xs)
             else:
                 args = (
@@ -543,7 +548,8 @@ class NonholonomicPRK(StageOrders, Method):
         x = result.x
         if fast:
             # node values from the last residual evaluation (at x): eq. (14a), lambda = Lambda^s
-            q1, p1, lam1 = equations.node_values(b, h)
+            q1, p1 = equations.node_values()
+            lam1 = equations.stage_multipliers()[..., -1, :]
             v1 = p1 @ model.mass_inv.T if model.mass_inv is not None else model.legendre_inv(q1, p1)
         elif self.form == "lagrangian":
             q1 = q + h * (b @ aux["V"])

@@ -56,11 +56,13 @@ from .._util._errors import InputError
 
 __all__ = [
     "PRKCoefficients",
+    "PRKStep",
     "StageEvaluation",
     "StageHooks",
     "StepSolution",
     "coefficients_from",
     "pair_symmetric",
+    "prk_constants",
     "prk_residual",
     "solve_stages",
 ]
@@ -381,3 +383,388 @@ def solve_stages(
                                 tangents)
     return StepSolution(x=res.x, ev=ev, iterations=res.iterations,
                         residual=float(np.max(res.residual)), rate=res.rate)
+
+
+# --------------------------------------------------------------------------------------
+# The per-step form of the engine: the same stage equations as prk_residual, built once
+# per step with its constant arrays cached per (coeffs, h, n, m), for methods that call
+# the residual many times per step (the nonholonomic PRK's default path).
+
+
+def _times_matrix(X: np.ndarray, MT: np.ndarray) -> np.ndarray:
+    """``X @ MT`` for a constant ``(k, k)`` matrix as one 2-D product (numpy's stacked
+    matmul loops over the leading axes, several times slower for a large batch)."""
+    return (X.reshape(-1, MT.shape[0]) @ MT).reshape(X.shape)
+
+
+def _blockdiag_view(J5: np.ndarray) -> np.ndarray:
+    """Writable view ``(..., s, n, n)`` of the stage-diagonal blocks of ``(..., s, n, s, n)``."""
+    return np.einsum("...iaib->...iab", J5)
+
+
+def _coef_blocks_left(c: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``out[..., i, a, l, b] = c[i, l] X[..., i, a, b]`` (block (i, l) = c_il X^i)."""
+    return c[:, None, :, None] * X[..., :, :, None, :]
+
+
+def _mass_of(system: Any):
+    """``(M, D21L_zero)``: the constant mass matrix of ``L = v.M v/2 - V(q)`` (or None) and
+    whether ``D12L = D21L = 0``. Read from a mechanical system with ``constant_mass``, or
+    from a view that declares ``mass`` and ``constant_D21L_zero``."""
+    base = getattr(system, "system", system)
+    if getattr(base, "is_mechanical", False) and getattr(base, "constant_mass", False):
+        return np.asarray(base.mass, dtype=float), True
+    zero = bool(getattr(base, "constant_D21L_zero", False))
+    mass = getattr(base, "mass", None) if zero else None
+    return (None if mass is None else np.asarray(mass, dtype=float)), zero
+
+
+def prk_constants(coeffs: PRKCoefficients, h: float, n: int, free: Any,
+                  mix_rows: np.ndarray | None = None, mass: np.ndarray | None = None) -> dict:
+    """The constant arrays of :class:`PRKStep` for one ``(coeffs, h, n, free, mix_rows,
+    mass)`` (build once per step size and reuse across steps).
+
+    ``mix_rows`` ``(r, s)``: the hooks' extra stage mixes ``p_k + h Σ_j e_ij W^j`` (e.g. the
+    IIIA-weighted constraint momenta of eq. (14d)), computed in one product with the â-mix
+    of eq. (13)/(14c). Keys: ``ha``, ``hahat``, ``hmix`` ``(r, s)``, ``mixW`` (the stacked
+    rows ``[h e; h â]``), ``c3`` (the ``h^2`` stage coefficients of ``dW/dQ`` in the rows
+    ``R1`` and the mixes), ``cV``, ``cL``, and with a constant mass ``mass_identity``,
+    ``massT``, ``mass_invT``, ``mass_rows``; hooks may add their own keys.
+    """
+    a = np.asarray(coeffs.a, dtype=float)
+    ahat = np.asarray(coeffs.ahat, dtype=float)
+    s = a.shape[0]
+    free = np.asarray(free, dtype=bool)
+    e = np.zeros((0, s)) if mix_rows is None else np.asarray(mix_rows, dtype=float)
+    r = e.shape[0]
+    ha, hahat, he = h * a, h * ahat, h * e
+    c3 = h * h * np.concatenate(
+        [-np.einsum("ij,jl->ilj", ahat, a), np.einsum("ij,jl->ilj", e, a)], axis=0
+    )
+    cL = np.concatenate([-hahat[:, free], he[:, free]], axis=0)  # (s + r, k)
+    cV = np.concatenate([-hahat, he], axis=0)  # (s + r, s)
+    out = {
+        "s": s, "n": n, "r": r, "free": free,
+        "ha": ha,
+        "hahat": hahat,
+        "hmix": np.ascontiguousarray(he),
+        "mixW": np.ascontiguousarray(np.concatenate([he, hahat], axis=0)),
+        "c3": np.ascontiguousarray(c3.reshape(-1, s)),
+        "cL": cL[:, None, :, None],
+        "cV": cV[:, None, :, None],
+    }
+    if mass is not None:
+        out["mass_identity"] = bool(np.array_equal(mass, np.eye(n)))
+        out["massT"] = np.ascontiguousarray(mass.T)
+        out["mass_invT"] = np.ascontiguousarray(np.linalg.inv(mass).T)
+        rows = np.zeros((s + r, n, s, n))
+        for i in range(s):
+            rows[i, :, i, :] = mass
+        out["mass_rows"] = rows
+    return out
+
+
+class PRKStep:
+    """The stage equations of :func:`prk_residual` for one step, as an object built once per
+    step from ``(q, p, h, coeffs, system, hooks)``: residual, analytic Jacobian, the hooks'
+    structured Newton matrix and the node values, with the per-``(coeffs, h, n)`` constants
+    of :func:`prk_constants` cached by the caller (paper Thm. 4.2; eq. (13); eq. (14)).
+
+    Same equations and unknowns ``x = [V (s·n), Λ_free (k·m)]`` as :func:`prk_residual`
+    (no extra unknowns). The stage arrays of the last evaluation are kept on the object
+    (``V, Lam, Q, W`` and the hooks' mixes ``pmix = p_k + h Σ_j e_ij W^j``), so that the
+    Jacobian, the structured solver and the node values at the same ``x`` reuse them; no
+    evaluation object is built per residual. Batched input ``(B, n)`` keeps ``q_k``, ``p_k``
+    tiled flat; ``staged=True`` (one batch axis) holds the stage arrays stage-major ``(s,
+    B, n)`` so that every stage mix is one matrix product over the batch (the system's and
+    hooks' callables then receive ``(s, B, ...)`` arrays; the Jacobian is formed
+    batch-first).
+
+    Hooks (duck typed, all optional beyond the module's ``m`` / ``free``):
+
+    ``mix_rows`` : ``(r, s)`` array
+        Extra stage mixes of ``W`` (see :func:`prk_constants`), read as ``step.pmix``
+        ``(..., r, n)`` (stage-major ``(r, B, n)``).
+    ``stage_force(step)`` → ``F`` ``(..., s, n)`` or None
+        The force of hook (i) at ``step.Q, step.V, step.Lam``; may store values in
+        ``step.aux`` (a dict renewed per evaluation). Default: ``force(Q, V, Lam, False)``.
+    ``force_jacobian(step)`` → ``(dF_dQ, dF_dV, G)``
+        ``(..., s, n, n)`` or None each, and ``G = dF^i/dΛ^i`` of the free stages ``(...,
+        k, n, m)`` (batch-first). Default: ``force(Q, V, Lam, True)``.
+    ``stage_equations(step)`` → ``R2``: the ``k·m`` extra residuals, any shape ``(...,
+        ...)`` that flattens to ``(..., k·m)`` (stage-major: ``(rows, B, width)``).
+    ``equations_jacobian(step, dmix)`` → ``J2`` ``(..., k·m, N)`` from ``dmix =
+        d pmix/dx`` ``(..., r, n, N)`` (batch-first).
+    ``structured_solver(step)`` → ``solve(F)`` (the hooks' approximate Newton matrix at
+        the stage arrays of ``step``).
+
+    Needs a constant mass matrix or the system's ``D1L, D2L, D11L, D12L, D21L, D22L``.
+    """
+
+    __slots__ = (
+        "Lam", "Q", "V", "W", "aux", "coeffs", "consts", "flat", "h", "hahatW", "hooks",
+        "lam_fixed", "m", "n", "p", "pmix", "q", "s", "staged", "system", "_batch_first",
+        "_last", "_pt", "_pmt", "_qt",
+    )
+
+    def __init__(self, q, p, h, coeffs: PRKCoefficients, system: Any, hooks: Any,
+                 lam_fixed=None, consts: dict | None = None, staged: bool = False):
+        self.q, self.p, self.h, self.coeffs = q, p, h, coeffs
+        self.system, self.hooks = system, hooks
+        self.s = s = coeffs.s
+        self.n = n = q.shape[-1]
+        self.m = m = int(getattr(hooks, "m", 0))
+        if int(getattr(hooks, "n_extra", 0)):
+            raise InputError("PRKStep takes no extra unknowns (n_extra); use prk_residual.")
+        if consts is None:
+            free = getattr(hooks, "free", (False,) * s)
+            consts = prk_constants(coeffs, h, n, free, getattr(hooks, "mix_rows", None),
+                                   _mass_of(system)[0])
+        self.consts = consts
+        if staged and q.ndim != 2:
+            raise InputError("PRKStep(staged=True) needs one batch axis: q of shape (B, n).")
+        self.staged = staged
+        self.flat = q.ndim > 1 and not staged
+        if self.flat:  # q_k, p_k tiled flat (..., s*n): ~3 times cheaper than a broadcast
+            r = consts["r"]
+            self._qt = np.tile(q, s)
+            self._pt = np.tile(p, max(s, r))
+            self._pmt = self._pt[..., : r * n]
+        else:
+            self._qt = self._pt = self._pmt = None
+        if m:
+            lf = np.asarray(lam_fixed, dtype=float) if lam_fixed is not None else None
+            free = consts["free"]
+            nfix = s - int(np.count_nonzero(free))
+            if nfix:
+                if lf is None:
+                    raise InputError(
+                        "Multipliers of the non-free stages must be given (lam_fixed).")
+                lf = np.broadcast_to(lf, (*lf.shape[:-2], s, m))[..., ~free, :] \
+                    if lf.shape[-2] not in (1, nfix) else lf
+            self.lam_fixed = lf
+        else:
+            self.lam_fixed = None
+        self._last = None
+        self._batch_first = None
+        self.V = self.W = self.Lam = self.Q = self.pmix = self.hahatW = None
+        self.aux = {}
+
+    # ------------------------------------------------------------------ stage values
+
+    def _multipliers(self, x, lead, nV):
+        s, m, free = self.s, self.m, self.consts["free"]
+        if not m:
+            return None
+        k = int(np.count_nonzero(free))
+        nfix = s - k
+        if self.staged:
+            B = x.shape[0]
+            Lam = np.empty((s, B, m))
+            lam_x = x[:, nV: nV + k * m].reshape(B, k, m).transpose(1, 0, 2)
+            if nfix:
+                lf = self.lam_fixed
+                lf = np.moveaxis(lf, -2, 0) if lf.ndim == 3 else lf[:, None, :]
+            if not free[:nfix].any():  # the given multipliers first: slices
+                if nfix:
+                    Lam[:nfix] = lf
+                Lam[nfix:] = lam_x
+            else:
+                Lam[~free] = lf
+                Lam[free] = lam_x
+            return Lam
+        lam_x = x[..., nV: nV + k * m].reshape(*lead, k, m)
+        if not nfix:
+            return lam_x
+        if not free[:nfix].any():  # the given multipliers come first (e.g. Λ^1 = λ_k)
+            lf = self.lam_fixed
+            if lf.shape[-2] != nfix or lf.shape[:-2] != lead:
+                lf = np.broadcast_to(lf, (*lead, nfix, m))
+            return np.concatenate([lf, lam_x], axis=-2)
+        Lam = np.empty((*lead, s, m))
+        Lam[..., ~free, :] = self.lam_fixed
+        Lam[..., free, :] = lam_x
+        return Lam
+
+    def evaluate(self, x):
+        """Stage arrays at ``x`` (kept on the object; a repeated call at the same ``x``
+        object returns at once)."""
+        if self._last is x:
+            return
+        c, s, n = self.consts, self.s, self.n
+        system, hooks = self.system, self.hooks
+        lead = x.shape[:-1]
+        nV, r = s * n, c["r"]
+        self.aux = {}
+        if self.staged:
+            B = x.shape[0]
+            V = np.ascontiguousarray(x[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+            self.V = V
+            self.Lam = self._multipliers(x, lead, nV)
+            Q = (c["ha"] @ V.reshape(s, B * n)).reshape(s, B, n)
+            Q += self.q
+        else:
+            V = x[..., :nV].reshape(*lead, s, n)
+            self.V = V
+            self.Lam = self._multipliers(x, lead, nV)
+            Q = c["ha"] @ V  # contiguous: its flat view takes q_k
+            if self.flat:
+                Qf = Q.reshape(*lead, nV)
+                Qf += self._qt
+            else:
+                Q += self.q[..., None, :]
+        self.Q = Q
+        sf = getattr(hooks, "stage_force", None)
+        F = sf(self) if sf is not None else hooks.force(Q, V, self.Lam, False)[0]
+        W = system.D1L(Q, V)
+        if F is not None:
+            W = W + F
+        self.W = W
+        # one stacked product for the hooks' mixes and the â-mix: rows [h e_ij; h â_ij]
+        if self.staged:
+            mixed = (c["mixW"] @ W.reshape(s, B * n)).reshape(r + s, B, n)
+            self.hahatW = mixed[r:]
+            self.pmix = mixed[:r] + self.p
+        else:
+            mixed = c["mixW"] @ W
+            if self.flat:
+                mixed = mixed.reshape(*lead, (r + s) * n)
+                self.hahatW = mixed[..., r * n:]
+                self.pmix = (mixed[..., : r * n] + self._pmt).reshape(*lead, r, n)
+            else:
+                self.hahatW = mixed[..., r:, :]
+                self.pmix = self.p[..., None, :] + mixed[..., :r, :]
+        self._last = x
+
+    # ------------------------------------------------------------------ equations
+
+    def residual(self, x):
+        """Residual ``[R1 (s·n), R2 (k·m)]`` of :func:`prk_residual` (layout ``(..., N)``)."""
+        self.evaluate(x)
+        c, s, n = self.consts, self.s, self.n
+        lead = x.shape[:-1]
+        nV = s * n
+        V = self.V
+        if c.get("mass_identity"):
+            D2L = V
+        elif "massT" in c:
+            D2L = _times_matrix(V, c["massT"])
+        else:
+            D2L = self.system.D2L(self.Q, V)
+        se = getattr(self.hooks, "stage_equations", None)
+        R2 = se(self) if se is not None else None
+        if self.staged:
+            R1 = D2L - self.p
+            R1 -= self.hahatW
+            parts = [R1.transpose(1, 0, 2).reshape(lead[0], nV)]
+            if R2 is not None:
+                parts.append(R2.transpose(1, 0, 2).reshape(lead[0], -1))
+            return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        n2 = 0 if R2 is None else self.m * int(np.count_nonzero(c["free"]))
+        out = np.empty((*lead, nV + n2))
+        if self.flat:
+            R1 = out[..., :nV]
+            np.subtract(D2L.reshape(*lead, nV), self._pt[..., :nV], out=R1)
+            R1 -= self.hahatW
+        else:
+            out[..., :nV] = (D2L - self.p[..., None, :] - self.hahatW).reshape(*lead, nV)
+        if R2 is not None:
+            out[..., nV:] = R2.reshape(*lead, -1)
+        return out
+
+    def jacobian(self, x):
+        """Analytic Jacobian ``(..., N, N)`` of :meth:`residual` (batch-first). Blocks::
+
+            dR1_i/dV_l   = δ_il D22L_i + h a_il D21L_i
+                           - h^2 Σ_j â_ij a_jl Wq_j - h â_il Wv_l
+            dR1_i/dΛ_l   = -h â_il G_l                        (l free)
+            dpmix_i/dV_l = h^2 Σ_j e_ij a_jl Wq_j + h e_il Wv_l,   dpmix_i/dΛ_l = h e_il G_l
+
+        with ``Wq = D11L + dF/dQ``, ``Wv = D12L + dF/dV``, ``G = dF/dΛ``; the rows of the
+        hooks' equations come from ``equations_jacobian(step, dpmix)``.
+        """
+        if self.staged:
+            if self._batch_first is None:
+                self._batch_first = PRKStep(self.q, self.p, self.h, self.coeffs, self.system,
+                                            self.hooks, self.lam_fixed, self.consts)
+            return self._batch_first.jacobian(x)
+        self.evaluate(x)
+        c, s, n, m, system, hooks = self.consts, self.s, self.n, self.m, self.system, self.hooks
+        lead = x.shape[:-1]
+        r = c["r"]
+        free = c["free"]
+        nV, nL = s * n, int(np.count_nonzero(free)) * m
+        N = nV + nL
+        Q, V = self.Q, self.V
+        mass = "massT" in c
+        fj = getattr(hooks, "force_jacobian", None)
+        if fj is not None:
+            dF_dQ, dF_dV, G = fj(self)
+        else:
+            _F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, self.Lam, True)
+            G = None if dF_dLam is None or not m else dF_dLam[..., free, :, :]
+        mech = mass or bool(getattr(getattr(system, "system", system), "constant_D21L_zero",
+                                    False))
+        Wq = system.D11L(Q, V)
+        if dF_dQ is not None:
+            Wq = Wq + dF_dQ
+        Wv = None if mech else system.D12L(Q, V)
+        if dF_dV is not None:
+            Wv = dF_dV if Wv is None else Wv + dF_dV
+        # rows R1_i (i = 1..s) and pmix_i (i = 1..r), columns V: Σ_j c3[i, l, j] Wq_j
+        k = len(lead)
+        Wt = np.moveaxis(Wq, -3, -1).reshape(*lead, n * n, s)
+        rows_V = (Wt @ c["c3"].T).reshape(*lead, n, n, s + r, s)
+        rows_V = rows_V.transpose(*range(k), k + 2, k, k + 3, k + 1)  # (..., s+r, n, s, n)
+        if Wv is not None:
+            rows_V = rows_V + c["cV"] * np.swapaxes(Wv, -3, -2)[..., None, :, :, :]
+        if mass:
+            rows_V = rows_V + c["mass_rows"]  # δ_il M on the R1 rows
+        else:
+            rows_V = np.array(rows_V)
+            R1v = rows_V[..., :s, :, :, :]
+            _blockdiag_view(R1v)[...] += system.D22L(Q, V)
+            if not mech:
+                R1v += _coef_blocks_left(c["ha"], system.D21L(Q, V))
+        J = np.empty((*lead, N, N))  # filled block by block (no concatenation of (N, N))
+        J[..., :nV, :nV] = rows_V[..., :s, :, :, :].reshape(*lead, nV, nV)
+        if nL:
+            if G is None:
+                rows_L = np.zeros((*lead, s + r, n, nL // m, m))
+            else:
+                rows_L = c["cL"] * np.swapaxes(G, -3, -2)[..., None, :, :, :]  # (.., s+r, n, k, m)
+            J[..., :nV, nV:] = rows_L[..., :s, :, :, :].reshape(*lead, nV, nL)
+            dmix = np.concatenate(
+                [rows_V[..., s:, :, :, :].reshape(*lead, r, n, nV),
+                 rows_L[..., s:, :, :, :].reshape(*lead, r, n, nL)],
+                axis=-1,
+            )  # (..., r, n, N)
+            J[..., nV:, :] = hooks.equations_jacobian(self, dmix).reshape(*lead, nL, N)
+        return J
+
+    def times_inverse_mass(self, X):
+        """``X M^{-T}`` (the rows of ``X`` mapped by ``M^{-1}``, the explicit ``FL^{-1}`` of a
+        constant mass) as one 2-D product; ``X`` itself when ``M = I``."""
+        c = self.consts
+        return X if c.get("mass_identity") else _times_matrix(X, c["mass_invT"])
+
+    def structured_solver(self, x):
+        """The hooks' structured Newton matrix at ``x``: ``solve(F) -> J_0^{-1} F`` (for
+        ``newton_solve(structured=...)``), from ``hooks.structured_solver(step)``."""
+        self.evaluate(x)
+        return self.hooks.structured_solver(self)
+
+    def node_values(self):
+        """``(q_{k+1}, p_{k+1})`` from the last evaluation (Thm. 4.2 / eq. (14a)):
+        ``q_k + h Σ b_j V^j``, ``p_k + h Σ b̂_j W^j``."""
+        b, bhat, h = self.coeffs.b, self.coeffs.bhat, self.h
+        if self.staged:
+            B, n, s = self.q.shape[0], self.n, self.s
+            q1 = self.q + h * (b @ self.V.reshape(s, B * n)).reshape(B, n)
+            p1 = self.p + h * (bhat @ self.W.reshape(s, B * n)).reshape(B, n)
+            return q1, p1
+        return self.q + h * (b @ self.V), self.p + h * (bhat @ self.W)
+
+    def stage_multipliers(self):
+        """Λ of the last evaluation, batch-first ``(..., s, m)`` (a view when stage-major)."""
+        return np.moveaxis(self.Lam, 0, 1) if self.staged else self.Lam

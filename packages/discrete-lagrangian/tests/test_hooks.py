@@ -7,15 +7,25 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
+    InputError,
     LinearVelocityConstraint,
     MechanicalSystem,
     NewtonOptions,
+    PRKStep,
+    StageHooks,
     State,
     coefficients_from,
+    prk_residual,
     reference_solution,
     solve_stages,
 )
-from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
+from chetaev.discrete_lagrangian.testing import (
+    assert_rounding_close,
+    double_pendulum,
+    fit_order,
+    henon_heiles,
+    newton_residual_bound,
+)
 from chetaev.rktableaux import lobatto_iiia_iiib
 
 
@@ -112,3 +122,40 @@ def test_nonholonomic_prk_through_hooks(s, expected):
     # deterministic method error; measured: |slope − order| worst 0.013 at these h and 0.032
     # with every h scaled by F in [0.8, 1.25] (tol_e_orders.py): margin 7.8
     assert abs(fit_order(hs, errs, 1e-11) - expected) <= 0.25, errs
+
+
+@pytest.mark.parametrize("name", ["henon_heiles", "double_pendulum_general"])
+@pytest.mark.parametrize("layout", ["single", "flat", "staged"])
+def test_per_step_form_equals_prk_residual(name, layout):
+    """PRKStep (the engine's per-step form) gives prk_residual's residual, Jacobian and node
+    values (Thm. 4.2) for the unconstrained VPRK: constant mass (Hénon–Heiles) and a general
+    Lagrangian (the double pendulum's configuration-dependent mass); one trajectory, a flat
+    batch and the stage-major layout."""
+    system = henon_heiles() if name == "henon_heiles" else double_pendulum(general=True)
+    s, n, h = 3, system.n, 0.1
+    coeffs = coefficients_from(lobatto_iiia_iiib(s))
+    rng = np.random.default_rng(5)
+    lead = () if layout == "single" else (4,)
+    q, p = 0.3 * rng.normal(size=(*lead, n)), 0.3 * rng.normal(size=(*lead, n))
+    x = 0.3 * rng.normal(size=(*lead, s * n))
+    step = PRKStep(q, p, h, coeffs, system, StageHooks(s), staged=layout == "staged")
+    R, J, ev = prk_residual(x, q, p, h, coeffs, system)
+    # round-off: each entry sums s stages of n-term products in another order (O(1) terms)
+    nt = s * n
+    assert_rounding_close(step.residual(x), R, n_terms=nt, scale=max(1.0, np.abs(R).max()),
+                          what="R")
+    assert_rounding_close(step.jacobian(x), J, n_terms=nt, scale=max(1.0, np.abs(J).max()),
+                          what="J")
+    for got, want in zip(step.node_values(), (ev.q1, ev.p1)):
+        assert_rounding_close(got, want, n_terms=nt, scale=max(1.0, np.abs(want).max()),
+                              what="node values")
+
+
+def test_per_step_form_refuses_hooks_without_its_equations():
+    """Hooks written for prk_residual only (equations(ev)) are refused by PRKStep with the
+    fix named, not evaluated with their multiplier rows missing."""
+    system = _system()
+    coeffs = coefficients_from(lobatto_iiia_iiib(3))
+    q = np.zeros(3)
+    with pytest.raises(InputError, match="prk_residual"):
+        PRKStep(q, q, 0.1, coeffs, system, NHHooks(system, 3, 1), np.zeros((1, 1)))

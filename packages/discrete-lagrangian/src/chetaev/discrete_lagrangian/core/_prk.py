@@ -516,6 +516,11 @@ class PRKStep:
         self.m = m = int(getattr(hooks, "m", 0))
         if int(getattr(hooks, "n_extra", 0)):
             raise InputError("PRKStep takes no extra unknowns (n_extra); use prk_residual.")
+        if m and any(getattr(hooks, "free", ())) and not (
+                hasattr(hooks, "stage_equations") and hasattr(hooks, "equations_jacobian")):
+            raise InputError(
+                "PRKStep needs the hooks' stage_equations(step) and equations_jacobian(step, "
+                "dmix) for free multipliers; hooks with equations(ev) only: use prk_residual.")
         if consts is None:
             free = getattr(hooks, "free", (False,) * s)
             consts = prk_constants(coeffs, h, n, free, getattr(hooks, "mix_rows", None),

@@ -1,10 +1,10 @@
 """The structured Newton matrix of NonholonomicPRK (``jacobian_reuse="structured"``/``"auto"``).
 
-``_equations._structured_solver`` (the hook of the engine's per-step form, ``PRKStep``) solves with the analytic Jacobian minus its O(h^2)
-force terms by a Schur complement on the multipliers. Checked here: it is exact where
-those terms vanish; its contraction rate on the paper's systems; the fallback to the
-analytic Jacobian for stiff forces; that every Newton matrix gives the same step; and the
-errors for systems it does not apply to.
+``_equations._structured_solver`` (the hook of the engine's per-step form, ``PRKStep``)
+solves with the analytic Jacobian minus its O(h^2) force terms by a Schur complement on
+the multipliers. Checked here: it is exact where those terms vanish; its contraction rate
+on the paper's systems; the fallback to the analytic Jacobian for stiff forces; that every
+Newton matrix gives the same step; and the errors for systems it does not apply to.
 """
 
 from __future__ import annotations

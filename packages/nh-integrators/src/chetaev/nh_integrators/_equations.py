@@ -200,8 +200,13 @@ class NonholonomicHooks:
 
     def stage_equations(self, step):
         """Hook (ii) on :class:`PRKStep`: ``R2_i = Phi(Q^i, v_k^i)``, i = 2..s (14e)."""
-        model, AQ, Q = self.model, step.aux["AQ"], step.Q
-        vc = self._velocities(step)
+        model, aux, Q = self.model, step.aux, step.Q
+        AQ = aux["AQ"]
+        c = step.consts
+        if c.get("mass_identity"):  # v_k^i = p_k^i (inline: the residual's hot path)
+            vc = aux["vc"] = step.pmix
+        else:
+            vc = self._velocities(step)
         if step.staged:  # (s-1, B, m)
             if model.A is None:
                 return model.phi(Q[1:], vc)

@@ -464,6 +464,24 @@ def prk_constants(coeffs: PRKCoefficients, h: float, n: int, free: Any,
     return out
 
 
+def _hooks_info(hooks: Any, consts: dict) -> tuple:
+    """``(hooks, m, k, nfix, prefix, stage_force, stage_equations)`` of a hooks object for
+    :class:`PRKStep`, checked."""
+    m = int(getattr(hooks, "m", 0))
+    if int(getattr(hooks, "n_extra", 0)):
+        raise InputError("PRKStep takes no extra unknowns (n_extra); use prk_residual.")
+    free = consts["free"]
+    k = int(np.count_nonzero(free))
+    if m and k and not (hasattr(hooks, "stage_equations")
+                        and hasattr(hooks, "equations_jacobian")):
+        raise InputError(
+            "PRKStep needs the hooks' stage_equations(step) and equations_jacobian(step, "
+            "dmix) for free multipliers; hooks with equations(ev) only: use prk_residual.")
+    nfix = free.shape[0] - k
+    return (hooks, m, k, nfix, not free[:nfix].any(), getattr(hooks, "stage_force", None),
+            getattr(hooks, "stage_equations", None))
+
+
 class PRKStep:
     """The stage equations of :func:`prk_residual` for one step, as an object built once per
     step from ``(q, p, h, coeffs, system, hooks)``: residual, analytic Jacobian, the hooks'
@@ -502,9 +520,39 @@ class PRKStep:
     """
 
     __slots__ = (
-        "Lam", "Q", "V", "W", "aux", "coeffs", "consts", "flat", "h", "hahatW", "hooks",
-        "lam_fixed", "m", "n", "p", "pmix", "q", "s", "staged", "system", "_batch_first",
-        "_last", "_pt", "_pmt", "_qt",
+        "Lam",
+        "Q",
+        "V",
+        "W",
+        "_batch_first",
+        "_k",
+        "_last",
+        "_lfb",
+        "_nfix",
+        "_pb",
+        "_pmt",
+        "_prefix",
+        "_pt",
+        "_qb",
+        "_qt",
+        "_se",
+        "_sf",
+        "aux",
+        "coeffs",
+        "consts",
+        "flat",
+        "h",
+        "hahatW",
+        "hooks",
+        "lam_fixed",
+        "m",
+        "n",
+        "p",
+        "pmix",
+        "q",
+        "s",
+        "staged",
+        "system",
     )
 
     def __init__(self, q, p, h, coeffs: PRKCoefficients, system: Any, hooks: Any,
@@ -513,19 +561,15 @@ class PRKStep:
         self.system, self.hooks = system, hooks
         self.s = s = coeffs.s
         self.n = n = q.shape[-1]
-        self.m = m = int(getattr(hooks, "m", 0))
-        if int(getattr(hooks, "n_extra", 0)):
-            raise InputError("PRKStep takes no extra unknowns (n_extra); use prk_residual.")
-        if m and any(getattr(hooks, "free", ())) and not (
-                hasattr(hooks, "stage_equations") and hasattr(hooks, "equations_jacobian")):
-            raise InputError(
-                "PRKStep needs the hooks' stage_equations(step) and equations_jacobian(step, "
-                "dmix) for free multipliers; hooks with equations(ev) only: use prk_residual.")
         if consts is None:
-            free = getattr(hooks, "free", (False,) * s)
-            consts = prk_constants(coeffs, h, n, free, getattr(hooks, "mix_rows", None),
-                                   _mass_of(system)[0])
+            consts = prk_constants(coeffs, h, n, getattr(hooks, "free", (False,) * s),
+                                   getattr(hooks, "mix_rows", None), _mass_of(system)[0])
         self.consts = consts
+        # what the step reads from the hooks, checked once per (constants, hooks)
+        info = consts.get("_hooks")
+        if info is None or info[0] is not hooks:
+            info = consts["_hooks"] = _hooks_info(hooks, consts)
+        _h, self.m, self._k, self._nfix, self._prefix, self._sf, self._se = info
         if staged and q.ndim != 2:
             raise InputError("PRKStep(staged=True) needs one batch axis: q of shape (B, n).")
         self.staged = staged
@@ -537,19 +581,18 @@ class PRKStep:
             self._pmt = self._pt[..., : r * n]
         else:
             self._qt = self._pt = self._pmt = None
-        if m:
-            lf = np.asarray(lam_fixed, dtype=float) if lam_fixed is not None else None
-            free = consts["free"]
-            nfix = s - int(np.count_nonzero(free))
-            if nfix:
-                if lf is None:
-                    raise InputError(
-                        "Multipliers of the non-free stages must be given (lam_fixed).")
-                lf = np.broadcast_to(lf, (*lf.shape[:-2], s, m))[..., ~free, :] \
-                    if lf.shape[-2] not in (1, nfix) else lf
-            self.lam_fixed = lf
-        else:
-            self.lam_fixed = None
+        self._qb, self._pb = q[..., None, :], p[..., None, :]
+        lf = None
+        if self.m and self._nfix:
+            if lam_fixed is None:
+                raise InputError("Multipliers of the non-free stages must be given (lam_fixed).")
+            lf = lam_fixed if isinstance(lam_fixed, np.ndarray) else np.asarray(lam_fixed, float)
+            if lf.shape[-2] not in (1, self._nfix):  # all s stages given: keep the fixed ones
+                lf = np.broadcast_to(lf, (*lf.shape[:-2], s, self.m))[..., ~consts["free"], :]
+        self.lam_fixed = lf
+        # Λ = [given, free] by one concatenation (the common case: Λ^1 = λ_k given)
+        self._lfb = (lf if lf is not None and self._prefix and not staged
+                     and lf.shape[-2] == self._nfix and lf.shape[:-2] == q.shape[:-1] else None)
         self._last = None
         self._batch_first = None
         self.V = self.W = self.Lam = self.Q = self.pmix = self.hahatW = None
@@ -558,11 +601,10 @@ class PRKStep:
     # ------------------------------------------------------------------ stage values
 
     def _multipliers(self, x, lead, nV):
-        s, m, free = self.s, self.m, self.consts["free"]
+        s, m = self.s, self.m
         if not m:
             return None
-        k = int(np.count_nonzero(free))
-        nfix = s - k
+        k, nfix = self._k, self._nfix
         if self.staged:
             B = x.shape[0]
             Lam = np.empty((s, B, m))
@@ -570,22 +612,24 @@ class PRKStep:
             if nfix:
                 lf = self.lam_fixed
                 lf = np.moveaxis(lf, -2, 0) if lf.ndim == 3 else lf[:, None, :]
-            if not free[:nfix].any():  # the given multipliers first: slices
+            if self._prefix:  # the given multipliers first: slices
                 if nfix:
                     Lam[:nfix] = lf
                 Lam[nfix:] = lam_x
             else:
+                free = self.consts["free"]
                 Lam[~free] = lf
                 Lam[free] = lam_x
             return Lam
         lam_x = x[..., nV: nV + k * m].reshape(*lead, k, m)
         if not nfix:
             return lam_x
-        if not free[:nfix].any():  # the given multipliers come first (e.g. Λ^1 = λ_k)
+        if self._prefix:  # the given multipliers come first (e.g. Λ^1 = λ_k)
             lf = self.lam_fixed
             if lf.shape[-2] != nfix or lf.shape[:-2] != lead:
                 lf = np.broadcast_to(lf, (*lead, nfix, m))
             return np.concatenate([lf, lam_x], axis=-2)
+        free = self.consts["free"]
         Lam = np.empty((*lead, s, m))
         Lam[..., ~free, :] = self.lam_fixed
         Lam[..., free, :] = lam_x
@@ -611,15 +655,20 @@ class PRKStep:
         else:
             V = x[..., :nV].reshape(*lead, s, n)
             self.V = V
-            self.Lam = self._multipliers(x, lead, nV)
+            lfb = self._lfb
+            if lfb is not None and lfb.shape[:-2] == lead:
+                self.Lam = np.concatenate(
+                    [lfb, x[..., nV:].reshape(*lead, self._k, self.m)], axis=-2)
+            else:
+                self.Lam = self._multipliers(x, lead, nV)
             Q = c["ha"] @ V  # contiguous: its flat view takes q_k
             if self.flat:
                 Qf = Q.reshape(*lead, nV)
                 Qf += self._qt
             else:
-                Q += self.q[..., None, :]
+                Q += self._qb
         self.Q = Q
-        sf = getattr(hooks, "stage_force", None)
+        sf = self._sf
         F = sf(self) if sf is not None else hooks.force(Q, V, self.Lam, False)[0]
         W = system.D1L(Q, V)
         if F is not None:
@@ -638,7 +687,7 @@ class PRKStep:
                 self.pmix = (mixed[..., : r * n] + self._pmt).reshape(*lead, r, n)
             else:
                 self.hahatW = mixed[..., r:, :]
-                self.pmix = self.p[..., None, :] + mixed[..., :r, :]
+                self.pmix = self._pb + mixed[..., :r, :]
         self._last = x
 
     # ------------------------------------------------------------------ equations
@@ -656,7 +705,7 @@ class PRKStep:
             D2L = _times_matrix(V, c["massT"])
         else:
             D2L = self.system.D2L(self.Q, V)
-        se = getattr(self.hooks, "stage_equations", None)
+        se = self._se
         R2 = se(self) if se is not None else None
         if self.staged:
             R1 = D2L - self.p
@@ -665,14 +714,14 @@ class PRKStep:
             if R2 is not None:
                 parts.append(R2.transpose(1, 0, 2).reshape(lead[0], -1))
             return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-        n2 = 0 if R2 is None else self.m * int(np.count_nonzero(c["free"]))
+        n2 = 0 if R2 is None else self.m * self._k
         out = np.empty((*lead, nV + n2))
         if self.flat:
             R1 = out[..., :nV]
             np.subtract(D2L.reshape(*lead, nV), self._pt[..., :nV], out=R1)
             R1 -= self.hahatW
         else:
-            out[..., :nV] = (D2L - self.p[..., None, :] - self.hahatW).reshape(*lead, nV)
+            out[..., :nV] = (D2L - self._pb - self.hahatW).reshape(*lead, nV)
         if R2 is not None:
             out[..., nV:] = R2.reshape(*lead, -1)
         return out

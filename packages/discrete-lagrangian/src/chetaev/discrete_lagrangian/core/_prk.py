@@ -43,6 +43,19 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
     cache values (e.g. constraint Jacobians) between the two calls.
 
 :func:`prk_residual` returns the residual, the Jacobian and the evaluation.
+
+Two forms of the same equations
+-------------------------------
+:func:`prk_residual` (with :func:`solve_stages`) is the generic form: a pure function of the
+unknowns, with every stage quantity and its tangent in a :class:`StageEvaluation` (VPRK,
+ConstrainedPRK, and the nonholonomic PRK's implicit-velocity and IIIB variants).
+:class:`PRKStep` is the per-step form, built once per step with the constants of
+:func:`prk_constants` cached per ``(coeffs, h, n, m)``, for methods whose Newton loop calls
+the residual many times per step (the nonholonomic PRK's default path): the hooks' extra
+stage mixes stacked with the â-mix in one product, node values on demand, flat tiled or
+stage-major batches, the Kronecker-structured Jacobian, and a hook for a structured Newton
+matrix (its optional hook attributes are listed on the class). Both are tested equal to
+round-off.
 """
 
 from __future__ import annotations

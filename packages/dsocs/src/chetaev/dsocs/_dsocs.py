@@ -224,17 +224,18 @@ class DSOCS:
     variational_constraint : VariationalConstraint or callable basis(q0, q1, q2) → (r, n)
         D_V, allowed variations of the middle point.
     h : float, optional
-        The step the pieces were discretized at, when they depend on it (a DSOCS built by
-        :meth:`from_continuous` with ``h``, or a discrete Lagrangian made at that step). The
-        system holds no step otherwise: :meth:`at` gives the pieces at any ``h`` of a DSOCS
-        built by ``from_continuous`` without ``h``, and the method takes ``h`` from ``step``
-        only — a DSOCS with its own ``h`` raises :class:`DSOCSInputError` for a step with
-        another one.
+        **Deprecated** (a ``DeprecationWarning`` says what to write instead; a member
+        ``family.at(h)`` of a family holds its ``h`` without it). The step the pieces were
+        discretized at, when they depend on it. The system holds no step otherwise:
+        :meth:`at` gives the pieces at any ``h`` of a DSOCS built by ``from_continuous``
+        without ``h``, and the method takes ``h`` from ``step`` only — a DSOCS with its own
+        ``h`` raises :class:`DSOCSInputError` for a step with another one.
     socs : SOCS, optional
         The continuous system the DSOCS discretizes (set by :meth:`from_continuous`); used
         by the second-order start and for energies.
     solver, root_filter, tol, max_iter, max_deflations : optional
-        **Compatibility only** (deprecated location: the step options belong to the method,
+        **Deprecated** (a ``DeprecationWarning`` says what to write instead: the step options
+        belong to the method,
         :class:`~chetaev.dsocs.DSOCSIntegrator`, which holds ``solver``, ``root_filter``,
         ``tol``, ``max_iter``, ``max_deflations``). Set here, they are the defaults of
         :meth:`step`, :meth:`trajectory` and of a ``DSOCSIntegrator`` that leaves the option
@@ -597,15 +598,16 @@ class DSOCS:
         h : float, optional
             The time step. Without it (the system holds no step) the result is the family
             over the step: ``dsocs.at(h)`` discretizes at any ``h`` and ``DSOCSIntegrator``
-            does so at the ``h`` of each ``step``. With it (compatibility) the DSOCS is the
-            discretization at that ``h`` only and a step with another ``h`` raises.
+            does so at the ``h`` of each ``step``. With it (deprecated: write
+            ``DSOCS.from_continuous(...).at(h)``) the DSOCS is the discretization at that ``h``
+            only and a step with another ``h`` raises.
         constraint_jacobian : callable, optional
             ``(q, v, a)`` → (c_q, c_v, c_a); chained through the central map
             (D_1g = −c_v/(2h) + c_a/h², D_2g = c_q − 2c_a/h², D_3g = c_v/(2h) + c_a/h²).
         variations_depend_on : subset of ("q", "v", "a")
             What ``variations`` depends on (() for a constant basis); saves derivatives.
-        **kwargs : passed to the DSOCS (name, derivative_check, and the compatibility
-            options solver, root_filter, tol, ...).
+        **kwargs : passed to the DSOCS (name, derivative_check, and the deprecated
+            options solver, root_filter, tol, ...: they belong to ``DSOCSIntegrator``).
         """
         _warn_compat([n for n in ("h", *_STEP_OPTIONS)
                       if (h if n == "h" else kwargs.get(n)) is not None],

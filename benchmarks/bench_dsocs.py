@@ -24,6 +24,7 @@ from chetaev.dsocs import (
     InertiaWheelParameters,
     convergence_study,
     inertia_wheel_dsocs,
+    inertia_wheel_step_options,
     iwp_closed_loop_rhs,
     iwp_reference,
     iwp_trajectory,
@@ -70,13 +71,15 @@ def main(quick: bool = False) -> None:
     t = time.perf_counter()
     iwp_trajectory(q0, q0 + h * v0, h, n, P)
     fast = (time.perf_counter() - t) / n
-    ds = inertia_wheel_dsocs(h, P)
+    ds = inertia_wheel_dsocs(h, P, solver="newton-unsafe")  # the system; the step: the method
     t = time.perf_counter()
-    sol = integrate(ds, DSOCSIntegrator(start="second_order"), q0, v0, h, n_steps=2000)
+    sol = integrate(ds, DSOCSIntegrator(start="second_order",
+                                        **inertia_wheel_step_options(P, "R-branch")),
+                    q0, v0, h, n_steps=2000)
     drv = (time.perf_counter() - t) / 2000
-    dsn = inertia_wheel_dsocs(h, P, solver="newton")
     t = time.perf_counter()
-    integrate(dsn, DSOCSIntegrator(start="second_order"), q0, v0, h, n_steps=200)
+    integrate(ds, DSOCSIntegrator(start="second_order", **inertia_wheel_step_options(P, "newton")),
+              q0, v0, h, n_steps=200)
     gen = (time.perf_counter() - t) / 200
     err = np.max(np.abs(sol.q[:, 0] - ref(sol.t)[0]))
     t = time.perf_counter()

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("chetaev.examples")
 
 from chetaev.discrete_lagrangian import integrate
-from chetaev.dsocs import DSOCSIntegrator
 from chetaev.examples.models import curvature_particle, inertia_wheel
 from scipy.integrate import solve_ivp
 
@@ -33,9 +32,10 @@ def test_particle_exact_solution_and_socs_ode_agree():
 @pytest.mark.parametrize("closed_form", [True, False])
 def test_particle_dsocs_follows_the_exact_trajectory(closed_form):
     h, tf = 0.01, 5.0
-    ds = curvature_particle.dsocs(h, closed_form=closed_form)
-    sol = integrate(ds, DSOCSIntegrator(start="second_order"), curvature_particle.Q0,
-                    curvature_particle.V0, h, t_final=tf)
+    # the system at any step, the method with the closed-form (or the generic Newton) step
+    ds = curvature_particle.dsocs(h, closed_form=False)
+    sol = integrate(ds, curvature_particle.method(closed_form=closed_form, start="second_order"),
+                    curvature_particle.Q0, curvature_particle.V0, h, t_final=tf)
     assert sol.success
     q, v = curvature_particle.exact(sol.t)
     # second order: measured 1.33e-4 (q) and 1.67e-4 (v); an O(h) start would give ~1e-2
@@ -48,7 +48,8 @@ def test_particle_dsocs_follows_the_exact_trajectory(closed_form):
 def test_wheel_dsocs_follows_the_closed_loop_trajectory():
     h, tf = 0.005, 3.0
     ref = inertia_wheel.reference(tf)
-    sol = integrate(inertia_wheel.dsocs(h), DSOCSIntegrator(start="second_order"),
+    wheel = inertia_wheel.dsocs(h, solver="newton-unsafe")  # the system; the step: the method
+    sol = integrate(wheel, inertia_wheel.method(start="second_order"),
                     inertia_wheel.Q0, inertia_wheel.V0, h, t_final=tf)
     assert sol.success
     y = ref(sol.t)
@@ -58,7 +59,8 @@ def test_wheel_dsocs_follows_the_closed_loop_trajectory():
     assert np.max(np.abs(sol.q[:, 1] - y[1])) < 1e-2
     # the generic Newton DSOCS (with the root safeguard) gives the same nodes
     nodes = inertia_wheel.trajectory(h, 200, kind="second_order")
-    generic = inertia_wheel.dsocs(h, solver="newton").trajectory(nodes[0], nodes[1], 200)
+    generic = wheel.trajectory(nodes[0], nodes[1], 200,
+                               method=inertia_wheel.method(solver="newton"))
     # measured (1 run(s), threads 1 & unset): worst |diff| 2e-12 vs allowed 2.8e-08,
     # margin 1.36e+04 (loose)
     np.testing.assert_allclose(generic, nodes, atol=1e-8)

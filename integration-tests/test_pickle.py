@@ -129,8 +129,10 @@ def rigid_body():
 
 
 def oscillator():
+    # the pieces are made at _HD and the cases run at h = _HD (the method takes h from step;
+    # DSOCS(..., h=...) is the deprecated compatibility keyword)
     return DSOCS(TwoPointLagrangian(_ld_d1, _ld_d2), None,
-                 VariationalConstraint(basis=_all_directions, depends_on=()), h=_HD)
+                 VariationalConstraint(basis=_all_directions, depends_on=()))
 
 
 _PQ, _PV = np.array([np.sin(1.0), 0.0, -np.cos(1.0)]), np.array([0.0, 0.8, 0.0])

@@ -108,6 +108,35 @@ def test_group_is_carried():
     assert iface.group is not None and iface.group is top.group
 
 
+def test_mechanical_split_and_position_level_holonomic_constraint():
+    csys = dlt.spherical_pendulum()
+    iface = interface_of(csys)
+    q, _ = _qv(3)
+    inner, con = csys.system, csys.constraint
+    for name, ref in (("potential", inner.V), ("potential_grad", inner.gradV),
+                      ("potential_hess", inner.hessV), ("holonomic_phi", con.phi),
+                      ("holonomic_jacobian", con.jacobian), ("holonomic_hessian", con.hessian)):
+        np.testing.assert_array_equal(getattr(iface, name)(q), ref(q))
+    assert iface.inertia is None and iface.inertia_inv is None  # a vector space: see `mass`
+    np.testing.assert_array_equal(iface.mass, inner.mass)
+    # a velocity constraint has no position level; a general Lagrangian no potential
+    nh = interface_of(dlt.harmonic_nonholonomic_particle())
+    assert nh.holonomic_phi is nh.holonomic_jacobian is nh.holonomic_hessian is None
+    general = interface_of(dlt.double_pendulum(general=True))
+    assert general.potential is general.potential_grad is general.potential_hess is None
+
+
+def test_group_inertia_and_potential():
+    top = dlt.heavy_top()
+    iface = interface_of(top)
+    np.testing.assert_array_equal(iface.inertia, top.inertia)
+    np.testing.assert_array_equal(iface.inertia_inv, np.linalg.inv(top.inertia))
+    R = np.stack([np.eye(3), top.group.exp(np.array([0.3, -0.2, 0.5]))])
+    for name, ref in (("potential", top.V), ("potential_grad", top.gradV),
+                      ("potential_hess", top.hessV)):
+        np.testing.assert_array_equal(getattr(iface, name)(R), ref(R))
+
+
 class _FirstDerivativesOnly:
     """A duck-typed system with D1L, D2L and n only (no second derivatives, no metric)."""
 

@@ -102,3 +102,57 @@ def test_the_methods_root_filter_and_options_win():
 def test_method_options_are_checked(kwargs, match):
     with pytest.raises(DSOCSInputError, match=match):
         DSOCSIntegrator(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# The compatibility keywords warn, say what to write instead, and change nothing
+# --------------------------------------------------------------------------------------------
+def test_compatibility_keywords_warn_and_give_the_same_result():
+    import warnings
+
+    from chetaev.dsocs import DSOCS, curvature_particle_solver, inertia_wheel_step_options
+
+    h = 0.05
+    family = curvature_particle_dsocs(k_var, closed_form=False)
+    socs = family.socs
+    q0, q1 = np.zeros(2), np.array([0.05, 0.02])
+    # DSOCS.from_continuous(..., h, solver=...) -> the family, its member at h, and the method
+    with pytest.warns(DeprecationWarning, match=r"DSOCSIntegrator\(solver=\.\.\.\).*without h"):
+        old = DSOCS.from_continuous(
+            socs.system, socs.constraint, socs.variations, h,
+            constraint_jacobian=socs.constraint_jacobian, variations_depend_on=("v",),
+            solver=lambda a, b: particle_closed_form_step(a, b, h, k_var))
+    new = DSOCS.from_continuous(socs.system, socs.constraint, socs.variations,
+                                constraint_jacobian=socs.constraint_jacobian,
+                                variations_depend_on=("v",)).at(h)
+    method = DSOCSIntegrator(solver=curvature_particle_solver(k_var))
+    np.testing.assert_array_equal(old.trajectory(q0, q1, 20),
+                                  new.trajectory(q0, q1, 20, method=method))
+    # DSOCS(..., h=..., tol=..., max_iter=...) -> DSOCS(...) and DSOCSIntegrator(tol=..., ...)
+    pieces = (new.discrete_lagrangian, new.kinematic_constraint, new.variational_constraint)
+    with pytest.warns(DeprecationWarning, match=r"DSOCSIntegrator\(tol=\.\.\., max_iter=\.\.\.\)"):
+        old = DSOCS(*pieces, h=h, tol=1e-10, max_iter=20)
+    a = integrate(old, DSOCSIntegrator(start="paper"), Q0, V0, h, n_steps=20)
+    b = integrate(DSOCS(*pieces), DSOCSIntegrator(start="paper", tol=1e-10, max_iter=20),
+                  Q0, V0, h, n_steps=20)
+    np.testing.assert_array_equal(a.q[1:], b.q[1:])  # node 0's v differs by design (no h)
+    # the package's own builders and the new forms do not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        curvature_particle_dsocs(1.0, h)
+        inertia_wheel_dsocs(0.1, solver="newton")
+        DSOCS(*pieces)
+        DSOCSIntegrator(**inertia_wheel_step_options(solver="newton"))
+
+
+def test_the_wheel_step_options_equal_the_builders_default_step():
+    h = 0.1
+    q0, q1 = np.array([0.05, 0.0]), np.array([0.049, 0.01])
+    from chetaev.dsocs import inertia_wheel_step_options
+
+    plain = inertia_wheel_dsocs(h, solver="newton-unsafe")
+    for solver in ("R-branch", "newton", "paper"):
+        held = inertia_wheel_dsocs(h, solver=solver)
+        method = DSOCSIntegrator(**inertia_wheel_step_options(solver=solver))
+        np.testing.assert_array_equal(held.step(q0, q1)[0],
+                                      plain.step(q0, q1, method=method)[0])

@@ -47,20 +47,18 @@ from .methods._constrained_prk import ConstrainedPRK, HolonomicStageHooks
 from .methods._del import DiscreteEulerLagrange, DiscreteLagrangian, lagrangian_two_form
 from .methods._lie_vprk import LieHolonomicStageHooks, LieVPRK
 from .methods._vprk import VPRK
-from .systems._constraints import (
+from .systems import (  # the system classes: the public module `systems` lists them once
     ConstrainedSystem,
     HolonomicConstraint,
+    LagrangianSystem,
     LinearVelocityConstraint,
+    MechanicalSystem,
+    TrivializedLagrangianSystem,
+    TrivializedMechanicalSystem,
     VelocityConstraint,
 )
 from .systems._derivcheck import compare_derivative
 from .systems._pickling import register_picklable
-from .systems._systems import (
-    LagrangianSystem,
-    MechanicalSystem,
-    TrivializedLagrangianSystem,
-    TrivializedMechanicalSystem,
-)
 
 __all__ = [
     "OVERFLOW_BOUND",

@@ -5,6 +5,7 @@ results", J. Geom. Mech. 5 (2013) 381–397, arXiv:1312.1941. The method and the
 errata: the docs' theory page (docs/theory/dsocs.rst).
 """
 
+from . import _wheel
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS
 from ._dsocs import DSOCS, FlowConditions, TwoFormCheck, central_difference
@@ -13,6 +14,7 @@ from ._integrator import DSOCSIntegrator
 from ._lagrangian import TwoPointLagrangian
 from ._particle import (
     curvature_particle_dsocs,
+    curvature_particle_solver,
     particle_closed_form_step,
     particle_discrete_circle,
     particle_exact_solution,
@@ -27,24 +29,7 @@ from ._study import (
     particle_trajectory,
 )
 from ._version import __version__ as __version__
-from ._wheel import (
-    InertiaWheelParameters,
-    inertia_wheel_dsocs,
-    iwp_closed_loop_rhs,
-    iwp_constraint,
-    iwp_constraint_jacobian,
-    iwp_dVdt,
-    iwp_F,
-    iwp_G,
-    iwp_paper_rule_step,
-    iwp_physical_step,
-    iwp_root_filter,
-    iwp_spurious_step,
-    iwp_step_coefficients,
-    iwp_system,
-    iwp_trajectory,
-    iwp_V,
-)
+from ._wheel import *  # noqa: F403  (the inertia wheel pendulum: names listed in _wheel.__all__)
 
 __all__ = [
     "DSOCS",
@@ -54,7 +39,6 @@ __all__ = [
     "DSOCSInputError",
     "DSOCSIntegrator",
     "FlowConditions",
-    "InertiaWheelParameters",
     "KinematicConstraint",
     "TwoFormCheck",
     "TwoPointLagrangian",
@@ -62,22 +46,8 @@ __all__ = [
     "central_difference",
     "convergence_study",
     "curvature_particle_dsocs",
-    "inertia_wheel_dsocs",
-    "iwp_F",
-    "iwp_G",
-    "iwp_V",
-    "iwp_closed_loop_rhs",
-    "iwp_constraint",
-    "iwp_constraint_jacobian",
-    "iwp_dVdt",
-    "iwp_paper_rule_step",
-    "iwp_physical_step",
+    "curvature_particle_solver",
     "iwp_reference",
-    "iwp_root_filter",
-    "iwp_spurious_step",
-    "iwp_step_coefficients",
-    "iwp_system",
-    "iwp_trajectory",
     "particle_closed_form_step",
     "particle_discrete_circle",
     "particle_exact_solution",
@@ -86,3 +56,4 @@ __all__ = [
     "particle_residual_jacobian",
     "particle_trajectory",
 ]
+__all__ += _wheel.__all__  # the inertia wheel pendulum (paper §4.2), listed once in _wheel

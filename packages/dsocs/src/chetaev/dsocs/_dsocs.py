@@ -12,6 +12,9 @@ Theorem 5.1 and the two-form identity of Theorem 5.3 are provided as diagnostics
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import warnings
 import weakref
 from collections.abc import Callable
 
@@ -29,6 +32,60 @@ __all__ = ["DSOCS", "FlowConditions", "TwoFormCheck", "central_difference"]
 
 #: DSOCS.at(h) of a family over the step: one discretization per (family, h)
 _AT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: the step options a DSOCS still accepts for compatibility: they are the method's
+_STEP_OPTIONS = ("solver", "root_filter", "tol", "max_iter", "max_deflations")
+#: True while the package itself builds a DSOCS with a step or step options (no warning)
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("dsocs_quiet", default=False)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Build DSOCS objects with ``h`` or step options without the deprecation warning (the
+    package's own members of a family, and its model builders)."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
+def _compat_message(names, where: str) -> str:
+    """What to write instead of the compatibility keywords ``names`` of ``where``."""
+    parts = []
+    opts = [n for n in names if n != "h"]
+    if opts:
+        kw = ", ".join(f"{n}=..." for n in opts)
+        parts.append(
+            f"the step options {', '.join(opts)} belong to the method: write "
+            f"DSOCSIntegrator({kw}) (root_filter(q0, q1, q2, h) and solver(q0, q1, h) take "
+            "the step's h) and pass it to integrate(...) or dsocs.step(q0, q1, method=...)"
+        )
+    if "h" in names:
+        parts.append(
+            "h belongs to the step: build DSOCS.from_continuous(...) without h (the family "
+            "over the step; dsocs.at(h) gives its pieces at one h, and DSOCSIntegrator takes "
+            "h from step); for pieces you make at a step, DSOCS(None, None, None, "
+            "discretization=lambda h: DSOCS(<the pieces at h>)); leave h out when the pieces "
+            "do not depend on it"
+        )
+    return (f"{where} with {', '.join(names)} is deprecated (compatibility only): "
+            + "; ".join(parts) + ".")
+
+
+def _warn_compat(names, where: str, stacklevel: int) -> None:
+    if names and not _QUIET.get():
+        warnings.warn(_compat_message(names, where), DeprecationWarning,
+                      stacklevel=stacklevel + 1)
+
+
+def _with_step_options(dsocs: DSOCS, **options) -> DSOCS:
+    """``dsocs`` holding the compatibility step ``options`` (``solver(q0, q1)``,
+    ``root_filter(q0, q1, q2)`` bound to its ``h``, ...) without the deprecation warning:
+    for the package's model builders (``curvature_particle_dsocs(k, h)``,
+    ``inertia_wheel_dsocs(h, solver=...)``), whose DSOCS keeps its documented default step."""
+    with _quiet():
+        return attrs.evolve(dsocs, **options)
 
 
 def central_difference(q0, q1, q2, h: float):
@@ -167,17 +224,18 @@ class DSOCS:
     variational_constraint : VariationalConstraint or callable basis(q0, q1, q2) → (r, n)
         D_V, allowed variations of the middle point.
     h : float, optional
-        The step the pieces were discretized at, when they depend on it (a DSOCS built by
-        :meth:`from_continuous` with ``h``, or a discrete Lagrangian made at that step). The
-        system holds no step otherwise: :meth:`at` gives the pieces at any ``h`` of a DSOCS
-        built by ``from_continuous`` without ``h``, and the method takes ``h`` from ``step``
-        only — a DSOCS with its own ``h`` raises :class:`DSOCSInputError` for a step with
-        another one.
+        **Deprecated** (a ``DeprecationWarning`` says what to write instead; a member
+        ``family.at(h)`` of a family holds its ``h`` without it). The step the pieces were
+        discretized at, when they depend on it. The system holds no step otherwise:
+        :meth:`at` gives the pieces at any ``h`` of a DSOCS built by ``from_continuous``
+        without ``h``, and the method takes ``h`` from ``step`` only — a DSOCS with its own
+        ``h`` raises :class:`DSOCSInputError` for a step with another one.
     socs : SOCS, optional
         The continuous system the DSOCS discretizes (set by :meth:`from_continuous`); used
         by the second-order start and for energies.
     solver, root_filter, tol, max_iter, max_deflations : optional
-        **Compatibility only** (deprecated location: the step options belong to the method,
+        **Deprecated** (a ``DeprecationWarning`` says what to write instead: the step options
+        belong to the method,
         :class:`~chetaev.dsocs.DSOCSIntegrator`, which holds ``solver``, ``root_filter``,
         ``tol``, ``max_iter``, ``max_deflations``). Set here, they are the defaults of
         :meth:`step`, :meth:`trajectory` and of a ``DSOCSIntegrator`` that leaves the option
@@ -223,6 +281,9 @@ class DSOCS:
                 "a DSOCS needs a discrete_lagrangian and a variational_constraint (or, for a "
                 "family over the step, discretization=...: use DSOCS.from_continuous)."
             )
+        names = [n for n in ("h", *_STEP_OPTIONS) if getattr(self, n) is not None]
+        # caller -> attrs __init__ -> here
+        _warn_compat(names, "DSOCS(...)", stacklevel=3)
 
     def at(self, h: float) -> DSOCS:
         """The DSOCS at step ``h``: Theorem 3.3's pieces as functions of (q0, q1, q2) there.
@@ -537,16 +598,20 @@ class DSOCS:
         h : float, optional
             The time step. Without it (the system holds no step) the result is the family
             over the step: ``dsocs.at(h)`` discretizes at any ``h`` and ``DSOCSIntegrator``
-            does so at the ``h`` of each ``step``. With it (compatibility) the DSOCS is the
-            discretization at that ``h`` only and a step with another ``h`` raises.
+            does so at the ``h`` of each ``step``. With it (deprecated: write
+            ``DSOCS.from_continuous(...).at(h)``) the DSOCS is the discretization at that ``h``
+            only and a step with another ``h`` raises.
         constraint_jacobian : callable, optional
             ``(q, v, a)`` → (c_q, c_v, c_a); chained through the central map
             (D_1g = −c_v/(2h) + c_a/h², D_2g = c_q − 2c_a/h², D_3g = c_v/(2h) + c_a/h²).
         variations_depend_on : subset of ("q", "v", "a")
             What ``variations`` depends on (() for a constant basis); saves derivatives.
-        **kwargs : passed to the DSOCS (name, derivative_check, and the compatibility
-            options solver, root_filter, tol, ...).
+        **kwargs : passed to the DSOCS (name, derivative_check, and the deprecated
+            options solver, root_filter, tol, ...: they belong to ``DSOCSIntegrator``).
         """
+        _warn_compat([n for n in ("h", *_STEP_OPTIONS)
+                      if (h if n == "h" else kwargs.get(n)) is not None],
+                     "DSOCS.from_continuous(...)", stacklevel=2)
         funcs = lagrangian_functions(system)
         dep = set(variations_depend_on)
         unknown = dep - {"q", "v", "a"}
@@ -559,13 +624,15 @@ class DSOCS:
 
         def discretize(h: float) -> DSOCS:
             """The DSOCS at step h (the pieces below close over h)."""
-            return cls(*cls._continuous_pieces(funcs, constraint, variations, h,
-                                               constraint_jacobian, dep, scale),
-                       h=h, socs=socs, **kwargs)
+            with _quiet():  # a member of the family knows its h (not a user's keyword)
+                return cls(*cls._continuous_pieces(funcs, constraint, variations, h,
+                                                   constraint_jacobian, dep, scale),
+                           h=h, socs=socs, **kwargs)
 
         if h is not None:
             return discretize(as_step(h))
-        return cls(None, None, None, socs=socs, discretization=discretize, **kwargs)
+        with _quiet():
+            return cls(None, None, None, socs=socs, discretization=discretize, **kwargs)
 
     @staticmethod
     def _continuous_pieces(funcs, constraint, variations, h, constraint_jacobian, dep, scale):
@@ -675,7 +742,11 @@ class DSOCS:
         # without discrete_constraint_jacobian, jac is a finite difference: nothing to check
         K = KinematicConstraint(g, jac,
                                 derivative_check=discrete_constraint_jacobian is not None)
-        return cls(discrete_lagrangian, K, V, h=h, tangent_basis=tangent, **kwargs)
+        _warn_compat([n for n in ("h", *_STEP_OPTIONS)
+                      if (h if n == "h" else kwargs.get(n)) is not None],
+                     "DSOCS.from_discrete_nonholonomic(...)", stacklevel=2)
+        with _quiet():
+            return cls(discrete_lagrangian, K, V, h=h, tangent_basis=tangent, **kwargs)
 
 
 def V_depends(V: VariationalConstraint) -> tuple[int, ...]:

@@ -23,6 +23,7 @@ from ._validation import step_points
 
 __all__ = [
     "curvature_particle_dsocs",
+    "curvature_particle_solver",
     "particle_closed_form_step",
     "particle_discrete_circle",
     "particle_exact_solution",
@@ -145,8 +146,8 @@ def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
     step uses :func:`particle_closed_form_step` (solver override); otherwise Newton.
     Without ``h`` (only with ``closed_form=False``) the DSOCS holds no step: it is the family
     of :meth:`DSOCS.from_continuous` and the method's ``h`` decides; for the closed-form step
-    at any ``h`` pass ``DSOCSIntegrator(solver=lambda q0, q1, h: particle_closed_form_step(q0,
-    q1, h, k))``.
+    at any ``h`` pass ``DSOCSIntegrator(solver=curvature_particle_solver(k))``. With ``h`` it
+    is that family's member ``family.at(h)``.
     ``system``: a continuous Lagrangian system to use (default: a MechanicalSystem with mass
     m·I and U = 0 from ``chetaev.discrete_lagrangian``).
     """
@@ -183,13 +184,28 @@ def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
     def variations(q, v, a):
         return np.asarray(v, float)[..., None, :]
 
-    solver = None
-    if closed_form:
-
-        def solver(q0, q1):
-            return particle_closed_form_step(q0, q1, h, k)
-
-    return DSOCS.from_continuous(
-        system, constraint, variations, h, constraint_jacobian=constraint_jacobian,
-        variations_depend_on=("v",), solver=solver, name="curvature particle (§4.1)",
+    family = DSOCS.from_continuous(
+        system, constraint, variations, constraint_jacobian=constraint_jacobian,
+        variations_depend_on=("v",), name="curvature particle (§4.1)",
     )
+    if h is None:
+        return family
+    ds = family.at(h)
+    if not closed_form:
+        return ds
+    from ._dsocs import _with_step_options
+
+    # the builder's documented default step: the closed form at this DSOCS's h (the same
+    # step as DSOCSIntegrator(solver=curvature_particle_solver(k)) at any h)
+    return _with_step_options(ds, solver=lambda q0, q1: particle_closed_form_step(q0, q1, h, k))
+
+
+def curvature_particle_solver(k) -> Callable:
+    """The closed-form step as a method option: ``DSOCSIntegrator(solver=
+    curvature_particle_solver(k))`` steps a curvature-particle DSOCS by
+    :func:`particle_closed_form_step` at the step's ``h`` (§4.1.2)."""
+
+    def solver(q0, q1, h):
+        return particle_closed_form_step(q0, q1, h, k)
+
+    return solver

@@ -31,6 +31,7 @@ from ._validation import step_points
 __all__ = [
     "InertiaWheelParameters",
     "inertia_wheel_dsocs",
+    "inertia_wheel_step_options",
     "iwp_F",
     "iwp_G",
     "iwp_V",
@@ -362,14 +363,39 @@ def inertia_wheel_dsocs(h: float, params: InertiaWheelParameters = _P, solver: s
     elif solver == "newton":
         kwargs["root_filter"] = iwp_root_filter(h, p)
     elif solver != "newton-unsafe":
-
-
         raise DSOCSInputError(
             f"solver must be 'R-branch', 'newton', 'newton-unsafe' or 'paper'; got {solver!r}."
         )
-    return DSOCS.from_continuous(
-        iwp_system(p), constraint, variations, h, constraint_jacobian=cjac,
-        variations_depend_on=(), name=f"inertia wheel pendulum (§4.2, {solver})", **kwargs,
+    family = DSOCS.from_continuous(
+        iwp_system(p), constraint, variations, constraint_jacobian=cjac,
+        variations_depend_on=(), name=f"inertia wheel pendulum (§4.2, {solver})",
+    )
+    ds = family.at(h)
+    if not kwargs:
+        return ds
+    from ._dsocs import _with_step_options
+
+    # the builder's documented default step at this DSOCS's h (the same as the method options
+    # inertia_wheel_step_options(params, solver) at any h)
+    return _with_step_options(ds, **kwargs)
+
+
+def inertia_wheel_step_options(params: InertiaWheelParameters = _P,
+                               solver: str = "R-branch") -> dict:
+    """The step of ``inertia_wheel_dsocs(h, params, solver)`` as method options:
+    ``DSOCSIntegrator(**inertia_wheel_step_options(params, solver))`` (the ``solver(q0, q1, h)``
+    or ``root_filter(q0, q1, q2, h)`` at the step's ``h``; §4.2, eqs. (8)–(10))."""
+    p = params
+    if solver == "R-branch":
+        return {"solver": lambda q0, q1, h: iwp_physical_step(q0, q1, h, p)}
+    if solver == "paper":
+        return {"solver": lambda q0, q1, h: iwp_paper_rule_step(q0, q1, h, p)[0]}
+    if solver == "newton":
+        return {"root_filter": lambda q0, q1, q2, h: iwp_root_filter(h, p)(q0, q1, q2)}
+    if solver == "newton-unsafe":
+        return {}
+    raise DSOCSInputError(
+        f"solver must be 'R-branch', 'newton', 'newton-unsafe' or 'paper'; got {solver!r}."
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from chetaev.discrete_lagrangian import InputError
+from chetaev.discrete_lagrangian.validation import as_float
 
 __all__ = ["check_state", "real_array", "real_int", "real_scalar"]
 
@@ -31,17 +32,12 @@ def real_array(x: Any, name: str) -> np.ndarray:
 
 
 def real_scalar(x: Any, name: str, positive: bool = False, nonzero: bool = False) -> float:
-    """``x`` as a finite real float (``positive``: > 0; ``nonzero``: != 0)."""
+    """``x`` as a finite real float (``positive``: > 0; ``nonzero``: != 0). Only numbers are
+    accepted (bools and strings are refused); the value checks are
+    :func:`chetaev.discrete_lagrangian.validation.as_float`."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise InputError(f"`{name}` must be a real number, got {type(x).__name__} ({x!r}).")
-    value = float(x)
-    if not np.isfinite(value):
-        raise InputError(f"`{name}` must be finite, got {value}.")
-    if positive and value <= 0.0:
-        raise InputError(f"`{name}` must be positive, got {value}.")
-    if nonzero and value == 0.0:
-        raise InputError(f"`{name}` must be nonzero, got {value}.")
-    return value
+    return as_float(x, name, positive=positive, nonzero=nonzero)
 
 
 def real_int(x: Any, name: str, minimum: int) -> int:

@@ -3,6 +3,7 @@ coefficients (order conditions, simplifying assumptions, stability, symplecticit
 
 from ._errors import OrderLimitWarning, TableauError
 from ._explicit import (
+    EXPLICIT,
     backward_euler,
     dopri5,
     explicit_midpoint,
@@ -17,6 +18,7 @@ from ._explicit import (
     trapezoidal,
 )
 from ._families import (
+    FAMILIES,
     gauss,
     lobatto_iiia,
     lobatto_iiib,
@@ -33,7 +35,7 @@ from ._partitioned import (
     symplectic_conjugate,
     symplectic_pair,
 )
-from ._table import EXPLICIT, FAMILIES, properties_table
+from ._table import properties_table
 from ._tableau import SimplifyingOrders, Tableau
 from ._trees import TreeSet, bicoloured_trees, rooted_trees
 from ._validation import MAX_ASSUMPTION_ORDER, MAX_STAGES

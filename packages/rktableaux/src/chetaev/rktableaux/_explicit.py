@@ -9,6 +9,7 @@ import numpy as np
 from ._tableau import Tableau
 
 __all__ = [
+    "EXPLICIT",
     "backward_euler",
     "dopri5",
     "explicit_midpoint",
@@ -115,3 +116,20 @@ def dopri5() -> Tableau:
         [F(35, 384), 0, F(500, 1113), F(125, 192), F(-2187, 6784), F(11, 84), 0],
     ]
     return _from_fractions(a, [*a[6][:6], 0], "Dormand–Prince 5")
+
+
+#: fixed classical tableaux
+EXPLICIT = (
+    forward_euler,
+    backward_euler,
+    implicit_midpoint,
+    trapezoidal,
+    explicit_midpoint,
+    heun,
+    ralston,
+    kutta3,
+    ssprk3,
+    rk4,
+    rk38,
+    dopri5,
+)

@@ -37,6 +37,7 @@ from ._tableau import Tableau
 from ._validation import as_stage_count
 
 __all__ = [
+    "FAMILIES",
     "gauss",
     "lobatto_iiia",
     "lobatto_iiib",
@@ -216,3 +217,15 @@ def lobatto_iiic_star(s: int) -> Tableau:
     """
     s = as_stage_count(s, "lobatto_iiic_star", 2)
     return _build("lobatto_iiic_star", s, "Lobatto IIIC*")
+
+
+#: the families of any number of stages, by display name
+FAMILIES = {
+    "Gauss": gauss,
+    "Radau IA": radau_ia,
+    "Radau IIA": radau_iia,
+    "Lobatto IIIA": lobatto_iiia,
+    "Lobatto IIIB": lobatto_iiib,
+    "Lobatto IIIC": lobatto_iiic,
+    "Lobatto IIIC*": lobatto_iiic_star,
+}

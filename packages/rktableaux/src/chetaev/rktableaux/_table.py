@@ -6,61 +6,13 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ._explicit import (
-    backward_euler,
-    dopri5,
-    explicit_midpoint,
-    forward_euler,
-    heun,
-    implicit_midpoint,
-    kutta3,
-    ralston,
-    rk4,
-    rk38,
-    ssprk3,
-    trapezoidal,
-)
-from ._families import (
-    gauss,
-    lobatto_iiia,
-    lobatto_iiib,
-    lobatto_iiic,
-    lobatto_iiic_star,
-    radau_ia,
-    radau_iia,
-)
+from ._explicit import EXPLICIT
+from ._families import FAMILIES, lobatto_iiic, lobatto_iiic_star
 from ._partitioned import PartitionedTableau, lobatto_iiia_iiib
 from ._tableau import Tableau
 from ._validation import as_stage_count
 
-__all__ = ["EXPLICIT", "FAMILIES", "properties_table"]
-
-#: the families of any number of stages, by display name
-FAMILIES = {
-    "Gauss": gauss,
-    "Radau IA": radau_ia,
-    "Radau IIA": radau_iia,
-    "Lobatto IIIA": lobatto_iiia,
-    "Lobatto IIIB": lobatto_iiib,
-    "Lobatto IIIC": lobatto_iiic,
-    "Lobatto IIIC*": lobatto_iiic_star,
-}
-
-#: fixed classical tableaux
-EXPLICIT = (
-    forward_euler,
-    backward_euler,
-    implicit_midpoint,
-    trapezoidal,
-    explicit_midpoint,
-    heun,
-    ralston,
-    kutta3,
-    ssprk3,
-    rk4,
-    rk38,
-    dopri5,
-)
+__all__ = ["properties_table"]
 
 
 def _fmt_rinf(x: float) -> str:

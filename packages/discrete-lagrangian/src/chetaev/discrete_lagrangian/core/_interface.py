@@ -83,6 +83,20 @@ class SystemInterface:
     multiplier : callable or None
         The consistent continuous multiplier ``λ(q, v)`` ``(..., m)`` of a constrained system
         (it refers to the constrained system weakly: the record does not keep it alive).
+    potential, potential_grad, potential_hess : callable or None
+        For a mechanical system ``L = ½ vᵀM(q)v − V(q)`` (``ℓ = ½ ηᵀ𝕀η − V(g)`` on a group):
+        ``V(q)`` ``(...)``, ``∇V(q)`` ``(..., n)`` and ``∇²V(q)`` ``(..., n, n)`` (on a group the
+        left-trivialized gradient and Hessian); None for a general Lagrangian. Read by the
+        discretization-map methods, whose discrete Lagrangians are quadratures of ``V``
+        (discretization-maps paper §5, §6).
+    inertia, inertia_inv : ndarray or None
+        The constant inertia tensor ``𝕀`` ``(n, n)`` of a left-trivialized mechanical system
+        on a group and its inverse (the group counterpart of ``mass``; None on a vector space).
+    holonomic_phi, holonomic_jacobian, holonomic_hessian : callable or None
+        For a holonomic constraint, its position level: ``φ(q)`` ``(..., m)``, ``G(q) = ∂φ/∂q``
+        ``(..., m, n)`` and ``[a, i, j] = ∂G_ai/∂q_j`` ``(..., m, n, n)`` (left-trivialized on a
+        group); None for a velocity constraint. (``phi``, ``phi_v``, ``phi_vq`` are the velocity
+        form ``G(q)v`` and its derivatives.)
 
     Notes
     -----
@@ -129,6 +143,16 @@ class SystemInterface:
     A_grad: Callable[[Array], Array] | None = None
     affine_grad: Callable[[Array], Array] | None = None
     multiplier: Callable[[Array, Array], Array] | None = None
+    # -- the mechanical split and the holonomic constraint at position level (read by the
+    #    discretization-map methods); built by _mechanical_fields ---------------------------
+    potential: Callable[[Array], Array] | None = None
+    potential_grad: Callable[[Array], Array] | None = None
+    potential_hess: Callable[[Array], Array] | None = None
+    inertia: Array | None = None
+    inertia_inv: Array | None = None
+    holonomic_phi: Callable[[Array], Array] | None = None
+    holonomic_jacobian: Callable[[Array], Array] | None = None
+    holonomic_hessian: Callable[[Array], Array] | None = None
 
     @property
     def is_constrained(self) -> bool:
@@ -204,6 +228,23 @@ def _multiplier_of(obj: Any) -> Callable[[Array, Array], Array] | None:
     return multiplier
 
 
+def _mechanical_fields(inner: Any, con: Any) -> dict[str, Any]:
+    """The potential, the group inertia and the position-level holonomic constraint (the
+    fields after ``multiplier`` in :class:`SystemInterface`)."""
+    out: dict[str, Any] = {}
+    if bool(getattr(inner, "is_mechanical", False)):
+        out.update(potential=getattr(inner, "V", None),
+                   potential_grad=getattr(inner, "gradV", None),
+                   potential_hess=getattr(inner, "hessV", None))
+        if getattr(inner, "group", None) is not None and hasattr(inner, "inertia"):
+            inertia = np.array(inner.inertia, dtype=float)
+            out.update(inertia=inertia, inertia_inv=np.linalg.inv(inertia))
+    if con is not None and getattr(con, "is_holonomic", False):
+        out.update(holonomic_phi=con.phi, holonomic_jacobian=con.jacobian,
+                   holonomic_hessian=con.hessian)
+    return out
+
+
 def _build(obj: Any) -> SystemInterface:
     """Read the public methods of ``obj`` (a system or a ``ConstrainedSystem``) once."""
     inner = getattr(obj, "system", None)
@@ -246,6 +287,7 @@ def _build(obj: Any) -> SystemInterface:
         mass_inv=mass_inv,
         multiplier=_multiplier_of(obj) if con is not None else None,
         **_constraint_fields(con),
+        **_mechanical_fields(inner, con),
     )
 
 

@@ -11,8 +11,8 @@ import attrs
 import numpy as np
 
 from .._util._errors import HypothesisError
-from ..core._method import Method
-from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
+from ..core._pair_method import PairMethod, pair_order
+from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
 from ..core._state import State
 from ._checks import is_flag, is_newton_options, is_tolerance
@@ -103,7 +103,7 @@ def _lam_guess(system: Any, state: State) -> np.ndarray:
 
 
 @attrs.frozen(eq=False)
-class ConstrainedPRK(Method):
+class ConstrainedPRK(PairMethod):
     """Holonomically constrained symplectic partitioned Runge–Kutta method (eq. 13).
 
     Symplectic on T*N (the constraint manifold), symmetric for the Lobatto pairs; the
@@ -156,6 +156,7 @@ class ConstrainedPRK(Method):
     fast_path: bool = attrs.field(default=True, validator=is_flag)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
+    family = "ConstrainedPRK"
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
@@ -182,26 +183,14 @@ class ConstrainedPRK(Method):
             )
 
     @property
-    def name(self) -> str:
-        """Method name."""
-        return f"ConstrainedPRK[{self.coeffs.name}]"
-
-    @property
     def order(self) -> int | None:
         """min(2s − 2, order of the pair) for pairs satisfying H1–H3 (2s − 2 for Lobatto
         IIIA–IIIB, paper §4.3), else None (no order is claimed without the hypotheses)."""
         if not self._cache["hypotheses"]:
             return None
         if "order" not in self._cache:
-            from ._vprk import _pair_order
-
-            self._cache["order"] = min(2 * self.coeffs.s - 2, _pair_order(self.pair))
+            self._cache["order"] = min(2 * self.coeffs.s - 2, pair_order(self.pair))
         return self._cache["order"]
-
-    @property
-    def symmetric(self) -> bool:
-        """Whether both tableaux of the pair are symmetric (Lobatto IIIA–IIIB)."""
-        return pair_symmetric(self.coeffs)
 
     @property
     def guarantees(self) -> dict[str, float]:

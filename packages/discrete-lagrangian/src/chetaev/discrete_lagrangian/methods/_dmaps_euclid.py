@@ -21,7 +21,8 @@ import numpy as np
 
 from .._util._errors import InputError
 from ..core import _dmaps_kernels as K
-from ..core._dmaps_problem import EuclideanProblem, as_euclidean_problem, initial_euclidean_state
+from ..core._dmaps_problem import euclidean_interface, initial_euclidean_state
+from ..core._interface import SystemInterface
 from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ..core._state import State
@@ -145,7 +146,7 @@ def _solve(fun, jac, x0, options, state, scale=None):
     return raise_unless_converged(res, state, _HINT)
 
 
-def _node_multiplier(prob, q1, v1):
+def _node_multiplier(iface, q1, v1):
     """The multiplier reported for node k: the consistent continuous λ(q_k, v_k).
 
     The discrete multipliers of the paper carry arbitrary factors h, h/2 and a split between the two
@@ -153,12 +154,12 @@ def _node_multiplier(prob, q1, v1):
     ``lam_right``), while ``State.lam`` is the O(h^p)-accurate continuous multiplier at the discrete
     point, comparable across methods.
     """
-    return np.asarray(prob.multiplier(q1, v1), dtype=float)
+    return np.asarray(iface.multiplier(q1, v1), dtype=float)
 
 
-def _scale(prob, q0: np.ndarray) -> np.ndarray:
+def _scale(iface, q0: np.ndarray) -> np.ndarray:
     """Residual scale of Phase 1: ``max(1, |M|·|q0|)`` per batch entry."""
-    return np.maximum(1.0, np.max(np.abs(prob.M)) * np.max(np.abs(q0), axis=-1))
+    return np.maximum(1.0, np.max(np.abs(iface.mass)) * np.max(np.abs(q0), axis=-1))
 
 
 def _info(res) -> dict:
@@ -169,7 +170,7 @@ def _info(res) -> dict:
 
 
 def node_step(
-    prob: EuclideanProblem, quad, state: State, h: float, options: NewtonOptions,
+    iface: SystemInterface, quad, state: State, h: float, options: NewtonOptions,
     nullspace: bool = False,
 ) -> State:
     """One step of the constrained discrete Hamiltonian map of ``L_d = ΔᵀMΔ/2h − h V_d``.
@@ -181,43 +182,42 @@ def node_step(
     paper §5.1–5.2).
     """
     q0, p0 = state.q, state.p
-    M = prob.M
-    G0 = prob.jac(q0)
-    q_guess = q0 + h * K._mv(prob.Minv, p0)
-    scale = _scale(prob, q0)
+    M, Minv = iface.mass, iface.mass_inv
+    grad_V, hess_V = iface.potential_grad, iface.potential_hess
+    phi, jac = iface.holonomic_phi, iface.holonomic_jacobian
+    G0 = jac(q0)
+    q_guess = q0 + h * K._mv(Minv, p0)
+    scale = _scale(iface, q0)
     if nullspace:
         P0 = K.nullspace_basis(G0)
         res = _solve(
-            lambda x: K.phase1_nullspace_residual(x, q0, p0, h, M, quad, prob.grad_V, P0,
-                                                  prob.phi),
-            lambda x: K.phase1_nullspace_jacobian(x, q0, h, M, quad, prob.hess_V, P0, prob.jac),
+            lambda x: K.phase1_nullspace_residual(x, q0, p0, h, M, quad, grad_V, P0, phi),
+            lambda x: K.phase1_nullspace_jacobian(x, q0, h, M, quad, hess_V, P0, jac),
             q_guess, options, state, scale,
         )
         q1 = res.x
-        D2 = K.right_momentum(q0, q1, h, M, quad, prob.grad_V)
-        p1 = K.nullspace_momentum(D2, K.nullspace_basis(prob.jac(q1)), M)
+        D2 = K.right_momentum(q0, q1, h, M, quad, grad_V)
+        p1 = K.nullspace_momentum(D2, K.nullspace_basis(jac(q1)), M)
         lam = None
     else:
         k = G0.shape[-2]
         x0 = np.concatenate([q_guess, np.zeros((*q0.shape[:-1], k))], axis=-1)
         res = _solve(
-            lambda x: K.phase1_residual(x, q0, p0, h, M, quad, prob.grad_V, G0, prob.phi),
-            lambda x: K.phase1_jacobian(x, q0, h, M, quad, prob.hess_V, G0, prob.jac),
+            lambda x: K.phase1_residual(x, q0, p0, h, M, quad, grad_V, G0, phi),
+            lambda x: K.phase1_jacobian(x, q0, h, M, quad, hess_V, G0, jac),
             x0, options, state, scale,
         )
         m = q0.shape[-1]
         q1 = res.x[..., :m]
         lam_left = res.x[..., m:] / (h * h)
-        p1, mu = K.project_momentum(
-            K.right_momentum(q0, q1, h, M, quad, prob.grad_V), prob.jac(q1), prob.Minv
-        )
+        p1, mu = K.project_momentum(K.right_momentum(q0, q1, h, M, quad, grad_V), jac(q1), Minv)
         lam = (lam_left, mu / h)
     info = _info(res)
     if lam is not None:
         info["lam_left"], info["lam_right"] = lam
-    v1 = K._mv(prob.Minv, p1)
+    v1 = K._mv(Minv, p1)
     return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1, info=info,
-                        lam=_node_multiplier(prob, q1, v1))
+                        lam=_node_multiplier(iface, q1, v1))
 
 
 class _EuclideanMethod(Method):
@@ -292,8 +292,8 @@ class DiscretizationMapMethod(_EuclideanMethod):
         return attrs.evolve(self, theta=1.0 - self.theta)
 
     def _step_impl(self, system, state: State, h: float) -> State:
-        prob = as_euclidean_problem(system)
-        return node_step(prob, K.ThetaQuadrature(self.theta), state, h, self.newton,
+        iface = euclidean_interface(system)
+        return node_step(iface, K.ThetaQuadrature(self.theta), state, h, self.newton,
                          nullspace=self.nullspace)
 
 
@@ -322,8 +322,8 @@ class Rattle(_EuclideanMethod):
     name = "RATTLE"
 
     def _step_impl(self, system, state: State, h: float) -> State:
-        prob = as_euclidean_problem(system)
-        return node_step(prob, K.TrapezoidQuadrature(), state, h, self.newton,
+        iface = euclidean_interface(system)
+        return node_step(iface, K.TrapezoidQuadrature(), state, h, self.newton,
                          nullspace=self.nullspace)
 
 
@@ -483,32 +483,33 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
 
     def _step_impl(self, system, state: State, h: float) -> State:
-        prob = as_euclidean_problem(system)
+        iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
-        G0 = prob.jac(q0)
+        G0 = iface.holonomic_jacobian(q0)
         k = G0.shape[-2]
-        M = prob.M
+        M = iface.mass
         hh = 0.5 * h
-        f0 = prob.grad_V(q0)
+        f0 = iface.potential_grad(q0)
 
         def fun(x):
             qm, q1 = x[..., :m], x[..., m:2 * m]
             lam, mu = x[..., 2 * m:2 * m + k], x[..., 2 * m + k:]
             r1 = K._mv(M, qm - q0) + hh * hh * f0 - K._mtv(G0, lam) - hh * p0
-            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(prob.jac(qm), mu)
-            return np.concatenate([r1, r2, prob.phi(qm), prob.phi(q1)], axis=-1)
+            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(iface.holonomic_jacobian(qm), mu)
+            phi = iface.holonomic_phi
+            return np.concatenate([r1, r2, phi(qm), phi(q1)], axis=-1)
 
-        qg = q0 + hh * K._mv(prob.Minv, p0)
-        x0 = np.concatenate([qg, q0 + h * K._mv(prob.Minv, p0),
+        qg = q0 + hh * K._mv(iface.mass_inv, p0)
+        x0 = np.concatenate([qg, q0 + h * K._mv(iface.mass_inv, p0),
                              np.zeros((*q0.shape[:-1], 2 * k))], axis=-1)
-        res = _solve(fun, None, x0, self.newton, state, _scale(prob, q0))
+        res = _solve(fun, None, x0, self.newton, state, _scale(iface, q0))
         qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
-        p1s = K._mv(M, q1 - qm) / hh - hh * prob.grad_V(q1)
-        p1, _ = K.project_momentum(p1s, prob.jac(q1), prob.Minv)
-        v1 = K._mv(prob.Minv, p1)
+        p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
+        p1, _ = K.project_momentum(p1s, iface.holonomic_jacobian(q1), iface.mass_inv)
+        v1 = K._mv(iface.mass_inv, p1)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1,
-                            info=_info(res), lam=_node_multiplier(prob, q1, v1))
+                            info=_info(res), lam=_node_multiplier(iface, q1, v1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,22 +542,22 @@ class StageConstrainedBaseline(_EuclideanMethod):
         return {}
 
     def _step_impl(self, system, state: State, h: float) -> State:
-        prob = as_euclidean_problem(system)
+        iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
-        k = prob.jac(q0).shape[-2]
-        x0 = np.concatenate([q0 + h * K._mv(prob.Minv, p0), np.zeros((*q0.shape[:-1], k))],
+        k = iface.holonomic_jacobian(q0).shape[-2]
+        x0 = np.concatenate([q0 + h * K._mv(iface.mass_inv, p0), np.zeros((*q0.shape[:-1], k))],
                             axis=-1)
+        M, grad_V, jac = iface.mass, iface.potential_grad, iface.holonomic_jacobian
         res = _solve(
-            lambda x: K.stage_phase1_residual(x, q0, p0, h, prob.M, prob.grad_V, prob.jac,
-                                              prob.phi),
-            lambda x: K.stage_phase1_jacobian(x, q0, h, prob.M, prob.hess_V, prob.jac,
-                                              prob.hess_phi),
-            x0, self.newton, state, _scale(prob, q0),
+            lambda x: K.stage_phase1_residual(x, q0, p0, h, M, grad_V, jac, iface.holonomic_phi),
+            lambda x: K.stage_phase1_jacobian(x, q0, h, M, iface.potential_hess, jac,
+                                              iface.holonomic_hessian),
+            x0, self.newton, state, _scale(iface, q0),
         )
         q1, nu = res.x[..., :m], res.x[..., m:]
         qm = 0.5 * (q0 + q1)
-        p1 = (K._mv(prob.M, q1 - q0) / h - 0.5 * h * prob.grad_V(qm)
-              + 0.5 * K._mtv(prob.jac(qm), nu) / h)
-        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(prob.Minv, p1),
+        p1 = (K._mv(iface.mass, q1 - q0) / h - 0.5 * h * iface.potential_grad(qm)
+              + 0.5 * K._mtv(iface.holonomic_jacobian(qm), nu) / h)
+        return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(iface.mass_inv, p1),
                             n=state.n + 1, info=_info(res), lam=nu / (h * h))  # stage multiplier

@@ -21,17 +21,21 @@ gradient of the potential (so ``∇^L_g L = −f``), ``L = ½ξᵀ𝕀ξ − V(g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from .._util._errors import ConstraintViolationError, ConvergenceError, InputError
 from .._util._validation import as_float, as_group_element, as_vector
+from ..core._interface import SystemInterface, interface_of
 from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve
 from ..core._state import State
 from ._checks import is_newton_options
+
+if TYPE_CHECKING:
+    from chetaev.liegroups import Retraction
 
 __all__ = ["LieDiscretizationMapMethod"]
 
@@ -51,49 +55,33 @@ def _mtv(A, y):
 
 
 # --------------------------------------------------------------------------------------------
-# Problem extraction
+# The system, read through its interface
 # --------------------------------------------------------------------------------------------
-@attrs.frozen(eq=False)
-class _LieProblem:
-    group: Any
-    tau: Any
-    I: np.ndarray
-    Iinv: np.ndarray
-    f: Any  # left-trivialized ∇V, (..., d)
-    phi: Any  # None when unconstrained
-    ell: Any
-    d: int
-    multiplier: Any = None
+def lie_interface(system: Any) -> SystemInterface:
+    """The interface of a left-trivialized mechanical system on a group (optionally with a
+    holonomic constraint): ``inertia``, ``inertia_inv``, ``potential_grad`` (``f``),
+    ``holonomic_phi`` (``φ``), ``holonomic_jacobian`` (``ℓ``), ``multiplier``.
 
-    @property
-    def constrained(self) -> bool:
-        return self.phi is not None
-
-
-def _lie_problem(system: Any, kind: str) -> _LieProblem:
-    from chetaev.liegroups import retraction
-
-    inner = getattr(system, "system", system)
-    constraint = getattr(system, "constraint", None)
-    group = getattr(inner, "group", None)
-    if group is None or not hasattr(inner, "inertia"):
+    Raises
+    ------
+    InputError
+        For a vector-space system, a system without constant inertia, or a velocity
+        constraint; the message names the fix.
+    """
+    iface = interface_of(system)
+    if iface.group is None or iface.inertia is None:
         raise InputError(
             "LieDiscretizationMapMethod needs a TrivializedMechanicalSystem (or a "
             "ConstrainedSystem over one with a HolonomicConstraint); got "
-            f"{type(inner).__name__}. For vector-space systems use DiscretizationMapMethod."
+            f"{type(iface.system).__name__}. For vector-space systems use "
+            "DiscretizationMapMethod."
         )
-    if constraint is not None and not getattr(constraint, "is_holonomic", False):
+    if iface.is_constrained and iface.holonomic_phi is None:
         raise InputError(
             "LieDiscretizationMapMethod handles holonomic constraints only (paper §6); got "
-            f"{type(constraint).__name__}."
+            f"{type(iface.constraint).__name__}."
         )
-    I = np.asarray(inner.inertia, dtype=float)
-    return _LieProblem(
-        group=group, tau=retraction(group, kind), I=I, Iinv=np.linalg.inv(I), f=inner.gradV,
-        phi=None if constraint is None else constraint.phi,
-        ell=None if constraint is None else constraint.jacobian, d=int(group.dim),
-        multiplier=None if constraint is None else system.multiplier,
-    )
+    return iface
 
 
 def _deriv_T(deriv, x, w):
@@ -102,22 +90,21 @@ def _deriv_T(deriv, x, w):
     return deriv(x[..., None, :], np.eye(d), w[..., None, :])
 
 
-def _momentum_jac(prob: _LieProblem, which: str, c: float, xi):
+def _momentum_jac(iface: SystemInterface, tau: Retraction, which: str, c: float, xi):
     """``∂/∂ξ [D(cξ)ᵀ 𝕀ξ] = D(cξ)ᵀ𝕀 + c·∂_x[D(x)ᵀw]|_{x=cξ}`` with ``w = 𝕀ξ`` held fixed."""
-    tau = prob.tau
     x = c * xi
     D = getattr(tau, which)(x)
-    w = _mv(prob.I, xi)
+    w = _mv(iface.inertia, xi)
     Jx = _deriv_T(getattr(tau, which + "_deriv"), x, w)
-    return np.swapaxes(D, -1, -2) @ prob.I + c * Jx
+    return np.swapaxes(D, -1, -2) @ iface.inertia + c * Jx
 
 
-def _project(prob: _LieProblem, g, alpha):
+def _project(iface: SystemInterface, g, alpha):
     """Project ``α`` onto ``{ℓ(g)𝕀⁻¹α = 0}`` along ``ℓ(g)ᵀμ``; returns ``(α, μ)``."""
-    if not prob.constrained:
+    if not iface.is_constrained:
         return alpha, None
-    ell = prob.ell(g)
-    A = ell @ prob.Iinv
+    ell = iface.holonomic_jacobian(g)
+    A = ell @ iface.inertia_inv
     C = A @ np.swapaxes(ell, -1, -2)
     mu = -np.linalg.solve(C, _mv(A, alpha)[..., None])[..., 0]
     return alpha + _mtv(ell, mu), mu
@@ -126,28 +113,29 @@ def _project(prob: _LieProblem, g, alpha):
 # --------------------------------------------------------------------------------------------
 # Residuals (pure functions of arrays; x = (ξ, μ) or (ξ, ξ̄, μ), μ = scaled multiplier)
 # --------------------------------------------------------------------------------------------
-def euler_residual(x, prob: _LieProblem, g0, alpha0, h: float, kind: str, ell0):
+def euler_residual(x, iface: SystemInterface, tau: Retraction, g0, alpha0, h: float,
+                   kind: str, ell0):
     """Phase 1 of Lie Euler A / B (paper §6.2) in ``x = (ξ, μ)``, ``μ = hλ``."""
-    d = prob.d
+    d = iface.n
     xi = x[..., :d]
-    r1 = _mtv(prob.tau.dR_inv(h * xi, check=False), _mv(prob.I, xi)) - alpha0
+    r1 = _mtv(tau.dR_inv(h * xi, check=False), _mv(iface.inertia, xi)) - alpha0
     if kind == "euler_a":
-        r1 = r1 + h * prob.f(g0)
-    if not prob.constrained:
+        r1 = r1 + h * iface.potential_grad(g0)
+    if not iface.is_constrained:
         return r1
     mu = x[..., d:]
-    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
-    return np.concatenate([r1 - _mtv(ell0, mu), prob.phi(g1)], axis=-1)
+    g1 = iface.group.compose(g0, tau(h * xi, check=False), check=False)
+    return np.concatenate([r1 - _mtv(ell0, mu), iface.holonomic_phi(g1)], axis=-1)
 
 
-def euler_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
-    d = prob.d
+def euler_jacobian(x, iface: SystemInterface, tau: Retraction, g0, h: float, ell0):
+    d = iface.n
     xi = x[..., :d]
-    J11 = _momentum_jac(prob, "dR_inv", h, xi)
-    if not prob.constrained:
+    J11 = _momentum_jac(iface, tau, "dR_inv", h, xi)
+    if not iface.is_constrained:
         return J11
-    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
-    J21 = h * prob.ell(g1) @ prob.tau.dL(h * xi, check=False)
+    g1 = iface.group.compose(g0, tau(h * xi, check=False), check=False)
+    J21 = h * iface.holonomic_jacobian(g1) @ tau.dL(h * xi, check=False)
     k = ell0.shape[-2]
     top = np.concatenate([J11, np.broadcast_to(-np.swapaxes(ell0, -1, -2),
                                                (*J11.shape[:-2], d, k))], axis=-1)
@@ -155,45 +143,45 @@ def euler_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
     return np.concatenate([top, bottom], axis=-2)
 
 
-def rattle_residual(x, prob: _LieProblem, g0, alpha0, h: float, ell0):
+def rattle_residual(x, iface: SystemInterface, tau: Retraction, g0, alpha0, h: float, ell0):
     """Phase 1 of the Lie RATTLE (6.8), (6.10), φ(g1) = 0 in ``x = (ξ, ξ̄, μ)``, ``μ = (h/2)λ``."""
-    d = prob.d
+    d = iface.n
     hh = 0.5 * h
     xi, xb = x[..., :d], x[..., d:2 * d]
-    w, wb = _mv(prob.I, xi), _mv(prob.I, xb)
+    w, wb = _mv(iface.inertia, xi), _mv(iface.inertia, xb)
     # one batched call: dL⁻¹(hξ/2), dR⁻¹(hξ/2) = dL⁻¹(−hξ/2), dR⁻¹(hξ̄/2) = dL⁻¹(−hξ̄/2)
-    D = prob.tau.dL_inv(np.stack([hh * xi, -hh * xi, -hh * xb]), check=False)
-    r1 = _mtv(D[1], w) + hh * prob.f(g0) - alpha0
+    D = tau.dL_inv(np.stack([hh * xi, -hh * xi, -hh * xb]), check=False)
+    r1 = _mtv(D[1], w) + hh * iface.potential_grad(g0) - alpha0
     r2 = _mtv(D[0], w) - _mtv(D[2], wb)
-    if not prob.constrained:
+    if not iface.is_constrained:
         return np.concatenate([r1, r2], axis=-1)
     mu = x[..., 2 * d:]
-    T = prob.tau(np.stack([hh * xi, hh * xb]), check=False)
-    g1 = prob.group.compose(prob.group.compose(g0, T[0], check=False), T[1], check=False)
-    return np.concatenate([r1 - _mtv(ell0, mu), r2, prob.phi(g1)], axis=-1)
+    T = tau(np.stack([hh * xi, hh * xb]), check=False)
+    g1 = iface.group.compose(iface.group.compose(g0, T[0], check=False), T[1], check=False)
+    return np.concatenate([r1 - _mtv(ell0, mu), r2, iface.holonomic_phi(g1)], axis=-1)
 
 
-def rattle_jacobian(x, prob: _LieProblem, g0, h: float, ell0):
-    d = prob.d
+def rattle_jacobian(x, iface: SystemInterface, tau: Retraction, g0, h: float, ell0):
+    d = iface.n
     hh = 0.5 * h
     xi, xb = x[..., :d], x[..., d:2 * d]
-    J11 = _momentum_jac(prob, "dR_inv", hh, xi)
-    J21 = _momentum_jac(prob, "dL_inv", hh, xi)
-    J22 = -_momentum_jac(prob, "dR_inv", hh, xb)
+    J11 = _momentum_jac(iface, tau, "dR_inv", hh, xi)
+    J21 = _momentum_jac(iface, tau, "dL_inv", hh, xi)
+    J22 = -_momentum_jac(iface, tau, "dR_inv", hh, xb)
     Z = np.zeros(J11.shape)
     top = np.concatenate([J11, Z], axis=-1)
     mid = np.concatenate([J21, J22], axis=-1)
-    if not prob.constrained:
+    if not iface.is_constrained:
         return np.concatenate([top, mid], axis=-2)
     k = ell0.shape[-2]
-    tb = prob.tau(hh * xb, check=False)
-    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi, check=False), check=False), tb,
-                            check=False)
-    ell1 = prob.ell(g1)
+    tb = tau(hh * xb, check=False)
+    g1 = iface.group.compose(iface.group.compose(g0, tau(hh * xi, check=False), check=False), tb,
+                             check=False)
+    ell1 = iface.holonomic_jacobian(g1)
     # g1 = g0 τ(a) τ(b): δa ↦ g1·hat(Ad_{τ(−b)} dL(a) δa), δb ↦ g1·hat(dL(b) δb)
-    J31 = (hh * ell1 @ prob.group.Ad(prob.group.inverse(tb, check=False), check=False)
-           @ prob.tau.dL(hh * xi, check=False))
-    J32 = hh * ell1 @ prob.tau.dL(hh * xb, check=False)
+    J31 = (hh * ell1 @ iface.group.Ad(iface.group.inverse(tb, check=False), check=False)
+           @ tau.dL(hh * xi, check=False))
+    J32 = hh * ell1 @ tau.dL(hh * xb, check=False)
     batch = J11.shape[:-2]
     top = np.concatenate([top, np.broadcast_to(-np.swapaxes(ell0, -1, -2), (*batch, d, k))],
                          axis=-1)
@@ -248,15 +236,6 @@ class LieDiscretizationMapMethod(Method):
     retraction: str = attrs.field(default="cayley", validator=_retraction_validator)
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True),
                                         validator=is_newton_options)
-    _cache: dict = attrs.field(init=False, factory=dict, repr=False, eq=False, hash=False)
-
-    def _problem(self, system) -> _LieProblem:
-        """The extracted problem, built once per system object (not once per step)."""
-        key = id(system)
-        hit = self._cache.get(key)
-        if hit is None or hit[0] is not system:
-            hit = self._cache[key] = (system, _lie_problem(system, self.retraction))
-        return hit[1]
 
     @property
     def order(self) -> int:
@@ -279,14 +258,14 @@ class LieDiscretizationMapMethod(Method):
     # -- protocol ------------------------------------------------------------------------
     def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
         """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0``."""
-        prob = self._problem(system)
-        g0 = as_group_element(q0, prob.group, "q0")
-        xi0 = as_vector(v0, "v0", n=prob.d)
+        iface = lie_interface(system)
+        g0 = as_group_element(q0, iface.group, "q0")
+        xi0 = as_vector(v0, "v0", n=iface.n)
         t0 = as_float(t0, "t0")
         lam0 = None
-        if prob.constrained:
-            pos = float(np.max(np.abs(prob.phi(g0)), initial=0.0))
-            vel = float(np.max(np.abs(_mv(prob.ell(g0), xi0)), initial=0.0))
+        if iface.is_constrained:
+            pos = float(np.max(np.abs(iface.holonomic_phi(g0)), initial=0.0))
+            vel = float(np.max(np.abs(_mv(iface.holonomic_jacobian(g0), xi0)), initial=0.0))
             if pos > _INITIAL_TOL:
                 raise ConstraintViolationError(
                     f"q0 is off the constraint set: max |φ(g0)| = {pos:.2e} > "
@@ -298,7 +277,7 @@ class LieDiscretizationMapMethod(Method):
                     f"{_INITIAL_TOL:.0e}. Remove the normal component of ξ0 (project it onto "
                     f"ker ℓ(g0))."
                 )
-            lam0 = np.asarray(system.multiplier(g0, xi0), dtype=float)
+            lam0 = np.asarray(iface.multiplier(g0, xi0), dtype=float)
         try:
             batch = np.broadcast_shapes(g0.shape[:-2], xi0.shape[:-1])
         except ValueError:
@@ -307,22 +286,25 @@ class LieDiscretizationMapMethod(Method):
                 "do not broadcast; pass one velocity per initial element (same leading axes)."
             ) from None
         g0 = np.broadcast_to(g0, batch + g0.shape[-2:]).copy()
-        xi0 = np.broadcast_to(xi0, (*batch, prob.d)).copy()
-        return State(t=t0, q=g0, v=xi0, p=_mv(prob.I, xi0), lam=lam0, n=0)
+        xi0 = np.broadcast_to(xi0, (*batch, iface.n)).copy()
+        return State(t=t0, q=g0, v=xi0, p=_mv(iface.inertia, xi0), lam=lam0, n=0)
 
     def _step_impl(self, system, state: State, h: float) -> State:
-        prob = self._problem(system)
+        from chetaev.liegroups import retraction
+
+        iface = lie_interface(system)
+        tau = retraction(iface.group, self.retraction)
         if self.kind == "lobatto2":
-            mid = _euler_step(prob, "euler_a", state, 0.5 * h, self.newton)
-            out = _euler_step(prob, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,
+            mid = _euler_step(iface, tau, "euler_a", state, 0.5 * h, self.newton)
+            out = _euler_step(iface, tau, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,
                               self.newton)
             info = {"newton_iterations": mid.info["newton_iterations"]
                     + out.info["newton_iterations"],
                     "residual": max(mid.info["residual"], out.info["residual"])}
             return attrs.evolve(out, t=state.t + h, n=state.n + 1, info=info)
         if self.kind == "rattle":
-            return _rattle_step(prob, state, h, self.newton)
-        return _euler_step(prob, self.kind, state, h, self.newton)
+            return _rattle_step(iface, tau, state, h, self.newton)
+        return _euler_step(iface, tau, self.kind, state, h, self.newton)
 
 
 def _solve(fun, jac, x0, options, state, scale):
@@ -335,65 +317,68 @@ def _solve(fun, jac, x0, options, state, scale):
     return res
 
 
-def _scale(prob, alpha0):
+def _scale(alpha0):
     return np.maximum(1.0, np.max(np.abs(alpha0), axis=-1))
 
 
-def _finish(prob, state, g1, alpha1_star, h, res, mu_scale):
-    alpha1, mu = _project(prob, g1, alpha1_star)
+def _finish(iface, state, g1, alpha1_star, h, res, mu_scale):
+    alpha1, mu = _project(iface, g1, alpha1_star)
     info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
-    xi1 = _mv(prob.Iinv, alpha1)
+    xi1 = _mv(iface.inertia_inv, alpha1)
     lam = None
     if mu is not None:
         # raw node multiplier in info; State.lam is the consistent λ(g_k, ξ_k) (the scaling
         # of a multiplier is a convention)
         info["lam_right"] = mu / mu_scale
-        lam = np.asarray(prob.multiplier(g1, xi1), dtype=float)
+        lam = np.asarray(iface.multiplier(g1, xi1), dtype=float)
     return attrs.evolve(state, t=state.t + h, q=g1, p=alpha1, v=xi1, n=state.n + 1,
                         info=info, lam=lam)
 
 
-def _euler_step(prob: _LieProblem, kind: str, state: State, h: float, options) -> State:
+def _euler_step(iface: SystemInterface, tau: Retraction, kind: str, state: State, h: float,
+                options) -> State:
     g0, alpha0 = state.q, state.p
-    d = prob.d
-    xi0 = _mv(prob.Iinv, alpha0)
-    if prob.constrained:
-        ell0 = prob.ell(g0)
+    d = iface.n
+    xi0 = _mv(iface.inertia_inv, alpha0)
+    if iface.is_constrained:
+        ell0 = iface.holonomic_jacobian(g0)
         k = ell0.shape[-2]
         x0 = np.concatenate([xi0, np.zeros((*xi0.shape[:-1], k))], axis=-1)
     else:
         ell0 = None
         x0 = xi0
     res = _solve(
-        lambda x: euler_residual(x, prob, g0, alpha0, h, kind, ell0),
-        lambda x: euler_jacobian(x, prob, g0, h, ell0),
-        x0, options, state, _scale(prob, alpha0),
+        lambda x: euler_residual(x, iface, tau, g0, alpha0, h, kind, ell0),
+        lambda x: euler_jacobian(x, iface, tau, g0, h, ell0),
+        x0, options, state, _scale(alpha0),
     )
     xi = res.x[..., :d]
-    g1 = prob.group.compose(g0, prob.tau(h * xi, check=False), check=False)
-    alpha1 = _mtv(prob.tau.dL_inv(h * xi, check=False), _mv(prob.I, xi))
+    g1 = iface.group.compose(g0, tau(h * xi, check=False), check=False)
+    alpha1 = _mtv(tau.dL_inv(h * xi, check=False), _mv(iface.inertia, xi))
     if kind == "euler_b":
-        alpha1 = alpha1 - h * prob.f(g1)
-    return _finish(prob, state, g1, alpha1, h, res, h)
+        alpha1 = alpha1 - h * iface.potential_grad(g1)
+    return _finish(iface, state, g1, alpha1, h, res, h)
 
 
-def _rattle_step(prob: _LieProblem, state: State, h: float, options) -> State:
+def _rattle_step(iface: SystemInterface, tau: Retraction, state: State, h: float,
+                 options) -> State:
     g0, alpha0 = state.q, state.p
-    d = prob.d
+    d = iface.n
     hh = 0.5 * h
-    xi0 = _mv(prob.Iinv, alpha0)
+    xi0 = _mv(iface.inertia_inv, alpha0)
     parts = [xi0, xi0]
     ell0 = None
-    if prob.constrained:
-        ell0 = prob.ell(g0)
+    if iface.is_constrained:
+        ell0 = iface.holonomic_jacobian(g0)
         parts.append(np.zeros((*xi0.shape[:-1], ell0.shape[-2])))
     res = _solve(
-        lambda x: rattle_residual(x, prob, g0, alpha0, h, ell0),
-        lambda x: rattle_jacobian(x, prob, g0, h, ell0),
-        np.concatenate(parts, axis=-1), options, state, _scale(prob, alpha0),
+        lambda x: rattle_residual(x, iface, tau, g0, alpha0, h, ell0),
+        lambda x: rattle_jacobian(x, iface, tau, g0, h, ell0),
+        np.concatenate(parts, axis=-1), options, state, _scale(alpha0),
     )
     xi, xb = res.x[..., :d], res.x[..., d:2 * d]
-    g1 = prob.group.compose(prob.group.compose(g0, prob.tau(hh * xi, check=False), check=False),
-                            prob.tau(hh * xb, check=False), check=False)
-    alpha1 = _mtv(prob.tau.dL_inv(hh * xb, check=False), _mv(prob.I, xb)) - hh * prob.f(g1)
-    return _finish(prob, state, g1, alpha1, h, res, hh)
+    g1 = iface.group.compose(iface.group.compose(g0, tau(hh * xi, check=False), check=False),
+                             tau(hh * xb, check=False), check=False)
+    alpha1 = (_mtv(tau.dL_inv(hh * xb, check=False), _mv(iface.inertia, xb))
+              - hh * iface.potential_grad(g1))
+    return _finish(iface, state, g1, alpha1, h, res, hh)

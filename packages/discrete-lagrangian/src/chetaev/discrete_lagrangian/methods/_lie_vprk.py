@@ -10,8 +10,8 @@ import numpy as np
 from .._util._errors import HypothesisError, InputError
 from .._util._validation import as_group_element, as_vector
 from ..core._lie_prk import solve_lie_stages
-from ..core._method import Method
-from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric
+from ..core._pair_method import PairMethod
+from ..core._prk import PRKCoefficients, coefficients_from
 from ..core._solver import NewtonOptions
 from ..core._state import State
 from ._checks import is_newton_options, is_tolerance
@@ -97,7 +97,7 @@ class LieHolonomicStageHooks:
 
 
 @attrs.frozen(eq=False)
-class LieVPRK(Method):
+class LieVPRK(PairMethod):
     """Lie-group variational partitioned Runge–Kutta–Munthe-Kaas integrator (VPRKMK).
 
     Symplectic (a variational integrator of the discrete Hamilton–Pontryagin action (23))
@@ -133,6 +133,7 @@ class LieVPRK(Method):
     constraint_tol: float = attrs.field(default=1e-10, validator=is_tolerance)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
+    family = "LieVPRK"
 
     def __attrs_post_init__(self) -> None:
         if self.retraction not in _KINDS:
@@ -143,24 +144,9 @@ class LieVPRK(Method):
         check_symplectic(coeffs, "LieVPRK")
         object.__setattr__(self, "coeffs", coeffs)
 
-    @property
-    def name(self) -> str:
-        """Method name."""
-        return f"LieVPRK[{self.coeffs.name}, {self.retraction}]"
-
-    @property
-    def order(self) -> int | None:
-        """Order of the pair (from the order conditions)."""
-        if "order" not in self._cache:
-            from ._vprk import _pair_order
-
-            self._cache["order"] = _pair_order(self.pair)
-        return self._cache["order"]
-
-    @property
-    def symmetric(self) -> bool:
-        """Whether both tableaux of the pair are symmetric (Gauss, Lobatto IIIA–IIIB)."""
-        return pair_symmetric(self.coeffs)
+    def _name_details(self) -> str:
+        """The pair and the retraction."""
+        return f"{self.coeffs.name}, {self.retraction}"
 
     @property
     def guarantees(self) -> dict[str, float]:

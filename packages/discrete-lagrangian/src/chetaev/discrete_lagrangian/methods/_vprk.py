@@ -7,8 +7,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..core._method import Method
-from ..core._prk import PRKCoefficients, coefficients_from, pair_symmetric, solve_stages
+from ..core._pair_method import PairMethod
+from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
 from ..core._state import State
 from ._checks import is_newton_options
@@ -17,17 +17,8 @@ from ._common import check_symplectic, vector_initial_data
 __all__ = ["VPRK"]
 
 
-def _pair_order(pair: Any) -> int:
-    """Order of the partitioned pair (a Tableau is paired with its symplectic conjugate),
-    from the bi-coloured tree conditions of ``chetaev.rktableaux``."""
-    from chetaev.rktableaux import PartitionedTableau, symplectic_pair
-
-    p = pair if isinstance(pair, PartitionedTableau) else symplectic_pair(pair)
-    return int(p.order())
-
-
 @attrs.frozen(eq=False)
-class VPRK(Method):
+class VPRK(PairMethod):
     """Variational partitioned Runge–Kutta integrator (VPRK).
 
     Symplectic and momentum preserving (it is the discrete Hamiltonian map of the discrete
@@ -60,28 +51,12 @@ class VPRK(Method):
     newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
+    family = "VPRK"
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
         check_symplectic(coeffs, "VPRK")
         object.__setattr__(self, "coeffs", coeffs)
-
-    @property
-    def name(self) -> str:
-        """Method name."""
-        return f"VPRK[{self.coeffs.name}]"
-
-    @property
-    def order(self) -> int | None:
-        """Classical order of the pair (from the order conditions)."""
-        if "order" not in self._cache:
-            self._cache["order"] = _pair_order(self.pair)
-        return self._cache["order"]
-
-    @property
-    def symmetric(self) -> bool:
-        """Whether both tableaux of the pair are symmetric (Gauss, Lobatto IIIA–IIIB)."""
-        return pair_symmetric(self.coeffs)
 
     def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
         """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0)."""

@@ -41,19 +41,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .. import systems as _sy
 from .._util._errors import InputError, SingularMatrixError
-from ..systems._constraints import (
-    ConstrainedSystem,
-    HolonomicConstraint,
-    LinearVelocityConstraint,
-    VelocityConstraint,
-)
-from ..systems._systems import (
-    LagrangianSystem,
-    MechanicalSystem,
-    TrivializedLagrangianSystem,
-    TrivializedMechanicalSystem,
-)
 from ._symbolic_codegen import GeneratedFunction, generate_source
 
 __all__ = ["from_lagranges_method", "from_lagrangian", "from_trivialized_lagrangian"]
@@ -100,7 +89,7 @@ def _sympy():
 
 # ----------------------------------------------------------------------------- the systems
 @attrs.frozen(eq=False)
-class SymbolicMechanicalSystem(MechanicalSystem):
+class SymbolicMechanicalSystem(_sy.MechanicalSystem):
     """A :class:`MechanicalSystem` with a q-dependent mass matrix and an exact ∂²L/∂q².
 
     :class:`MechanicalSystem` forms ∂²L/∂q² = ½ vᵀ(∂²M/∂q²)v − ∇²V from finite differences of
@@ -168,7 +157,7 @@ class _Builder:
         from ..systems._derivcheck import mark_verified, register_first_state_check
 
         mass, rank = self.mass_check, self.rank_check
-        if isinstance(system, ConstrainedSystem) and mass is not None:
+        if isinstance(system, _sy.ConstrainedSystem) and mass is not None:
             register_first_state_check(system.system, mass)
         if mass is not None or rank is not None:
             def first_state(q0, v0):
@@ -180,7 +169,7 @@ class _Builder:
             register_first_state_check(system, first_state)
         if self.array_vals:
             mark_verified(system)
-            if isinstance(system, ConstrainedSystem):
+            if isinstance(system, _sy.ConstrainedSystem):
                 mark_verified(system.system)
         return system
 
@@ -418,7 +407,7 @@ def _vector_system(b: _Builder, L):
                     f"The mass matrix ∂²L/∂q̇² = {M.tolist()} is not positive definite "
                     f"(eigenvalues {s.tolist()}): check the kinetic energy."
                 )
-            return MechanicalSystem(M, pot, pgrad, phess)
+            return _sy.MechanicalSystem(M, pot, pgrad, phess)
         _symbolic_singular(b, H, n)
         mass = b.function("mass", "q", H, (n, n))
         _check_mass(b, mass, "mass matrix", "q")
@@ -436,7 +425,7 @@ def _vector_system(b: _Builder, L):
     d2vv = b.function("d2L_dv2", "qv", dvv, (n, n))
     _check_mass(b, d2vv, "Hessian", "qv")
     b.on_first_state_mass(d2vv, "Hessian", "qv")
-    return LagrangianSystem(
+    return _sy.LagrangianSystem(
         n,
         b.function("lagrangian", "qv", [L], ()),
         b.function("dL_dq", "qv", dq, (n,)),
@@ -492,14 +481,14 @@ def _velocity_constraint(b: _Builder, phis, qarg: str, qgrad):
             else:
                 aobj = b.function("a", qarg, a, (m,))
                 da = b.function("da", qarg, qgrad(a), (m, n))
-        return LinearVelocityConstraint(Aobj, aobj, dA, da)
+        return _sy.LinearVelocityConstraint(Aobj, aobj, dA, da)
     dv = b.grad(phis, b.v)
     dq = qgrad(phis)
     args = qarg + "v"
     dphi_dv = b.function("dphi_dv", args, dv, (m, n))
     _check_rank(np.asarray(dphi_dv(qr, vr)), "velocity constraints")
     b.on_first_state_rank(dphi_dv, "velocity constraints", args)
-    return VelocityConstraint(
+    return _sy.VelocityConstraint(
         b.function("phi", args, phis, (m,)),
         b.function("dphi_dq", args, dq, (m, n)),
         dphi_dv,
@@ -597,11 +586,11 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         qr, _ = b.random_point(np.random.default_rng(_SEED))
         _check_rank(np.asarray(jac(qr)), "holonomic constraints")
         b.on_first_state_rank(jac, "holonomic constraints", "q")
-        con = HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
+        con = _sy.HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
                                   b.function("hessian", "q", b.grad(J, qs), (m, n, n)), m=m)
-        return b.finish(ConstrainedSystem(system, con))
+        return b.finish(_sy.ConstrainedSystem(system, con))
     if nh:
-        return b.finish(ConstrainedSystem(system, _velocity_constraint(
+        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(
             b, nh, "q", lambda es: b.grad(es, qs))))
     return b.finish(system)
 
@@ -743,7 +732,7 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
           for i, e in enumerate(_as_expr_list(nonholonomic))]
     system = _group_system(b, le, d)
     if nh:
-        return b.finish(ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad)))
+        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad)))
     return b.finish(system)
 
 
@@ -762,7 +751,7 @@ def _group_system(b: _Builder, le, d: int):
             )
         V = -le.xreplace(zero)
         gradV = b.ltgrad([V])
-        return TrivializedMechanicalSystem(
+        return _sy.TrivializedMechanicalSystem(
             b.group, inertia, b.function("potential", "g", [V], ()),
             b.function("potential_grad", "g", gradV, (d,)),
             b.function("potential_hess", "g", b.ltgrad(gradV), (d, d)),
@@ -774,7 +763,7 @@ def _group_system(b: _Builder, le, d: int):
     d22 = b.function("d2l_deta2", "gv", b.grad(d2, b.v), (d, d))
     _check_mass(b, d22, "Hessian", "gv")
     b.on_first_state_mass(d22, "Hessian", "gv")
-    return TrivializedLagrangianSystem(
+    return _sy.TrivializedLagrangianSystem(
         b.group,
         b.function("lagrangian", "gv", [le], ()),
         b.function("dl_dg", "gv", d1, (d,)),

@@ -95,22 +95,11 @@ def register_picklable(*classes: type) -> None:
 
 
 def _register_own() -> None:
-    from ._constraints import (
-        ConstrainedSystem,
-        HolonomicConstraint,
-        LinearVelocityConstraint,
-        VelocityConstraint,
-    )
-    from ._systems import (
-        LagrangianSystem,
-        MechanicalSystem,
-        TrivializedLagrangianSystem,
-        TrivializedMechanicalSystem,
-    )
+    """Register every class of the public ``systems`` module (its ``__all__``, the one list)."""
+    from .. import systems
 
-    register_picklable(ConstrainedSystem, HolonomicConstraint, LinearVelocityConstraint,
-                       VelocityConstraint, LagrangianSystem, MechanicalSystem,
-                       TrivializedLagrangianSystem, TrivializedMechanicalSystem)
+    register_picklable(*(obj for obj in map(systems.__dict__.get, systems.__all__)
+                         if isinstance(obj, type)))
 
 
 _register_own()

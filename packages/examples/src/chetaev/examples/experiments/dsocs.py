@@ -57,7 +57,8 @@ def particle_figure_2(quick: bool = False, method: str | None = None, h: float |
     radius = np.linalg.norm(q - fit_c[:2], axis=1)
     err = np.abs(q[:, 0] - q_ex[:, 0])
     m = min(200, n)
-    back = curvature_particle.dsocs(-hh).trajectory(q[m], q[m - 1], m)
+    back = curvature_particle.dsocs(-hh, closed_form=False).trajectory(
+        q[m], q[m - 1], m, method=curvature_particle.method())
     checks = [
         check_bound("step length |q_{k+1} − q_k|: relative spread", float(np.ptp(steps) /
                     steps[0]), 1e-12, "constant (discrete energy L_d preserved)"),
@@ -259,8 +260,8 @@ def wheel_figure_6(quick: bool = False, method: str | None = None, h: float | No
     return Outcome(checks, data, _slopes_plot(paper, second, f"max |θ_k − θ(t_k)| on [0, {T:g}]"))
 
 
-def _fd_flow_jacobian(ds, q0, q1, eps=1e-6):
-    """DF of (q0, q1) ↦ (q1, q2) by central differences of ``ds.step``."""
+def _fd_flow_jacobian(ds, method, q0, q1, eps=1e-6):
+    """DF of (q0, q1) ↦ (q1, q2) by central differences of ``ds.step`` with ``method``."""
     z = np.concatenate([q0, q1])
     n = len(q0)
     cols = []
@@ -270,7 +271,7 @@ def _fd_flow_jacobian(ds, q0, q1, eps=1e-6):
         out = []
         for s in (1.0, -1.0):
             zz = z + s * dz
-            q2, _ = ds.step(zz[:n], zz[n:])
+            q2, _ = ds.step(zz[:n], zz[n:], method=method)
             out.append(np.concatenate([zz[n:], q2]))
         cols.append((out[0] - out[1]) / (2 * eps))
     return np.stack(cols, axis=-1)
@@ -287,21 +288,27 @@ def theorem_5_3(quick: bool = False, method: str | None = None, h: float | None 
     identity with
     the flow Jacobian by central differences of the step, and the symplecticity defect."""
     _no_method(method, "dsocs-theorem-5-3")
+    def k(q):
+        return 1.0 + 0.5 * q[..., 0] - 0.3 * q[..., 1]
+
+    # the systems (DSOCS at h) and their methods (the closed-form / physical-root step)
     cases = {
-        "particle": (curvature_particle.dsocs(0.07 if h is None else float(h),
-                                              k=lambda q: 1.0 + 0.5 * q[..., 0] - 0.3 * q[..., 1],
-                                              mass=1.3),
+        "particle": (curvature_particle.dsocs(0.07 if h is None else float(h), k=k, mass=1.3,
+                                              closed_form=False),
+                     curvature_particle.method(k),
                      np.array([0.1, -0.2]), np.array([0.156, -0.123])),
-        "inertia wheel": (inertia_wheel.dsocs(0.1 if h is None else float(h)),
+        "inertia wheel": (inertia_wheel.dsocs(0.1 if h is None else float(h),
+                                              solver="newton-unsafe"),
+                          inertia_wheel.method(),
                           np.array([0.3, 1.0]), np.array([0.31, 1.2])),
     }
     checks, data = [], {}
-    for name, (ds, q0, q1) in cases.items():
-        q2, _ = ds.step(q0, q1)
-        DF = _fd_flow_jacobian(ds, q0, q1)
+    for name, (ds, method_, q0, q1) in cases.items():
+        q2, _ = ds.step(q0, q1, method=method_)
+        DF = _fd_flow_jacobian(ds, method_, q0, q1)
         Om0 = ds.discrete_lagrangian.omega(q0, q1)
         Om1 = ds.discrete_lagrangian.omega(q1, q2)
-        dxi = ds.dxi(q0, q1)
+        dxi = ds.dxi(q0, q1, q2)
         sym = DF.T @ Om1 @ DF - Om0
         rel = float(np.linalg.norm(sym - dxi) / np.linalg.norm(dxi))
         data[name] = {"|dxi|": float(np.abs(dxi).max()), "relative defect": rel}
@@ -311,7 +318,7 @@ def theorem_5_3(quick: bool = False, method: str | None = None, h: float | None 
                             float(np.linalg.norm(sym) / np.linalg.norm(Om0)),
                             "> 1e-3 (dξ ≠ 0: the constrained flow is not symplectic)",
                             bool(np.linalg.norm(sym) > 1e-3 * np.linalg.norm(Om0))))
-        xi = ds.xi(q0, q1)  # ξ(δq0, δq1) = p·δq1
+        xi = ds.xi(q0, q1, q2)  # ξ(δq0, δq1) = p·δq1
         E = np.asarray(ds.variational_constraint.basis(q0, q1, q2))
         on_dv = float(np.max(np.abs(E @ xi[len(q0):])) / np.max(np.abs(xi)))
         checks.append(check_bound(f"{name}: |ξ(δq1 ∈ D_V)| / |ξ|", on_dv, 1e-8,

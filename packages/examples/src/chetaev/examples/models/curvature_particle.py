@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 from chetaev.dsocs import (
+    DSOCSIntegrator,
     curvature_particle_dsocs,
+    curvature_particle_solver,
     particle_exact_solution,
     particle_ode_rhs,
     particle_trajectory,
@@ -31,6 +33,7 @@ __all__ = [
     "dsocs",
     "energy",
     "exact",
+    "method",
     "ode_rhs",
     "start",
     "trajectory",
@@ -46,6 +49,14 @@ T_FINAL = 500.0
 def dsocs(h: float, k=CURVATURE, mass: float = MASS, closed_form: bool = True):
     """The DSOCS of §4.1.2 (``closed_form=False``: the generic Newton step)."""
     return curvature_particle_dsocs(k, h, mass=mass, closed_form=closed_form)
+
+
+def method(k=CURVATURE, closed_form: bool = True, **options) -> DSOCSIntegrator:
+    """The method: ``DSOCSIntegrator`` with the closed-form step at the step's ``h``
+    (:func:`chetaev.dsocs.curvature_particle_solver`; ``closed_form=False``: the generic
+    Newton step); ``options`` are the other ``DSOCSIntegrator`` keywords."""
+    return DSOCSIntegrator(solver=curvature_particle_solver(k) if closed_form else None,
+                           **options)
 
 
 def exact(t, k: float = CURVATURE, q0=Q0, v0=V0):

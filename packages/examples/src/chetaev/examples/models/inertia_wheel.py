@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 from chetaev.dsocs import (
+    DSOCSIntegrator,
     InertiaWheelParameters,
     inertia_wheel_dsocs,
+    inertia_wheel_step_options,
     iwp_closed_loop_rhs,
     iwp_F,
     iwp_reference,
@@ -34,6 +36,7 @@ __all__ = [
     "dissipation",
     "dsocs",
     "lyapunov",
+    "method",
     "reference",
     "start",
     "system",
@@ -54,6 +57,15 @@ def system(params: InertiaWheelParameters = PARAMETERS):
 def dsocs(h: float, params: InertiaWheelParameters = PARAMETERS, solver: str = "R-branch"):
     """The DSOCS of §4.2.2 (see :func:`chetaev.dsocs.inertia_wheel_dsocs` for ``solver``)."""
     return inertia_wheel_dsocs(h, params, solver)
+
+
+def method(params: InertiaWheelParameters = PARAMETERS, solver: str = "R-branch",
+           **options) -> DSOCSIntegrator:
+    """The method: ``DSOCSIntegrator`` with the step ``solver`` ("R-branch", "newton",
+    "newton-unsafe", "paper") at the step's ``h``
+    (:func:`chetaev.dsocs.inertia_wheel_step_options`); ``options`` are the other
+    ``DSOCSIntegrator`` keywords."""
+    return DSOCSIntegrator(**inertia_wheel_step_options(params, solver), **options)
 
 
 def closed_loop_rhs(params: InertiaWheelParameters = PARAMETERS):

@@ -166,7 +166,7 @@ class _SystemMixin:
             ) from None
 
     def _control(self, q: np.ndarray, u: Any) -> np.ndarray:
-        """``u`` as a float array ``(..., n_controls)`` (empty ``(0,)`` when None and no controls)."""
+        """``u`` as a float array ``(..., n_controls)`` (``(0,)`` when None without controls)."""
         m = self.n_controls
         if u is None:
             if m:
@@ -661,9 +661,10 @@ class TrivializedLagrangianSystem(_SystemMixin):
     Other Parameters
     ----------------
     force : callable, optional
-        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the group left-trivialized, in algebra coordinates),
-        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
-        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
+        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
+        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
+        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
+        ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).
@@ -774,9 +775,10 @@ class TrivializedMechanicalSystem(_SystemMixin):
     Other Parameters
     ----------------
     force : callable, optional
-        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the group left-trivialized, in algebra coordinates),
-        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
-        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
+        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
+        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
+        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
+        ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).

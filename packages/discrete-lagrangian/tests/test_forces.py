@@ -405,3 +405,58 @@ def test_trajectory_saves_controls(tmp_path):
     traj.save(tmp_path / "t.npz")
     back = Trajectory.load(tmp_path / "t.npz")
     np.testing.assert_array_equal(back.controls, U)
+
+
+def test_control_batch_must_fit_the_state_batch():
+    system, method = forced_hh(), VPRK(gauss(2))
+    st = method.initial_state(system, [0.1, -0.2], [0.4, 0.3])
+    with pytest.raises(InputError, match=r"`u`.*state batch"):
+        method.step(system, st, 0.1, u=np.zeros((3, 1)))
+    with pytest.raises(InputError, match=r"`controls`.*batch"):
+        _run(system, controls=np.zeros((2, 3, 1)))
+
+
+# -- symbolic front-end ------------------------------------------------------------------------
+def test_symbolic_force_and_controls():
+    """from_lagrangian(force=, controls=): exact generated derivatives, the same run as the
+    hand-written model, picklable; controls only in the force."""
+    import pickle
+
+    sp = pytest.importorskip("sympy")
+    from chetaev.discrete_lagrangian.symbolic import from_lagrangian
+
+    x, y, vx, vy, u, c = sp.symbols("x y v_x v_y u c")
+    L = (vx**2 + vy**2) / 2 - ((x * x + y * y) / 2 + x * x * y - y**3 / 3)
+    k = 1 + x * x + y * y
+    sym = from_lagrangian(L, [x, y], [vx, vy], force=[-c * k * vx + u, -c * k * vy + u / 2],
+                          controls=[u], params={c: C})
+    assert sym.n_controls == 1 and not sym.fd_force_derivatives
+    sym.check_derivatives([0.1, -0.2], [0.4, 0.3])
+    hand = forced_hh()
+    rng = np.random.default_rng(5)
+    q, v, uu = rng.normal(size=(4, 3, 2)), rng.normal(size=(4, 3, 2)), rng.normal(size=(4, 1, 1))
+    # the same formulas written twice (a few terms each): rounding of the entries
+    assert_rounding_close(sym.generalized_force(q, v, uu), hand.generalized_force(q, v, uu),
+                          n_terms=4, n_ops=2, what="F")
+    for a, b, name in zip(sym.force_jacobians(q, v, uu), hand.force_jacobians(q, v, uu),
+                          ("F_q", "F_v", "F_u")):
+        assert_rounding_close(a, b, n_terms=4, n_ops=2, what=name)
+    _, U = _controls(10)
+    ta = integrate(sym, VPRK(gauss(2)), [0.1, -0.2], [0.4, 0.3], h=0.2, n_steps=10, controls=U)
+    tb = integrate(hand, VPRK(gauss(2)), [0.1, -0.2], [0.4, 0.3], h=0.2, n_steps=10, controls=U)
+    # two solves of equations equal to rounding (measured: bitwise equal)
+    assert np.max(np.abs(ta.q - tb.q)) <= 10 * newton_residual_bound(1e-12, [0.1, -0.2],
+                                                                      [0.4, 0.3])
+    back = pickle.loads(pickle.dumps(sym))
+    np.testing.assert_array_equal(back.force_jacobians(q, v, uu)[2],
+                                  sym.force_jacobians(q, v, uu)[2])
+    free = from_lagrangian(L, [x, y], [vx, vy], force=[-vx, -vy])
+    assert free.n_controls == 0 and free.force_jacobians(q, v)[2].shape == (4, 3, 2, 0)
+    with pytest.raises(InputError, match=r"`force\[0\]` uses the symbol"):
+        from_lagrangian(L, [x, y], [vx, vy], force=[u, u])
+    with pytest.raises(InputError, match=r"`force` must hold one expression per coordinate"):
+        from_lagrangian(L, [x, y], [vx, vy], force=[vx])
+    with pytest.raises(InputError, match=r"`controls` need a `force`"):
+        from_lagrangian(L, [x, y], [vx, vy], controls=[u])
+    with pytest.raises(InputError, match=r"`L` uses the control symbol"):
+        from_lagrangian(L + u, [x, y], [vx, vy], force=[u, u], controls=[u])

@@ -61,19 +61,35 @@ class ForcedStageHooks:
         self._force = force
         self._jac = force_jacobians
         self.u = None if u is None else np.asarray(u, dtype=float)[..., None, :]
+        self._ub: Any = None
+
+    def _u_at(self, Q: np.ndarray) -> Any:
+        """The control broadcast to the stages' batch ``(..., s, n_u)`` (one array per step:
+        equal batch shapes keep generated kernels on their fast path)."""
+        if self.u is None:
+            return None
+        ub = self._ub
+        if ub is None or ub.shape[:-1] != Q.shape[:-1]:
+            try:
+                ub = np.broadcast_to(self.u, (*Q.shape[:-1], self.u.shape[-1]))
+            except ValueError:
+                return self.u
+            self._ub = ub
+        return ub
 
     def stage_force(self, Q: np.ndarray, V: np.ndarray) -> np.ndarray:
         """The external force at the stages, ``(..., s, n)``."""
-        return self._force(Q, V, self.u)
+        return self._force(Q, V, self._u_at(Q))
 
     def force(self, Q, V, Lam, jacobian):
         """The inner hooks' force plus F(Q^i, V^i, u), with the Q and V derivatives."""
         F0, dQ0, dV0, dL0 = self.inner.force(Q, V, Lam, jacobian)
-        Fe = self._force(Q, V, self.u)
+        u = self._u_at(Q)
+        Fe = self._force(Q, V, u)
         F = Fe if F0 is None else F0 + Fe
         if not jacobian:
             return F, None, None, None
-        Fq, Fv, _ = self._jac(Q, V, self.u)
+        Fq, Fv, _ = self._jac(Q, V, u)
         return (F, Fq if dQ0 is None else dQ0 + Fq, Fv if dV0 is None else dV0 + Fv, dL0)
 
     def equations(self, ev):

@@ -81,14 +81,14 @@ def check_control(system: Any, q: Any, u: Any) -> Any:
     """The control ``u`` of a step as a float array ``(..., n_controls)`` (or None).
 
     ``q`` is the configuration batch of the state (the control's leading axes must
-    broadcast with it). None stays None (the system supplies the empty control when it has
+    broadcast to it). None stays None (the system supplies the empty control when it has
     no control inputs, and raises when it needs one).
 
     Raises
     ------
     InputError
         ``u`` given to a system without force, not real, not finite, of a wrong last axis
-        (``n_controls``) or with leading axes that do not broadcast with the batch of ``q``.
+        (``n_controls``) or with leading axes that do not broadcast to the batch of ``q``.
     """
     import numpy as np
 
@@ -119,12 +119,14 @@ def check_control(system: Any, q: Any, u: Any) -> Any:
     group = getattr(system, "group", None)
     qb = np.shape(q)[: np.ndim(q) - (1 if group is None else len(tuple(group.shape)))]
     try:
-        np.broadcast_shapes(qb, u.shape[:-1])
+        ok = np.broadcast_shapes(qb, u.shape[:-1]) == qb
     except ValueError:
+        ok = False
+    if not ok:
         raise InputError(
-            f"The control `u` of shape {u.shape} does not broadcast with the state batch "
-            f"{qb}: pass one control per batch member, shape (*batch, {m})."
-        ) from None
+            f"The control `u` of shape {u.shape} does not broadcast to the state batch "
+            f"{qb}: pass one control per batch member, shape (*batch, {m}) (or ({m},) for all)."
+        )
     return u
 
 

@@ -303,7 +303,7 @@ def integrate(
     controls : array_like, optional
         Piecewise-constant controls ``U`` of shape ``(n_steps, ..., n_controls)`` for a
         system built with ``force=`` and ``n_controls``: step k (from node k to k + 1) uses
-        ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast with the
+        ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast to the
         batch of ``q0``. Recorded in ``Trajectory.controls`` (the steps taken). Methods with
         ``supports_forces`` only (VPRK, ConstrainedPRK).
 
@@ -540,10 +540,12 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
     q = np.asarray(state.q)
     qb = q.shape[: q.ndim - (1 if group is None else len(tuple(group.shape)))]
     try:
-        np.broadcast_shapes(qb, U.shape[1:-1])
+        ok = np.broadcast_shapes(qb, U.shape[1:-1]) == qb
     except ValueError:
+        ok = False
+    if not ok:
         raise InputError(
-            f"`controls` of shape {U.shape} do not broadcast with the batch {qb} of `q0`: "
-            f"pass shape (n_steps, *batch, {m})."
-        ) from None
+            f"`controls` of shape {U.shape} do not broadcast to the batch {qb} of `q0`: "
+            f"pass shape (n_steps, *batch, {m}) (or (n_steps, {m}) for every member)."
+        )
     return U

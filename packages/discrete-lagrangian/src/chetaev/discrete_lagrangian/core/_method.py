@@ -39,7 +39,8 @@ control ``(..., n_controls)``, or None for a forced system without controls) and
 force into its discrete equations (the forced discrete Euler–Lagrange / Lagrange–d'Alembert
 equations, Marsden & West 2001 §3.2). Every other method raises
 :class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
-a force is never silently ignored.
+a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
+``DiscreteEulerLagrange``.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError
             else "a control `u`")
     return ForcesNotSupportedError(
         f"{method.name} does not take external forces yet; use VPRK or ConstrainedPRK. It was "
-        f"given {what}: integrate the forced system with VPRK (unconstrained) or "
-        "ConstrainedPRK (holonomic constraints)."
+        f"given {what}: integrate the forced system with VPRK or DiscreteEulerLagrange "
+        "(unconstrained) or ConstrainedPRK (holonomic constraints)."
     )
 
 

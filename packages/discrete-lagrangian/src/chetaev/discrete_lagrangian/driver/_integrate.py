@@ -305,7 +305,7 @@ def integrate(
         system built with ``force=`` and ``n_controls``: step k (from node k to k + 1) uses
         ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast to the
         batch of ``q0``. Recorded in ``Trajectory.controls`` (the steps taken). Methods with
-        ``supports_forces`` only (VPRK, ConstrainedPRK).
+        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange).
 
     Returns
     -------
@@ -523,7 +523,7 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
     if not getattr(method, "supports_forces", False):
         raise InputError(
             f"`controls` was given to {method.name}, which does not take external forces yet; "
-            "use VPRK or ConstrainedPRK."
+            "use VPRK or ConstrainedPRK (or DiscreteEulerLagrange)."
         )
     from .._util._validation import real_array
 

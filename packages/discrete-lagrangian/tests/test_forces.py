@@ -471,3 +471,14 @@ def test_symbolic_force_and_controls():
         from_lagrangian(L, [x, y], [vx, vy], controls=[u])
     with pytest.raises(InputError, match=r"`L` uses the control symbol"):
         from_lagrangian(L + u, [x, y], [vx, vy], force=[u, u], controls=[u])
+
+
+def test_ensemble_rejects_controls():
+    from chetaev.discrete_lagrangian import integrate_ensemble
+
+    q0, v0 = np.zeros((4, 2)), np.zeros((4, 2))
+    with pytest.raises(InputError, match=r"integrate_ensemble does not take `controls`"):
+        integrate_ensemble(forced_hh(), VPRK(gauss(2)), q0, v0, h=0.1, n_steps=2,
+                           controls=np.zeros((2, 4, 1)))
+    with pytest.raises(InputError, match=r"integrate_ensemble does not take `controls`"):
+        integrate_ensemble(forced_hh(), VPRK(gauss(2)), q0, v0, h=0.1, n_steps=2)

@@ -482,3 +482,10 @@ def test_ensemble_rejects_controls():
                            controls=np.zeros((2, 4, 1)))
     with pytest.raises(InputError, match=r"integrate_ensemble does not take `controls`"):
         integrate_ensemble(forced_hh(), VPRK(gauss(2)), q0, v0, h=0.1, n_steps=2)
+
+
+def test_reference_solution_refuses_a_forced_system():
+    from chetaev.discrete_lagrangian import reference_solution
+
+    with pytest.raises(InputError, match=r"reference_solution does not take external forces"):
+        reference_solution(forced_hh(), [0.1, -0.2], [0.4, 0.3], [0.0, 1.0])

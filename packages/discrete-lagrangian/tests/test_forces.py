@@ -49,6 +49,7 @@ from chetaev.discrete_lagrangian import (
     LagrangianSystem,
     LieVPRK,
     MechanicalSystem,
+    NewtonOptions,
     Trajectory,
     TrivializedMechanicalSystem,
     integrate,
@@ -313,6 +314,9 @@ BAD_RUNS = [
                       force_derivatives=lambda q, v, u: tuple(
                           -x for x in hh_force_derivatives(q, v, u))),
                   controls=np.zeros((2, 1))), r"force_derivatives"),
+    ("force-derivatives-not-a-tuple",
+     lambda: _run(_hh(force=hh_force, n_controls=1, force_derivatives=lambda q, v, u: 3),
+                  controls=np.zeros((2, 1))), r"`force_derivatives` must return the tuple"),
     ("controls-missing", lambda: _run(forced_hh()), r"controls"),
     ("controls-wrong-length", lambda: _run(forced_hh(), controls=np.zeros((3, 1))),
      r"`controls`.*n_steps"),
@@ -456,7 +460,7 @@ def test_symbolic_force_and_controls():
     ta = integrate(sym, VPRK(gauss(2)), [0.1, -0.2], [0.4, 0.3], h=0.2, n_steps=10, controls=U)
     tb = integrate(hand, VPRK(gauss(2)), [0.1, -0.2], [0.4, 0.3], h=0.2, n_steps=10, controls=U)
     # two solves of equations equal to rounding (measured: bitwise equal)
-    assert np.max(np.abs(ta.q - tb.q)) <= 10 * newton_residual_bound(1e-12, [0.1, -0.2],
+    assert np.max(np.abs(ta.q - tb.q)) <= 10 * newton_residual_bound(NewtonOptions().tol, [0.1, -0.2],
                                                                       [0.4, 0.3])
     back = pickle.loads(pickle.dumps(sym))
     np.testing.assert_array_equal(back.force_jacobians(q, v, uu)[2],
@@ -489,3 +493,27 @@ def test_reference_solution_refuses_a_forced_system():
 
     with pytest.raises(InputError, match=r"reference_solution does not take external forces"):
         reference_solution(forced_hh(), [0.1, -0.2], [0.4, 0.3], [0.0, 1.0])
+
+
+def test_non_vectorized_force_is_looped():
+    """vectorized=False: force and force_derivatives written for one configuration."""
+    base = henon_heiles()
+
+    def f1(q, v, u):
+        return np.array([-C * v[0] + u[0], -C * v[1]])
+
+    def df1(q, v, u):
+        return np.zeros((2, 2)), -C * np.eye(2), np.array([[1.0], [0.0]])
+
+    loop = MechanicalSystem(np.eye(2), base.V, base.gradV, base.hessV, force=f1,
+                            force_derivatives=df1, n_controls=1, vectorized=False)
+    vec = MechanicalSystem(np.eye(2), base.V, base.gradV, base.hessV,
+                           force=lambda q, v, u: -C * v + u * np.array([1.0, 0.0]),
+                           n_controls=1)
+    q0, v0 = np.array([[0.1, -0.2], [0.0, 0.1]]), np.array([[0.4, 0.3], [0.1, -0.2]])
+    U = np.full((5, 2, 1), 0.2)
+    a = integrate(loop, VPRK(gauss(2)), q0, v0, h=0.1, n_steps=5, controls=U)
+    b = integrate(vec, VPRK(gauss(2)), q0, v0, h=0.1, n_steps=5, controls=U)
+    # exact Jacobians vs central differences of a linear force (exact up to rounding): the
+    # same equations solved to the Newton tolerance (measured: 0.0)
+    assert np.max(np.abs(a.q - b.q)) <= 5 * newton_residual_bound(NewtonOptions().tol, q0, v0)

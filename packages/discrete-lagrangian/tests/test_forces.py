@@ -259,6 +259,8 @@ def test_forced_constrained_initial_multiplier_and_work_sign():
         lam = -(v0 @ v0 + Q0_SP @ Ft)
         # two formulas for the same 3-term sums (measured: bitwise equal)
         assert_rounding_close(s.lam, [lam], n_terms=3, n_ops=4, what="lambda0")
+    traj = integrate(system, method, Q0_SP, v0, h=0.1, n_steps=2, controls=np.full((2, 1), 0.7))
+    np.testing.assert_array_equal(traj.lam[0], s1.lam)
     st = s0
     for _ in range(5):
         st = method.step(system, st, 0.1, u=np.array([0.0]))

@@ -304,7 +304,9 @@ def integrate(
         Piecewise-constant controls ``U`` of shape ``(n_steps, ..., n_controls)`` for a
         system built with ``force=`` and ``n_controls``: step k (from node k to k + 1) uses
         ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast to the
-        batch of ``q0``. Recorded in ``Trajectory.controls`` (the steps taken). Methods with
+        batch of ``q0``. ``U[0]`` also goes to ``method.initial_state(..., u=)`` (e.g. the
+        consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
+        (the steps taken). Methods with
         ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange).
 
     Returns
@@ -376,6 +378,10 @@ def integrate(
             )
     n_steps = as_int(n_steps, "n_steps", minimum=0)
     U = _check_controls(system, method, controls, n_steps, state)
+    if U is not None and n_steps and not isinstance(q0, State):
+        # the first control is known: the initial data of the forced equations (e.g. the
+        # consistent multiplier λ₀ of a forced constrained system)
+        state = method.initial_state(system, q0, v0, state.t, u=U[0])
     grid = _grid(state, h)
 
     bar = None

@@ -150,8 +150,9 @@ class ConstrainedPRK(Method):
     W^i = D1L(Q^i, V^i) + F(Q^i, V^i, u) + ∂Φ/∂q(Q^i)ᵀΛ^i, with the control ``u`` of
     ``step(..., u=)`` held over the step; the RATTLE fast path is then not used (the generic
     (V, Λ) iteration solves the same equations). ``info["work"]`` is the discrete work
-    h Σ_i b_i F^i·V^i. ``lam[0]`` is the consistent λ₀ of the unforced equations unless
-    ``initial_state(..., u=u0)`` is given the control (then the force enters λ₀).
+    h Σ_i b_i F^i·V^i. ``lam[0]`` is the consistent λ₀ of the forced equations at the
+    control given to ``initial_state(..., u=u0)`` (``integrate`` passes ``controls[0]``);
+    without it, for a system with controls, λ₀ of the equations without the force.
 
     Parameters
     ----------
@@ -251,7 +252,7 @@ class ConstrainedPRK(Method):
             )
         system.check_initial(q0, v0, tol=self.constraint_tol)
         lam0 = np.asarray(system.multiplier(q0, v0))
-        if u is not None and getattr(system, "has_force", False):
+        if system.has_force and (u is not None or not system.n_controls):
             lam0 = _forced_multiplier(system, q0, v0, lam0, u)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)),
                      lam=lam0)

@@ -246,8 +246,10 @@ class DiscreteEulerLagrange(Method):
         """Midpoint, trapezoidal and α = ½ are symmetric (L_d(q0, q1; h) = −L_d(q1, q0; −h))."""
         return self.kind != "alpha" or self.ld.alpha == 0.5
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0)."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0) (the control ``u`` does not enter the
+        initial data)."""
         q0, v0 = vector_initial_data(system, q0, v0, "DiscreteEulerLagrange", constrained=False)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 

@@ -92,8 +92,10 @@ class VPRK(Method):
         """Whether both tableaux of the pair are symmetric (Gauss, Lobatto IIIA–IIIB)."""
         return pair_symmetric(self.coeffs)
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0)."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0) (the control ``u`` does
+        not enter the initial data)."""
         q0, v0 = vector_initial_data(system, q0, v0, "VPRK", constrained=False)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 

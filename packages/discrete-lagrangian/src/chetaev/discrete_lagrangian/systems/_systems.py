@@ -358,7 +358,9 @@ class LagrangianSystem(_SystemMixin):
         ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
         ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
@@ -473,7 +475,9 @@ class MechanicalSystem(_SystemMixin):
         ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
         ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
@@ -667,7 +671,9 @@ class TrivializedLagrangianSystem(_SystemMixin):
         ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
         ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against
@@ -781,7 +787,9 @@ class TrivializedMechanicalSystem(_SystemMixin):
         ``n_controls=0``), held constant over a step. It enters the
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011).
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
         ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against

@@ -13,7 +13,7 @@ from ._util._errors import (
 from ._version import __version__ as __version__
 from .core._interface import SystemInterface, interface_of
 from .core._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
-from .core._method import Method, check_step_size
+from .core._method import ForcesNotSupportedError, Method, check_step_size
 from .core._prk import (
     PRKCoefficients,
     PRKStep,
@@ -72,6 +72,7 @@ __all__ = [
     "DiscreteEulerLagrange",
     "DiscreteLagrangian",
     "EnsembleResult",
+    "ForcesNotSupportedError",
     "HolonomicConstraint",
     "HolonomicStageHooks",
     "HypothesisError",

@@ -153,6 +153,15 @@ class SystemInterface:
     holonomic_phi: Callable[[Array], Array] | None = None
     holonomic_jacobian: Callable[[Array], Array] | None = None
     holonomic_hessian: Callable[[Array], Array] | None = None
+    # -- external forces and controls (issue 20) ------------------------------------------------
+    #: ``F(q, v, u)`` ``(..., n)``, the external generalized force (left-trivialized on a
+    #: group), ``u`` the control ``(..., n_controls)``; None for an unforced system.
+    force: Callable[[Array, Array, Array], Array] | None = None
+    #: ``(q, v, u) -> (F_q, F_v, F_u)``, ``(..., n, n)``, ``(..., n, n)``, ``(..., n, n_u)``:
+    #: exact (``force_derivatives``) or the system's central differences; None when unforced.
+    force_jacobians: Callable[[Array, Array, Array], tuple] | None = None
+    #: Number of control inputs ``n_u`` (0: ``u`` is an empty ``(..., 0)`` array).
+    n_controls: int = 0
 
     @property
     def is_constrained(self) -> bool:
@@ -288,7 +297,16 @@ def _build(obj: Any) -> SystemInterface:
         multiplier=_multiplier_of(obj) if con is not None else None,
         **_constraint_fields(con),
         **_mechanical_fields(inner, con),
+        **_force_fields(inner),
     )
+
+
+def _force_fields(inner: Any) -> dict[str, Any]:
+    """The force part of the record (issue 20): empty for an unforced system."""
+    if not getattr(inner, "has_force", False):
+        return {}
+    return {"force": inner.generalized_force, "force_jacobians": inner.force_jacobians,
+            "n_controls": int(inner.n_controls)}
 
 
 _CACHE: dict[int, tuple[weakref.ref, SystemInterface]] = {}

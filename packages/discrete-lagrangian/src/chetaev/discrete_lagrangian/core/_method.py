@@ -8,6 +8,7 @@ and :meth:`Method._step_impl`::
     method.initial_state(system, q0, v0, t0=0.0, **options) -> State   # t0 checked once
     method.step(system, state, h) -> State                             # h checked once;
                                                                        # n + 1, t on the grid
+    method.step(system, state, h, u=u) -> State                        # with a control u
 
 What the base does, so that no method does it again:
 
@@ -30,6 +31,16 @@ A method declares, as class attributes (or properties), what the driver reads: `
 ``order`` (``None`` when it depends on data, e.g. a custom start), ``symmetric``,
 ``guarantees`` (the constraint levels held at every node and their tolerance, ``None``: not
 declared, ``{}``: none by design) and the post-step hook :meth:`check_step`.
+
+**External forces and controls** (issue 20). A system built with ``force=`` (or a control
+``u`` passed to :meth:`Method.step`) reaches only the methods that declare
+``supports_forces = True``; their ``_step_impl`` takes the keyword ``u=`` (the checked
+control ``(..., n_controls)``, or None for a forced system without controls) and puts the
+force into its discrete equations (the forced discrete Euler–Lagrange / Lagrange–d'Alembert
+equations, Marsden & West 2001 §3.2). Every other method raises
+:class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
+a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
+``DiscreteEulerLagrange``.
 """
 
 from __future__ import annotations
@@ -43,9 +54,81 @@ import attrs
 from .._util._errors import InputError
 from ._state import State
 
-__all__ = ["Method", "check_step_size"]
+__all__ = ["ForcesNotSupportedError", "Method", "check_step_size"]
 
 _INF = float("inf")
+
+
+class ForcesNotSupportedError(InputError):
+    """A forced system (``force=``) or a control ``u`` given to a method without forces."""
+
+
+def _forced(system: Any) -> bool:
+    """True for a system built with ``force=`` (a ConstrainedSystem forwards ``has_force``)."""
+    return getattr(system, "has_force", False) is True
+
+
+def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError:
+    what = ("a system with an external force (force=...)" if _forced(system)
+            else "a control `u`")
+    return ForcesNotSupportedError(
+        f"{method.name} does not take external forces yet; use VPRK or ConstrainedPRK. It was "
+        f"given {what}: integrate the forced system with VPRK or DiscreteEulerLagrange "
+        "(unconstrained) or ConstrainedPRK (holonomic constraints)."
+    )
+
+
+def check_control(system: Any, q: Any, u: Any) -> Any:
+    """The control ``u`` of a step as a float array ``(..., n_controls)`` (or None).
+
+    ``q`` is the configuration batch of the state (the control's leading axes must
+    broadcast to it). None stays None (the system supplies the empty control when it has
+    no control inputs, and raises when it needs one).
+
+    Raises
+    ------
+    InputError
+        ``u`` given to a system without force, not real, not finite, of a wrong last axis
+        (``n_controls``) or with leading axes that do not broadcast to the batch of ``q``.
+    """
+    import numpy as np
+
+    from .._util._validation import real_array
+
+    if u is None:
+        if getattr(system, "n_controls", 0):
+            raise InputError(
+                f"This system has n_controls={system.n_controls}: pass the control "
+                f"u=array of shape (..., {system.n_controls}) to step (or controls= to "
+                "integrate)."
+            )
+        return None
+    if not _forced(system):
+        raise InputError(
+            "A control `u` was given but the system has no external force: build it with "
+            "force=callable(q, v, u) and n_controls=..., or drop `u`."
+        )
+    u = real_array(u, "u")
+    m = int(system.n_controls)
+    if u.ndim == 0 or u.shape[-1] != m:
+        raise InputError(
+            f"The control `u` must have shape (..., {m}) (the system's n_controls={m}), got "
+            f"shape {u.shape}."
+        )
+    if not np.all(np.isfinite(u)):
+        raise InputError("The control `u` must be finite, but it holds NaN or inf.")
+    group = getattr(system, "group", None)
+    qb = np.shape(q)[: np.ndim(q) - (1 if group is None else len(tuple(group.shape)))]
+    try:
+        ok = np.broadcast_shapes(qb, u.shape[:-1]) == qb
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InputError(
+            f"The control `u` of shape {u.shape} does not broadcast to the state batch "
+            f"{qb}: pass one control per batch member, shape (*batch, {m}) (or ({m},) for all)."
+        )
+    return u
 
 
 def check_step_size(h: Any, negative: bool = True) -> float:
@@ -110,7 +193,8 @@ class Method(abc.ABC):
     ``_initial_state_impl(system, q0, v0, t0, **options) -> State``
         check and complete the initial data (momenta, consistent multipliers); ``t0`` is
         already a finite float. Return ``State(t=t0, ..., n=0)``.
-    ``_step_impl(system, state, h) -> State``
+    ``_step_impl(system, state, h) -> State`` (``_step_impl(system, state, h, u=None)``
+    when ``supports_forces``)
         one step from ``state`` with the already checked ``h``; return the new State (its
         ``t`` and ``n`` are set by :meth:`step`; write ``t=state.t + h, n=state.n + 1``
         for readability). Raise ``ConvergenceError`` via ``raise_unless_converged(res,
@@ -133,6 +217,9 @@ class Method(abc.ABC):
         ``{}``: none by design (the driver then skips its checks of a State ``q0``).
     negative_steps : bool
         Whether ``step`` accepts ``h < 0`` (default True).
+    supports_forces : bool
+        Whether the method takes external forces and controls (then ``_step_impl`` and
+        ``_initial_state_impl`` accept the keyword ``u=``); default False.
     """
 
     __slots__ = ()
@@ -142,10 +229,11 @@ class Method(abc.ABC):
     symmetric: ClassVar[bool] = False
     guarantees: ClassVar[Mapping[str, float] | None] = None
     negative_steps: ClassVar[bool] = True
+    supports_forces: ClassVar[bool] = False
 
     # -- the public protocol -------------------------------------------------------------------
-    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
-                      **options: Any) -> State:
+    def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0, *,
+                      u: Any = None, **options: Any) -> State:
         """Check and complete the initial data: the State at node 0 (``n = 0``, ``t = t0``).
 
         Parameters
@@ -156,6 +244,9 @@ class Method(abc.ABC):
             Initial configuration (or group element) and velocity; leading batch axes allowed.
         t0 : float
             Initial time (finite).
+        u : array_like, optional
+            The control at t0 (``(..., n_controls)``), for a method that supports forces
+            (e.g. the consistent multiplier of a forced constrained system).
         **options
             Method-specific keywords (e.g. ``lam0=`` of the nonholonomic PRKs).
 
@@ -163,24 +254,47 @@ class Method(abc.ABC):
         ------
         InputError
             Bad initial data (the method's own checks) or a non-finite ``t0``.
+        ForcesNotSupportedError
+            A forced system (or ``u``) given to a method with ``supports_forces = False``.
         """
         if type(t0) is not float or not -_INF < t0 < _INF:
             t0 = _check_t0(t0)
+        if u is not None or _forced(system):
+            if not self.supports_forces:
+                raise _unsupported(self, system, u)
+            if u is not None:
+                u = check_control(system, q0, u)
+                return self._initial_state_impl(system, q0, v0, t0, u=u, **options)
         return self._initial_state_impl(system, q0, v0, t0, **options)
 
-    def step(self, system: Any, state: State, h: float) -> State:
+    def step(self, system: Any, state: State, h: float, *, u: Any = None) -> State:
         """One step from ``state``: the State at ``t + h`` with ``n + 1`` (module docstring).
+
+        Parameters
+        ----------
+        system, state, h
+            The system, the current State and the step size.
+        u : array_like, optional
+            The control ``(..., n_controls)`` held constant over the step (a forced system
+            with ``n_controls > 0`` needs it; methods with ``supports_forces`` only).
 
         Raises
         ------
         InputError
             ``h`` not finite and nonzero (or negative for a method with
-            ``negative_steps = False``).
+            ``negative_steps = False``); a bad control ``u``.
+        ForcesNotSupportedError
+            A forced system (or ``u``) given to a method with ``supports_forces = False``.
         ConvergenceError
             The step's equations could not be solved (names step, time and residual).
         """
         h = check_step_size(h, self.negative_steps)
-        new = self._step_impl(system, state, h)
+        if u is None and not _forced(system):
+            new = self._step_impl(system, state, h)
+        elif not self.supports_forces:
+            raise _unsupported(self, system, u)
+        else:
+            new = self._step_impl(system, state, h, u=check_control(system, state.q, u))
         n = state.n + 1
         g = state.grid
         t = g[0] + (n - g[1]) * h if g is not None and g[2] == h else state.t + h

@@ -746,6 +746,7 @@ def integrate_ensemble(
     observables: Mapping[str, Callable[[Trajectory], Any]] | None = None,
     save_every: int = 1,
     progress: bool = False,
+    controls: Any = None,
 ) -> EnsembleResult:
     """Integrate an ensemble in chunks, in this process or on a Dask cluster.
 
@@ -784,6 +785,9 @@ def integrate_ensemble(
         installed (it is not a dependency), else a line on stderr. With a ``client``: Dask's
         progress of the chunk futures (the scheduler's feed, as ``distributed.progress``),
         drawn on stderr from a thread of its own while the chunks are collected.
+    controls : None
+        Not supported yet (issue 20): piecewise-constant controls run with
+        ``integrate(..., controls=U)``; anything but None raises :class:`InputError`.
 
     Returns
     -------
@@ -801,6 +805,12 @@ def integrate_ensemble(
         finished before stay in the store.
     """
     wall = time.perf_counter()
+    if controls is not None or int(getattr(system, "n_controls", 0) or 0):
+        raise InputError(
+            "integrate_ensemble does not take `controls` yet (issue 20): run a controlled "
+            "system with integrate(system, method, q0, v0, h=..., controls=U), U of shape "
+            "(n_steps, N, n_controls), as one batch."
+        )
     q0 = _as_batch(q0, "q0")
     if v0 is None:
         raise InputError("`v0` is required: the members' initial velocities, shape (N, ...).")

@@ -270,6 +270,7 @@ def integrate(
     callback: Callable[[State], Any] | None = None,
     save_every: int = 1,
     t0: float = 0.0,
+    controls: Any = None,
 ) -> Trajectory:
     """Integrate ``system`` with ``method`` using the fixed step ``h``.
 
@@ -299,6 +300,14 @@ def integrate(
         Keep every k-th state (the final state is always kept).
     t0 : float
         Initial time (ignored when ``q0`` is a State).
+    controls : array_like, optional
+        Piecewise-constant controls ``U`` of shape ``(n_steps, ..., n_controls)`` for a
+        system built with ``force=`` and ``n_controls``: step k (from node k to k + 1) uses
+        ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast to the
+        batch of ``q0``. ``U[0]`` also goes to ``method.initial_state(..., u=)`` (e.g. the
+        consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
+        (the steps taken). Methods with
+        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange).
 
     Returns
     -------
@@ -315,7 +324,10 @@ def integrate(
     ------
     InputError
         Bad arguments, bad initial data (raised by ``method.initial_state``), a method that
-        cannot integrate this kind of system, or a State ``q0`` that does not fit the system.
+        cannot integrate this kind of system, or a State ``q0`` that does not fit the system;
+        ``controls`` of a wrong shape (vs ``n_steps``, the batch, ``n_controls``), not finite,
+        or given for a system without force; a forced system given to a method without
+        forces (:class:`~chetaev.discrete_lagrangian.core._method.ForcesNotSupportedError`).
     """
     if h is None:
         raise InputError(
@@ -365,6 +377,11 @@ def integrate(
                 "pass n_steps=... or adjust t_final."
             )
     n_steps = as_int(n_steps, "n_steps", minimum=0)
+    U = _check_controls(system, method, controls, n_steps, state)
+    if U is not None and n_steps and not isinstance(q0, State):
+        # the first control is known: the initial data of the forced equations (e.g. the
+        # consistent multiplier λ₀ of a forced constrained system)
+        state = method.initial_state(system, q0, v0, state.t, u=U[0])
     grid = _grid(state, h)
 
     bar = None
@@ -398,7 +415,8 @@ def integrate(
         state = attrs.evolve(state, grid=grid)
     for k in range(1, n_steps + 1):
         try:
-            new = method.step(system, state, h)
+            new = (method.step(system, state, h) if U is None
+                   else method.step(system, state, h, u=U[k - 1]))
         except (AttributeError, TypeError) as err:
             if k == 1 and isinstance(q0, State):  # a State from another kind of system
                 raise _mismatch(system, method, err) from err
@@ -487,4 +505,53 @@ def integrate(
         method=str(method.name),
         h=h,
         final=attrs.evolve(state, grid=grid),
+        controls=None if U is None else U[:k],
     )
+
+
+def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
+                    state: State) -> np.ndarray | None:
+    """``controls`` as a float array ``(n_steps, ..., n_controls)`` (None when not given)."""
+    forced = getattr(system, "has_force", False) is True
+    m = int(getattr(system, "n_controls", 0) or 0) if forced else 0
+    if controls is None:
+        if m:
+            raise InputError(
+                f"The system has n_controls={m}: pass controls=U of shape (n_steps, ..., {m}) "
+                "(step k uses U[k])."
+            )
+        return None
+    if not forced:
+        raise InputError(
+            "`controls` was given but the system has no external force: build it with "
+            "force=callable(q, v, u) and n_controls=..., or drop `controls`."
+        )
+    if not getattr(method, "supports_forces", False):
+        raise InputError(
+            f"`controls` was given to {method.name}, which does not take external forces yet; "
+            "use VPRK or ConstrainedPRK (or DiscreteEulerLagrange)."
+        )
+    from .._util._validation import real_array
+
+    U = real_array(controls, "controls")
+    if U.ndim < 2 or U.shape[0] != n_steps or U.shape[-1] != m:
+        raise InputError(
+            f"`controls` must have shape (n_steps, ..., n_controls) = ({n_steps}, ..., {m}) "
+            f"(one control per step; the system's n_controls={m}), got shape {U.shape}."
+        )
+    if not np.all(np.isfinite(U)):
+        bad = int(U.size - np.count_nonzero(np.isfinite(U)))
+        raise InputError(f"`controls` must be finite, but {bad} of its entries are NaN or inf.")
+    group = getattr(system, "group", None)
+    q = np.asarray(state.q)
+    qb = q.shape[: q.ndim - (1 if group is None else len(tuple(group.shape)))]
+    try:
+        ok = np.broadcast_shapes(qb, U.shape[1:-1]) == qb
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InputError(
+            f"`controls` of shape {U.shape} do not broadcast to the batch {qb} of `q0`: "
+            f"pass shape (n_steps, *batch, {m}) (or (n_steps, {m}) for every member)."
+        )
+    return U

@@ -107,7 +107,19 @@ def reference_solution(
     Returns
     -------
     ReferenceSolution
+
+    Raises
+    ------
+    InputError
+        For a system with an external force (``force=``): the reference of the forced
+        equations is not implemented yet (issue 20); it is never silently the unforced one.
     """
+    if getattr(system, "has_force", False) is True:
+        raise InputError(
+            "reference_solution does not take external forces yet (issue 20): this system "
+            "has force=...; integrate the forced continuous equations with "
+            "scipy.integrate.solve_ivp directly (restart it on each control interval)."
+        )
     if np.iscomplexobj(t):
         raise InputError("`t` must be real times, got a complex array.")
     try:

@@ -51,6 +51,8 @@ class Trajectory:
     method : str — the method's name
     h : float — step size
     final : State — the last state, with the method's ``carry`` (restart data)
+    controls : ndarray (N, ..., n_controls) or None — the piecewise-constant controls of a
+        forced run (``controls[k]`` acted on the step from node k to k + 1); None without
     """
 
     t: np.ndarray
@@ -65,6 +67,7 @@ class Trajectory:
     method: str = ""
     h: float = float("nan")
     final: State | None = None
+    controls: np.ndarray | None = None
 
     def __attrs_post_init__(self) -> None:
         t = np.asarray(self.t)
@@ -136,6 +139,8 @@ class Trajectory:
             arrays["p"] = self.p
         if self.lam is not None:
             arrays["lam"] = self.lam
+        if self.controls is not None:
+            arrays["controls"] = np.asarray(self.controls)
         carry_kinds: dict[str, str] = {}
         final_meta: dict[str, Any] | None = None
         if self.final is not None:
@@ -228,4 +233,5 @@ class Trajectory:
                 t=get("t"), q=get("q"), v=get("v"), p=get("p"), lam=get("lam"),
                 success=meta["success"], message=meta["message"], stats=meta["stats"],
                 system=system, method=meta["method"], h=meta["h"], final=final,
+                controls=get("controls"),
             )

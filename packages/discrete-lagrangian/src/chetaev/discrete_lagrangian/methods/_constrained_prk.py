@@ -11,6 +11,7 @@ import attrs
 import numpy as np
 
 from .._util._errors import HypothesisError
+from ..core._forcing import discrete_work, forced_hooks
 from ..core._pair_method import PairMethod, pair_order
 from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
@@ -95,6 +96,20 @@ def _cat(parts, core):
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-core)
 
 
+def _forced_multiplier(system: Any, q: np.ndarray, v: np.ndarray, lam: np.ndarray,
+                       u: Any) -> np.ndarray:
+    """λ of the forced equations: λ(q, v) − C⁻¹ (∂Φ/∂v) g_L⁻¹ F(q, v, u), with
+    C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ (the force adds g_L⁻¹F to the unconstrained acceleration of
+    ``ConstrainedSystem.multiplier``, paper §3)."""
+    G = system.D22L(q, v)
+    B = system.constraint.dphi_dv(q, v)
+    F = system.generalized_force(q, v, u)
+    GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))
+    C = B @ GinvBt
+    rhs = (B @ np.linalg.solve(G, F[..., None]))[..., 0]
+    return lam - np.linalg.solve(C, rhs[..., None])[..., 0]
+
+
 def _lam_guess(system: Any, state: State) -> np.ndarray:
     """Multiplier guess for the step: ``state.lam``, or λ(q, v) for a hand-made State."""
     if state.lam is not None:
@@ -129,6 +144,16 @@ class ConstrainedPRK(PairMethod):
     store the continuous λ(q_k, v_k); ``system.multiplier(traj.q, traj.v)`` gives that
     for any method.
 
+    **External forces** (a system built with ``force=``; issue 20): the forced constrained
+    PRK (discrete Lagrange–d'Alembert principle, Marsden & West 2001 §3.2; stage forces as
+    in Ober-Blöbaum, Junge & Marsden 2011) adds the stage force once to (13),
+    W^i = D1L(Q^i, V^i) + F(Q^i, V^i, u) + ∂Φ/∂q(Q^i)ᵀΛ^i, with the control ``u`` of
+    ``step(..., u=)`` held over the step; the RATTLE fast path is then not used (the generic
+    (V, Λ) iteration solves the same equations). ``info["work"]`` is the discrete work
+    h Σ_i b_i F^i·V^i. ``lam[0]`` is the consistent λ₀ of the forced equations at the
+    control given to ``initial_state(..., u=u0)`` (``integrate`` passes ``controls[0]``);
+    without it, for a system with controls, λ₀ of the equations without the force.
+
     Parameters
     ----------
     pair : PartitionedTableau or Tableau
@@ -157,6 +182,7 @@ class ConstrainedPRK(PairMethod):
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "ConstrainedPRK"
+    supports_forces = True
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
@@ -201,8 +227,10 @@ class ConstrainedPRK(PairMethod):
             return {}
         return {"position": self.newton.tol, "velocity": self.newton.tol}
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3)."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check Φ(q0) = 0 and ∂Φ/∂q·v0 = 0; add p0 and the consistent λ₀ (paper §3; with
+        the control ``u`` of a forced system, λ₀ of the forced equations)."""
         q0, v0 = vector_initial_data(system, q0, v0, "ConstrainedPRK", constrained=True)
         if not system.is_holonomic:
             from .._util._errors import InputError
@@ -213,14 +241,18 @@ class ConstrainedPRK(PairMethod):
             )
         system.check_initial(q0, v0, tol=self.constraint_tol)
         lam0 = np.asarray(system.multiplier(q0, v0))
+        if system.has_force and (u is not None or not system.n_controls):
+            lam0 = _forced_multiplier(system, q0, v0, lam0, u)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)),
                      lam=lam0)
 
-    def _step_impl(self, system: Any, state: State, h: float) -> State:
-        """One step (q_k, p_k) → (q_{k+1}, p_{k+1}, λ_{k+1} = Λ^s)."""
+    def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
+        """One step (q_k, p_k) → (q_{k+1}, p_{k+1}, λ_{k+1} = Λ^s); ``u`` the control of a
+        forced system (the stage force F(Q^i, V^i, u) is added to W^i)."""
         base = system.system
+        forced = u is not None or getattr(base, "has_force", False) is True
         if (self.fast_path and self._cache["rattle"] and base.is_mechanical
-                and getattr(base, "constant_mass", False)):
+                and getattr(base, "constant_mass", False) and not forced):
             return self._rattle_step(system, base, state, h)
         s = self.coeffs.s
         q, p, v, lam = state.q, state.p, state.v, _lam_guess(system, state)
@@ -236,15 +268,19 @@ class ConstrainedPRK(PairMethod):
             L0 = np.broadcast_to(lam[..., None, :], (*batch, s, m))
         x0 = np.concatenate([V0.reshape((*batch, s * n)), L0.reshape((*batch, s * m))], -1)
         hooks = HolonomicStageHooks(system, s, m, 1 if self._cache["H1"] else 0)
+        if forced:
+            hooks = forced_hooks(system, hooks, u, s)
         sol = solve_stages(x0, q, p, h, self.coeffs, system, hooks, self.newton, state,
                            tangent_cache=self._cache.setdefault("tangents", {}))
         ev = sol.ev
         v1 = system.legendre_inv(ev.q1, ev.p1)
+        info = {"newton_iterations": sol.iterations, "residual": sol.residual,
+                "newton_rate": sol.rate}
+        if forced:
+            info["work"] = discrete_work(hooks, ev)
         return State(
             t=state.t + h, q=ev.q1, v=v1, p=ev.p1, lam=ev.Lam[..., -1, :], n=state.n + 1,
-            carry={"V": ev.V, "v_prev": v, "Lam": ev.Lam},
-            info={"newton_iterations": sol.iterations, "residual": sol.residual,
-                  "newton_rate": sol.rate},
+            carry={"V": ev.V, "v_prev": v, "Lam": ev.Lam}, info=info,
         )
 
     def _rattle_step(self, system: Any, base: Any, state: State, h: float) -> State:

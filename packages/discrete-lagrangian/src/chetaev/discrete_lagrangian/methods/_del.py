@@ -11,6 +11,13 @@ Discrete Legendre transforms (paper §4): FL_d⁻(q0, q1) = (q0, −D1L_d(q0, q1
 FL_d⁺(q0, q1) = (q1, D2L_d(q0, q1)). A step solves p_k = −D1L_d(q_k, q_{k+1}) for q_{k+1}
 (Newton, analytic Jacobian) and sets p_{k+1} = D2L_d(q_k, q_{k+1}); this is the discrete
 Hamiltonian map of the DEL equations D2L_d(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1}) = 0 (6).
+
+External forces (issue 20; Marsden & West 2001 §3.2, the forced discrete Euler–Lagrange
+equations D2L_d(q_{k−1}, q_k) + f_d⁺(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1}) + f_d⁻(q_k, q_{k+1}) = 0)
+with the left and right discrete forces of the same quadrature as L_d (control u held over
+the step): the α rule f_d⁻ = h(1 − α) F(q_α, v̄, u), f_d⁺ = hα F(q_α, v̄, u) at
+q_α = (1 − α) q0 + α q1; the trapezoidal rule f_d⁻ = (h/2) F(q0, v̄, u), f_d⁺ = (h/2) F(q1, v̄, u).
+The forced discrete Legendre transforms are p_k = −D1L_d − f_d⁻, p_{k+1} = D2L_d + f_d⁺.
 """
 
 from __future__ import annotations
@@ -155,6 +162,26 @@ class DiscreteLagrangian:
                 + a * (system.D12L(qa, vb) + system.D21L(qa, vb))
                 + system.D22L(qa, vb) / h)
 
+    def forces(self, system: Any, q0, q1, h: float, u: Any = None):
+        """The left and right discrete forces ``(f_d⁻, f_d⁺)`` of ``system.generalized_force``
+        (module docstring; Marsden & West 2001 §3.2), each ``(..., n)``."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return (0.5 * h * system.generalized_force(q0, vb, u),
+                    0.5 * h * system.generalized_force(q1, vb, u))
+        a = self.alpha
+        F = h * system.generalized_force((1 - a) * q0 + a * q1, vb, u)
+        return (1 - a) * F, a * F
+
+    def force_minus_dq1(self, system: Any, q0, q1, h: float, u: Any = None):
+        """∂f_d⁻/∂q1 ``(..., n, n)`` (the force's part of the forced DEL step's Jacobian)."""
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            return 0.5 * system.force_jacobians(q0, vb, u)[1]
+        a = self.alpha
+        Fq, Fv, _ = system.force_jacobians((1 - a) * q0 + a * q1, vb, u)
+        return (1 - a) * (h * a * Fq + Fv)
+
     def omega(self, system: Any, q0, q1, h: float):
         """Ω_{L_d}(q0, q1) as a (..., 2n, 2n) matrix (:func:`lagrangian_two_form` of D12)."""
         return lagrangian_two_form(self.D12(system, q0, q1, h))
@@ -180,6 +207,12 @@ class DiscreteEulerLagrange(Method):
     Equations (paper §4, eq. (6); Marsden & West 2001): solve p_k = −D1L_d(q_k, q_{k+1})
     for q_{k+1}; then p_{k+1} = D2L_d(q_k, q_{k+1}), v_{k+1} = FL⁻¹(q_{k+1}, p_{k+1}).
 
+    With an external force (a system built with ``force=``; issue 20) the forced discrete
+    Legendre transforms p_k = −D1L_d − f_d⁻ and p_{k+1} = D2L_d + f_d⁺ with the left and
+    right discrete forces of :meth:`DiscreteLagrangian.forces` (Marsden & West 2001 §3.2;
+    same order); ``info["work"]`` is the discrete work (f_d⁻ + f_d⁺)·v̄ (α rule) or the
+    trapezoidal ½h(F(q_k, v̄) + F(q_{k+1}, v̄))·v̄, v̄ = (q_{k+1} − q_k)/h.
+
     Parameters
     ----------
     kind : {"midpoint", "trapezoidal", "alpha"}
@@ -192,6 +225,7 @@ class DiscreteEulerLagrange(Method):
     alpha: float = 0.5
     newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
     ld: DiscreteLagrangian = attrs.field(init=False)
+    supports_forces = True
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "ld", DiscreteLagrangian(self.kind, self.alpha))
@@ -212,17 +246,22 @@ class DiscreteEulerLagrange(Method):
         """Midpoint, trapezoidal and α = ½ are symmetric (L_d(q0, q1; h) = −L_d(q1, q0; −h))."""
         return self.kind != "alpha" or self.ld.alpha == 0.5
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0)."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check (q0, v0) and add p0 = ∂L/∂v(q0, v0) (the control ``u`` does not enter the
+        initial data)."""
         q0, v0 = vector_initial_data(system, q0, v0, "DiscreteEulerLagrange", constrained=False)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 
-    def _step_impl(self, system: Any, state: State, h: float) -> State:
-        """One step of the discrete Hamiltonian map (q_k, p_k) → (q_{k+1}, p_{k+1})."""
+    def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
+        """One step of the discrete Hamiltonian map (q_k, p_k) → (q_{k+1}, p_{k+1}); with
+        the control ``u`` of a forced system, of the forced one (class docstring)."""
         q, p, v = state.q, state.p, state.v
         ld = self.ld
         guess = state.carry.get("dq")
         x0 = q + (guess if guess is not None and np.shape(guess) == q.shape else h * v)
+        if u is not None or getattr(system, "has_force", False) is True:
+            return self._forced_step(system, state, h, u, x0)
 
         def fun_jac(q1, want):
             R = p + ld.D1(system, q, q1, h)
@@ -236,3 +275,26 @@ class DiscreteEulerLagrange(Method):
         return State(t=state.t + h, q=q1, v=v1, p=p1, n=state.n + 1, carry={"dq": q1 - q},
                      info={"newton_iterations": res.iterations,
                            "residual": float(np.max(res.residual)), "newton_rate": res.rate})
+
+    def _forced_step(self, system: Any, state: State, h: float, u: Any, x0: Any) -> State:
+        """The forced step: p_k + D1L_d + f_d⁻ = 0 for q_{k+1}, p_{k+1} = D2L_d + f_d⁺."""
+        q, p = state.q, state.p
+        ld = self.ld
+
+        def fun_jac(q1, want):
+            R = p + ld.D1(system, q, q1, h) + ld.forces(system, q, q1, h, u)[0]
+            if not want:
+                return R, None
+            return R, ld.D12(system, q, q1, h) + ld.force_minus_dq1(system, q, q1, h, u)
+
+        res = newton_solve(None, x0, options=self.newton,
+                           scale=1.0 + np.max(np.abs(p), axis=-1), fun_jac=fun_jac)
+        q1 = raise_unless_converged(res, state).x
+        fm, fp = ld.forces(system, q, q1, h, u)
+        p1 = ld.D2(system, q, q1, h) + fp
+        v1 = system.legendre_inv(q1, p1)
+        work = np.einsum("...i,...i->...", fm + fp, (q1 - q) / h)
+        return State(t=state.t + h, q=q1, v=v1, p=p1, n=state.n + 1, carry={"dq": q1 - q},
+                     info={"newton_iterations": res.iterations,
+                           "residual": float(np.max(res.residual)), "newton_rate": res.rate,
+                           "work": work})

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..core._forcing import discrete_work, forced_hooks
 from ..core._pair_method import PairMethod
 from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
@@ -33,6 +34,13 @@ class VPRK(PairMethod):
         D2L(Q^i, V^i) = P^i           (the sn equations solved by Newton)
         q_{k+1} = q_k + h Σ_j b_j V^j,   p_{k+1} = p_k + h Σ_j b̂_j W^j
 
+    **External forces** (a system built with ``force=``; issue 20): the forced PRK of the
+    discrete Lagrange–d'Alembert principle (Marsden & West 2001 §3.2; Ober-Blöbaum, Junge &
+    Marsden 2011) adds the stage force once, W^i = D1L(Q^i, V^i) + F(Q^i, V^i, u), with the
+    control ``u`` of ``step(..., u=)`` held over the step
+    (:mod:`~chetaev.discrete_lagrangian.core._forcing`). The step's ``info["work"]`` is the
+    discrete work h Σ_i b_i F^i·V^i (equal to the energy change to the method's order).
+
     Parameters
     ----------
     pair : PartitionedTableau or Tableau
@@ -52,19 +60,25 @@ class VPRK(PairMethod):
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "VPRK"
+    supports_forces = True
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
         check_symplectic(coeffs, "VPRK")
         object.__setattr__(self, "coeffs", coeffs)
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0)."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check (q0, v0) and add the momentum p0 = ∂L/∂v(q0, v0) (the control ``u`` does
+        not enter the initial data)."""
         q0, v0 = vector_initial_data(system, q0, v0, "VPRK", constrained=False)
         return State(t=t0, q=q0, v=v0, p=np.asarray(system.legendre(q0, v0)))
 
-    def _step_impl(self, system: Any, state: State, h: float) -> State:
-        """One step (q_k, p_k) → (q_{k+1}, p_{k+1}); v_{k+1} from the inverse Legendre map."""
+    def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
+        """One step (q_k, p_k) → (q_{k+1}, p_{k+1}); v_{k+1} from the inverse Legendre map.
+
+        ``u``: the control of a forced system (the stage force F(Q^i, V^i, u) is added to W^i).
+        """
         s = self.coeffs.s
         q, p, v = state.q, state.p, state.v
         Vp = state.carry.get("V")
@@ -73,13 +87,16 @@ class VPRK(PairMethod):
         else:
             V0 = np.broadcast_to(v[..., None, :], (*v.shape[:-1], s, v.shape[-1]))
         x0 = V0.reshape((*V0.shape[:-2], -1))
-        sol = solve_stages(x0, q, p, h, self.coeffs, system, None, self.newton, state,
+        hooks = forced_hooks(system, None, u, s)
+        sol = solve_stages(x0, q, p, h, self.coeffs, system, hooks, self.newton, state,
                            tangent_cache=self._cache.setdefault("tangents", {}))
         ev = sol.ev
         v1 = system.legendre_inv(ev.q1, ev.p1)
+        info = {"newton_iterations": sol.iterations, "residual": sol.residual,
+                "newton_rate": sol.rate}
+        if hooks is not None:
+            info["work"] = discrete_work(hooks, ev)
         return State(
             t=state.t + h, q=ev.q1, v=v1, p=ev.p1, lam=None, n=state.n + 1,
-            carry={"V": ev.V, "v_prev": v},
-            info={"newton_iterations": sol.iterations, "residual": sol.residual,
-                  "newton_rate": sol.rate},
+            carry={"V": ev.V, "v_prev": v}, info=info,
         )

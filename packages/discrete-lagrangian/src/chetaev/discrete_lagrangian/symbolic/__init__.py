@@ -107,10 +107,11 @@ class SymbolicMechanicalSystem(_sy.MechanicalSystem):
 class _Builder:
     """Sympy-side state of one build: symbols, parameters, generated functions."""
 
-    def __init__(self, sp, q, v, params, group=None, gsyms=None):
+    def __init__(self, sp, q, v, params, group=None, gsyms=None, controls=()):
         self.sp = sp
         self.q = list(q)
         self.v = list(v)
+        self.u = list(controls)
         self.group = group
         self.gsyms = gsyms  # sympy Matrix of the group element's entry symbols (or a vector)
         self.scalar_subs: dict = {}
@@ -225,8 +226,9 @@ class _Builder:
         self.rank_check = check
 
     # -- expressions
-    def prepare(self, expr, what: str):
-        """sympify, check its symbols, substitute the scalar parameters."""
+    def prepare(self, expr, what: str, controls: bool = False):
+        """sympify, check its symbols, substitute the scalar parameters (``controls``: the
+        control symbols are allowed, only in a force)."""
         sp = self.sp
         try:
             e = sp.sympify(expr)
@@ -234,7 +236,14 @@ class _Builder:
             raise InputError(f"`{what}` must be a sympy expression, got {expr!r}.") from exc
         if not isinstance(e, sp.Expr):
             raise InputError(f"`{what}` must be a scalar sympy expression, got {e!r}.")
-        unknown = e.free_symbols - self.known
+        used_u = e.free_symbols & set(self.u)
+        if used_u and not controls:
+            names = ", ".join(sorted(str(s) for s in used_u))
+            raise InputError(
+                f"`{what}` uses the control symbol(s) {names}: controls enter only the "
+                "external force (`force=`), not the Lagrangian or the constraints."
+            )
+        unknown = e.free_symbols - self.known - set(self.u)
         if unknown:
             names = ", ".join(sorted(str(s) for s in unknown))
             raise InputError(
@@ -292,6 +301,8 @@ class _Builder:
                 args.append(("q", 1, {s: (i,) for i, s in enumerate(self.q)}))
             elif a == "v":
                 args.append(("v", 1, {s: (i,) for i, s in enumerate(self.v)}))
+            elif a == "u":
+                args.append(("u", 1, {s: (i,) for i, s in enumerate(self.u)}))
             elif a == "g":
                 k = len(tuple(self.group.shape))
                 if k == 1:
@@ -389,8 +400,40 @@ def _mechanical_split(b: _Builder, L):
     return [sp.simplify(h) for h in H], V, n
 
 
-def _vector_system(b: _Builder, L):
+class _ForceJacobians:
+    """``(q, v, u) -> (F_q, F_v, F_u)`` from the generated blocks (picklable: the blocks
+    pickle through their source; ``F_u`` is an empty ``(..., n, 0)`` without controls)."""
+
+    __slots__ = ("fq", "fu", "fv")
+
+    def __init__(self, fq, fv, fu) -> None:
+        self.fq, self.fv, self.fu = fq, fv, fu
+
+    def __call__(self, q, v, u):
+        Fq = self.fq(q, v, u)
+        Fv = self.fv(q, v, u)
+        Fu = self.fu(q, v, u) if self.fu is not None else np.zeros((*Fq.shape[:-1], 0))
+        return Fq, Fv, Fu
+
+
+def _force_kwargs(b: _Builder, F) -> dict:
+    """The ``force=``, ``force_derivatives=`` and ``n_controls=`` of the system (exact)."""
+    if F is None:
+        return {}
+    n, m = len(b.q), len(b.u)
+    fu = b.function("force_du", "qvu", b.grad(F, b.u), (n, m)) if m else None
+    return {
+        "force": b.function("force", "qvu", F, (n,)),
+        "force_derivatives": _ForceJacobians(b.function("force_dq", "qvu", b.grad(F, b.q), (n, n)),
+                                             b.function("force_dv", "qvu", b.grad(F, b.v), (n, n)),
+                                             fu),
+        "n_controls": m,
+    }
+
+
+def _vector_system(b: _Builder, L, F=None):
     n = len(b.q)
+    fkw = _force_kwargs(b, F)
     split = _mechanical_split(b, L)
     if split is not None:
         H, V, _ = split
@@ -407,14 +450,14 @@ def _vector_system(b: _Builder, L):
                     f"The mass matrix ∂²L/∂q̇² = {M.tolist()} is not positive definite "
                     f"(eigenvalues {s.tolist()}): check the kinetic energy."
                 )
-            return _sy.MechanicalSystem(M, pot, pgrad, phess)
+            return _sy.MechanicalSystem(M, pot, pgrad, phess, **fkw)
         _symbolic_singular(b, H, n)
         mass = b.function("mass", "q", H, (n, n))
         _check_mass(b, mass, "mass matrix", "q")
         b.on_first_state_mass(mass, "mass matrix", "q")
         dM = b.grad(H, b.q)
         return SymbolicMechanicalSystem(
-            mass, pot, pgrad, phess, b.function("mass_grad", "q", dM, (n, n, n)), n=n,
+            mass, pot, pgrad, phess, b.function("mass_grad", "q", dM, (n, n, n)), n=n, **fkw,
             lagrangian_hess_q=b.function("lagrangian_hess_q", "qv", b.grad(b.grad([L], b.q),
                                                                              b.q), (n, n)),
         )
@@ -433,6 +476,7 @@ def _vector_system(b: _Builder, L):
         d2vv,
         b.function("d2L_dvdq", "qv", b.grad(dv, b.q), (n, n)),
         b.function("d2L_dq2", "qv", b.grad(dq, b.q), (n, n)),
+        **fkw,
     )
 
 
@@ -498,7 +542,8 @@ def _velocity_constraint(b: _Builder, phis, qarg: str, qgrad):
     )
 
 
-def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
+def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None, force=None,
+                    controls=()):
     """A system on Rⁿ from a symbolic Lagrangian L(q, q̇) and constraints.
 
     Parameters
@@ -518,6 +563,14 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         mass matrix stays constant); an array with batch axes is kept as a symbol and
         broadcasts against the state batch: its axes are matched with the *leading* batch
         axes of the state (so one system runs a parameter sweep as one batch, stages and all).
+    force : sequence of n sympy expressions, optional
+        The external generalized force F(q, q̇, u) (issue 20; the forced Euler–Lagrange
+        equations d/dt ∂L/∂q̇ − ∂L/∂q = F, Marsden & West 2001 §3.2) in the coordinates,
+        velocities, controls and parameters. The system gets ``force=``, exact
+        ``force_derivatives=`` (∂F/∂q, ∂F/∂q̇, ∂F/∂u, generated) and ``n_controls=len(controls)``.
+    controls : sequence of sympy Symbol, optional
+        The control symbols u (held constant over a step; ``integrate(..., controls=U)``).
+        Allowed only in ``force``.
 
     Returns
     -------
@@ -561,8 +614,23 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
         )
     if set(qs) & set(vs):
         raise InputError(f"`q` and `qdot` share the symbol(s) {set(qs) & set(vs)}.")
-    b = _Builder(sp, qs, vs, params)
+    us = _as_symbol_list(sp, controls, "controls") if _as_expr_list(controls) else []
+    if set(us) & (set(qs) | set(vs)):
+        raise InputError(
+            f"`controls` share the symbol(s) {set(us) & (set(qs) | set(vs))} with `q`/`qdot`."
+        )
+    if us and force is None:
+        raise InputError("`controls` need a `force`: pass force=[F_1, ..., F_n] using them.")
+    b = _Builder(sp, qs, vs, params, controls=us)
     Le = b.prepare(L, "L")
+    F = None
+    if force is not None:
+        F = [b.prepare(e, f"force[{i}]", controls=True)
+             for i, e in enumerate(_as_expr_list(force))]
+        if len(F) != len(qs):
+            raise InputError(
+                f"`force` must hold one expression per coordinate ({len(qs)}), got {len(F)}."
+            )
     hol = [b.prepare(e, f"holonomic[{i}]") for i, e in enumerate(_as_expr_list(holonomic))]
     nh = [b.prepare(e, f"nonholonomic[{i}]") for i, e in enumerate(_as_expr_list(nonholonomic))]
     for i, e in enumerate(hol):
@@ -578,7 +646,7 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None):
             "ConstrainedSystem holds one kind): pass the holonomic ones in velocity form "
             "∂Φ/∂q·q̇ in `nonholonomic` instead."
         )
-    system = _vector_system(b, Le)
+    system = _vector_system(b, Le, F)
     if hol:
         m, n = len(hol), len(qs)
         J = b.grad(hol, qs)

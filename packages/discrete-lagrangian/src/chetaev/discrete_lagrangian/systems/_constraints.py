@@ -481,6 +481,11 @@ class ConstrainedSystem(_CheckMixin):
         """Forwarded from the system."""
         return bool(getattr(self.system, "fd_second_derivatives", False))
 
+    @property
+    def has_force(self) -> bool:
+        """Forwarded from the system (issue 20; a property: ``Method.step`` reads it)."""
+        return getattr(self.system, "has_force", False) is True
+
     def __getattr__(self, name: str) -> Any:
         # forward D1L, D2L, D11L, D12L, D21L, D22L, lagrangian, energy, legendre, ...
         if name.startswith("_"):

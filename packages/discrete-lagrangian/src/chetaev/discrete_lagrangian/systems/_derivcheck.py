@@ -438,6 +438,32 @@ def check_derivatives(system: Any, q: Any, v: Any = None) -> None:
         val.check(X, Vv)
     for d in ders:
         _fd_check(d, group, X, Vv, n)
+    _check_force(system, group, X, Vv, n)
+
+
+def _check_force(system: Any, group: Any, X: np.ndarray, Vv: np.ndarray, n: int) -> None:
+    """The external force of a forced system (issue 20): ``force(q, v, u)`` at the points
+    with ``u = 0`` (shape, finiteness, broadcasting) and, unless ``derivative_check=False``,
+    the blocks of ``force_derivatives`` against central differences in q, v and u."""
+    inner = getattr(system, "system", system)
+    if getattr(inner, "_force", None) is None:
+        return
+    m = int(inner.n_controls)
+    f, u0 = inner._force, np.zeros(m)
+    _check_fn(_Fn("force", lambda x, v: f(x, v, u0), (n,), "the external force F(q, v, u)"),
+              X, Vv)
+    on = bool(getattr(system, "derivative_check", True)) and bool(inner.derivative_check)
+    if inner._force_derivatives is None or not on:
+        return
+    own = _owner_name(inner)
+    jac = inner.force_jacobians
+    for k, (blk, wrt) in enumerate((("F_q", "q"), ("F_v", "v"))):
+        _fd_check(_Deriv(f"force_derivatives ({blk})", "force", lambda x, v: f(x, v, u0),
+                         lambda x, v, k=k: jac(x, v, u0)[k], wrt, own), group, X, Vv, n)
+    if m:
+        U = np.zeros((X.shape[0], m))
+        _fd_check(_Deriv("force_derivatives (F_u)", "force", lambda x, uu: f(x, Vv, uu),
+                         lambda x, uu: jac(x, Vv, uu)[2], "v", own, "u"), group, X, U, m)
 
 
 def _bind_dimension(system: Any, n: int) -> None:

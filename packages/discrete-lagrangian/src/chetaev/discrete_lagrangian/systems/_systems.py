@@ -62,6 +62,49 @@ def _wrap(f: Callable | None, vectorized: bool, core: tuple[int, ...]) -> Callab
     return _looped(f, core)
 
 
+def _looped_tuple(f: Callable, core_ndims: tuple[int, ...]) -> Callable:
+    """``_looped`` for a callable returning a tuple of arrays (``force_derivatives``)."""
+
+    def wrapped(*args):
+        args = [np.asarray(a, dtype=float) for a in args]
+        batch = np.broadcast_shapes(*[a.shape[: a.ndim - c] for a, c in zip(args, core_ndims)])
+        if batch == ():
+            return tuple(np.asarray(x, dtype=float) for x in f(*args))
+        flat = [
+            np.broadcast_to(a, batch + a.shape[a.ndim - c:]).reshape((-1, *a.shape[a.ndim - c:]))
+            for a, c in zip(args, core_ndims)
+        ]
+        outs = [tuple(np.asarray(x, dtype=float) for x in f(*row)) for row in zip(*flat)]
+        return tuple(np.stack(col).reshape(batch + col[0].shape) for col in zip(*outs))
+
+    return wrapped
+
+
+def _init_force(obj: Any) -> None:
+    """Validate and wrap ``force``, ``force_derivatives`` and ``n_controls`` (issue 20)."""
+    m = as_int(obj.n_controls, "n_controls", minimum=0)
+    object.__setattr__(obj, "n_controls", m)
+    f, df = obj._force, obj._force_derivatives
+    if f is not None and not callable(f):
+        raise InputError(
+            f"`force` must be callable force(q, v, u) -> (..., n) (on a group force(g, eta, u)"
+            f" -> (..., d)), got {f!r}."
+        )
+    if df is not None and not callable(df):
+        raise InputError(
+            "`force_derivatives` must be callable (q, v, u) -> (F_q, F_v, F_u), got "
+            f"{df!r}."
+        )
+    if f is None and (df is not None or m):
+        raise InputError(
+            "`force_derivatives` and `n_controls` need a `force`: pass force=callable(q, v, u)."
+        )
+    core = (qcore(obj.group), 1, 1)
+    object.__setattr__(obj, "_force", _wrap(f, obj.vectorized, core))
+    if df is not None and not obj.vectorized:
+        object.__setattr__(obj, "_force_derivatives", _looped_tuple(df, core))
+
+
 def qcore(group: Any) -> int:
     """Number of trailing axes of one configuration: 1 on Rⁿ, ``len(group.shape)`` on a group."""
     return 1 if group is None else len(tuple(group.shape))
@@ -105,6 +148,122 @@ class _SystemMixin:
         from ._derivcheck import check_derivatives
 
         check_derivatives(self, q, v)
+
+    # -- external forces and controls (issue 20) ---------------------------------------------
+    @property
+    def has_force(self) -> bool:
+        """True when the system carries an external generalized force ``force(q, v, u)``."""
+        return self._force is not None
+
+    def _force_batch(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> tuple[int, ...]:
+        try:
+            return _bshape((q, self._qcore), (v, 1), (u, 1))
+        except ValueError:
+            raise InputError(
+                f"`u` (the control, shape (..., {self.n_controls})) does not broadcast with the "
+                f"batch of q {q.shape[: q.ndim - self._qcore]} and v {v.shape[:-1]}, got shape "
+                f"{u.shape}. Pass one control per batch member (same leading axes)."
+            ) from None
+
+    def _control(self, q: np.ndarray, u: Any) -> np.ndarray:
+        """``u`` as a float array ``(..., n_controls)`` (``(0,)`` when None without controls)."""
+        m = self.n_controls
+        if u is None:
+            if m:
+                raise InputError(
+                    f"This system has n_controls={m}: pass the control `u` of shape (..., {m})."
+                )
+            return np.zeros((0,))
+        u = np.asarray(u, dtype=float)
+        if u.ndim == 0 or u.shape[-1] != m:
+            raise InputError(
+                f"`u` must have shape (..., {m}) (n_controls={m}), got shape {u.shape}."
+            )
+        return u
+
+    def generalized_force(self, q: Any, v: Any, u: Any = None) -> np.ndarray:
+        """The external force F(q, v, u) ``(..., n)`` (zero without ``force=``).
+
+        On a group it is the left-trivialized force ``F(g, η, u)`` in algebra coordinates (a
+        covector: it enters the Euler–Poincaré equations as d/dt ∂ℓ/∂η − ad*_η ∂ℓ/∂η −
+        L*_g D₁ℓ = F, paper §6 with the Lagrange–d'Alembert force).
+        """
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        u = self._control(q, u)
+        if self.n is None:
+            self._bind_dimension(q.shape[-1])
+        batch = self._force_batch(q, v, u)
+        if self._force is None:
+            return np.zeros((*batch, self.n))
+        F = np.asarray(self._force(q, v, u), dtype=float)
+        want = (*batch, self.n)
+        if F.shape != want:
+            try:
+                F = np.broadcast_to(F, want)
+            except ValueError:
+                raise InputError(
+                    f"`force` must return shape (..., {self.n}) broadcasting with the batch "
+                    f"{batch}; it returned shape {F.shape} for q {q.shape}, v {v.shape}, "
+                    f"u {u.shape}. Write force(q, v, u) for arrays with leading batch axes."
+                ) from None
+        return F
+
+    def force_jacobians(self, q: Any, v: Any, u: Any = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(F_q, F_v, F_u)``: ``[..., i, j] = ∂F_i/∂q_j, ∂F_i/∂v_j, ∂F_i/∂u_j``.
+
+        Shapes ``(..., n, n)``, ``(..., n, n)``, ``(..., n, n_controls)``. From the
+        ``force_derivatives`` callable when given (exact); otherwise **central finite
+        differences** of ``force`` (one broadcast call per block, ~1e-10 relative, the same
+        scheme as the finite-difference second derivatives), so the Newton matrix of a forced
+        step is then accurate to ~1e-10: Newton still converges, linearly at that level. On a
+        group ``F_q`` is the left-trivialized derivative along ``g·exp(ε e_j)``.
+        """
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        u = self._control(q, u)
+        if self.n is None:
+            self._bind_dimension(q.shape[-1])
+        n, m = self.n, self.n_controls
+        batch = self._force_batch(q, v, u)
+        if self._force is None:
+            z = np.zeros((*batch, n, n))
+            return z, z, np.zeros((*batch, n, m))
+        if self._force_derivatives is not None:
+            out = self._force_derivatives(q, v, u)
+            if not isinstance(out, (tuple, list)) or len(out) != 3:
+                raise InputError(
+                    "`force_derivatives` must return the tuple (F_q, F_v, F_u) of shapes "
+                    f"(..., {n}, {n}), (..., {n}, {n}), (..., {n}, {m}); got {type(out).__name__}."
+                )
+            res = []
+            for name, blk, cols in zip(("F_q", "F_v", "F_u"), out, (n, n, m)):
+                blk = np.asarray(blk, dtype=float)
+                try:
+                    res.append(np.broadcast_to(blk, (*batch, n, cols)))
+                except ValueError:
+                    raise InputError(
+                        f"`force_derivatives` must return {name} of shape (..., {n}, {cols}) "
+                        f"(batch {batch}), got shape {blk.shape}."
+                    ) from None
+            return res[0], res[1], res[2]
+        f = self._force
+        perturb = vector_perturb if self.group is None else group_perturb(self.group)
+        Fq = fd_jacobian(lambda qq: f(qq, v, u), q, n, perturb=perturb, batch_shape=batch,
+                         scale=q if self.group is None else None)
+        Fv = fd_jacobian(lambda vv: f(q, vv, u), v, n, batch_shape=batch, scale=v)
+        if m:
+            Fu = fd_jacobian(lambda uu: f(q, v, uu), u, m, batch_shape=batch, scale=u)
+        else:
+            Fu = np.zeros((*batch, n, 0))
+        return (np.broadcast_to(Fq, (*batch, n, n)), np.broadcast_to(Fv, (*batch, n, n)),
+                np.broadcast_to(Fu, (*batch, n, m)))
+
+    @property
+    def fd_force_derivatives(self) -> bool:
+        """True when a force is given without ``force_derivatives`` (finite differences)."""
+        return self._force is not None and self._force_derivatives is None
 
     def energy(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Energy E = vᵀ ∂L/∂v − L (paper §2)."""
@@ -190,6 +349,26 @@ class LagrangianSystem(_SystemMixin):
     derivative_check : bool
         True (default): before the first step ``integrate`` compares every supplied
         derivative with a central finite difference (see :meth:`check_derivatives`).
+
+    Other Parameters
+    ----------------
+    force : callable, optional
+        External generalized force ``force(q, v, u)`` → ``(..., n)`` (a covector),
+        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
+        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
+        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
+        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
+    force_derivatives : callable, optional
+        ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
+        ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
+        finite differences before the first step like the other derivatives). **When
+        omitted the Newton matrix uses central finite differences of** ``force``
+        (:meth:`force_jacobians`).
+    n_controls : int
+        Number of control inputs (default 0).
     """
 
     n: int = attrs.field(converter=int)
@@ -201,10 +380,14 @@ class LagrangianSystem(_SystemMixin):
     _d2L_dq2: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    _force: Callable | None = attrs.field(default=None, kw_only=True)
+    _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
+    n_controls: int = attrs.field(default=0, kw_only=True)
     is_mechanical = False
     group = None
 
     def __attrs_post_init__(self) -> None:
+        _init_force(self)
         if self.n < 1:
             raise InputError(f"`n` must be a positive integer, got {self.n}.")
         for name in ("_lagrangian", "_dL_dq", "_dL_dv", "_d2L_dv2", "_d2L_dvdq", "_d2L_dq2"):
@@ -286,6 +469,23 @@ class MechanicalSystem(_SystemMixin):
         True (default): before the first step ``integrate`` compares ``potential_grad``,
         ``potential_hess`` and ``mass_grad`` with central finite differences of
         ``potential``, ``potential_grad`` and ``mass`` (:meth:`check_derivatives`).
+    force : callable, optional
+        External generalized force ``force(q, v, u)`` → ``(..., n)`` (a covector),
+        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
+        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
+        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
+        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
+    force_derivatives : callable, optional
+        ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
+        ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
+        finite differences before the first step like the other derivatives). **When
+        omitted the Newton matrix uses central finite differences of** ``force``
+        (:meth:`force_jacobians`).
+    n_controls : int
+        Number of control inputs (default 0).
 
     Energy ½vᵀMv + V, the Legendre map p = Mv and its inverse are exact.
     """
@@ -298,11 +498,15 @@ class MechanicalSystem(_SystemMixin):
     n: int | None = attrs.field(default=None, kw_only=True)
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    _force: Callable | None = attrs.field(default=None, kw_only=True)
+    _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
+    n_controls: int = attrs.field(default=0, kw_only=True)
     _Minv: Any = attrs.field(init=False, default=None, repr=False)
     is_mechanical = True
     group = None
 
     def __attrs_post_init__(self) -> None:
+        _init_force(self)
         if callable(self.mass):
             if self.n is not None:
                 object.__setattr__(self, "n", as_int(self.n, "n", minimum=1))
@@ -457,6 +661,27 @@ class TrivializedLagrangianSystem(_SystemMixin):
         ``D11L`` (of the left-trivialized gradient), ``D12L`` (∂/∂η of it), each
         ``(..., d, d)``. **Central finite differences when omitted** (the flag
         ``fd_second_derivatives`` is then True).
+
+    Other Parameters
+    ----------------
+    force : callable, optional
+        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
+        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
+        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
+        ``n_controls=0``), held constant over a step. It enters the
+        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
+        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
+    force_derivatives : callable, optional
+        ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
+        ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against
+        finite differences before the first step like the other derivatives). **When
+        omitted the Newton matrix uses central finite differences of** ``force``
+        (:meth:`force_jacobians`).
+    n_controls : int
+        Number of control inputs (default 0).
     """
 
     group: Any = attrs.field()
@@ -469,9 +694,13 @@ class TrivializedLagrangianSystem(_SystemMixin):
     _d2l_dgdeta: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    _force: Callable | None = attrs.field(default=None, kw_only=True)
+    _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
+    n_controls: int = attrs.field(default=0, kw_only=True)
     is_mechanical = False
 
     def __attrs_post_init__(self) -> None:
+        _init_force(self)
         for name in ("_lagrangian", "_dl_dg", "_dl_deta", "_d2l_deta2", "_d2l_detadg",
                      "_d2l_dg2", "_d2l_dgdeta"):
             object.__setattr__(self, name, _wrap(getattr(self, name), self.vectorized,
@@ -548,6 +777,27 @@ class TrivializedMechanicalSystem(_SystemMixin):
         ``[j] = d/dε V(g·exp(ε e_j))|₀``.
     potential_hess : callable, optional
         ``[i, j] = d/dε potential_grad_i(g·exp(ε e_j))|₀``; finite differences when omitted.
+
+    Other Parameters
+    ----------------
+    force : callable, optional
+        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
+        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
+        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
+        ``n_controls=0``), held constant over a step. It enters the
+        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
+        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
+        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
+        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        ``ForcesNotSupportedError``.
+    force_derivatives : callable, optional
+        ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
+        ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against
+        finite differences before the first step like the other derivatives). **When
+        omitted the Newton matrix uses central finite differences of** ``force``
+        (:meth:`force_jacobians`).
+    n_controls : int
+        Number of control inputs (default 0).
     """
 
     group: Any = attrs.field()
@@ -557,10 +807,14 @@ class TrivializedMechanicalSystem(_SystemMixin):
     _potential_hess: Callable | None = attrs.field(default=None)
     vectorized: bool = attrs.field(default=True, kw_only=True)
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    _force: Callable | None = attrs.field(default=None, kw_only=True)
+    _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
+    n_controls: int = attrs.field(default=0, kw_only=True)
     _Iinv: Any = attrs.field(init=False, default=None, repr=False)
     is_mechanical = True
 
     def __attrs_post_init__(self) -> None:
+        _init_force(self)
         d = int(self.group.dim)
         I = as_matrix(self.inertia, "inertia")
         if I.shape != (d, d):

@@ -1,0 +1,84 @@
+"""Forces and controls across the protocol registry (issue 20): never silently ignored.
+
+For each pair of ``test_protocol.CASES``: a method that declares ``supports_forces`` takes one
+step of the problem with an external force (a dissipative F = −c v added to the registry's
+system) and a control; every other method raises ``ForcesNotSupportedError`` (an
+``InputError``) naming itself, both for a forced system (in ``initial_state``, hence in
+``integrate``) and for a control ``u`` given to ``step``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    ForcesNotSupportedError,
+    LagrangianSystem,
+    MechanicalSystem,
+    TrivializedLagrangianSystem,
+    TrivializedMechanicalSystem,
+    integrate,
+)
+
+
+def _load_registry() -> Any:
+    """``test_protocol`` by path (the suite runs with ``--import-mode=importlib``)."""
+    spec = importlib.util.spec_from_file_location(
+        "_chetaev_protocol_registry_forces", Path(__file__).with_name("test_protocol.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_REGISTRY = _load_registry()
+CASES, IDS = _REGISTRY.CASES, _REGISTRY.IDS
+_SYSTEMS = (LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
+            TrivializedMechanicalSystem)
+
+
+def _damping(q, v, u):
+    return -0.1 * np.asarray(v) + u[..., :1]
+
+
+def _forced(system: Any) -> Any:
+    """The registry's system with F = −0.1 v + u (one control), or None for a system of
+    another kind (DSOCS, a reduced system)."""
+    if isinstance(system, _SYSTEMS):
+        return attrs.evolve(system, force=_damping, n_controls=1)
+    if isinstance(system, ConstrainedSystem) and isinstance(system.system, _SYSTEMS):
+        return attrs.evolve(system, system=attrs.evolve(system.system, force=_damping,
+                                                        n_controls=1))
+    return None
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def test_forces_are_taken_or_refused(name: str, make_method, make_problem) -> None:
+    method = make_method()
+    system, q0, v0, h = make_problem()
+    forced = _forced(system)
+    u = np.array([0.2])
+    if method.supports_forces:
+        assert forced is not None, name
+        s0 = method.initial_state(forced, q0, v0)
+        s1 = method.step(forced, s0, h, u=u)
+        free = method.step(system, method.initial_state(system, q0, v0), h)
+        assert np.all(np.isfinite(s1.q)) and not np.array_equal(s1.q, free.q)
+        assert np.isfinite(s1.info["work"])
+        sol = integrate(forced, method, q0, v0, h=h, n_steps=3, controls=np.full((3, 1), 0.2))
+        assert sol.success, sol.message
+        return
+    msg = r"does not take external forces yet; use VPRK or ConstrainedPRK"
+    if forced is not None:
+        with pytest.raises(ForcesNotSupportedError, match=msg):
+            method.initial_state(forced, q0, v0)
+        with pytest.raises(ForcesNotSupportedError, match=msg):
+            integrate(forced, method, q0, v0, h=h, n_steps=2, controls=np.zeros((2, 1)))
+    s0 = method.initial_state(system, q0, v0)
+    with pytest.raises(ForcesNotSupportedError, match=msg):
+        method.step(system, s0, h, u=u)

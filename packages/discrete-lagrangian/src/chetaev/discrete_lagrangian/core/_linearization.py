@@ -137,8 +137,8 @@ def prk_step_jacobians(x: np.ndarray, q: np.ndarray, p: np.ndarray, h: float,
     Notes
     -----
     ∂R/∂q is the engine's own Jacobian with n extra tangent columns (:class:`_QColumns`),
-    ∂Q^i/∂q = ∂q_{k+1}/∂q = I (the hooks' equations, e.g. Φ(Q^i) and the tangency at q_{k+1}, see them through
-    ``ev.dQ_dx`` and ``ev.dq1_dx``). ∂R/∂(p, u) is built from ∂P^i/∂p = I,
+    ∂Q^i/∂q = ∂q_{k+1}/∂q = I (the hooks' equations, e.g. Φ(Q^i) and the tangency at
+    q_{k+1}, see them through ``ev.dQ_dx`` and ``ev.dq1_dx``). ∂R/∂(p, u) is built from ∂P^i/∂p = I,
     ∂W^i/∂u = F_u(Q^i, V^i, u), ∂p_{k+1}/∂(p, u) = (I, h Σ b̂_j F_u^j), and the hooks' equations
     evaluated on those tangents (they are linear in the tangents they are given).
     """

@@ -213,6 +213,36 @@ def test_linearization_matches_finite_differences(case, kind, batched):
     assert np.max(np.abs(lin.A - np.eye(2 * n))) > 0.05
 
 
+@pytest.mark.parametrize("h", [-0.2, 0.05])
+@pytest.mark.parametrize("case", ["vprk-gauss2", "del-alpha", "rattle", "constrained-lobatto3",
+                                  "vprk-gauss2-lagrangian"])
+def test_other_step_sizes_and_a_broadcast_control(case, h):
+    """The same bound for a backward and a smaller step, and for one control ``(1,)``
+    broadcast over the batch (measured worst 5.8e-11 of max|[A B]|)."""
+    method, system, state, _ = _setup(case, "controlled", True)
+    for u in (np.array([[0.7], [-0.4], [1.1]]), np.array([0.3])):
+        lin = method.step_linearization(system, state, h, u=u)
+        AB = np.concatenate([lin.A, lin.B], -1)
+        assert AB.shape[:1] == (3,)
+        err = np.max(np.abs(AB - _fd(method, system, state, h, u)))
+        assert err <= FD_RTOL * np.max(np.abs(AB))
+
+
+@pytest.mark.parametrize("kind", ["unforced", "controlled"])
+def test_constrained_gauss_without_hypotheses(kind):
+    """ConstrainedPRK(gauss(2), check_hypotheses=False): constraints at every stage, no
+    tangency (another hooks layout of the engine); A, B against finite differences
+    (measured 6.3e-11 of max|[A B]|)."""
+    method = ConstrainedPRK(gauss(2), check_hypotheses=False)
+    system = _sp(kind)
+    q0, v0 = _sp_data(True)
+    u = np.array([[0.7], [-0.4], [1.1]]) if kind == "controlled" else None
+    state = method.initial_state(system, q0, v0, u=u)
+    lin = method.step_linearization(system, state, H, u=u)
+    AB = np.concatenate([lin.A, lin.B], -1)
+    assert np.max(np.abs(AB - _fd(method, system, state, H, u))) <= FD_RTOL * np.max(np.abs(AB))
+
+
 def test_batched_linearization_equals_members():
     """A batch is linearized member by member: the same Jacobians as single runs, to the
     difference of the Newton solves (the batch iterates until its slowest member converges,

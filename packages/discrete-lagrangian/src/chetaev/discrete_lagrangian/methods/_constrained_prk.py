@@ -163,7 +163,8 @@ class ConstrainedPRK(Method):
     Φ_q ∂H/∂p = 0} at both nodes with (A, B) in them (``A_tangent``, ``B_tangent``,
     d = 2n − 2m coordinates; :mod:`~chetaev.discrete_lagrangian.core._linearization`). The
     step maps every (q_k, p_k) into that set (pairs with H1), so A maps into the next
-    tangent space.
+    tangent space (without H1, ``check_hypotheses=False``, the nodes are not in that set
+    and ``A_tangent`` is only the projection of A).
 
     Parameters
     ----------

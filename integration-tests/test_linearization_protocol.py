@@ -19,7 +19,6 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
@@ -29,70 +28,28 @@ from chetaev.discrete_lagrangian import (
     LinearizationNotSupportedError,
     MechanicalSystem,
     Method,
-    NewtonOptions,
 )
 
 
-def _load_registry() -> Any:
-    """``test_protocol`` by path (the suite runs with ``--import-mode=importlib``)."""
-    spec = importlib.util.spec_from_file_location(
-        "_chetaev_protocol_registry_linearization", Path(__file__).with_name("test_protocol.py"))
+def _load(path: Path, name: str) -> Any:
+    """A test module by path (the suite runs with ``--import-mode=importlib``)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_REGISTRY = _load_registry()
-CASES, IDS = _REGISTRY.CASES, _REGISTRY.IDS
-DELTA = 1e-5
-TIGHT = NewtonOptions(tol=1e-16)  # raised to 64·eps: the steps of the differences
-EPS64 = 64 * np.finfo(float).eps
-
-
-def fd_rtol(h):
-    """Bound of max|[A B] − FD| / max|[A B]| (module docstring)."""
-    return (EPS64 / DELTA + NewtonOptions().tol) * max(1.0, 2.0 / abs(h)) + DELTA**2
-
-
-def _tight(method):
-    """The same method with its Newton solves at the rounding floor (the same step map)."""
-    return attrs.evolve(method, newton=TIGHT)
-
-
-def _damping(q, v, u):
-    return -0.1 * np.asarray(v) + u[..., :1]
-
-
-def _forced(system: Any) -> Any:
-    if isinstance(system, (LagrangianSystem, MechanicalSystem)):
-        return attrs.evolve(system, force=_damping, n_controls=1)
-    return attrs.evolve(system, system=attrs.evolve(system.system, force=_damping,
-                                                    n_controls=1))
+_HERE = Path(__file__).parent
+# the registry and its forced systems (F = −0.1 v + u) of the forces' protocol test
+_FORCES = _load(_HERE / "test_forces_protocol.py", "_chetaev_forces_protocol_linearization")
+# the finite differences of the step and their bound (derived there)
+_UNIT = _load(_HERE.parent / "packages" / "discrete-lagrangian" / "tests"
+              / "test_linearization.py", "_chetaev_linearization_unit")
+CASES, IDS = _FORCES.CASES, _FORCES.IDS
 
 
 def _implements(method: Method) -> bool:
     return type(method)._step_linearization_impl is not Method._step_linearization_impl
-
-
-def _fd(method, system, state, h, u):
-    n = state.q.shape[-1]
-    tight = _tight(method)
-
-    def f(q, p, uu):
-        st = attrs.evolve(state, q=q, p=p, v=system.legendre_inv(q, p), carry={})
-        new = tight.step(system, st, h, u=uu)
-        return np.concatenate([new.q, new.p], -1)
-
-    cols = []
-    for j in range(2 * n):
-        e = np.zeros(2 * n)
-        e[j] = DELTA
-        cols.append((f(state.q + e[:n], state.p + e[n:], u)
-                     - f(state.q - e[:n], state.p - e[n:], u)) / (2 * DELTA))
-    if u is not None:
-        e = np.array([DELTA])
-        cols.append((f(state.q, state.p, u + e) - f(state.q, state.p, u - e)) / (2 * DELTA))
-    return np.stack(cols, -1)
 
 
 @pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
@@ -107,7 +64,7 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
         assert issubclass(LinearizationNotSupportedError, InputError)
         return
     assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem)), name
-    forced = _forced(system)
+    forced = _FORCES._forced(system)
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
     for batched in (False, True):
         qb = np.stack([q0, q0]) if batched else q0
@@ -116,5 +73,5 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
             state = method.initial_state(sys_, qb, vb)
             lin = method.step_linearization(sys_, state, h, u=u)
             AB = np.concatenate([lin.A, lin.B], -1)
-            err = np.max(np.abs(AB - _fd(method, sys_, state, h, u))) / np.max(np.abs(AB))
-            assert err <= fd_rtol(h), (name, batched, u, err)
+            err = np.max(np.abs(AB - _UNIT._fd(method, sys_, state, h, u))) / np.max(np.abs(AB))
+            assert err <= _UNIT.fd_rtol(h), (name, batched, u, err)

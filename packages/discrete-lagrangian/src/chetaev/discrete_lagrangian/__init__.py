@@ -13,6 +13,7 @@ from ._util._errors import (
 from ._version import __version__ as __version__
 from .core._interface import SystemInterface, interface_of
 from .core._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
+from .core._linearization import LinearizationNotSupportedError, StepLinearization
 from .core._method import ForcesNotSupportedError, Method, check_step_size
 from .core._prk import (
     PRKCoefficients,
@@ -82,6 +83,7 @@ __all__ = [
     "LieStageEvaluation",
     "LieVPRK",
     "LinearVelocityConstraint",
+    "LinearizationNotSupportedError",
     "MechanicalSystem",
     "Method",
     "NewtonOptions",
@@ -95,6 +97,7 @@ __all__ = [
     "StageEvaluation",
     "StageHooks",
     "State",
+    "StepLinearization",
     "StepSolution",
     "StoreMismatchError",
     "SystemInterface",

@@ -41,6 +41,15 @@ equations, Marsden & West 2001 §3.2). Every other method raises
 :class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
 a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
 ``DiscreteEulerLagrange``.
+
+**Step linearizations** (issue 20). :meth:`Method.step_linearization` takes the step and
+returns a :class:`~chetaev.discrete_lagrangian.core._linearization.StepLinearization` (the next
+state and the Jacobians of the step with respect to the state and the control, from the
+converged Newton matrix by the implicit function theorem). A method implements
+``_step_linearization_impl(system, state, h, u, new)``; the others raise
+:class:`~chetaev.discrete_lagrangian.core._linearization.LinearizationNotSupportedError`
+(an :class:`InputError`). Implemented: ``VPRK``, ``ConstrainedPRK``,
+``DiscreteEulerLagrange``.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from typing import Any, ClassVar
 import attrs
 
 from .._util._errors import InputError
+from ._linearization import LinearizationNotSupportedError, StepLinearization
 from ._state import State
 
 __all__ = ["ForcesNotSupportedError", "Method", "check_step_size"]
@@ -308,6 +318,51 @@ class Method(abc.ABC):
         if new.grid is not g:
             setattr_(new, "grid", g)
         return new
+
+    def step_linearization(self, system: Any, state: State, h: float,
+                           u: Any = None) -> StepLinearization:
+        """One step from ``state`` and its exact linearization (issue 20).
+
+        The Jacobians of the step map (q_k, p_k, u) ↦ (q_{k+1}, p_{k+1}) at ``state``, from
+        the converged Newton matrix of the step by the implicit function theorem (no finite
+        differences; :mod:`~chetaev.discrete_lagrangian.core._linearization`), batched over
+        the leading axes of the state.
+
+        Parameters
+        ----------
+        system, state, h, u
+            As for :meth:`step` (``u``: the control held over the step).
+
+        Returns
+        -------
+        StepLinearization
+            ``state`` (the next State), ``A = ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k)``
+            ``(..., 2n, 2n)`` and ``B = ∂(q_{k+1}, p_{k+1})/∂u`` ``(..., 2n, n_controls)``
+            in the coordinates (q, p); for a constrained system also tangent bases of the
+            constraint manifold and (A, B) in them.
+
+        Raises
+        ------
+        LinearizationNotSupportedError
+            The method does not implement step linearizations.
+        InputError, ForcesNotSupportedError, ConvergenceError
+            As :meth:`step`.
+        """
+        if type(self)._step_linearization_impl is Method._step_linearization_impl:
+            raise LinearizationNotSupportedError(
+                f"{self.name} does not implement step_linearization; use VPRK, "
+                "ConstrainedPRK or DiscreteEulerLagrange."
+            )
+        h = check_step_size(h, self.negative_steps)
+        new = self.step(system, state, h, u=u)
+        if u is not None or _forced(system):
+            u = check_control(system, state.q, u)
+        return self._step_linearization_impl(system, state, h, u, new)
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """The method's linearization of the step ``state`` → ``new`` (default: none)."""
+        raise LinearizationNotSupportedError(f"{self.name} does not implement step_linearization.")
 
     def check_step(self, system: Any, previous: State, state: State,
                    h: float) -> Warning | None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._util._errors import HypothesisError
 from ..core._forcing import discrete_work, forced_hooks
+from ..core._linearization import StepLinearization, prk_step_jacobians, tangent_linearization
 from ..core._pair_method import PairMethod, pair_order
 from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
@@ -154,6 +155,17 @@ class ConstrainedPRK(PairMethod):
     control given to ``initial_state(..., u=u0)`` (``integrate`` passes ``controls[0]``);
     without it, for a system with controls, λ₀ of the equations without the force.
 
+    **Step linearization** (issue 20): :meth:`step_linearization` gives A = ∂(q_{k+1},
+    p_{k+1})/∂(q_k, p_k) and B = ∂(q_{k+1}, p_{k+1})/∂u in the ambient coordinates (q, p) ∈ R²ⁿ
+    (from the Newton matrix of (13) in (V, Λ) at the solution, implicit function theorem;
+    the RATTLE fast path solves the same equations, V¹ = V² = (q_{k+1} − q_k)/h), and
+    orthonormal bases of the tangent spaces of the invariant set {Φ(q) = 0,
+    Φ_q ∂H/∂p = 0} at both nodes with (A, B) in them (``A_tangent``, ``B_tangent``,
+    d = 2n − 2m coordinates; :mod:`~chetaev.discrete_lagrangian.core._linearization`). The
+    step maps every (q_k, p_k) into that set (pairs with H1), so A maps into the next
+    tangent space (without H1, ``check_hypotheses=False``, the nodes are not in that set
+    and ``A_tangent`` is only the projection of A).
+
     Parameters
     ----------
     pair : PartitionedTableau or Tableau
@@ -282,6 +294,31 @@ class ConstrainedPRK(PairMethod):
             t=state.t + h, q=ev.q1, v=v1, p=ev.p1, lam=ev.Lam[..., -1, :], n=state.n + 1,
             carry={"V": ev.V, "v_prev": v, "Lam": ev.Lam}, info=info,
         )
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) and in the tangent bases, at the stages of ``state`` → ``new``."""
+        from ._vprk import _no_controls
+
+        s = self.coeffs.s
+        q, p = np.asarray(state.q), np.asarray(state.p)
+        Lam = np.asarray(new.carry["Lam"])
+        V = new.carry.get("V")
+        if V is None:  # the RATTLE fast path: V¹ = V² = M⁻¹p_½ = (q_{k+1} − q_k)/h
+            V = np.broadcast_to(((new.q - q) / h)[..., None, :], (*new.q.shape[:-1], s,
+                                                                   q.shape[-1]))
+        V = np.asarray(V)
+        batch = np.broadcast_shapes(V.shape[:-2], Lam.shape[:-2])
+        x = np.concatenate([np.broadcast_to(V, (*batch, *V.shape[-2:])).reshape((*batch, -1)),
+                            np.broadcast_to(Lam, (*batch, *Lam.shape[-2:])).reshape(
+                                (*batch, -1))], axis=-1)
+        hooks = HolonomicStageHooks(system, s, Lam.shape[-1], 1 if self._cache["H1"] else 0)
+        if u is not None or getattr(system.system, "has_force", False) is True:
+            hooks = forced_hooks(system, hooks, u, s)
+        A, B = prk_step_jacobians(x, q, p, h, self.coeffs, system, hooks)
+        B = _no_controls(B, A, system)
+        return StepLinearization(state=new, A=A, B=B,
+                                 **tangent_linearization(system, state, new, A, B))
 
     def _rattle_step(self, system: Any, base: Any, state: State, h: float) -> State:
         """RATTLE = eq. (13) with Lobatto IIIA–IIIB(2), constant mass (paper §4.3)::

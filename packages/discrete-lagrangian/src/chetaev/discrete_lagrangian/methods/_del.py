@@ -29,6 +29,7 @@ import numpy as np
 
 from .._util._errors import InputError
 from .._util._validation import as_float
+from ..core._linearization import StepLinearization
 from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ..core._state import State
@@ -182,6 +183,25 @@ class DiscreteLagrangian:
         Fq, Fv, _ = system.force_jacobians((1 - a) * q0 + a * q1, vb, u)
         return (1 - a) * (h * a * Fq + Fv)
 
+    def force_partials(self, system: Any, q0, q1, h: float, u: Any = None):
+        """All first derivatives of the discrete forces (for the step linearization).
+
+        Returns ``(dm0, dm1, dmu, dp0, dp1, dpu)``: ∂f_d⁻/∂q0, ∂f_d⁻/∂q1, ∂f_d⁻/∂u,
+        ∂f_d⁺/∂q0, ∂f_d⁺/∂q1, ∂f_d⁺/∂u (``(..., n, n)`` and ``(..., n, n_u)``), from
+        ∂q_α/∂(q0, q1) = (1 − α, α), ∂v̄/∂(q0, q1) = (−1/h, 1/h) (module docstring).
+        """
+        vb = (q1 - q0) / h
+        if self.kind == "trapezoidal":
+            Fq0, Fv0, Fu0 = system.force_jacobians(q0, vb, u)
+            Fq1, Fv1, Fu1 = system.force_jacobians(q1, vb, u)
+            return (0.5 * (h * Fq0 - Fv0), 0.5 * Fv0, 0.5 * h * Fu0,
+                    -0.5 * Fv1, 0.5 * (h * Fq1 + Fv1), 0.5 * h * Fu1)
+        a = self.alpha
+        Fq, Fv, Fu = system.force_jacobians((1 - a) * q0 + a * q1, vb, u)
+        d0 = h * (1 - a) * Fq - Fv
+        d1 = h * a * Fq + Fv
+        return ((1 - a) * d0, (1 - a) * d1, h * (1 - a) * Fu, a * d0, a * d1, h * a * Fu)
+
     def omega(self, system: Any, q0, q1, h: float):
         """Ω_{L_d}(q0, q1) as a (..., 2n, 2n) matrix (:func:`lagrangian_two_form` of D12)."""
         return lagrangian_two_form(self.D12(system, q0, q1, h))
@@ -212,6 +232,12 @@ class DiscreteEulerLagrange(Method):
     right discrete forces of :meth:`DiscreteLagrangian.forces` (Marsden & West 2001 §3.2;
     same order); ``info["work"]`` is the discrete work (f_d⁻ + f_d⁺)·v̄ (α rule) or the
     trapezoidal ½h(F(q_k, v̄) + F(q_{k+1}, v̄))·v̄, v̄ = (q_{k+1} − q_k)/h.
+
+    **Step linearization** (issue 20): :meth:`step_linearization` gives the Jacobians of
+    the discrete Hamiltonian map in the state's coordinates (q, p) (not (q_{k−1}, q_k)):
+    with R(q_{k+1}; q_k, p_k, u) = p_k + D1L_d + f_d⁻ = 0 (the step's Newton equation),
+    ∂q_{k+1}/∂(q_k, p_k, u) = −(D12L_d + ∂f_d⁻/∂q_{k+1})⁻¹ (D11L_d + ∂f_d⁻/∂q_k, I,
+    ∂f_d⁻/∂u), chained into p_{k+1} = D2L_d + f_d⁺ (:meth:`DiscreteLagrangian.force_partials`).
 
     Parameters
     ----------
@@ -298,3 +324,31 @@ class DiscreteEulerLagrange(Method):
                      info={"newton_iterations": res.iterations,
                            "residual": float(np.max(res.residual)), "newton_rate": res.rate,
                            "work": work})
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) of the step ``state`` → ``new`` (class docstring)."""
+        q, p, q1 = np.asarray(state.q), np.asarray(state.p), np.asarray(new.q)
+        ld = self.ld
+        n = q.shape[-1]
+        d12 = ld.D12(system, q, q1, h)
+        R0 = ld.D11(system, q, q1, h)
+        P0 = np.swapaxes(d12, -1, -2)  # ∂D2L_d/∂q0
+        P1 = ld.D22(system, q, q1, h)
+        nu = int(getattr(system, "n_controls", 0) or 0)
+        batch = np.broadcast_shapes(q.shape[:-1], p.shape[:-1], q1.shape[:-1])
+        Ru = np.zeros((*batch, n, nu))
+        Pu = np.zeros((*batch, n, nu))
+        if u is not None or getattr(system, "has_force", False) is True:
+            dm0, dm1, dmu, dp0, dp1, dpu = ld.force_partials(system, q, q1, h, u)
+            d12, R0, P0, P1 = d12 + dm1, R0 + dm0, P0 + dp0, P1 + dp1
+            if nu:
+                Ru, Pu = Ru + dmu, Pu + dpu
+        eye = np.broadcast_to(np.eye(n), (*batch, n, n))
+        rhs = np.concatenate([np.broadcast_to(R0, (*batch, n, n)), eye, Ru], axis=-1)
+        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (..., n, 2n + nu)
+        dp1 = P1 @ dq1
+        dp1[..., :n] += P0
+        dp1[..., 2 * n:] += Pu
+        full = np.concatenate([dq1, dp1], axis=-2)
+        return StepLinearization(state=new, A=full[..., : 2 * n], B=full[..., 2 * n:])

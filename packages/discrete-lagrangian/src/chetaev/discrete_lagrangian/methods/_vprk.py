@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from ..core._forcing import discrete_work, forced_hooks
+from ..core._linearization import StepLinearization, prk_step_jacobians
 from ..core._pair_method import PairMethod
 from ..core._prk import PRKCoefficients, coefficients_from, solve_stages
 from ..core._solver import NewtonOptions
@@ -40,6 +41,12 @@ class VPRK(PairMethod):
     control ``u`` of ``step(..., u=)`` held over the step
     (:mod:`~chetaev.discrete_lagrangian.core._forcing`). The step's ``info["work"]`` is the
     discrete work h Σ_i b_i F^i·V^i (equal to the energy change to the method's order).
+
+    **Step linearization** (issue 20): :meth:`step_linearization` gives
+    ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k) and ∂(q_{k+1}, p_{k+1})/∂u in the coordinates (q, p),
+    from the Newton matrix of the stage equations at the solution (implicit function
+    theorem, :mod:`~chetaev.discrete_lagrangian.core._linearization`); unforced it is
+    symplectic, AᵀΩA = Ω.
 
     Parameters
     ----------
@@ -100,3 +107,21 @@ class VPRK(PairMethod):
             t=state.t + h, q=ev.q1, v=v1, p=ev.p1, lam=None, n=state.n + 1,
             carry={"V": ev.V, "v_prev": v}, info=info,
         )
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) at the stages of the step ``state`` → ``new`` (``new.carry["V"]``)."""
+        s = self.coeffs.s
+        V = np.asarray(new.carry["V"])
+        x = V.reshape((*V.shape[:-2], -1))
+        hooks = forced_hooks(system, None, u, s)
+        A, B = prk_step_jacobians(x, np.asarray(state.q), np.asarray(state.p), h, self.coeffs,
+                                  system, hooks)
+        return StepLinearization(state=new, A=A, B=_no_controls(B, A, system))
+
+
+def _no_controls(B: np.ndarray, A: np.ndarray, system: Any) -> np.ndarray:
+    """``B`` with its control axis ``(..., 2n, n_controls)`` (zero columns without controls)."""
+    if B.shape[-1] == int(getattr(system, "n_controls", 0) or 0):
+        return B
+    return np.zeros((*A.shape[:-1], int(getattr(system, "n_controls", 0) or 0)))

@@ -1,0 +1,229 @@
+"""Exact step linearizations by the implicit function theorem (issue 20).
+
+:meth:`Method.step_linearization` returns the Jacobians of one step's map
+(q_k, p_k) ↦ (q_{k+1}, p_{k+1}) with respect to the current state and to the control ``u``
+held over the step, for linearization about a trajectory (discrete LQR), shooting or
+adjoint gradients. No finite differences of the step are taken: each step of the engine
+methods solves R(x; q, p, u) = 0 for its unknowns x by Newton, so at the converged x
+
+    dx/d(q, p, u) = −J⁻¹ ∂R/∂(q, p, u),      J = ∂R/∂x  (the Newton matrix),
+
+and the node update is chained. For the PRK engine (:mod:`~chetaev.discrete_lagrangian.core._prk`,
+paper Thm. 4.2 and eq. (13)) the residual depends on q through the stages
+Q^i = q + h Σ_j a_ij V^j (and q_{k+1} = q + h Σ_j b_j V^j), on p through
+P^i = p + h Σ_j â_ij W^j (and p_{k+1} = p + h Σ_j b̂_j W^j), and on u through the stage
+force F(Q^i, V^i, u) of W^i (F_u from the system's ``force_jacobians``); all three partial
+derivatives are analytic (:func:`prk_step_jacobians`).
+
+Coordinates: the state's (q, p) (momenta, not velocities), stacked as x = (q, p) ∈ R²ⁿ, so
+``A = ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k)`` is ``(..., 2n, 2n)`` and ``B = ∂(q_{k+1},
+p_{k+1})/∂u`` is ``(..., 2n, n_controls)``. For a holonomically constrained system the map is
+also given in orthonormal bases of the tangent spaces of the invariant set
+{Φ(q) = 0, Φ_q(q) ∂H/∂p(q, p) = 0} at the current and at the next state
+(:func:`constraint_tangent_basis`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .._util._errors import InputError
+from ._prk import PRKCoefficients, StageHooks, _constant_tangents, _layout, prk_residual
+from ._state import State
+
+__all__ = [
+    "LinearizationNotSupportedError",
+    "StepLinearization",
+    "constraint_tangent_basis",
+    "prk_step_jacobians",
+    "tangent_linearization",
+]
+
+
+class LinearizationNotSupportedError(InputError):
+    """``step_linearization`` called on a method that does not implement it."""
+
+
+@attrs.frozen(eq=False)
+class StepLinearization:
+    """The linearization of one step about ``state`` (:meth:`Method.step_linearization`).
+
+    Attributes
+    ----------
+    state : State
+        The next state (the step that was linearized, as :meth:`Method.step` returns it).
+    A : ndarray (..., 2n, 2n)
+        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p).
+    B : ndarray (..., 2n, n_controls)
+        ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
+    coordinates : str
+        The coordinates of ``A`` and ``B``: ``"(q, p)"``.
+    basis, next_basis : ndarray (..., 2n, d) or None
+        Constrained systems: orthonormal bases (columns) of the tangent space of the
+        invariant set {Φ(q) = 0, Φ_q ∂H/∂p = 0} at the current and the next state
+        (d = 2n − 2m); None otherwise.
+    A_tangent : ndarray (..., d, d) or None
+        ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
+    B_tangent : ndarray (..., d, n_controls) or None
+        ``next_basisᵀ B``.
+    """
+
+    state: State
+    A: np.ndarray
+    B: np.ndarray
+    coordinates: str = "(q, p)"
+    basis: np.ndarray | None = None
+    next_basis: np.ndarray | None = None
+    A_tangent: np.ndarray | None = None
+    B_tangent: np.ndarray | None = None
+
+
+def _control_jacobian(hooks: Any, ev: Any) -> np.ndarray | None:
+    """F_u at the stages ``(..., s, n, n_u)`` of a forced hooks object (None: no force)."""
+    jac = getattr(hooks, "_jac", None)
+    if jac is None:
+        return None
+    return np.asarray(jac(ev.Q, ev.V, hooks._u_at(ev.Q))[2], dtype=float)
+
+
+class _QColumns:
+    """The step's hooks with n more columns for ∂/∂q: n extra "unknowns" that no equation
+    reads, whose tangents the caller sets to ∂Q^i/∂q = ∂q_{k+1}/∂q = I, so that the engine's
+    own Jacobian (stage force, hooks' equations through ``ev.dQ_dx``, ``ev.dq1_dx``) carries
+    ∂R/∂q in its last n columns. The inner hooks see their own extra unknowns only."""
+
+    def __init__(self, inner: Any, n: int) -> None:
+        self.inner = inner
+        self.m = int(getattr(inner, "m", 0))
+        self.free = inner.free
+        self.e = int(getattr(inner, "n_extra", 0))
+        self.n_extra = self.e + n
+
+    def force(self, Q, V, Lam, jacobian):
+        """The inner hooks' force."""
+        return self.inner.force(Q, V, Lam, jacobian)
+
+    def equations(self, ev):
+        """The inner hooks' equations (their Jacobian gains the q columns through ev)."""
+        ev.x_extra = ev.x_extra[..., : self.e] if self.e else None
+        return self.inner.equations(ev)
+
+
+def prk_step_jacobians(x: np.ndarray, q: np.ndarray, p: np.ndarray, h: float,
+                       coeffs: PRKCoefficients, system: Any, hooks: Any,
+                       lam_fixed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)`` of one PRK step at its converged unknowns ``x`` (module docstring).
+
+    Parameters
+    ----------
+    x : ndarray (..., N)
+        The converged unknowns of :func:`~chetaev.discrete_lagrangian.core._prk.prk_residual`.
+    q, p : ndarray (..., n)
+        The current node.
+    h, coeffs, system, hooks, lam_fixed
+        As for ``prk_residual`` (the same hooks object as the step's; forced hooks supply
+        F_u).
+
+    Returns
+    -------
+    A : ndarray (..., 2n, 2n)
+        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k).
+    B : ndarray (..., 2n, n_u)
+        ∂(q_{k+1}, p_{k+1})/∂u (n_u = 0 without a force).
+
+    Notes
+    -----
+    ∂R/∂q is the engine's own Jacobian with n extra tangent columns (:class:`_QColumns`),
+    ∂Q^i/∂q = ∂q_{k+1}/∂q = I (the hooks' equations, e.g. Φ(Q^i) and the tangency at
+    q_{k+1}, see them through ``ev.dQ_dx`` and ``ev.dq1_dx``). ∂R/∂(p, u) is built from ∂P^i/∂p = I,
+    ∂W^i/∂u = F_u(Q^i, V^i, u), ∂p_{k+1}/∂(p, u) = (I, h Σ b̂_j F_u^j), and the hooks' equations
+    evaluated on those tangents (they are linear in the tangents they are given).
+    """
+    if hooks is None:
+        hooks = StageHooks(coeffs.s)
+    n = q.shape[-1]
+    s, m, free, _, N = _layout(coeffs, n, hooks)
+    n_extra = N - s * n - int(np.count_nonzero(free)) * m
+    seen = _QColumns(hooks, n)
+    dV, dQ, dLam, dq1 = _constant_tangents(coeffs, n, m, free, h, n_extra + n)
+    eye = np.eye(n)
+    dQ[:, :, N:] = eye
+    dq1[:, N:] = eye
+    xq = np.concatenate([x, np.zeros((*x.shape[:-1], n))], axis=-1)
+    _, J, ev = prk_residual(xq, q, p, h, coeffs, system, seen, lam_fixed, True,
+                            (dV, dQ, dLam, dq1))
+    Jx, Rq = J[..., :N], J[..., N:]
+    dp1 = ev.dp1_dx  # (..., n, N + n): through x, and directly through q
+    Fu = _control_jacobian(hooks, ev)
+    nu = 0 if Fu is None else Fu.shape[-1]
+    K = n + nu
+    batch = np.broadcast_shapes(Jx.shape[:-2], q.shape[:-1], p.shape[:-1])
+    dW = np.zeros((*batch, s, n, K))
+    if nu:
+        dW[..., n:] = Fu
+    dWf = dW.reshape((*batch, s, n * K))
+    dP = (h * (coeffs.ahat @ dWf)).reshape(dW.shape)
+    dP[..., :n] += eye
+    dp1_pu = (h * (coeffs.bhat @ dWf)).reshape((*batch, n, K))
+    dp1_pu[..., :n] += eye
+    ev2 = attrs.evolve(ev, dQ_dx=np.zeros((s, n, K)), dV_dx=np.zeros((s, n, K)),
+                       dLam_dx=np.zeros((s, m, K)), dW_dx=dW, dq1_dx=np.zeros((n, K)),
+                       dp1_dx=dp1_pu)
+    _, J2 = hooks.equations(ev2)
+    parts = [-dP.reshape((*batch, s * n, K))]
+    if J2 is not None:
+        parts.append(np.broadcast_to(J2, (*batch, *J2.shape[-2:])))
+    Rpu = np.concatenate(parts, axis=-2)
+    Rtheta = np.concatenate([np.broadcast_to(Rq, (*batch, N, n)), Rpu], axis=-1)
+    dx = -np.linalg.solve(np.broadcast_to(Jx, (*batch, N, N)), Rtheta)  # (..., N, 2n + nu)
+    dq1_th = ev.dq1_dx[:, :N] @ dx
+    dq1_th[..., :n] += eye
+    dp1_th = dp1[..., :N] @ dx
+    dp1_th[..., :n] += dp1[..., N:]
+    dp1_th[..., n:] += dp1_pu
+    full = np.concatenate([dq1_th, dp1_th], axis=-2)  # (..., 2n, 2n + nu)
+    return full[..., : 2 * n], full[..., 2 * n:]
+
+
+def constraint_tangent_basis(system: Any, q: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Orthonormal basis ``(..., 2n, 2n − 2m)`` of T_(q,p) of {Φ(q) = 0, Φ_q(q) v(q, p) = 0}.
+
+    ``system`` is a holonomic :class:`ConstrainedSystem`; v(q, p) = FL⁻¹(q, p) (paper §3:
+    the constraint manifold and its hidden constraint, eq. (13d)). The tangent space is the
+    kernel of [[Φ_q, 0], [Hv + Φ_q ∂v/∂q, Φ_q ∂v/∂p]] with ∂v/∂p = G⁻¹, ∂v/∂q = −G⁻¹ D21L,
+    G = D22L(q, v), (Hv)_al = Σ_k ∂²Φ_a/∂q_k∂q_l v_k; the basis is the last right singular
+    vectors of that 2m × 2n matrix (full rank 2m for regular constraints).
+    """
+    base = getattr(system, "system", system)
+    c = system.constraint
+    q = np.asarray(q, dtype=float)
+    p = np.asarray(p, dtype=float)
+    v = np.asarray(base.legendre_inv(q, p), dtype=float)
+    G = base.D22L(q, v)
+    Jq = c.jacobian(q)  # (..., m, n)
+    m = Jq.shape[-2]
+    Hv = np.einsum("...akl,...k->...al", c.hessian(q), v)
+    JGinv = np.swapaxes(np.linalg.solve(np.swapaxes(G, -1, -2), np.swapaxes(Jq, -1, -2)),
+                        -1, -2)  # Φ_q G⁻¹
+    gq = Hv - JGinv @ base.D21L(q, v)
+    batch = np.broadcast_shapes(Jq.shape[:-2], gq.shape[:-2])
+    top = np.concatenate([np.broadcast_to(Jq, (*batch, *Jq.shape[-2:])),
+                          np.zeros((*batch, *Jq.shape[-2:]))], axis=-1)
+    bottom = np.concatenate([np.broadcast_to(gq, (*batch, *gq.shape[-2:])),
+                             np.broadcast_to(JGinv, (*batch, *JGinv.shape[-2:]))], axis=-1)
+    Cmat = np.concatenate([top, bottom], axis=-2)
+    _, _, Vt = np.linalg.svd(Cmat, full_matrices=True)
+    return np.swapaxes(Vt[..., 2 * m:, :], -1, -2)
+
+
+def tangent_linearization(system: Any, state: State, new: State, A: np.ndarray,
+                          B: np.ndarray) -> dict[str, np.ndarray]:
+    """The tangent bases at ``state`` and ``new`` and (A, B) in them (``StepLinearization``
+    fields ``basis``, ``next_basis``, ``A_tangent``, ``B_tangent``)."""
+    E0 = constraint_tangent_basis(system, state.q, state.p)
+    E1 = constraint_tangent_basis(system, new.q, new.p)
+    E1t = np.swapaxes(E1, -1, -2)
+    return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}

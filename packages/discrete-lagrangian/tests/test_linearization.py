@@ -1,0 +1,396 @@
+"""Exact step linearizations (issue 20): ``Method.step_linearization``.
+
+The Jacobians A = ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k) and B = ∂(q_{k+1}, p_{k+1})/∂u come from the
+converged Newton matrix by the implicit function theorem; they are checked against central
+finite differences of ``step`` (an independent computation: only the step map is used) on
+nonlinear systems with nonlinear, velocity-dependent forces, unforced, forced without
+controls and forced with a control, single and batched:
+
+* Hénon–Héiles (constant mass: the engine's fast path) with F = −c(1 + |q|²)v (+ u·b):
+  VPRK Lobatto IIIA–IIIB(3), VPRK Gauss(2), DEL midpoint / trapezoidal / α = 0.3;
+* the double pendulum as a general ``LagrangianSystem`` (q-dependent mass, the engine's
+  D11L/D21L path) with joint damping and a torque: VPRK Gauss(2), DEL midpoint;
+* the spherical pendulum (Cartesian, |q| = 1) with F = −c v (+ u e_x): ConstrainedPRK RATTLE
+  (unforced: its reduced fast path, linearized through the same equations) and Lobatto 3.
+
+**The finite-difference bound** (``fd_rtol``). Central differences with step δ of a map f
+evaluated to an absolute error ε_f err by ≤ δ²/6·max|f'''| + ε_f/δ. The differenced steps are
+solved by Newton at the rounding floor (``TIGHT``: 64·eps relative to the scale, O(1) here;
+the same step map, :func:`_tight`), and a residual r moves the state by ≤ r·max(1, 2/|h|)
+(the factor 2/|h| for RATTLE's reduced iteration, whose unknown Λ¹ moves q_{k+1} by h²/2 and
+p_{k+1} by h/2 per unit), so ε_f/δ ≤ 64·eps·max(1, 2/|h|)/δ (5.7e-8 at h = 0.05, δ = 1e-5);
+the linearization itself is taken at the step's default solution (tol = 1e-12), which moves
+it by ≤ tol·max(1, 2/|h|); the truncation δ²/6·|f'''| ≤ δ² (|f'''| ≤ 3: with δ = 1e-4 the
+differences deviate by at most 4.9e-9 ≈ (1e-4)²/6·3). Hence
+``fd_rtol(h) = (64·eps/δ + tol)·max(1, 2/|h|) + δ²`` of max|[A B]| (1.4e-8 at h = 0.2,
+5.7e-8 at h = 0.05), within the brief's ~1e-7. Measured worst deviation over all the
+finite-difference cases below (66 single/batched linearizations, h = 0.2, −0.2, 0.05; the
+same with OPENBLAS_NUM_THREADS=1 and unset): 7.6e-11 of max|[A B]| (DEL midpoint on the
+general double pendulum, forced), 0.0053 of its bound.
+"""
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    VPRK,
+    ConstrainedPRK,
+    ConstrainedSystem,
+    DiscreteEulerLagrange,
+    InputError,
+    LagrangianSystem,
+    LieVPRK,
+    LinearizationNotSupportedError,
+    MechanicalSystem,
+    NewtonOptions,
+    StepLinearization,
+)
+from chetaev.discrete_lagrangian import discretization_maps as dm
+from chetaev.discrete_lagrangian.testing import (
+    double_pendulum,
+    free_rigid_body,
+    henon_heiles,
+    rounding_bound,
+    spherical_pendulum,
+)
+from chetaev.rktableaux import gauss, lobatto_iiia_iiib
+
+C = 0.3
+B_DIR = np.array([1.0, 0.5])
+E3 = np.array([0.0, 0.0, 1.0])
+DELTA = 1e-5
+TIGHT = NewtonOptions(tol=1e-16)  # raised to 64·eps: the steps of the differences
+EPS64 = 64 * np.finfo(float).eps
+
+
+def fd_rtol(h):
+    """Bound of max|[A B] − FD| / max|[A B]| (module docstring)."""
+    return (EPS64 / DELTA + NewtonOptions().tol) * max(1.0, 2.0 / abs(h)) + DELTA**2
+
+
+def _tight(method):
+    """The same method with its Newton solves at the rounding floor (the same step map)."""
+    return attrs.evolve(method, newton=TIGHT)
+H = 0.2
+
+
+# -- models ----------------------------------------------------------------------------------
+def _hh(kind):
+    base = henon_heiles()
+    if kind == "unforced":
+        return base
+
+    def force(q, v, u):
+        F = -C * (1.0 + np.sum(q * q, axis=-1, keepdims=True)) * v
+        return F + u[..., :1] * B_DIR if kind == "controlled" else F
+
+    def derivs(q, v, u):
+        k = 1.0 + np.sum(q * q, axis=-1)
+        Fq = -2.0 * C * v[..., :, None] * q[..., None, :]
+        Fv = -C * k[..., None, None] * np.eye(2)
+        Fu = np.broadcast_to(B_DIR[:, None], (*np.shape(k), 2, 1))
+        return Fq, Fv, (Fu if kind == "controlled" else Fu[..., :0])
+
+    return MechanicalSystem(np.eye(2), base.V, base.gradV, base.hessV, force=force,
+                            force_derivatives=derivs,
+                            n_controls=1 if kind == "controlled" else 0)
+
+
+def _dp(kind):
+    base = double_pendulum(general=True)
+    if kind == "unforced":
+        return base
+
+    def force(q, v, u):
+        F = -C * v
+        return F + u[..., :1] * np.array([1.0, 0.0]) if kind == "controlled" else F
+
+    return LagrangianSystem(2, base.lagrangian, base.D1L, base.D2L, base.D22L, base.D21L,
+                            base.D11L, force=force,
+                            n_controls=1 if kind == "controlled" else 0)
+
+
+def _sp(kind):
+    base = spherical_pendulum()
+    if kind == "unforced":
+        return base
+
+    def force(q, v, u):
+        F = -C * v
+        return F + u[..., :1] * np.array([1.0, 0.0, 0.0]) if kind == "controlled" else F
+
+    sysm = MechanicalSystem(np.eye(3), lambda q: q @ E3,
+                            lambda q: np.broadcast_to(E3, np.shape(q)),
+                            lambda q: np.zeros((*np.shape(q), 3)), force=force,
+                            n_controls=1 if kind == "controlled" else 0)
+    return ConstrainedSystem(sysm, base.constraint)
+
+
+def _sp_data(batched):
+    th = np.array([1.0, 0.6, 1.3]) if batched else np.array(1.0)
+    ph = np.array([0.0, 0.7, -0.4]) if batched else np.array(0.0)
+    q0 = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), -np.cos(th)], -1)
+    w = np.array([0.2, 0.8, -0.3])
+    v0 = np.cross(q0, w)  # tangent: q·v = 0
+    return q0, v0
+
+
+def _vec_data(batched, q, v):
+    if not batched:
+        return np.array(q), np.array(v)
+    k = np.array([1.0, 0.6, -0.8])[:, None]
+    return k * np.array(q), np.array(v) + 0.2 * (k - 1.0)
+
+
+CASES = {
+    "vprk-lobatto3": (lambda: VPRK(lobatto_iiia_iiib(3)), _hh, "hh"),
+    "vprk-gauss2": (lambda: VPRK(gauss(2)), _hh, "hh"),
+    "vprk-gauss2-lagrangian": (lambda: VPRK(gauss(2)), _dp, "dp"),
+    "del-midpoint": (lambda: DiscreteEulerLagrange("midpoint"), _hh, "hh"),
+    "del-trapezoidal": (lambda: DiscreteEulerLagrange("trapezoidal"), _hh, "hh"),
+    "del-alpha": (lambda: DiscreteEulerLagrange("alpha", 0.3), _hh, "hh"),
+    "del-midpoint-lagrangian": (lambda: DiscreteEulerLagrange("midpoint"), _dp, "dp"),
+    "rattle": (lambda: ConstrainedPRK(lobatto_iiia_iiib(2)), _sp, "sp"),
+    "constrained-lobatto3": (lambda: ConstrainedPRK(lobatto_iiia_iiib(3)), _sp, "sp"),
+}
+
+
+def _setup(case, kind, batched):
+    make_method, make_system, data = CASES[case]
+    method, system = make_method(), make_system(kind)
+    if data == "sp":
+        q0, v0 = _sp_data(batched)
+    elif data == "hh":
+        q0, v0 = _vec_data(batched, [0.1, -0.2], [0.4, 0.3])
+    else:
+        q0, v0 = _vec_data(batched, [1.0, -0.5], [0.3, 0.8])
+    u = None
+    if kind == "controlled":
+        u = np.array([[0.7], [-0.4], [1.1]]) if batched else np.array([0.7])
+    state = method.initial_state(system, q0, v0, u=u)
+    return method, system, state, u
+
+
+def _fd(method, system, state, h, u):
+    """Central differences of the step map (q, p, u) ↦ (q1, p1), step DELTA, from states
+    without carried guesses (each perturbed step is an independent Newton solve)."""
+    n = state.q.shape[-1]
+    tight = _tight(method)
+
+    def f(q, p, uu):
+        st = attrs.evolve(state, q=q, p=p, v=system.legendre_inv(q, p), carry={})
+        new = tight.step(system, st, h, u=uu)
+        return np.concatenate([new.q, new.p], -1)
+
+    cols = []
+    for j in range(2 * n):
+        e = np.zeros(2 * n)
+        e[j] = DELTA
+        cols.append((f(state.q + e[:n], state.p + e[n:], u)
+                     - f(state.q - e[:n], state.p - e[n:], u)) / (2 * DELTA))
+    for j in range(0 if u is None else u.shape[-1]):
+        e = np.zeros(u.shape[-1])
+        e[j] = DELTA
+        cols.append((f(state.q, state.p, u + e) - f(state.q, state.p, u - e)) / (2 * DELTA))
+    return np.stack(cols, -1)
+
+
+def _omega(n):
+    z, i = np.zeros((n, n)), np.eye(n)
+    return np.block([[z, i], [-i, z]])
+
+
+# -- against finite differences -----------------------------------------------------------------
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize("kind", ["unforced", "dissipative", "controlled"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_linearization_matches_finite_differences(case, kind, batched):
+    """max|[A B] − FD| ≤ fd_rtol(h)·max|[A B]| (module docstring; 1.4e-8 at h = 0.2).
+    Measured worst ratio over these 54 cases: 7.6e-11 (margin 190)."""
+    method, system, state, u = _setup(case, kind, batched)
+    lin = method.step_linearization(system, state, H, u=u)
+    assert isinstance(lin, StepLinearization)
+    n = state.q.shape[-1]
+    m_u = 1 if kind == "controlled" else 0
+    batch = (3,) if batched else ()
+    assert lin.A.shape == (*batch, 2 * n, 2 * n)
+    assert lin.B.shape == (*batch, 2 * n, m_u)
+    assert lin.coordinates == "(q, p)"
+    # the next state is the step's, bitwise
+    new = method.step(system, state, H, u=u)
+    np.testing.assert_array_equal(lin.state.q, new.q)
+    np.testing.assert_array_equal(lin.state.p, new.p)
+    assert lin.state.n == state.n + 1 and lin.state.t == new.t
+    AB = np.concatenate([lin.A, lin.B], -1)
+    fd = _fd(method, system, state, H, u)
+    scale = np.max(np.abs(AB))
+    err = np.max(np.abs(AB - fd))
+    assert err <= fd_rtol(H) * scale, (err / scale, fd_rtol(H))
+    # the linearization is not trivial: the step's own Jacobian differs from the identity by O(h)
+    assert np.max(np.abs(lin.A - np.eye(2 * n))) > 0.05
+
+
+@pytest.mark.parametrize("h", [-0.2, 0.05])
+@pytest.mark.parametrize("case", ["vprk-gauss2", "del-alpha", "rattle", "constrained-lobatto3",
+                                  "vprk-gauss2-lagrangian"])
+def test_other_step_sizes_and_a_broadcast_control(case, h):
+    """The same bound for a backward and a smaller step, and for one control ``(1,)``
+    broadcast over the batch (within the module docstring's measured worst 7.6e-11)."""
+    method, system, state, _ = _setup(case, "controlled", True)
+    for u in (np.array([[0.7], [-0.4], [1.1]]), np.array([0.3])):
+        lin = method.step_linearization(system, state, h, u=u)
+        AB = np.concatenate([lin.A, lin.B], -1)
+        assert AB.shape[:1] == (3,)
+        err = np.max(np.abs(AB - _fd(method, system, state, h, u)))
+        assert err <= fd_rtol(h) * np.max(np.abs(AB))
+
+
+@pytest.mark.parametrize("kind", ["unforced", "controlled"])
+def test_constrained_gauss_without_hypotheses(kind):
+    """ConstrainedPRK(gauss(2), check_hypotheses=False): constraints at every stage, no
+    tangency (another hooks layout of the engine); A, B against finite differences
+    (within the module docstring's measured worst 7.6e-11)."""
+    method = ConstrainedPRK(gauss(2), check_hypotheses=False)
+    system = _sp(kind)
+    q0, v0 = _sp_data(True)
+    u = np.array([[0.7], [-0.4], [1.1]]) if kind == "controlled" else None
+    state = method.initial_state(system, q0, v0, u=u)
+    lin = method.step_linearization(system, state, H, u=u)
+    AB = np.concatenate([lin.A, lin.B], -1)
+    assert np.max(np.abs(AB - _fd(method, system, state, H, u))) <= fd_rtol(H) * np.max(np.abs(AB))
+
+
+def test_batched_linearization_equals_members():
+    """A batch is linearized member by member: the same Jacobians as single runs, to the
+    difference of the Newton solves (the batch iterates until its slowest member converges,
+    so the members' solutions may differ by the Newton tolerance 1e-12 times the O(1)
+    condition of the step's Jacobian: bound 1e-10; measured 0.0, bitwise equal)."""
+    method, system, state, u = _setup("vprk-gauss2", "controlled", True)
+    lin = method.step_linearization(system, state, H, u=u)
+    for k in range(3):
+        sk = method.initial_state(system, state.q[k], state.v[k], u=u[k])
+        lk = method.step_linearization(system, sk, H, u=u[k])
+        assert np.max(np.abs(lin.A[k] - lk.A)) <= 1e-10
+        assert np.max(np.abs(lin.B[k] - lk.B)) <= 1e-10
+
+
+# -- symplecticity ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make_method", [
+    lambda: VPRK(lobatto_iiia_iiib(3), newton=TIGHT),
+    lambda: VPRK(gauss(2), newton=TIGHT),
+    lambda: DiscreteEulerLagrange("midpoint", newton=TIGHT),
+], ids=["vprk-lobatto3", "vprk-gauss2", "del-midpoint"])
+@pytest.mark.parametrize("model", ["hh", "dp"])
+def test_unforced_linearization_is_symplectic(make_method, model):
+    """AᵀΩA = Ω for the unforced step (a symplectic map), batched. Bound: the Newton
+    solves stop at 64·eps relative (TIGHT), A is a product of O(N) terms: rounding_bound of
+    max|A|² with 2n·N terms (measured max|AᵀΩA − Ω| ≤ 6.5e-16 over the six cases; the
+    smallest bound 8.3e-14)."""
+    method = make_method()
+    if model == "hh":
+        system = _hh("unforced")
+        q0, v0 = _vec_data(True, [0.1, -0.2], [0.4, 0.3])
+    else:
+        system = _dp("unforced")
+        q0, v0 = _vec_data(True, [1.0, -0.5], [0.3, 0.8])
+    state = method.initial_state(system, q0, v0)
+    lin = method.step_linearization(system, state, H)
+    n = q0.shape[-1]
+    Om = _omega(n)
+    dev = np.swapaxes(lin.A, -1, -2) @ Om @ lin.A - Om
+    s = getattr(getattr(method, "coeffs", None), "s", 1)
+    bound = rounding_bound(np.max(np.abs(lin.A)) ** 2, n_terms=2 * n * (s * n + 2 * n))
+    assert np.max(np.abs(dev)) <= bound, (np.max(np.abs(dev)), bound)
+
+
+def test_forced_linearization_is_not_symplectic():
+    """The dissipative force breaks symplecticity (a control that the test above is not
+    vacuous): det A < 1, AᵀΩA − Ω = O(h·c)."""
+    method, system, state, _ = _setup("vprk-gauss2", "dissipative", False)
+    lin = method.step_linearization(system, state, H)
+    Om = _omega(2)
+    assert np.max(np.abs(lin.A.T @ Om @ lin.A - Om)) > 1e-3
+    assert np.linalg.det(lin.A) < 1.0 - 1e-3
+
+
+# -- constrained: the tangent spaces of the constraint manifold ---------------------------------
+@pytest.mark.parametrize("kind", ["unforced", "dissipative", "controlled"])
+@pytest.mark.parametrize("case", ["rattle", "constrained-lobatto3"])
+def test_constrained_tangent_linearization(case, kind):
+    """The bases are orthonormal and tangent to {Φ = 0, Φ_q M⁻¹p = 0}; the step maps every
+    (q, p) into that set, so A and B map into the next tangent space; A_tangent = E1ᵀ A E0.
+    Unforced, A_tangent preserves the restricted canonical form (symplectic on T*N).
+    Bounds: rounding of the products with the Newton error at its tolerance ~1e-12 (the
+    step's image lies in the set to that tolerance, amplified by the O(1) condition of the
+    step's Jacobian): 1e-10 (measured: projections ≤ 1.8e-15, restricted form ≤ 5.6e-16)."""
+    method, system, state, u = _setup(case, kind, True)
+    lin = method.step_linearization(system, state, H, u=u)
+    E0, E1 = lin.basis, lin.next_basis
+    n, m = 3, 1
+    d = 2 * n - 2 * m
+    assert E0.shape == E1.shape == (3, 2 * n, d)
+    assert lin.A_tangent.shape == (3, d, d) and lin.B_tangent.shape == (3, d, lin.B.shape[-1])
+    I = np.eye(d)
+    for E, st in ((E0, state), (E1, lin.state)):
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - I)) <= rounding_bound(1.0, 2 * n)
+        q, p = st.q, st.p
+        # Φ = |q|²/2 − 1/2 type constraint: tangent directions keep q·q and q·p at first order
+        dq, dp = E[..., :n, :], E[..., n:, :]
+        Jq = system.constraint.jacobian(q)  # (..., 1, n)
+        assert np.max(np.abs(Jq @ dq)) <= 1e-13
+        g_dir = (Jq @ dp) + np.einsum("...akl,...k,...lj->...aj",
+                                      system.constraint.hessian(q), p, dq)
+        assert np.max(np.abs(g_dir)) <= 1e-13
+    P1 = np.eye(2 * n) - E1 @ np.swapaxes(E1, -1, -2)
+    assert np.max(np.abs(P1 @ lin.A)) <= 1e-10
+    assert np.max(np.abs(P1 @ lin.B), initial=0.0) <= 1e-10
+    np.testing.assert_allclose(lin.A_tangent, np.swapaxes(E1, -1, -2) @ lin.A @ E0,
+                               rtol=0, atol=rounding_bound(np.max(np.abs(lin.A)), 4 * n))
+    if kind == "unforced":
+        Om = _omega(n)
+        w0 = np.swapaxes(E0, -1, -2) @ Om @ E0
+        w1 = np.swapaxes(E1, -1, -2) @ Om @ E1
+        dev = np.swapaxes(lin.A_tangent, -1, -2) @ w1 @ lin.A_tangent - w0
+        assert np.max(np.abs(dev)) <= 1e-10
+
+
+def test_unconstrained_has_no_basis():
+    method, system, state, u = _setup("vprk-gauss2", "controlled", False)
+    lin = method.step_linearization(system, state, H, u=u)
+    assert lin.basis is None and lin.A_tangent is None
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        lin.A = None
+
+
+# -- methods without it and bad input -------------------------------------------------------------
+def test_methods_without_linearization_raise():
+    system = spherical_pendulum()
+    method = dm.rattle()
+    q0, v0 = _sp_data(False)
+    state = method.initial_state(system, q0, v0)
+    with pytest.raises(LinearizationNotSupportedError, match="does not implement"):
+        method.step_linearization(system, state, H)
+    assert issubclass(LinearizationNotSupportedError, InputError)
+    body = free_rigid_body()
+    lie = LieVPRK(gauss(2))
+    st = lie.initial_state(body, np.eye(3), np.array([0.1, 0.2, 0.3]))
+    with pytest.raises(LinearizationNotSupportedError):
+        lie.step_linearization(body, st, H)
+
+
+@pytest.mark.parametrize("h", [0.0, np.nan, "0.1"])
+def test_bad_step_size(h):
+    method, system, state, u = _setup("vprk-gauss2", "controlled", False)
+    with pytest.raises(InputError, match="`h`"):
+        method.step_linearization(system, state, h, u=u)
+
+
+def test_bad_control():
+    method, system, state, _ = _setup("vprk-gauss2", "controlled", False)
+    with pytest.raises(InputError, match="n_controls"):
+        method.step_linearization(system, state, H)
+    with pytest.raises(InputError, match="shape"):
+        method.step_linearization(system, state, H, u=np.zeros(2))
+

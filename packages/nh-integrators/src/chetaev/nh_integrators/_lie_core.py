@@ -208,8 +208,7 @@ class LieNonholonomicHooks:
         if self.implicit:
             R4 = model.D2L(Gi, eta) - Mi
             parts.append(R4.reshape((*R4.shape[:-2], -1)))
-        bs = np.broadcast_shapes(*(p.shape[:-1] for p in parts))
-        return np.concatenate([np.broadcast_to(p, (*bs, p.shape[-1])) for p in parts], -1)
+        return np.concatenate(parts, axis=-1)
 
     def equations_jacobian(self, ev, D):
         """δMⁱ = ad*_{ζⁱ} Mⁱ + Ad*_{τ(Ξⁱ)} h Σⱼ aᵢⱼ δÑʲ; δR2 = ∂_gφ ζ + ∂_ηφ δη with
@@ -232,12 +231,12 @@ class LieNonholonomicHooks:
         dR2 = model.phi_g(Gi, eta) @ zi + model.phi_v(Gi, eta) @ deta
         rows = [dR2.reshape((*dR2.shape[:-3], (s - 1) * self.m, n))]
         if self.weighted:
-            rows.append(np.einsum("j,jmU->mU", b, D["dLam"]))
+            row = np.einsum("j,jmU->mU", b, D["dLam"])  # constant: broadcast to the batch
+            rows.append(np.broadcast_to(row, (*rows[0].shape[:-2], *row.shape)))
         if self.implicit:
             dR4 = model.D21L(Gi, eta) @ zi + model.D22L(Gi, eta) @ deta - dMi
             rows.append(dR4.reshape((*dR4.shape[:-3], (s - 1) * model.d, n)))
-        bs = np.broadcast_shapes(*(r.shape[:-2] for r in rows))
-        return np.concatenate([np.broadcast_to(r, (*bs, *r.shape[-2:])) for r in rows], -2)
+        return np.concatenate(rows, axis=-2)
 
 
 _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

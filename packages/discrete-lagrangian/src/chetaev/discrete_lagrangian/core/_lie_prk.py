@@ -187,13 +187,42 @@ class LieStageEvaluation:
     extra: dict = attrs.field(factory=dict)
 
 
+_STIFF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _stiff(coeffs: PRKCoefficients) -> bool:
-    """aₛⱼ = bⱼ exactly: then ξ = Ξˢ (Lobatto IIIA)."""
-    return bool(np.array_equal(coeffs.a[-1], coeffs.b))
+    """aₛⱼ = bⱼ exactly: then ξ = Ξˢ (Lobatto IIIA). Cached per coefficient object."""
+    hit = _STIFF.get(coeffs)
+    if hit is None:
+        hit = _STIFF[coeffs] = bool(np.array_equal(coeffs.a[-1], coeffs.b))
+    return hit
 
 
-def _mtv(M: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return np.einsum("...ba,...b->...a", M, x)
+def _unpack(x, s, d, m, free, lam_fixed):
+    """``unpack`` of ``_prk`` with a fast path for given multipliers on leading stages
+    (the nonholonomic Λ¹)."""
+    if m == 0 or lam_fixed is None:
+        return unpack(x, s, d, m, free, lam_fixed)
+    k = int(np.count_nonzero(free))
+    if 0 < k < s and not free[0] and np.all(free[s - k:]):
+        lead = x.shape[:-1]
+        H = x[..., : s * d].reshape((*lead, s, d))
+        lf = x[..., s * d: s * d + k * m].reshape((*lead, k, m))
+        fixed = lam_fixed[..., : s - k, :]
+        if fixed.shape[:-2] != lead:
+            fixed = np.broadcast_to(fixed, (*lead, s - k, m))
+        return H, np.concatenate([fixed, lf], axis=-2)
+    return unpack(x, s, d, m, free, lam_fixed)
+
+
+def _cat(parts: list, axis: int = -1) -> np.ndarray:
+    """Concatenate along ``axis``, broadcasting the leading axes only when they differ."""
+    nt = -axis - 1  # trailing axes after the concatenation axis
+    leads = {p.shape[: p.ndim - nt - 1] for p in parts}
+    if len(leads) > 1:
+        bs = np.broadcast_shapes(*leads)
+        parts = [np.broadcast_to(p, (*bs, *p.shape[p.ndim - nt - 1:])) for p in parts]
+    return np.concatenate(parts, axis=axis)
 
 
 def _hook_shape(hooks: Any, s: int) -> tuple[int, np.ndarray, int]:
@@ -224,7 +253,7 @@ def lie_prk_residual(
     s = coeffs.s
     gnd = len(tuple(view.group.shape))
     m, free, e = _hook_shape(hooks, s)
-    H, Lam = unpack(x, s, d, m, free, lam_fixed)
+    H, Lam = _unpack(x, s, d, m, free, lam_fixed)
     x_extra = x[..., x.shape[-1] - e:] if e else None
     a, b = coeffs.a, coeffs.b
     Xi = h * np.einsum("ij,...jd->...id", a, H)
@@ -254,15 +283,15 @@ def lie_prk_residual(
         if Fh is not None:
             F = F + Fh
     P0 = Om @ view.inertia.T if view.inertia is not None else view.D2L(G, Om)
-    Pi = _mtv(D, P0)
+    Pi = np.einsum("...ba,...b->...a", D, P0)
     Y = np.einsum("...ij,...j->...i", AdTinvT, F)
     nu = mu + h * np.einsum("j,...jd->...d", b, Y)
     Adxi = AdTx[..., -1, :, :]
-    mu1 = _mtv(Adxi, nu)
+    mu1 = np.einsum("...ba,...b->...a", Adxi, nu)
     w = b[None, :] * a.T / b[:, None]  # w[i, j] = b_j a_ji / b_i
-    N = _mtv(D, F) + np.einsum("...bc,...b->...c", J, P0)
+    N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, P0)
     Dxi = Dx[..., -1, :, :]
-    R = Pi - _mtv(Dxi, mu1)[..., None, :] + h * np.einsum("ij,...jd->...id", w, N)
+    R = Pi - np.einsum("...ba,...b->...a", Dxi, mu1)[..., None, :] + h * np.einsum("ij,...jd->...id", w, N)
     R = R.reshape((*R.shape[:-2], s * d))
     g1 = G[(Ellipsis, -1) + el] if stiff else k.compose(g, T[(Ellipsis, -1) + el])
     ev = LieStageEvaluation(
@@ -275,9 +304,7 @@ def lie_prk_residual(
     if hooks is not None:
         R2 = hooks.equations(ev)
         if R2 is not None:
-            bs = np.broadcast_shapes(R.shape[:-1], R2.shape[:-1])
-            R = np.concatenate([np.broadcast_to(R, (*bs, R.shape[-1])),
-                                np.broadcast_to(R2, (*bs, R2.shape[-1]))], -1)
+            R = _cat([R, R2])
     return R, ev
 
 
@@ -375,10 +402,7 @@ def lie_stage_jacobian(ev: LieStageEvaluation, system: Any, tau: Any,
     dR = dR.reshape((*dR.shape[:-3], dR.shape[-3] * dR.shape[-2], dR.shape[-1]))
     if hooks is None:
         return dR
-    dE = hooks.equations_jacobian(ev, D)
-    bs = np.broadcast_shapes(dR.shape[:-2], dE.shape[:-2])
-    return np.concatenate([np.broadcast_to(M, (*bs, *M.shape[-2:])) for M in (dR, dE)],
-                          axis=-2)
+    return _cat([dR, hooks.equations_jacobian(ev, D)], axis=-2)
 
 
 def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarray:

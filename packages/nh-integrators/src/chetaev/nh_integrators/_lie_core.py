@@ -1,22 +1,22 @@
-"""Per-step residual and analytic Jacobian of the Lie-group nonholonomic PRK (RKMK) method.
+"""The Lie-group nonholonomic PRK (RKMK) step as hooks of the one Lie PRK engine.
 
-Pure functions of arrays; the method class lives in ``_lie_prk``. Equations: paper
-high-order-nonholonomic §6.4 and App. F, written in the inverse-free form of the
-homogeneous-spaces paper's eq. (3c) and §4.2, which is the same
-map (apply (d^Lτ_ξ)ᵀ to App. F's first equation and use d^Lτ⁻¹_{−ξ} = d^Lτ⁻¹_ξ Ad⁻¹_{τ(ξ)}).
-
-Unknowns per step: stage algebra velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces paper)
-and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ for the
-``"weighted_sum"`` rule). With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, ξ = Ξˢ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
+Paper high-order-nonholonomic §6.4 and App. F, written in the inverse-free form of the
+homogeneous-spaces paper's eq. (3c) and §4.2. The engine
+(:func:`chetaev.discrete_lagrangian.lie_prk_residual`, ``core/_lie_prk.py``) writes the
+stage quantities and the boxed equations R1 (with ξ = Ξˢ: Lobatto IIIA, H1–H3); the
+nonholonomic terms are :class:`LieNonholonomicHooks`. Unknowns per step: stage algebra
+velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces paper), multipliers Λ²..Λˢ (Λ¹ given
+by the multiplier rule; all of Λ¹..Λˢ for the ``"weighted_sum"`` rule) and, for a general ℓ
+in the Lagrangian form, η²..ηˢ. With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
 
     Ωⁱ = Dᵢ Hⁱ                                     stage body velocity
-    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame
+    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame (hook force)
     Π₀ⁱ = D₂ℓ(Gⁱ, Ωⁱ),  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
-    Yʲ = Ad*_{τ(−Ξʲ)} Fʲ
+    Yʲ = Ad*_{τ(−Ξʲ)} Fʲ                                                   (engine's Ñʲ)
     μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Yʲ]                                     (App. F; (3d))
     R1ᵢ = Πⁱ − D_sᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ = 0,        i = 1..s        (App. F; boxed (3c))
     Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Yʲ]                  (IIIA weights, eq. 5 of the note)
-    R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s
+    R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s       (hook)
     R3 = Σⱼ bⱼ Λʲ = 0                                          ("weighted_sum" rule only)
     R4ᵢ = D₂ℓ(Gⁱ, ηⁱ) − Mⁱ = 0,                                i = 2..s (general ℓ only)
 
@@ -24,13 +24,10 @@ For a mechanical ℓ = ½ ηᵀ𝕀η − V(g) the stage Legendre maps are inver
 ηⁱ = 𝕀⁻¹Mⁱ); for a general trivialized ℓ the inner-stage velocities η²..ηˢ are extra unknowns
 with their own stage Legendre equations (as in the paper's App. D when D₂L cannot be inverted).
 
-The Jacobian is assembled by the chain rule with every stage variation stored as an array
-``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
-retraction, its trivialized tangent dL, the derivative tensor of dL (J^L) and the second
-derivative ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) all come from ``chetaev.liegroups`` (``retraction(G, kind)``:
-``dL``, ``dL_tensor``, ``dL_deriv_T_deriv``, exact for every group and for products;
-:class:`_GroupOps`),
-and the model's derivatives come from the system (analytic where the system provides them).
+The Jacobian is the engine's chain rule (``stage_derivatives``) plus the hooks' derivatives
+(``force_jacobian``, ``equations_jacobian``); every group map comes from
+``chetaev.liegroups`` (``retraction(G, kind).kernels``), the model's derivatives from the
+system (analytic where the system provides them).
 """
 
 from __future__ import annotations
@@ -126,11 +123,6 @@ class _GroupOps:
         self.d = int(group.dim)
         self.elem_shape = tuple(group.shape)
         self.elem_ndim = len(self.elem_shape)
-        self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
-
-    def P(self, f: np.ndarray) -> np.ndarray:
-        """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""
-        return np.einsum("kba,...b->...ak", self.ad_basis, f)
 
     def dL_and_tensor(self, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_tensor``)."""
@@ -350,7 +342,8 @@ def continuous_multiplier(
     dphig = model.phi_g(g, eta)
     phidot = np.einsum("...md,...d->...m", dphig, eta)
     mu = eta @ model.inertia.T
-    adstar = np.einsum("...ad,...d->...a", ops.P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
+    P = engine_view(model, ops.group).P
+    adstar = np.einsum("...ad,...d->...a", P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
     rhs = adstar + model.force(g)
     AI = A @ model.inertia_inv.T
     Cm = AI @ np.swapaxes(A, -1, -2)

@@ -271,7 +271,7 @@ def lie_prk_residual(
     if stiff:
         Ts, D, AdT, AdTinvT = T, Dx, AdTx, AdTinvTx
     else:
-        Ts, D = T[(Ellipsis, slice(0, s)) + el], Dx[..., :s, :, :]
+        Ts, D = T[(Ellipsis, slice(0, s), *el)], Dx[..., :s, :, :]
         AdT, AdTinvT = AdTx[..., :s, :, :], AdTinvTx[..., :s, :, :]
     G = k.compose(np.expand_dims(g, -1 - gnd), Ts)
     Tns = k.dL_tensor(Xi)  # (..., s, d, d, d)
@@ -291,9 +291,10 @@ def lie_prk_residual(
     w = b[None, :] * a.T / b[:, None]  # w[i, j] = b_j a_ji / b_i
     N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, P0)
     Dxi = Dx[..., -1, :, :]
-    R = Pi - np.einsum("...ba,...b->...a", Dxi, mu1)[..., None, :] + h * np.einsum("ij,...jd->...id", w, N)
+    R = (Pi - np.einsum("...ba,...b->...a", Dxi, mu1)[..., None, :]
+         + h * np.einsum("ij,...jd->...id", w, N))
     R = R.reshape((*R.shape[:-2], s * d))
-    g1 = G[(Ellipsis, -1) + el] if stiff else k.compose(g, T[(Ellipsis, -1) + el])
+    g1 = G[(Ellipsis, -1, *el)] if stiff else k.compose(g, T[(Ellipsis, -1, *el)])
     ev = LieStageEvaluation(
         g=g, mu=mu, h=h, coeffs=coeffs, x=x, H=H, Xi=Xi, xi=xi, G=G, tau_Xi=Ts, Omega=Om,
         Lam=Lam, x_extra=x_extra, F=F, P0=P0, Pi=Pi, N=N, Nt=Y, g1=g1, mu1=mu1, AdT=AdT,

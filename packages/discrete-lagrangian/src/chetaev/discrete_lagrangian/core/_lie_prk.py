@@ -200,11 +200,11 @@ def _stiff(coeffs: PRKCoefficients) -> bool:
 
 def _unpack(x, s, d, m, free, lam_fixed):
     """``unpack`` of ``_prk`` with a fast path for given multipliers on leading stages
-    (the nonholonomic Λ¹)."""
+    (the nonholonomic Λ¹); ``free`` is a tuple of bools."""
     if m == 0 or lam_fixed is None:
-        return unpack(x, s, d, m, free, lam_fixed)
-    k = int(np.count_nonzero(free))
-    if 0 < k < s and not free[0] and np.all(free[s - k:]):
+        return unpack(x, s, d, m, np.asarray(free, dtype=bool), lam_fixed)
+    k = sum(free)
+    if 0 < k < s and not free[0] and all(free[s - k:]):
         lead = x.shape[:-1]
         H = x[..., : s * d].reshape((*lead, s, d))
         lf = x[..., s * d: s * d + k * m].reshape((*lead, k, m))
@@ -212,7 +212,7 @@ def _unpack(x, s, d, m, free, lam_fixed):
         if fixed.shape[:-2] != lead:
             fixed = np.broadcast_to(fixed, (*lead, s - k, m))
         return H, np.concatenate([fixed, lf], axis=-2)
-    return unpack(x, s, d, m, free, lam_fixed)
+    return unpack(x, s, d, m, np.asarray(free, dtype=bool), lam_fixed)
 
 
 def _cat(parts: list, axis: int = -1) -> np.ndarray:
@@ -225,12 +225,14 @@ def _cat(parts: list, axis: int = -1) -> np.ndarray:
     return np.concatenate(parts, axis=axis)
 
 
-def _hook_shape(hooks: Any, s: int) -> tuple[int, np.ndarray, int]:
+def _hook_shape(hooks: Any, s: int) -> tuple[int, tuple, int]:
+    """``(m, free, n_extra)`` of a hooks object (``free`` as a tuple of bools)."""
     if hooks is None:
-        return 0, np.zeros(s, dtype=bool), 0
-    return (int(getattr(hooks, "m", 0)), np.asarray(getattr(hooks, "free", (False,) * s),
-                                                     dtype=bool),
-            int(getattr(hooks, "n_extra", 0)))
+        return 0, (False,) * s, 0
+    free = getattr(hooks, "free", (False,) * s)
+    if type(free) is not tuple:
+        free = tuple(bool(f) for f in free)
+    return int(getattr(hooks, "m", 0)), free, int(getattr(hooks, "n_extra", 0))
 
 
 def lie_prk_residual(
@@ -252,7 +254,7 @@ def lie_prk_residual(
     d = int(view.group.dim)
     s = coeffs.s
     gnd = len(tuple(view.group.shape))
-    m, free, e = _hook_shape(hooks, s)
+    shape = m, free, e = _hook_shape(hooks, s)
     H, Lam = _unpack(x, s, d, m, free, lam_fixed)
     x_extra = x[..., x.shape[-1] - e:] if e else None
     a, b = coeffs.a, coeffs.b
@@ -300,7 +302,7 @@ def lie_prk_residual(
         Lam=Lam, x_extra=x_extra, F=F, P0=P0, Pi=Pi, N=N, Nt=Y, g1=g1, mu1=mu1, AdT=AdT,
         Ad_tau_xi_T=np.swapaxes(Adxi, -1, -2),
         extra={"dL_Xi": D, "dL_xi": Dxi, "tensor": Tns, "J": J, "AdTinvT": AdTinvT,
-               "stiff": stiff, "w": w},
+               "stiff": stiff, "w": w, "hook_shape": shape},
     )
     if hooks is not None:
         R2 = hooks.equations(ev)
@@ -354,8 +356,8 @@ def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, hooks: Any 
     s, h = c.s, ev.h
     a, b = c.a, c.b
     d = int(view.group.dim)
-    m, free, e = _hook_shape(hooks, s)
-    dH, dLam, dX = _unit_variations(s, d, m, tuple(bool(f) for f in free), e)
+    m, free, e = ev.extra["hook_shape"]
+    dH, dLam, dX = _unit_variations(s, d, m, free, e)
     dXi = h * np.einsum("ik,kpU->ipU", a, dH)
     stiff = ev.extra["stiff"]
     dxi = dXi[-1] if stiff else h * np.einsum("k,kpU->pU", b, dH)

@@ -32,6 +32,7 @@ system (analytic where the system provides them).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -175,8 +176,7 @@ class LieNonholonomicHooks:
         return out
 
     def _inner(self, ev):
-        gnd = ev.G.ndim - ev.Omega.ndim + 1
-        return ev.G[(Ellipsis, slice(1, None)) + (slice(None),) * gnd]
+        return ev.G[..., 1:, :, :] if ev.G.ndim - ev.Omega.ndim == 1 else ev.G[..., 1:, :]
 
     def equations(self, ev):
         """``[R2 ((s−1)m), R3 (m, weighted_sum only), R4 ((s−1)d, general ℓ only)]``."""
@@ -254,8 +254,18 @@ def engine_view(model: _LieModel, group: Any) -> LieSystemView:
 
 
 def _coefficients(a: np.ndarray, b: np.ndarray) -> PRKCoefficients:
-    """The engine's coefficients of a Lobatto IIIA tableau (only a, b enter the step)."""
-    return PRKCoefficients(a=a, b=b, c=a.sum(axis=1), ahat=a, bhat=b, name="Lobatto IIIA")
+    """The engine's coefficients of a Lobatto IIIA tableau (only a, b enter the step),
+    one object per tableau (the engine caches per-pair data on it)."""
+    return _coefficients_cached(a.tobytes(), b.tobytes(), b.shape[0])
+
+
+@functools.lru_cache(maxsize=32)
+def _coefficients_cached(a: bytes, b: bytes, s: int) -> PRKCoefficients:
+    A = np.frombuffer(a, dtype=float).reshape(s, s).copy()
+    B = np.frombuffer(b, dtype=float).copy()
+    for arr in (A, B):
+        arr.setflags(write=False)
+    return PRKCoefficients(a=A, b=B, c=A.sum(axis=1), ahat=A, bhat=B, name="Lobatto IIIA")
 
 
 class _Step:

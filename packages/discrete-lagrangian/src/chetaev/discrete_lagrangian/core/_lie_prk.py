@@ -187,14 +187,18 @@ class LieStageEvaluation:
     extra: dict = attrs.field(factory=dict)
 
 
-_STIFF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PAIR: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _stiff(coeffs: PRKCoefficients) -> bool:
-    """aₛⱼ = bⱼ exactly: then ξ = Ξˢ (Lobatto IIIA). Cached per coefficient object."""
-    hit = _STIFF.get(coeffs)
+def _pair_data(coeffs: PRKCoefficients) -> tuple[bool, np.ndarray]:
+    """``(stiff, w)``: whether aₛⱼ = bⱼ exactly (then ξ = Ξˢ, Lobatto IIIA) and the weights
+    w[i, j] = bⱼ aⱼᵢ / bᵢ of (26); cached per coefficient object."""
+    hit = _PAIR.get(coeffs)
     if hit is None:
-        hit = _STIFF[coeffs] = bool(np.array_equal(coeffs.a[-1], coeffs.b))
+        a, b = coeffs.a, coeffs.b
+        w = b[None, :] * a.T / b[:, None]
+        w.setflags(write=False)
+        hit = _PAIR[coeffs] = (bool(np.array_equal(a[-1], b)), w)
     return hit
 
 
@@ -259,7 +263,7 @@ def lie_prk_residual(
     x_extra = x[..., x.shape[-1] - e:] if e else None
     a, b = coeffs.a, coeffs.b
     Xi = h * np.einsum("ij,...jd->...id", a, H)
-    stiff = _stiff(coeffs)
+    stiff, w = _pair_data(coeffs)
     if stiff:
         Xx = Xi
         xi = Xi[..., -1, :]
@@ -290,7 +294,6 @@ def lie_prk_residual(
     nu = mu + h * np.einsum("j,...jd->...d", b, Y)
     Adxi = AdTx[..., -1, :, :]
     mu1 = np.einsum("...ba,...b->...a", Adxi, nu)
-    w = b[None, :] * a.T / b[:, None]  # w[i, j] = b_j a_ji / b_i
     N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, P0)
     Dxi = Dx[..., -1, :, :]
     R = (Pi - np.einsum("...ba,...b->...a", Dxi, mu1)[..., None, :]
@@ -300,14 +303,15 @@ def lie_prk_residual(
     ev = LieStageEvaluation(
         g=g, mu=mu, h=h, coeffs=coeffs, x=x, H=H, Xi=Xi, xi=xi, G=G, tau_Xi=Ts, Omega=Om,
         Lam=Lam, x_extra=x_extra, F=F, P0=P0, Pi=Pi, N=N, Nt=Y, g1=g1, mu1=mu1, AdT=AdT,
-        Ad_tau_xi_T=np.swapaxes(Adxi, -1, -2),
+        Ad_tau_xi_T=Adxi.swapaxes(-1, -2),
         extra={"dL_Xi": D, "dL_xi": Dxi, "tensor": Tns, "J": J, "AdTinvT": AdTinvT,
                "stiff": stiff, "w": w, "hook_shape": shape},
     )
     if hooks is not None:
         R2 = hooks.equations(ev)
         if R2 is not None:
-            R = _cat([R, R2])
+            R = (np.concatenate([R, R2], axis=-1) if R2.shape[:-1] == R.shape[:-1]
+                 else _cat([R, R2]))
     return R, ev
 
 

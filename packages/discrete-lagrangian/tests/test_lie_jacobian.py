@@ -134,18 +134,24 @@ CASES = [(sysname, pair, kind)
          for kind in ("cayley", "exp")]
 
 
-@pytest.mark.parametrize(("sysname", "pair", "kind"), CASES)
-def test_analytic_jacobian_matches_finite_differences(sysname, pair, kind):
+def _random_step(sysname, pair, kind, seed, batch):
+    """A system, pair, retraction and random (g, μ, x) of a CASES entry."""
     sysm = heavy_top() if sysname == "heavy_top" else _coupled_system()
     G_ = sysm.group
     d = G_.dim
     coeffs = coefficients_from(gauss(2) if pair == "gauss2" else lobatto_iiia_iiib(3))
     tau = retraction(G_, kind)
-    rng = np.random.default_rng(7)
-    batch = (2,)
+    rng = np.random.default_rng(seed)
     g = G_.random(rng, batch)
     mu = rng.normal(size=(*batch, d))
     x = 0.8 * rng.normal(size=(*batch, coeffs.s * d))
+    return sysm, d, coeffs, tau, g, mu, x
+
+
+@pytest.mark.parametrize(("sysname", "pair", "kind"), CASES)
+def test_analytic_jacobian_matches_finite_differences(sysname, pair, kind):
+    batch = (2,)
+    sysm, d, coeffs, tau, g, mu, x = _random_step(sysname, pair, kind, 7, batch)
     h = 0.3  # large enough that every retraction term is far from its linearization
 
     def f(y):
@@ -290,15 +296,7 @@ def _residual_26(x, g, mu, h, coeffs, sysm, tau):
 def test_engine_residual_is_the_paper_26_times_dL_xi_transpose(sysname, pair, kind):
     """The engine's inverse-free residual is dLτ(ξ)ᵀ times eq. (26) (module docstring of
     ``core._lie_prk``), for a non-stiffly-accurate pair (Gauss) as well as Lobatto IIIA."""
-    sysm = heavy_top() if sysname == "heavy_top" else _coupled_system()
-    G_ = sysm.group
-    d = G_.dim
-    coeffs = coefficients_from(gauss(2) if pair == "gauss2" else lobatto_iiia_iiib(3))
-    tau = retraction(G_, kind)
-    rng = np.random.default_rng(11)
-    g = G_.random(rng, (3,))
-    mu = rng.normal(size=(3, d))
-    x = 0.8 * rng.normal(size=(3, coeffs.s * d))
+    sysm, d, coeffs, tau, g, mu, x = _random_step(sysname, pair, kind, 11, (3,))
     h = 0.3
     R, ev = lie_prk_residual(x, g, mu, h, coeffs, sysm, tau)
     R26, dLxi = _residual_26(x, g, mu, h, coeffs, sysm, tau)

@@ -12,7 +12,14 @@ from ._util._errors import (
 )
 from ._version import __version__ as __version__
 from .core._interface import SystemInterface, interface_of
-from .core._lie_prk import LieStageEvaluation, lie_prk_residual, solve_lie_stages
+from .core._lie_prk import (
+    LieStageEvaluation,
+    LieSystemView,
+    lie_prk_residual,
+    lie_stage_jacobian,
+    lie_system_view,
+    solve_lie_stages,
+)
 from .core._linearization import LinearizationNotSupportedError, StepLinearization
 from .core._method import ForcesNotSupportedError, Method, check_step_size
 from .core._prk import (
@@ -81,6 +88,7 @@ __all__ = [
     "LagrangianSystem",
     "LieHolonomicStageHooks",
     "LieStageEvaluation",
+    "LieSystemView",
     "LieVPRK",
     "LinearVelocityConstraint",
     "LinearizationNotSupportedError",
@@ -115,6 +123,8 @@ __all__ = [
     "interface_of",
     "lagrangian_two_form",
     "lie_prk_residual",
+    "lie_stage_jacobian",
+    "lie_system_view",
     "newton_solve",
     "prk_constants",
     "prk_residual",

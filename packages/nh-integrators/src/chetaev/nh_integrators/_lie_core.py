@@ -1,22 +1,22 @@
-"""Per-step residual and analytic Jacobian of the Lie-group nonholonomic PRK (RKMK) method.
+"""The Lie-group nonholonomic PRK (RKMK) step as hooks of the one Lie PRK engine.
 
-Pure functions of arrays; the method class lives in ``_lie_prk``. Equations: paper
-high-order-nonholonomic §6.4 and App. F, written in the inverse-free form of the
-homogeneous-spaces paper's eq. (3c) and §4.2, which is the same
-map (apply (d^Lτ_ξ)ᵀ to App. F's first equation and use d^Lτ⁻¹_{−ξ} = d^Lτ⁻¹_ξ Ad⁻¹_{τ(ξ)}).
-
-Unknowns per step: stage algebra velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces paper)
-and multipliers Λ²..Λˢ (Λ¹ given by the multiplier rule; all of Λ¹..Λˢ for the
-``"weighted_sum"`` rule). With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, ξ = Ξˢ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
+Paper high-order-nonholonomic §6.4 and App. F, written in the inverse-free form of the
+homogeneous-spaces paper's eq. (3c) and §4.2. The engine
+(:func:`chetaev.discrete_lagrangian.lie_prk_residual`, ``core/_lie_prk.py``) writes the
+stage quantities and the boxed equations R1 (with ξ = Ξˢ: Lobatto IIIA, H1–H3); the
+nonholonomic terms are :class:`LieNonholonomicHooks`. Unknowns per step: stage algebra
+velocities H¹..Hˢ ∈ 𝔤 (``Ξ̇`` in the homogeneous-spaces paper), multipliers Λ²..Λˢ (Λ¹ given
+by the multiplier rule; all of Λ¹..Λˢ for the ``"weighted_sum"`` rule) and, for a general ℓ
+in the Lagrangian form, η²..ηˢ. With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, Gⁱ = g_k τ(Ξⁱ), Dᵢ = d^Lτ_{Ξⁱ}::
 
     Ωⁱ = Dᵢ Hⁱ                                     stage body velocity
-    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame
+    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame (hook force)
     Π₀ⁱ = D₂ℓ(Gⁱ, Ωⁱ),  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
-    Yʲ = Ad*_{τ(−Ξʲ)} Fʲ
+    Yʲ = Ad*_{τ(−Ξʲ)} Fʲ                                                   (engine's Ñʲ)
     μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Yʲ]                                     (App. F; (3d))
     R1ᵢ = Πⁱ − D_sᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ = 0,        i = 1..s        (App. F; boxed (3c))
     Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Yʲ]                  (IIIA weights, eq. 5 of the note)
-    R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s
+    R2ᵢ = φ(Gⁱ, ηⁱ) = 0,                                       i = 2..s       (hook)
     R3 = Σⱼ bⱼ Λʲ = 0                                          ("weighted_sum" rule only)
     R4ᵢ = D₂ℓ(Gⁱ, ηⁱ) − Mⁱ = 0,                                i = 2..s (general ℓ only)
 
@@ -24,24 +24,30 @@ For a mechanical ℓ = ½ ηᵀ𝕀η − V(g) the stage Legendre maps are inver
 ηⁱ = 𝕀⁻¹Mⁱ); for a general trivialized ℓ the inner-stage velocities η²..ηˢ are extra unknowns
 with their own stage Legendre equations (as in the paper's App. D when D₂L cannot be inverted).
 
-The Jacobian is assembled by the chain rule with every stage variation stored as an array
-``(..., s, p, U)`` (U = number of unknown columns before the rule's column selection). The
-retraction, its trivialized tangent dL, the derivative tensor of dL (J^L) and the second
-derivative ∂_Ξ(J^L(Ξ, H)ᵀΠ₀) all come from ``chetaev.liegroups`` (``retraction(G, kind)``:
-``dL``, ``dL_tensor``, ``dL_deriv_T_deriv``, exact for every group and for products;
-:class:`_GroupOps`),
-and the model's derivatives come from the system (analytic where the system provides them).
+The Jacobian is the engine's chain rule (``stage_derivatives``) plus the hooks' derivatives
+(``force_jacobian``, ``equations_jacobian``); every group map comes from
+``chetaev.liegroups`` (``retraction(G, kind).kernels``), the model's derivatives from the
+system (analytic where the system provides them).
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import NewtonOptions, NewtonResult, newton_solve
+from chetaev.discrete_lagrangian import (
+    LieSystemView,
+    NewtonOptions,
+    NewtonResult,
+    PRKCoefficients,
+    lie_prk_residual,
+    lie_stage_jacobian,
+    newton_solve,
+)
 
 __all__: list[str] = []
 
@@ -118,15 +124,171 @@ class _GroupOps:
         self.d = int(group.dim)
         self.elem_shape = tuple(group.shape)
         self.elem_ndim = len(self.elem_shape)
-        self.ad_basis = np.asarray(group.ad(np.eye(self.d)), dtype=float)  # ad(e_k): (d, d, d)
-
-    def P(self, f: np.ndarray) -> np.ndarray:
-        """Matrix of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f, shape ``(..., d, d)``."""
-        return np.einsum("kba,...b->...ak", self.ad_basis, f)
 
     def dL_and_tensor(self, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(dL(ξ), T)`` with ``T[..., b, a, c] = ∂ dL(ξ)_{ba} / ∂ξ_c`` (``dL_tensor``)."""
         return self.dL(xi), self.dL_tensor(xi)
+
+class LieNonholonomicHooks:
+    """The nonholonomic terms of App. F as hooks of the Lie PRK engine
+    (:func:`chetaev.discrete_lagrangian.lie_prk_residual`, which writes Ξⁱ, Gⁱ, Ωⁱ, Ñʲ,
+    μ_{k+1} and the boxed equations R1 of (3c)); these hooks add
+
+    - the force D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ in Fⁱ;
+    - R2ᵢ = φ(Gⁱ, ηⁱ), i = 2..s, at the IIIA-weighted momenta Mⁱ = Ad*_{τ(Ξⁱ)} [μ_k +
+      h Σⱼ aᵢⱼ Ñʲ] (eq. 5 of the note), with ηⁱ = 𝕀⁻¹Mⁱ (mechanical), ηⁱ = Fℓ⁻¹(Gⁱ, Mⁱ)
+      (App. G, ``legendre_inv``) or unknowns with R4ᵢ = D₂ℓ(Gⁱ, ηⁱ) − Mⁱ (general ℓ);
+    - R3 = Σⱼ bⱼ Λʲ for the ``"weighted_sum"`` rule (all Λⁱ free), else Λ¹ given;
+    - the analytic derivatives of all of these (``force_jacobian``, ``equations_jacobian``).
+
+    ``ev.extra`` receives ``"M"`` (Mⁱ, all stages) and ``"eta"`` (ηⁱ, i = 2..s).
+    """
+
+    def __init__(self, model: _LieModel, s: int, weighted: bool,
+                 legendre_inv: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> None:
+        self.model, self.s, self.m = model, s, model.m
+        self.weighted = weighted
+        self.free = (True,) * s if weighted else (False,) + (True,) * (s - 1)
+        self.implicit = model.general and legendre_inv is None
+        self.legendre_inv = legendre_inv
+        self.n_extra = (s - 1) * model.d if self.implicit else 0
+        self._memo: tuple = (None, None)
+
+    def force(self, G, Omega, Lam):
+        A_c = self.model.phi_v(G, Omega)  # (..., s, m, d)
+        self._memo = (G, A_c)
+        return np.einsum("...ma,...m->...a", A_c, Lam)
+
+    def analytic_stage_jacobian(self) -> bool:
+        """The model's derivatives are exact (closed forms of the system and constraint)."""
+        return True
+
+    def force_jacobian(self, ev, zeta, dOm, dLam):
+        """δ[D₂φᵀΛ] = (∂_g D₂φᵀΛ) ζ + (∂_η D₂φᵀΛ) δΩ + D₂φᵀ δΛ."""
+        model = self.model
+        G, Om, Lam = ev.G, ev.Omega, ev.Lam
+        A_c = self._memo[1] if self._memo[0] is G else model.phi_v(G, Om)
+        out = np.swapaxes(A_c, -1, -2) @ dLam
+        if model.cforce_g is not None:
+            out = out + model.cforce_g(G, Om, Lam) @ zeta
+        if model.cforce_v is not None:
+            out = out + model.cforce_v(G, Om, Lam) @ dOm
+        return out
+
+    def _inner(self, ev):
+        return ev.G[..., 1:, :, :] if ev.G.ndim - ev.Omega.ndim == 1 else ev.G[..., 1:, :]
+
+    def equations(self, ev):
+        """``[R2 ((s−1)m), R3 (m, weighted_sum only), R4 ((s−1)d, general ℓ only)]``."""
+        model, s, h = self.model, self.s, ev.h
+        a = ev.coeffs.a
+        inner = ev.mu[..., None, :] + h * np.einsum("ij,...jd->...id", a, ev.Nt)
+        M = np.einsum("...ba,...b->...a", ev.AdT, inner)
+        Gi = self._inner(ev)
+        Mi = M[..., 1:, :]
+        if self.implicit:
+            eta = ev.x_extra.reshape((*ev.x_extra.shape[:-1], s - 1, model.d))
+        elif model.general:
+            eta = self.legendre_inv(Gi, Mi)  # App. G: ηⁱ = D₂H(Gⁱ, Mⁱ)
+        else:
+            eta = Mi @ model.inertia_inv.T
+        ev.extra["M"], ev.extra["eta"] = M, eta
+        R2 = model.phi(Gi, eta)
+        parts = [R2.reshape((*R2.shape[:-2], -1))]
+        if self.weighted:
+            parts.append(np.einsum("j,...jm->...m", ev.coeffs.b, ev.Lam))
+        if self.implicit:
+            R4 = model.D2L(Gi, eta) - Mi
+            parts.append(R4.reshape((*R4.shape[:-2], -1)))
+        return np.concatenate(parts, axis=-1)
+
+    def equations_jacobian(self, ev, D):
+        """δMⁱ = ad*_{ζⁱ} Mⁱ + Ad*_{τ(Ξⁱ)} h Σⱼ aᵢⱼ δÑʲ; δR2 = ∂_gφ ζ + ∂_ηφ δη with
+        δη = 𝕀⁻¹δM, (D₂₂ℓ)⁻¹(δM − D₂₁ℓ ζ) (App. G) or the unit variation (unknown η)."""
+        model, s, h = self.model, self.s, ev.h
+        a, b = ev.coeffs.a, ev.coeffs.b
+        M, eta = ev.extra["M"], ev.extra["eta"]
+        zeta = D["zeta"]
+        n = zeta.shape[-1]
+        dinner = h * np.einsum("ij,...jpU->...ipU", a, D["dNt"])
+        dM = D["P"](M) @ zeta + np.swapaxes(ev.AdT, -1, -2) @ dinner
+        Gi = self._inner(ev)
+        zi, dMi = zeta[..., 1:, :, :], dM[..., 1:, :, :]
+        if self.implicit:
+            deta = D["dX"].reshape(s - 1, model.d, n)
+        elif model.general:
+            deta = np.linalg.solve(model.D22L(Gi, eta), dMi - model.D21L(Gi, eta) @ zi)
+        else:
+            deta = model.inertia_inv @ dMi
+        dR2 = model.phi_g(Gi, eta) @ zi + model.phi_v(Gi, eta) @ deta
+        rows = [dR2.reshape((*dR2.shape[:-3], (s - 1) * self.m, n))]
+        if self.weighted:
+            row = np.einsum("j,jmU->mU", b, D["dLam"])  # constant: broadcast to the batch
+            rows.append(np.broadcast_to(row, (*rows[0].shape[:-2], *row.shape)))
+        if self.implicit:
+            dR4 = model.D21L(Gi, eta) @ zi + model.D22L(Gi, eta) @ deta - dMi
+            rows.append(dR4.reshape((*dR4.shape[:-3], (s - 1) * model.d, n)))
+        return np.concatenate(rows, axis=-2)
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def engine_view(model: _LieModel, group: Any) -> LieSystemView:
+    """The engine's view of the model's Lagrangian (cached per model): for a mechanical ℓ,
+    L*_g D₁ℓ = force(g), D₁₁ℓ = force_jac(g) and 𝕀; otherwise the model's blocks."""
+    hit = _VIEWS.get(model)
+    if hit is None or hit.group is not group:
+        if model.general:
+            hit = LieSystemView(group=group, D1L=model.D1L, D2L=model.D2L, D11L=model.D11L,
+                                D12L=model.D12L, D21L=model.D21L, D22L=model.D22L,
+                                analytic=True)
+        else:
+            force, force_jac = model.force, model.force_jac
+            hit = LieSystemView(group=group, D1L=lambda G, Om: force(G),
+                                D2L=lambda G, Om: Om @ model.inertia.T,
+                                D11L=lambda G, Om: force_jac(G), inertia=model.inertia,
+                                analytic=True)
+        _VIEWS[model] = hit
+    return hit
+
+
+def _coefficients(a: np.ndarray, b: np.ndarray) -> PRKCoefficients:
+    """The engine's coefficients of a Lobatto IIIA tableau (only a, b enter the step),
+    one object per tableau (the engine caches per-pair data on it)."""
+    return _coefficients_cached(a.tobytes(), b.tobytes(), b.shape[0])
+
+
+@functools.lru_cache(maxsize=32)
+def _coefficients_cached(a: bytes, b: bytes, s: int) -> PRKCoefficients:
+    A = np.frombuffer(a, dtype=float).reshape(s, s).copy()
+    B = np.frombuffer(b, dtype=float).copy()
+    for arr in (A, B):
+        arr.setflags(write=False)
+    return PRKCoefficients(a=A, b=B, c=A.sum(axis=1), ahat=A, bhat=B, name="Lobatto IIIA")
+
+
+class _Step:
+    """One step's residual problem on the engine (built once per step)."""
+
+    def __init__(self, *, ops, model, a, b, h, g0, mu0, lam1, legendre_inv=None):
+        s = b.shape[0]
+        self.args = (g0, mu0, h, _coefficients(a, b), engine_view(model, ops.group),
+                     ops.retraction)
+        self.hooks = LieNonholonomicHooks(model, s, lam1 is None, legendre_inv)
+        self.lam_fixed = None
+        if lam1 is not None:
+            self.lam_fixed = np.broadcast_to(lam1[..., None, :], (*lam1.shape[:-1], s, model.m))
+
+    def __call__(self, x, jacobian):
+        r, ev = lie_prk_residual(x, *self.args, self.hooks, self.lam_fixed)
+        J = None
+        if jacobian:
+            J = lie_stage_jacobian(ev, self.args[4], self.args[5], self.hooks)
+        aux = {"G": ev.G, "mu1": ev.mu1, "eta": ev.extra["eta"], "Lam": ev.Lam,
+               "M": ev.extra["M"]}
+        return r, J, aux
+
 
 def lie_nh_residual(
     x: np.ndarray,
@@ -142,14 +304,15 @@ def lie_nh_residual(
     jacobian: bool = True,
     legendre_inv: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
-    """Residual (and Jacobian) of one Lie-group NH-PRK step.
+    """Residual (and Jacobian) of one Lie-group NH-PRK step: the engine's residual with
+    :class:`LieNonholonomicHooks`.
 
     Parameters
     ----------
     x
         ``(..., N)`` unknowns: ``H`` (s·d) then the free multipliers: Λ²..Λˢ when ``lam1`` is
         given (rules "carry" and "zero_first"), Λ¹..Λˢ when ``lam1`` is None ("weighted_sum",
-        which adds the equation Σ bⱼΛʲ = 0).
+        which adds the equation Σ bⱼΛʲ = 0), then η²..ηˢ for a general ℓ (Lagrangian form).
     ops, model
         :class:`_GroupOps` and :class:`_LieModel`.
     a, b
@@ -167,156 +330,12 @@ def lie_nh_residual(
     -------
     r, J, aux
         ``r`` ``(..., N)``; ``J`` ``(..., N, N)`` or None; ``aux`` with the stage elements ``G``,
-        ``mu1``, the IIIA stage velocities ``eta`` (``(..., s, d)``) and ``Lam`` (``(..., s, m)``).
+        ``mu1``, the IIIA stage velocities ``eta`` (``(..., s − 1, d)``), ``Lam``
+        (``(..., s, m)``) and the IIIA momenta ``M``.
     """
-    s = b.shape[0]
-    d, m = model.d, model.m
-    weighted = lam1 is None
-    general = model.general
-    implicit_eta = general and legendre_inv is None
-    nE = (s - 1) * d if implicit_eta else 0
-    batch = x.shape[:-1]
-    nx = x.shape[-1]
-    H = x[..., : s * d].reshape((*batch, s, d))
-    xl = x[..., s * d : nx - nE]
-    if weighted:
-        Lam = xl.reshape((*batch, s, m))
-    else:
-        Lam = np.concatenate(
-            [np.broadcast_to(lam1, (*batch, m))[..., None, :], xl.reshape((*batch, s - 1, m))],
-            axis=-2,
-        )
-    Xi = h * np.einsum("ij,...jd->...id", a, H)
-    T = ops.tau(Xi)  # (..., s, *elem)
-    Gx = np.expand_dims(g0, -1 - ops.elem_ndim)
-    G = ops.compose(Gx, T)
-    D, Tns = ops.dL(Xi), ops.dL_tensor(Xi)  # (..., s, d, d), (..., s, d, d, d)
-    J = np.einsum("...bac,...a->...bc", Tns, H)  # J^L(Ξ, H)
-    Om = np.einsum("...ij,...j->...i", D, H)
-    A_c = model.phi_v(G, Om)  # (..., s, m, d)
-    if general:
-        F0, Pi0 = model.D1L(G, Om), model.D2L(G, Om)
-    else:
-        F0, Pi0 = model.force(G), Om @ model.inertia.T
-    F = F0 + np.einsum("...ma,...m->...a", A_c, Lam)
-    Pi = np.einsum("...ba,...b->...a", D, Pi0)
-    AdT, AdTinvT = ops.Ad_pair(T)  # Ad(τ(Ξ)) and Ad*_{τ(−Ξ)} = Ad(τ(Ξ)⁻¹)ᵀ, (..., s, d, d)
-    Y = np.einsum("...ij,...j->...i", AdTinvT, F)
-    nu = mu0 + h * np.einsum("j,...jd->...d", b, Y)
-    mu1 = np.einsum("...ba,...b->...a", AdT[..., -1, :, :], nu)
-    C = b[None, :] * a.T / b[:, None]  # C[i, j] = b_j a_ji / b_i
-    N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, Pi0)
-    Ds = D[..., -1, :, :]
-    DsT_mu1 = np.einsum("...ba,...b->...a", Ds, mu1)
-    R1 = Pi - DsT_mu1[..., None, :] + h * np.einsum("ij,...jd->...id", C, N)
-    inner = mu0[..., None, :] + h * np.einsum("ij,...jd->...id", a, Y)
-    Mst = np.einsum("...ba,...b->...a", AdT, inner)
-    Gi = G[..., 1:, :, :] if ops.elem_ndim == 2 else G[..., 1:, :]
-    if implicit_eta:
-        eta = x[..., nx - nE :].reshape((*batch, s - 1, d))  # ηⁱ, i = 2..s (unknowns)
-    elif general:
-        eta = legendre_inv(Gi, Mst[..., 1:, :])  # App. G: ηⁱ = D₂H(Gⁱ, Mⁱ)
-    else:
-        eta = Mst[..., 1:, :] @ model.inertia_inv.T
-    R2 = model.phi(Gi, eta)
-    parts = [R1.reshape((*batch, s * d)), R2.reshape((*batch, (s - 1) * m))]
-    if weighted:
-        parts.append(np.einsum("j,...jm->...m", b, Lam))
-    if implicit_eta:
-        parts.append((model.D2L(Gi, eta) - Mst[..., 1:, :]).reshape((*batch, nE)))
-    r = np.concatenate(parts, axis=-1)
-    aux = {"G": G, "mu1": mu1, "eta": eta, "Lam": Lam, "M": Mst}
-    if not jacobian:
-        return r, None, aux
-
-    # ---------------------------------------------------------------- Jacobian (chain rule)
-    U = s * d + s * m + nE
-    dH, dLam, dE = _unit_variations(s, d, m, nE)
-    dXi = h * np.einsum("ik,kpU->ipU", a, dH)
-    zeta = D @ dXi  # left-trivialized variation of Gⁱ (and of τ(Ξⁱ))
-    dOm = D @ dH + J @ dXi
-    if general:
-        dPi0 = model.D22L(G, Om) @ dOm + model.D21L(G, Om) @ zeta
-        Fg = model.D11L(G, Om)
-        FOm = model.D12L(G, Om)
-    else:
-        dPi0 = model.inertia @ dOm
-        Fg = model.force_jac(G)
-        FOm = None
-    if model.cforce_g is not None:
-        Fg = Fg + model.cforce_g(G, Om, Lam)
-    dF = Fg @ zeta + np.swapaxes(A_c, -1, -2) @ dLam
-    if FOm is not None:
-        dF = dF + FOm @ dOm
-    if model.cforce_v is not None:
-        dF = dF + model.cforce_v(G, Om, Lam) @ dOm
-    DT = np.swapaxes(D, -1, -2)
-    Q_Pi0 = np.einsum("...bac,...b->...ac", Tns, Pi0)  # ∂(Dᵀp)/∂Ξ at p = Π₀
-    Q_F = np.einsum("...bac,...b->...ac", Tns, F)
-    dPi = Q_Pi0 @ dXi + DT @ dPi0
-    # second-derivative term ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) with H, Π₀ fixed
-    S = ops.dtensor_contract(Xi, H, Pi0)
-    dN = (
-        Q_F @ dXi
-        + DT @ dF
-        + np.swapaxes(Q_Pi0, -1, -2) @ dH
-        + S @ dXi
-        + np.swapaxes(J, -1, -2) @ dPi0
-    )
-    dY = AdTinvT @ (dF - ops.P(F) @ zeta)
-    dnu = h * np.einsum("j,...jpU->...pU", b, dY)
-    AdsT = np.swapaxes(AdT[..., -1, :, :], -1, -2)
-    dmu1 = ops.P(mu1) @ zeta[..., -1, :, :] + AdsT @ dnu
-    Q_mu1 = np.einsum("...bac,...b->...ac", Tns[..., -1, :, :, :], mu1)
-    dDmu = Q_mu1 @ dXi[-1] + np.swapaxes(Ds, -1, -2) @ dmu1
-    dR1 = dPi - dDmu[..., None, :, :] + h * np.einsum("ij,...jpU->...ipU", C, dN)
-    dinner = h * np.einsum("ij,...jpU->...ipU", a, dY)
-    dM = ops.P(Mst) @ zeta + np.swapaxes(AdT, -1, -2) @ dinner
-    zi = zeta[..., 1:, :, :]
-    if implicit_eta:
-        deta = dE
-    elif general:  # δη = (D₂₂ℓ)⁻¹ (δM − D₂₁ℓ ζ) at (Gⁱ, ηⁱ)
-        deta = np.linalg.solve(
-            model.D22L(Gi, eta), dM[..., 1:, :, :] - model.D21L(Gi, eta) @ zi
-        )
-    else:
-        deta = model.inertia_inv @ dM[..., 1:, :, :]
-    dR2 = model.phi_g(Gi, eta) @ zi + model.phi_v(Gi, eta) @ deta
-    rows = [dR1.reshape((*batch, s * d, U)), dR2.reshape((*batch, (s - 1) * m, U))]
-    if weighted:
-        rows.append(np.einsum("j,jmU->mU", b, dLam) * np.ones((*batch, 1, 1)))
-    if implicit_eta:
-        dR4 = model.D21L(Gi, eta) @ zi + model.D22L(Gi, eta) @ dE - dM[..., 1:, :, :]
-        rows.append(dR4.reshape((*batch, nE, U)))
-    if weighted:
-        cols = slice(None)
-    else:
-        cols = np.r_[0 : s * d, s * d + m : U]
-    Jac = np.concatenate(rows, axis=-2)[..., cols]
-    return r, Jac, aux
-
-
-@functools.lru_cache(maxsize=64)
-def _unit_variations(
-    s: int, d: int, m: int, nE: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Constant variation arrays ∂Hⁱ/∂x ``(s, d, U)``, ∂Λⁱ/∂x ``(s, m, U)`` and, for general
-    Lagrangians, ∂ηⁱ/∂x ``(s − 1, d, U)`` (i = 2..s), with U = s·d + s·m + nE columns
-    (∂Ξⁱ/∂x = h Σₖ aᵢₖ ∂Hᵏ/∂x is formed by the caller)."""
-    U = s * d + s * m + nE
-    dH = np.zeros((s, d, U))
-    dLam = np.zeros((s, m, U))
-    dE = np.zeros((max(s - 1, 0) if nE else 0, d, U))
-    idx = np.arange(s)
-    jd, jm = np.arange(d)[None, :], np.arange(m)[None, :]
-    dH[idx[:, None], jd, idx[:, None] * d + jd] = 1.0
-    dLam[idx[:, None], jm, s * d + idx[:, None] * m + jm] = 1.0
-    if nE:
-        ie = np.arange(s - 1)[:, None]
-        dE[ie, jd, s * d + s * m + ie * d + jd] = 1.0
-    for arr in (dH, dLam, dE):
-        arr.setflags(write=False)
-    return dH, dLam, dE
+    step = _Step(ops=ops, model=model, a=a, b=b, h=h, g0=g0, mu0=mu0, lam1=lam1,
+                 legendre_inv=legendre_inv)
+    return step(x, jacobian)
 
 
 def continuous_multiplier(
@@ -333,7 +352,8 @@ def continuous_multiplier(
     dphig = model.phi_g(g, eta)
     phidot = np.einsum("...md,...d->...m", dphig, eta)
     mu = eta @ model.inertia.T
-    adstar = np.einsum("...ad,...d->...a", ops.P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
+    P = engine_view(model, ops.group).P
+    adstar = np.einsum("...ad,...d->...a", P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
     rhs = adstar + model.force(g)
     AI = A @ model.inertia_inv.T
     Cm = AI @ np.swapaxes(A, -1, -2)
@@ -369,9 +389,10 @@ def lie_nh_newton(
     """
     x0 = np.asarray(x0, dtype=float)
     last: dict[str, Any] = {}
+    step = _Step(**kwargs)
 
     def fun_jac(x, want):
-        r, J, aux = lie_nh_residual(x, jacobian=want, **kwargs)
+        r, J, aux = step(x, want)
         last["x"], last["aux"] = x, aux
         return r, J
 
@@ -382,7 +403,7 @@ def lie_nh_newton(
     if last.get("x") is res.x:
         aux = last["aux"]
     else:
-        _, _, aux = lie_nh_residual(res.x, jacobian=False, **kwargs)
+        _, _, aux = step(res.x, False)
     return res.x, aux, res
 
 

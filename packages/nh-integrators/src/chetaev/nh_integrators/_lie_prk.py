@@ -2,8 +2,9 @@
 
 Paper high-order-nonholonomic §6.4, App. F (Lagrangian; App. G is the same map in momentum
 form) and the nonholonomic partitioned RKMK of the homogeneous-spaces paper §4.2
-(high-order paper §6.4, App. F, G; homogeneous-spaces paper eq. (3) and §4.2). The residual
-and its Jacobian are in ``_lie_core``.
+(high-order paper §6.4, App. F, G; homogeneous-spaces paper eq. (3) and §4.2). The step is
+the Lie PRK engine of ``chetaev.discrete_lagrangian`` with the nonholonomic hooks of
+``_lie_core``.
 """
 
 from __future__ import annotations

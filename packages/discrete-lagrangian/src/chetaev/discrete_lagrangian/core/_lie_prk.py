@@ -1,45 +1,66 @@
-"""Residual builder of Lie-group variational PRK steps (VPRKMK), with hooks.
+"""The Lie-group PRK engine (VPRKMK and its constrained and nonholonomic versions), with hooks.
 
-Paper Theorem 6.1, eqs. (24)–(27) (paper Thm. 6.1), its holonomic version §6.3 (paper §6.3),
-and — through the hooks — the nonholonomic Lie-group PRK of §6.4 / App. F (paper §6.4, App. F),
-which ``chetaev.nh_integrators`` builds on. Given (g_k, μ_k) and unknowns H^1..H^s ∈ 𝔤
-(plus free multipliers Λ^i)::
+One residual and one analytic Jacobian for every Lie-group partitioned RK step of the
+packages: :class:`~chetaev.discrete_lagrangian.LieVPRK` (paper Theorem 6.1, eqs. (24)–(27)),
+its holonomic version (paper §6.3, through the hooks of ``methods._lie_vprk``), and the
+nonholonomic Lie-group PRK of paper §6.4 / App. F, whose terms are hooks written in
+``chetaev.nh_integrators._lie_core``. Given (g_k, μ_k) and unknowns H¹..Hˢ ∈ 𝔤 (plus free
+multipliers Λⁱ and hook unknowns)::
 
-    Ξ^i = h Σ_j a_ij H^j,   ξ = h Σ_j b_j H^j,   G^i = g_k τ(Ξ^i),   Ω^i = dLτ(Ξ^i) H^i
-    N^i = dLτ(Ξ^i)ᵀ [ D1ℓ(G^i, Ω^i) + F^i ]          (F^i: hook (i), trivialized at G^i)
-    Π^i = dLτ(Ξ^i)ᵀ D2ℓ(G^i, Ω^i)
-    R_i = dLτ⁻¹(ξ)ᵀ [ Π^i + h Σ_j (b_j a_ji / b_i) ddLτ*(Ξ^j; H^j, Π^j) ]
-          − Ad*_{τ(ξ)} [ μ_k + h Σ_j b_j ( dLτ⁻¹(−Ξ^j)ᵀ − (a_ji/b_i) dLτ⁻¹(−ξ)ᵀ ) N^j ]   (26)
-    μ_{k+1} = Ad*_{τ(ξ)} [ μ_k + h Σ_j b_j dLτ⁻¹(−Ξ^j)ᵀ N^j ],   g_{k+1} = g_k τ(ξ)     (27)
+    Ξⁱ = h Σⱼ aᵢⱼ Hʲ,   ξ = h Σⱼ bⱼ Hʲ,   Gⁱ = g_k τ(Ξⁱ),   Dᵢ = dLτ(Ξⁱ),   Ωⁱ = Dᵢ Hⁱ
+    Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + Fₕⁱ             (Fₕ: hook force, trivialized at Gⁱ)
+    Π₀ⁱ = D₂ℓ(Gⁱ, Ωⁱ),   Πⁱ = Dᵢᵀ Π₀ⁱ,   Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
+    Ñʲ = Ad*_{τ(−Ξʲ)} Fʲ   (= dLτ⁻¹(−Ξʲ)ᵀ Dⱼᵀ Fʲ)
+    μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Ñʲ],   g_{k+1} = g_k τ(ξ)                       (27)
+    Rᵢ = Πⁱ − dLτ(ξ)ᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ = 0,   i = 1..s                  (26)
 
-(Ad*_g = Ad(g)ᵀ, covectors are arrays, pairing = dot product.) The evaluation exposes
-``Nt^j = dLτ⁻¹(−Ξ^j)ᵀ N^j`` so that a hook can form the IIIA-weighted momenta of §6.4,
-μ_k^i = Ad*_{τ(Ξ^i)} [ μ_k + h Σ_j a_ij Nt^j ], and impose ψ(G^i, μ_k^i) = 0.
+(Ad*_g = Ad(g)ᵀ, covectors are arrays, pairing = dot product, J^L(Ξ, H) = d/dε dLτ(Ξ + εH)
+contracted as in ``liegroups``' ``dL_tensor``.) Rᵢ is eq. (26) multiplied on the left by
+dLτ(ξ)ᵀ — the inverse-free form of the homogeneous-spaces paper's eq. (3c): with
+dLτ⁻¹(−ξ) = dLτ⁻¹(ξ) Ad_{τ(ξ)}⁻¹ and ddLτ*(Ξ; H, Π) = J^L(Ξ, H)ᵀ Π₀ the two are the same
+equations for every pair, and no dLτ⁻¹ is evaluated. For a stiffly accurate pair (aₛⱼ = bⱼ,
+Lobatto IIIA) ξ = Ξˢ and g_{k+1} = Gˢ. The evaluation exposes Ñʲ, so that a hook can form the
+IIIA-weighted momenta of §6.4, μ_kⁱ = Ad*_{τ(Ξⁱ)} [μ_k + h Σⱼ aᵢⱼ Ñʲ], and impose
+φ(Gⁱ, ηⁱ) = 0.
 
-Hooks (duck typed, like the vector-space ones of ``_prk``):
+Unknowns ``x = [H (s·d), Λⁱ of the free stages (k·m), extra (e)]``. Every group map comes
+from ``chetaev.liegroups`` (``retraction(group, kind).kernels``: τ, dLτ, its derivative tensor
+``dL_tensor``, ``dL_deriv_T_deriv``, ``compose``, ``Ad_pair``).
 
-``m``, ``free`` : as in ``_prk`` (multipliers per stage, which Λ^i are unknowns);
-``force(G, Omega, Lam)`` → ``(..., s, d)`` or None: extra trivialized force at G^i
-    (e.g. ``J(G^i)ᵀ Λ^i`` for a holonomic Φ, ``(∂φ/∂η)ᵀ Λ^i`` for a nonholonomic φ);
-``equations(ev)`` → ``(..., E)``: extra equations (E = number of free multiplier entries).
-Optional: ``analytic_stage_jacobian()`` → bool and ``stage_jacobian(ev, tau)`` → the exact
-``(..., s d + E, s d + E)`` Jacobian of the residual with the hook's equations (built on
-:func:`stage_derivatives`); used when the system has closed-form second derivatives.
+Hooks
+-----
+A hooks object (duck typed, like the vector-space ones of ``_prk``) has
 
-Newton Jacobian (issue 4: analytic when the system gives second derivatives, finite
-differences otherwise).  Without hooks and for a system with closed-form second derivatives
-(``system.fd_second_derivatives`` False: D11ℓ, D12ℓ, D21ℓ, D22ℓ), :func:`lie_prk_jacobian`
-differentiates (26) exactly by the chain rule, using the retraction's closed-form derivative
-terms (``tau.dL_deriv``, ``tau.dL_inv_deriv``) and second derivative (``tau.dL_hess``, for the
-ddLτ* term) and δ[Ad*_{τ(ξ)} v] = ad(dLτ(ξ) δξ)ᵀ Ad*_{τ(ξ)} v.  Hooks may supply the derivatives
-of their force and equations (``stage_jacobian``; the holonomic §6.3 hooks of ``LieVPRK`` do,
-from the constraint's Hessian).  Otherwise (other hooks, or finite-difference second
-derivatives) the Jacobian is formed by central finite differences of the residual in ONE
-broadcast call.
+``m``, ``free`` : as in ``_prk`` (multipliers per stage; which Λⁱ are unknowns).
+``n_extra`` : int, optional (default 0)
+    Further unknowns that only the hook's equations see (e.g. the inner-stage velocities of
+    a general ℓ), read as ``ev.x_extra`` ``(..., e)``.
+``force(G, Omega, Lam)`` → ``(..., s, d)`` or None
+    Extra trivialized force at Gⁱ (e.g. ``J(Gⁱ)ᵀ Λⁱ`` for a holonomic Φ, ``(∂φ/∂η)ᵀ Λⁱ``
+    for a nonholonomic φ).
+``equations(ev)`` → ``(..., E)``: extra equations (E = free multiplier entries + e).
+
+For the analytic Newton Jacobian, optionally:
+
+``analytic_stage_jacobian()`` → bool
+    Whether the two derivatives below are exact (else finite differences are used).
+``force_jacobian(ev, zeta, dOm, dLam)`` → ``(..., s, d, n)`` or None
+    δFₕ from the left-trivialized variation ζⁱ = Dᵢ δΞⁱ of Gⁱ, δΩⁱ and δΛⁱ (all
+    ``(..., s, ·, n)`` arrays of derivatives with respect to the n unknowns).
+``equations_jacobian(ev, D)`` → ``(..., E, n)``
+    The derivative of :meth:`equations`, from the stage derivatives ``D`` of
+    :func:`stage_derivatives` (``zeta``, ``dNt``, ``dmu1``, ``dLam``, ``dX``, ``P``, ...).
+
+Jacobian (issue 4: analytic when the system gives second derivatives — see
+:func:`stage_derivatives` for the chain rule —, central finite differences of the residual in
+one broadcast call otherwise).
 """
 
 from __future__ import annotations
 
+import functools
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -49,26 +70,103 @@ from ._prk import PRKCoefficients, unpack
 
 __all__ = [
     "LieStageEvaluation",
+    "LieSystemView",
     "lie_prk_jacobian",
     "lie_prk_residual",
+    "lie_stage_jacobian",
+    "lie_system_view",
     "solve_lie_stages",
     "stage_derivatives",
 ]
 
+_F2 = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@attrs.frozen(eq=False)
+class LieSystemView:
+    """What the engine reads from a left-trivialized system ℓ(g, η) on a group.
+
+    ``D1L`` = L*_g D₁ℓ and ``D2L`` = D₂ℓ ``(..., d)``; the second derivatives ``D11L``,
+    ``D12L``, ``D21L``, ``D22L`` ``(..., d, d)`` (left-trivialized in g) or None. For a
+    mechanical ℓ = ½ηᵀ𝕀η − V(g), ``inertia`` is 𝕀 (then D₂ℓ = 𝕀η, D₁₂ℓ = D₂₁ℓ = 0 and the
+    engine skips those products); ``analytic`` says whether the second derivatives are closed
+    forms (the analytic Newton Jacobian is used only then). ``ad_basis`` is ad(e_k)
+    ``(d, d, d)``.
+    """
+
+    group: Any
+    D1L: _F2
+    D2L: _F2
+    D11L: _F2 | None = None
+    D12L: _F2 | None = None
+    D21L: _F2 | None = None
+    D22L: _F2 | None = None
+    inertia: np.ndarray | None = None
+    analytic: bool = False
+    ad_basis: np.ndarray = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        d = int(self.group.dim)
+        basis = np.asarray(self.group.ad(np.eye(d)), dtype=float)
+        basis.setflags(write=False)
+        object.__setattr__(self, "ad_basis", basis)
+
+    def P(self, f: np.ndarray) -> np.ndarray:
+        """Matrix ``(..., d, d)`` of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f."""
+        return np.einsum("kba,...b->...ak", self.ad_basis, f)
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _build_view(system: Any) -> LieSystemView:
+    names = ("D11L", "D12L", "D21L", "D22L")
+    second = all(hasattr(system, nm) for nm in names)
+    mech = bool(getattr(system, "is_mechanical", False)) and hasattr(system, "inertia")
+    return LieSystemView(
+        group=system.group, D1L=system.D1L, D2L=system.D2L,
+        **{nm: getattr(system, nm) if second else None for nm in names},
+        inertia=np.asarray(system.inertia, dtype=float) if mech else None,
+        analytic=second and not getattr(system, "fd_second_derivatives", True),
+    )
+
+
+def _has_analytic_second_derivatives(system: Any) -> bool:
+    """Whether the system gives closed-form D11ℓ, D12ℓ, D21ℓ, D22ℓ."""
+    return lie_system_view(system).analytic
+
+
+def lie_system_view(system: Any) -> LieSystemView:
+    """The engine's :class:`LieSystemView` of a ``TrivializedLagrangianSystem`` or
+    ``TrivializedMechanicalSystem`` (built once per system object and cached); a view is
+    returned unchanged."""
+    if isinstance(system, LieSystemView):
+        return system
+    try:
+        hit = _VIEWS.get(system)
+    except TypeError:  # not weakly referenceable / hashable
+        return _build_view(system)
+    if hit is None:
+        hit = _VIEWS[system] = _build_view(system)
+    return hit
+
 
 @attrs.define(eq=False)
 class LieStageEvaluation:
-    """Stage quantities of a Lie-group PRK step (shapes with s stages, algebra dim d).
+    """Stage quantities of a Lie-group PRK step (s stages, algebra dimension d).
 
-    ``H, Xi, Omega, N, Nt, Pi`` are ``(..., s, d)``; ``G`` ``(..., s, *group.shape)``;
-    ``xi, mu1`` ``(..., d)``; ``g1`` ``(..., *group.shape)``; ``Lam`` ``(..., s, m)`` or None;
-    ``tau_Xi`` = τ(Ξ^i) ``(..., s, *group.shape)``; ``Ad_tau_xi_T`` = Ad*_{τ(ξ)}.
+    ``H, Xi, Omega, F, P0, Pi, N, Nt`` are ``(..., s, d)``; ``G``, ``tau_Xi``
+    ``(..., s, *group.shape)``; ``xi, mu1`` ``(..., d)``; ``g1`` ``(..., *group.shape)``;
+    ``Lam`` ``(..., s, m)`` or None; ``x_extra`` ``(..., e)`` or None; ``Ad_tau_xi_T`` =
+    Ad*_{τ(ξ)}; ``AdT`` = Ad(τ(Ξⁱ)) ``(..., s, d, d)``. ``extra`` holds the engine's
+    intermediate arrays (dLτ, its tensor, ...) and whatever a hook stores.
     """
 
     g: np.ndarray
     mu: np.ndarray
     h: float
     coeffs: PRKCoefficients
+    x: np.ndarray
     H: np.ndarray
     Xi: np.ndarray
     xi: np.ndarray
@@ -76,21 +174,69 @@ class LieStageEvaluation:
     tau_Xi: np.ndarray
     Omega: np.ndarray
     Lam: np.ndarray | None
+    x_extra: np.ndarray | None
+    F: np.ndarray
+    P0: np.ndarray
+    Pi: np.ndarray
     N: np.ndarray
     Nt: np.ndarray
-    Pi: np.ndarray
     g1: np.ndarray
     mu1: np.ndarray
+    AdT: np.ndarray
     Ad_tau_xi_T: np.ndarray
     extra: dict = attrs.field(factory=dict)
 
 
-def _mv(M: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return np.einsum("...ij,...j->...i", M, x)
+_PAIR: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _mtv(M: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return np.einsum("...ji,...j->...i", M, x)
+def _pair_data(coeffs: PRKCoefficients) -> tuple[bool, np.ndarray]:
+    """``(stiff, w)``: whether aₛⱼ = bⱼ exactly (then ξ = Ξˢ, Lobatto IIIA) and the weights
+    w[i, j] = bⱼ aⱼᵢ / bᵢ of (26); cached per coefficient object."""
+    hit = _PAIR.get(coeffs)
+    if hit is None:
+        a, b = coeffs.a, coeffs.b
+        w = b[None, :] * a.T / b[:, None]
+        w.setflags(write=False)
+        hit = _PAIR[coeffs] = (bool(np.array_equal(a[-1], b)), w)
+    return hit
+
+
+def _unpack(x, s, d, m, free, lam_fixed):
+    """``unpack`` of ``_prk`` with a fast path for given multipliers on leading stages
+    (the nonholonomic Λ¹); ``free`` is a tuple of bools."""
+    if m == 0 or lam_fixed is None:
+        return unpack(x, s, d, m, np.asarray(free, dtype=bool), lam_fixed)
+    k = sum(free)
+    if 0 < k < s and not free[0] and all(free[s - k:]):
+        lead = x.shape[:-1]
+        H = x[..., : s * d].reshape((*lead, s, d))
+        lf = x[..., s * d: s * d + k * m].reshape((*lead, k, m))
+        fixed = lam_fixed[..., : s - k, :]
+        if fixed.shape[:-2] != lead:
+            fixed = np.broadcast_to(fixed, (*lead, s - k, m))
+        return H, np.concatenate([fixed, lf], axis=-2)
+    return unpack(x, s, d, m, np.asarray(free, dtype=bool), lam_fixed)
+
+
+def _cat(parts: list, axis: int = -1) -> np.ndarray:
+    """Concatenate along ``axis``, broadcasting the leading axes only when they differ."""
+    nt = -axis - 1  # trailing axes after the concatenation axis
+    leads = {p.shape[: p.ndim - nt - 1] for p in parts}
+    if len(leads) > 1:
+        bs = np.broadcast_shapes(*leads)
+        parts = [np.broadcast_to(p, (*bs, *p.shape[p.ndim - nt - 1:])) for p in parts]
+    return np.concatenate(parts, axis=axis)
+
+
+def _hook_shape(hooks: Any, s: int) -> tuple[int, tuple, int]:
+    """``(m, free, n_extra)`` of a hooks object (``free`` as a tuple of bools)."""
+    if hooks is None:
+        return 0, (False,) * s, 0
+    free = getattr(hooks, "free", (False,) * s)
+    if type(free) is not tuple:
+        free = tuple(bool(f) for f in free)
+    return int(getattr(hooks, "m", 0)), free, int(getattr(hooks, "n_extra", 0))
 
 
 def lie_prk_residual(
@@ -104,206 +250,198 @@ def lie_prk_residual(
     hooks: Any = None,
     lam_fixed: np.ndarray | None = None,
 ):
-    """Residual of eq. (26) (plus hook equations) at the unknowns ``x`` (may carry extra
-    leading axes). Returns ``(R, ev)``."""
-    G_ = system.group
-    d = G_.dim
+    """Residual of eq. (26) (inverse-free form, module docstring) plus the hook equations at
+    the unknowns ``x`` (may carry extra leading axes). ``tau`` is a ``liegroups`` retraction.
+    Returns ``(R, ev)`` with ``ev`` the :class:`LieStageEvaluation`."""
+    view = lie_system_view(system)
+    k = tau.kernels
+    d = int(view.group.dim)
     s = coeffs.s
-    gnd = len(tuple(G_.shape))
-    m = int(getattr(hooks, "m", 0)) if hooks is not None else 0
-    free = np.asarray(getattr(hooks, "free", (False,) * s), dtype=bool)
-    H, Lam = unpack(x, s, d, m, free, lam_fixed)
+    gnd = len(tuple(view.group.shape))
+    shape = m, free, e = _hook_shape(hooks, s)
+    H, Lam = _unpack(x, s, d, m, free, lam_fixed)
+    x_extra = x[..., x.shape[-1] - e:] if e else None
     a, b = coeffs.a, coeffs.b
-    Xi = h * (a @ H)  # (..., s, d)
-    xi = h * (b @ H)  # (..., d)
-    # one call per retraction function: stack [Ξ^1..Ξ^s, ξ] and [Ξ, −Ξ, ξ, −ξ]
-    Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
-    tX = tau(Xx, check=False)
-    tXi = tX[(Ellipsis, slice(0, s)) + (slice(None),) * gnd]
-    t_xi = tX[(Ellipsis, s) + (slice(None),) * gnd]
-    dLinv = tau.dL_inv(np.concatenate([Xx, -Xx], axis=-2), check=False)  # (..., 2s+2, d, d)
-    dLinv_Xi, dLinv_xi = dLinv[..., :s, :, :], dLinv[..., s, :, :]
-    dLinv_mXi, dLinv_mxi = dLinv[..., s + 1: 2 * s + 1, :, :], dLinv[..., 2 * s + 1, :, :]
-    gk = np.expand_dims(g, axis=-gnd - 1)
-    G = G_.compose(gk, tXi, check=False)
-    dL_Xi = tau.dL(Xi, check=False)  # (..., s, d, d)
-    Omega = _mv(dL_Xi, H)
-    F = system.D1L(G, Omega)
+    Xi = h * np.einsum("ij,...jd->...id", a, H)
+    stiff, w = _pair_data(coeffs)
+    if stiff:
+        Xx = Xi
+        xi = Xi[..., -1, :]
+    else:
+        xi = h * np.einsum("j,...jd->...d", b, H)
+        Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
+    T = k.tau(Xx)
+    Dx = k.dL(Xx)
+    AdTx, AdTinvTx = k.Ad_pair(T)  # Ad(τ(Ξ)), Ad*_{τ(−Ξ)}
+    el = (slice(None),) * gnd
+    if stiff:
+        Ts, D, AdT, AdTinvT = T, Dx, AdTx, AdTinvTx
+    else:
+        Ts, D = T[(Ellipsis, slice(0, s), *el)], Dx[..., :s, :, :]
+        AdT, AdTinvT = AdTx[..., :s, :, :], AdTinvTx[..., :s, :, :]
+    G = k.compose(np.expand_dims(g, -1 - gnd), Ts)
+    Tns = k.dL_tensor(Xi)  # (..., s, d, d, d)
+    J = np.einsum("...bac,...a->...bc", Tns, H)  # J^L(Ξ, H)
+    Om = np.einsum("...ij,...j->...i", D, H)
+    F = view.D1L(G, Om)
     if hooks is not None:
-        extra_force = hooks.force(G, Omega, Lam)
-        if extra_force is not None:
-            F = F + extra_force
-    N = _mtv(dL_Xi, F)
-    P = system.D2L(G, Omega)
-    Pi = _mtv(dL_Xi, P)
-    Nt = _mtv(dLinv_mXi, N)  # dLτ⁻¹(−Ξ^j)ᵀ N^j
-    AdT = np.swapaxes(G_.Ad(t_xi, check=False), -1, -2)
-    # (ddLτ_Ξ)*(H, Π) = (dLτ⁻¹(Ξ) dL_deriv(Ξ, H))ᵀ Π
-    ddl = _mtv(tau.dL_deriv(Xi, H, check=False), _mtv(dLinv_Xi, Pi))  # (..., s, d)
-    wmat = (b[None, :] * a.T) / b[:, None]  # [i, j] = b_j a_ji / b_i
-    lhs = _mtv(dLinv_xi[..., None, :, :], Pi + h * (wmat @ ddl))
-    sumN = b @ Nt  # Σ_j b_j Nt^j
-    corr = _mtv(dLinv_mxi[..., None, :, :], wmat @ N)
-    inner = (mu + h * sumN)[..., None, :] - h * corr
-    rhs = _mv(AdT[..., None, :, :], inner)
-    R = (lhs - rhs).reshape((*lhs.shape[:-2], s * d))
-    mu1 = _mv(AdT, mu + h * sumN)
-    g1 = G_.compose(g, t_xi, check=False)
-    ev = LieStageEvaluation(g=g, mu=mu, h=h, coeffs=coeffs, H=H, Xi=Xi, xi=xi, G=G,
-                            tau_Xi=tXi, Omega=Omega, Lam=Lam, N=N, Nt=Nt, Pi=Pi, g1=g1,
-                            mu1=mu1, Ad_tau_xi_T=AdT,
-                            extra={"dL_Xi": dL_Xi, "dL_inv_all": dLinv, "D1L": F, "D2L": P})
+        Fh = hooks.force(G, Om, Lam)
+        if Fh is not None:
+            F = F + Fh
+    P0 = Om @ view.inertia.T if view.inertia is not None else view.D2L(G, Om)
+    Pi = np.einsum("...ba,...b->...a", D, P0)
+    Y = np.einsum("...ij,...j->...i", AdTinvT, F)
+    nu = mu + h * np.einsum("j,...jd->...d", b, Y)
+    Adxi = AdTx[..., -1, :, :]
+    mu1 = np.einsum("...ba,...b->...a", Adxi, nu)
+    N = np.einsum("...ba,...b->...a", D, F) + np.einsum("...bc,...b->...c", J, P0)
+    Dxi = Dx[..., -1, :, :]
+    R = (Pi - np.einsum("...ba,...b->...a", Dxi, mu1)[..., None, :]
+         + h * np.einsum("ij,...jd->...id", w, N))
+    R = R.reshape((*R.shape[:-2], s * d))
+    g1 = G[(Ellipsis, -1, *el)] if stiff else k.compose(g, T[(Ellipsis, -1, *el)])
+    ev = LieStageEvaluation(
+        g=g, mu=mu, h=h, coeffs=coeffs, x=x, H=H, Xi=Xi, xi=xi, G=G, tau_Xi=Ts, Omega=Om,
+        Lam=Lam, x_extra=x_extra, F=F, P0=P0, Pi=Pi, N=N, Nt=Y, g1=g1, mu1=mu1, AdT=AdT,
+        Ad_tau_xi_T=Adxi.swapaxes(-1, -2),
+        extra={"dL_Xi": D, "dL_xi": Dxi, "tensor": Tns, "J": J, "AdTinvT": AdTinvT,
+               "stiff": stiff, "w": w, "hook_shape": shape},
+    )
     if hooks is not None:
         R2 = hooks.equations(ev)
         if R2 is not None:
-            R = np.concatenate([R, np.broadcast_to(R2, R.shape[:-1] + R2.shape[-1:])], -1)
+            R = (np.concatenate([R, R2], axis=-1) if R2.shape[:-1] == R.shape[:-1]
+                 else _cat([R, R2]))
     return R, ev
 
 
-def _has_analytic_second_derivatives(system: Any) -> bool:
-    return (not getattr(system, "fd_second_derivatives", True)
-            and all(hasattr(system, n) for n in ("D11L", "D12L", "D21L", "D22L")))
+@functools.lru_cache(maxsize=64)
+def _unit_variations(s: int, d: int, m: int, free: tuple, e: int):
+    """Constant derivative arrays of Hⁱ ``(s, d, n)``, Λⁱ ``(s, m, n)`` (zero rows for the
+    given stages) and of the extra unknowns ``(e, n)`` with respect to x (n columns)."""
+    k = sum(free)
+    n = s * d + k * m + e
+    dH = np.eye(s * d, n).reshape(s, d, n)
+    dLam = np.zeros((s, m, n))
+    col = s * d
+    for i in range(s):
+        if free[i]:
+            dLam[i, :, col: col + m] = np.eye(m)
+            col += m
+    dX = np.zeros((e, n))
+    dX[:, n - e:] = np.eye(e)
+    for arr in (dH, dLam, dX):
+        arr.setflags(write=False)
+    return dH, dLam, dX
+
+
+def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, hooks: Any = None) -> dict:
+    """Derivatives of the stage quantities of (26) at ``ev`` with respect to the unknowns x
+    (n columns), by the chain rule.
+
+    With δΞⁱ = h Σₖ aᵢₖ δHᵏ, δξ = h Σₖ bₖ δHᵏ, ζⁱ = Dᵢ δΞⁱ (left-trivialized δGⁱ, δτ(Ξⁱ)),
+    ζ = dLτ(ξ) δξ, Q_M(v) the Jacobian in Ξ of dLτ(Ξ)ᵀ v (``dL_tensor`` contracted) and
+    S = ∂_Ξ (J^L(Ξ, H)ᵀ Π₀) (``dL_deriv_T_deriv``)::
+
+        δΩ = D δH + J^L(Ξ, H) δΞ
+        δF = D₁₁ℓ ζ + D₁₂ℓ δΩ + δFₕ,          δΠ₀ = D₂₁ℓ ζ + D₂₂ℓ δΩ
+        δΠ = Q(Π₀) δΞ + Dᵀ δΠ₀
+        δN = Q(F) δΞ + Dᵀ δF + Q(Π₀)ᵀ δH + S δΞ + J^Lᵀ δΠ₀
+        δÑ = Ad*_{τ(−Ξ)} (δF − ad*_ζ F),   δμ₁ = ad*_{ζ_ξ} μ₁ + Ad*_{τ(ξ)} h Σⱼ bⱼ δÑʲ
+        δRᵢ = δΠⁱ − Q_ξ(μ₁) δξ − dLτ(ξ)ᵀ δμ₁ + h Σⱼ wᵢⱼ δNʲ
+
+    Returns a dict with ``dR`` ``(..., s, d, n)``, ``dH``, ``dLam``, ``dX`` (unit
+    variations), ``dXi``, ``dxi``, ``zeta`` ``(..., s, d, n)``, ``zeta_xi`` ``(..., d, n)``,
+    ``dOm``, ``dNt``, ``dmu1`` and ``P`` (f ↦ the matrix of ζ ↦ ad*_ζ f).
+    """
+    view = lie_system_view(system)
+    k = tau.kernels
+    c = ev.coeffs
+    s, h = c.s, ev.h
+    a, b = c.a, c.b
+    d = int(view.group.dim)
+    m, free, e = ev.extra["hook_shape"]
+    dH, dLam, dX = _unit_variations(s, d, m, free, e)
+    dXi = h * np.einsum("ik,kpU->ipU", a, dH)
+    stiff = ev.extra["stiff"]
+    dxi = dXi[-1] if stiff else h * np.einsum("k,kpU->pU", b, dH)
+    D, Tns, J, Dxi = ev.extra["dL_Xi"], ev.extra["tensor"], ev.extra["J"], ev.extra["dL_xi"]
+    G, Om, F, P0 = ev.G, ev.Omega, ev.F, ev.P0
+    zeta = D @ dXi
+    zxi = zeta[..., -1, :, :] if stiff else Dxi @ dxi
+    dOm = D @ dH + J @ dXi
+    if view.inertia is not None:
+        dP0 = view.inertia @ dOm
+        dF = view.D11L(G, Om) @ zeta
+    else:
+        dP0 = view.D22L(G, Om) @ dOm + view.D21L(G, Om) @ zeta
+        dF = view.D11L(G, Om) @ zeta + view.D12L(G, Om) @ dOm
+    fj = getattr(hooks, "force_jacobian", None) if hooks is not None else None
+    if fj is not None:
+        dFh = fj(ev, zeta, dOm, dLam)
+        if dFh is not None:
+            dF = dF + dFh
+    DT = np.swapaxes(D, -1, -2)
+    Q_P0 = np.einsum("...bac,...b->...ac", Tns, P0)
+    Q_F = np.einsum("...bac,...b->...ac", Tns, F)
+    dPi = Q_P0 @ dXi + DT @ dP0
+    S = k.dL_deriv_T_deriv(ev.Xi, ev.H, P0)
+    dN = (Q_F @ dXi + DT @ dF + np.swapaxes(Q_P0, -1, -2) @ dH + S @ dXi
+          + np.swapaxes(J, -1, -2) @ dP0)
+    dY = ev.extra["AdTinvT"] @ (dF - view.P(F) @ zeta)
+    dnu = h * np.einsum("j,...jpU->...pU", b, dY)
+    mu1 = ev.mu1
+    dmu1 = view.P(mu1) @ zxi + ev.Ad_tau_xi_T @ dnu
+    Tx = Tns[..., -1, :, :, :] if stiff else k.dL_tensor(ev.xi)
+    Q_mu1 = np.einsum("...bac,...b->...ac", Tx, mu1)
+    dDmu = Q_mu1 @ dxi + np.swapaxes(Dxi, -1, -2) @ dmu1
+    dR = dPi - dDmu[..., None, :, :] + h * np.einsum("ij,...jpU->...ipU", ev.extra["w"], dN)
+    return {"dR": dR, "dH": dH, "dLam": dLam, "dX": dX, "dXi": dXi, "dxi": dxi,
+            "zeta": zeta, "zeta_xi": zxi, "dOm": dOm, "dNt": dY, "dmu1": dmu1, "P": view.P}
+
+
+def lie_stage_jacobian(ev: LieStageEvaluation, system: Any, tau: Any,
+                       hooks: Any = None) -> np.ndarray:
+    """Exact Jacobian ``(..., N, N)`` of :func:`lie_prk_residual` (with the hook equations,
+    from ``hooks.force_jacobian`` and ``hooks.equations_jacobian``)."""
+    D = stage_derivatives(ev, system, tau, hooks)
+    dR = D["dR"]
+    dR = dR.reshape((*dR.shape[:-3], dR.shape[-3] * dR.shape[-2], dR.shape[-1]))
+    if hooks is None:
+        return dR
+    return _cat([dR, hooks.equations_jacobian(ev, D)], axis=-2)
 
 
 def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarray:
-    """Exact Jacobian ``∂R/∂H`` ``(..., s d, s d)`` of the hook-free residual (26); see
-    :func:`stage_derivatives` for the formulas."""
-    dR = stage_derivatives(ev, system, tau)["dR"]
-    return dR.reshape((*dR.shape[:-3], dR.shape[-1], dR.shape[-1]))
-
-
-def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, n_extra: int = 0,
-                      extra_force=None) -> dict:
-    """Derivatives of the stage quantities of (26) at the evaluation ``ev`` of
-    :func:`lie_prk_residual` with respect to the unknowns ``x = (H, extra)`` (chain rule; see
-    the module docstring).  ``n_extra`` trailing unknowns (multipliers) enter only through an
-    extra force with derivatives ``extra_force() -> (dFg, dFl)``: ``dFg`` ``(..., s, d, d)``
-    its left-trivialized derivative in G^i, ``dFl`` ``(..., s, d, n_extra)`` in the extra
-    unknowns.  Returns a dict with ``dR`` ``(..., s, d, s d + n_extra)``, ``dxi``, ``dXi``,
-    ``dNt``,
-    ``dL_xi`` (= dLτ(ξ)) and ``Cad`` (the map y ↦ [v ↦ ad(v)ᵀ y]).
-
-    Notation: D_i = dLτ(Ξ^i), B_i = dLτ⁻¹(Ξ^i), E_i = dLτ⁻¹(−Ξ^i), C = dLτ⁻¹(ξ),
-    C₋ = dLτ⁻¹(−ξ); for a map x ↦ M(x) and a covector v, ``T_M(x, v)`` is the Jacobian of
-    x ↦ M(x)ᵀv (rows ``J_M(x, e_k)ᵀ v``); Q^i = B_iᵀΠ^i.  With δΞ^i = h Σ_k a_ik δH^k,
-    δξ = h Σ_k b_k δH^k::
-
-        δΩ = D δH + J_D(Ξ, H) δΞ,   δF = D11ℓ D δΞ + D12ℓ δΩ,   δP = D21ℓ D δΞ + D22ℓ δΩ
-        δN = Dᵀ δF + T_D(Ξ, F) δΞ,  δΠ = Dᵀ δP + T_D(Ξ, P) δΞ,  δÑ = Eᵀ δN − T_B(−Ξ, N) δΞ
-        δQ = Bᵀ δΠ + T_B(Ξ, Π) δΞ
-        δddl = [∇²_Ξ ⟨Q, D(Ξ) H⟩] δΞ + T_D(Ξ, Q)ᵀ δH + J_D(Ξ, H)ᵀ δQ
-        δlhs_i = Cᵀ δS^i + T_B(ξ, S^i) δξ,            S^i = Π^i + h Σ_j w_ij ddl^j
-        δrhs_i = Ad*_{τ(ξ)} [h Σ_j b_j δÑ^j − h (C₋ᵀ δW^i − T_B(−ξ, W^i) δξ)]
-                 + ad(D(ξ) δξ)ᵀ rhs_i,                W^i = Σ_j w_ij N^j
-
-    (w_ij = b_j a_ji / b_i; the ∇² term uses ``tau.dL_hess``).
-    """
-    G_ = system.group
-    d = G_.dim
-    c = ev.coeffs
-    s, h = c.s, ev.h
-    a, b = np.asarray(c.a), np.asarray(c.b)
-    n = s * d + n_extra
-    H, Xi, xi, G, Om = ev.H, ev.Xi, ev.xi, ev.G, ev.Omega
-    eye = np.eye(d)
-    wmat = (b[None, :] * a.T) / b[:, None]
-    # constant derivative maps of Ξ, ξ, H with respect to the unknowns (flattened s·d)
-    nh = s * d
-    dXi = np.zeros((s, d, n))
-    dXi[..., :nh] = h * np.einsum("ik,pq->ipkq", a, eye).reshape(s, d, nh)
-    dxi = np.zeros((d, n))
-    dxi[:, :nh] = h * np.einsum("k,pq->pkq", b, eye).reshape(d, nh)
-    dH = np.eye(nh, n).reshape(s, d, n)
-
-    # retraction pieces, one call each: dL and its derivative at Ξ (and ξ), dL_inv at ±Ξ, ±ξ
-    # (dL(Ξ), dL_inv at [Ξ, ξ, −Ξ, −ξ], D1ℓ, D2ℓ are reused from the residual evaluation)
-    Xx = np.concatenate([Xi, xi[..., None, :]], axis=-2)  # (..., s+1, d)
-    D, Dxi = ev.extra["dL_Xi"], tau.dL(xi, check=False)
-    Jd = tau.dL_deriv(Xi[..., None, :], eye, check=False)  # (..., s, k, d, d): J_D(Ξ, e_k)
-    Y = np.concatenate([Xx, -Xx], axis=-2)  # [Ξ, ξ, −Ξ, −ξ]
-    Binv = ev.extra["dL_inv_all"]
-    Jb = tau.dL_inv_deriv(Y[..., None, :], eye, check=False)  # (..., 2s+2, k, d, d)
-    B, C = Binv[..., :s, :, :], Binv[..., s, :, :]
-    E, Cm = Binv[..., s + 1: 2 * s + 1, :, :], Binv[..., 2 * s + 1, :, :]
-    JbX, JbXi = Jb[..., :s, :, :, :], Jb[..., s, :, :, :]
-    JbmX, Jbmxi = Jb[..., s + 1: 2 * s + 1, :, :, :], Jb[..., 2 * s + 1, :, :, :]
-
-    def T(Jk, v):  # rows k: J(x, e_k)ᵀ v   → (..., k, d)
-        return np.einsum("...kij,...i->...kj", Jk, v)
-
-    def Jv(Jk, eta):  # J(x, eta) = Σ_k eta_k J(x, e_k)
-        return np.einsum("...kij,...k->...ij", Jk, eta)
-
-    # system pieces
-    F, P = ev.extra["D1L"], ev.extra["D2L"]
-    A11, A12 = system.D11L(G, Om), system.D12L(G, Om)
-    A21, A22 = system.D21L(G, Om), system.D22L(G, Om)
-    N, Pi = ev.N, ev.Pi
-    JH = Jv(Jd, H)  # J_D(Ξ^i, H^i)
-    Q = _mtv(B, Pi)
-
-    DdXi = D @ dXi  # (..., s, d, n)
-    dOm = D @ dH + JH @ dXi
-    dF = A11 @ DdXi + A12 @ dOm
-    if extra_force is not None:
-        dFg, dFl = extra_force()
-        dF = dF + dFg @ DdXi
-        dF[..., nh:] += dFl
-    dP = A21 @ DdXi + A22 @ dOm
-    Dt = np.swapaxes(D, -1, -2)
-    dN = Dt @ dF + T(Jd, F) @ dXi
-    dPi = Dt @ dP + T(Jd, P) @ dXi
-    dNt = np.swapaxes(E, -1, -2) @ dN - T(JbmX, N) @ dXi
-    dQ = np.swapaxes(B, -1, -2) @ dPi + T(JbX, Pi) @ dXi
-    # ∇²_Ξ ⟨Q, D(Ξ) H⟩: rows k = dL_hess(Ξ, H, e_k)ᵀ Q
-    Hs = tau.dL_hess(Xi[..., None, :], H[..., None, :], eye, check=False)  # (..., s, k, d, d)
-    hessQ = np.einsum("...kij,...i->...kj", Hs, Q)
-    dddl = hessQ @ dXi + np.swapaxes(T(Jd, Q), -1, -2) @ dH + np.swapaxes(JH, -1, -2) @ dQ
-    ddl = _mtv(JH, Q)
-    S = Pi + h * (wmat @ ddl)
-    dS = dPi + h * np.einsum("ij,...jpn->...ipn", wmat, dddl)
-    dlhs = (np.swapaxes(C, -1, -2)[..., None, :, :] @ dS
-            + (T(JbXi[..., None, :, :, :], S) @ dxi))
-    W = wmat @ N
-    dW = np.einsum("ij,...jpn->...ipn", wmat, dN)
-    dcorr = (np.swapaxes(Cm, -1, -2)[..., None, :, :] @ dW
-             - T(Jbmxi[..., None, :, :, :], W) @ dxi)
-    dsumN = np.einsum("j,...jpn->...pn", b, dNt)
-    dinner = h * (dsumN[..., None, :, :] - dcorr)
-    AdT = ev.Ad_tau_xi_T
-    inner = (ev.mu + h * (b @ ev.Nt))[..., None, :] - h * _mtv(Cm[..., None, :, :], W)
-    rhs = _mv(AdT[..., None, :, :], inner)  # (..., s, d)
-    # ad(z)ᵀ y = Σ_l z_l ad(e_l)ᵀ y: matrix with columns ad(e_l)ᵀ y
-    adE = G_.ad(eye)  # (l, m, k): ad(e_l)
-    Cad = np.einsum("lmk,...m->...kl", adE, rhs)  # (..., s, k, l)
-    drhs = AdT[..., None, :, :] @ dinner + Cad @ (Dxi @ dxi)[..., None, :, :]
-    return {"dR": dlhs - drhs, "dxi": dxi, "dXi": dXi, "dNt": dNt, "dL_xi": Dxi,
-            "Cad": lambda y: np.einsum("lmk,...m->...kl", adE, y)}
+    """Exact Jacobian ``∂R/∂H`` ``(..., s d, s d)`` of the hook-free residual (26)."""
+    return lie_stage_jacobian(ev, system, tau)
 
 
 def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
                      lam_fixed=None):
-    """Solve :func:`lie_prk_residual` = 0 by Newton: analytic Jacobian
-    (:func:`lie_prk_jacobian`) without hooks for systems with closed-form second derivatives,
-    else finite differences of the residual in one broadcast call.
+    """Solve :func:`lie_prk_residual` = 0 with the one root finder: analytic Jacobian
+    (:func:`lie_stage_jacobian`) for systems with closed-form second derivatives (and hooks
+    whose derivatives are exact), else finite differences of the residual in one broadcast
+    call.
 
     Returns ``(x, ev, iterations, residual, rate)``; raises :class:`ConvergenceError`.
     """
     from .._util._errors import ConvergenceError
     from ._solver import newton_solve
 
+    view = lie_system_view(system)
     last: list = [None, None]
 
     def fun(x):
-        R, ev = lie_prk_residual(x, g, mu, h, coeffs, system, tau, hooks, lam_fixed)
+        R, ev = lie_prk_residual(x, g, mu, h, coeffs, view, tau, hooks, lam_fixed)
         last[0], last[1] = x, ev
         return R
 
     scale = 1.0 + np.max(np.abs(mu), axis=-1)
-    hook_jac = getattr(hooks, "stage_jacobian", None) if hooks is not None else None
-    if hook_jac is not None and not (lam_fixed is None and hooks.analytic_stage_jacobian()):
-        hook_jac = None
-    if (hooks is None or hook_jac is not None) and _has_analytic_second_derivatives(system):
+    analytic = view.analytic and (
+        hooks is None or (hasattr(hooks, "equations_jacobian")
+                          and hooks.analytic_stage_jacobian()))
+    if analytic:
         cache: dict = {}
 
         def fun_jac(x, want):
@@ -312,13 +450,11 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
             if last[0] is not None and last[0].shape == x.shape and np.array_equal(last[0], x):
                 R, ev = cache["R"], last[1]
             else:
-                R, ev = lie_prk_residual(x, g, mu, h, coeffs, system, tau, hooks, lam_fixed)
+                R, ev = lie_prk_residual(x, g, mu, h, coeffs, view, tau, hooks, lam_fixed)
                 last[0], last[1], cache["R"] = np.array(x), ev, R
             if not want:
                 return R, None
-            if hook_jac is None:
-                return R, lie_prk_jacobian(ev, system, tau)
-            return R, hook_jac(ev, tau)
+            return R, lie_stage_jacobian(ev, view, tau, hooks)
 
         fun_jac.lazy = True
 
@@ -335,5 +471,5 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
     if last[0] is not None and last[0].shape == res.x.shape and np.array_equal(last[0], res.x):
         ev = last[1]
     else:
-        _, ev = lie_prk_residual(res.x, g, mu, h, coeffs, system, tau, hooks, lam_fixed)
+        _, ev = lie_prk_residual(res.x, g, mu, h, coeffs, view, tau, hooks, lam_fixed)
     return res.x, ev, res.iterations, float(np.max(res.residual)), res.rate

@@ -44,44 +44,37 @@ class LieHolonomicStageHooks:
         the system closed-form second derivatives, checked by the solver)."""
         return not getattr(self.constraint, "fd_hessian", True)
 
-    def stage_jacobian(self, ev, tau):
-        """Exact Jacobian of (26) plus :meth:`equations` in x = (H, Λ).
+    def force_jacobian(self, ev, zeta, dOm, dLam):
+        """δ[J(G^i)ᵀΛ^i] = [Σ_a Λ_a Hess Φ_a(G^i)] ζ^i + J(G^i)ᵀ δΛ^i."""
+        con = self.constraint
+        dFg = np.einsum("...ia,...iakj->...ikj", ev.Lam, con.hessian(ev.G))
+        return dFg @ zeta + np.swapaxes(con.jacobian(ev.G), -1, -2) @ dLam
 
-        Extra force J(G^i)ᵀΛ^i: δ = [Σ_a Λ_a Hess Φ_a(G^i)] δG^i + J(G^i)ᵀ δΛ^i.  Equations:
-        δΦ(G^i) = J(G^i) dLτ(Ξ^i) δΞ^i; tangency δ[J(g1) η1] = [Σ_k η1_k Hess Φ(g1)_{·k·}] δg1
-        + J(g1) δη1 with δg1 = dLτ(ξ) δξ (trivialized), δη1 = D22ℓ⁻¹(δμ1 − D21ℓ δg1) and
-        δμ1 = Ad*_{τ(ξ)} h Σ_j b_j δÑ^j + ad(δg1)ᵀ μ1."""
-        from ..core._lie_prk import stage_derivatives
-
+    def equations_jacobian(self, ev, D):
+        """δΦ(G^i) = J(G^i) ζ^i; tangency δ[J(g1) η1] = [Σ_k η1_k Hess Φ(g1)_{·k·}] δg1
+        + J(g1) δη1 with δg1 = ζ_ξ (trivialized), δη1 = D22ℓ⁻¹(δμ1 − D21ℓ δg1)."""
         con, sysm = self.constraint, self.system
         s, m = len(self.free), self.m
         Jc = con.jacobian(ev.G)  # (..., s, m, d)
-        JcT = np.swapaxes(Jc, -1, -2)
-
-        def extra_force():
-            dFg = np.einsum("...ia,...iakj->...ikj", ev.Lam, con.hessian(ev.G))
-            dFl = np.einsum("...ika,ij->...ikja", JcT, np.eye(s))
-            return dFg, dFl.reshape((*dFl.shape[:-2], s * m))
-
-        D = stage_derivatives(ev, sysm, tau, n_extra=s * m, extra_force=extra_force)
-        dR = D["dR"]
-        n = dR.shape[-1]
-        DdXi = ev.extra["dL_Xi"] @ D["dXi"]  # (..., s, d, n)
-        dPhi = (Jc[..., 1:, :, :] @ DdXi[..., 1:, :, :])
+        zeta = D["zeta"]
+        n = zeta.shape[-1]
+        dPhi = Jc[..., 1:, :, :] @ zeta[..., 1:, :, :]
         dPhi = dPhi.reshape((*dPhi.shape[:-3], (s - 1) * m, n))
         g1, mu1 = ev.g1, ev.mu1
         eta1 = sysm.legendre_inv(g1, mu1)
-        dg1 = D["dL_xi"] @ D["dxi"]  # (..., d, n)
-        b = np.asarray(ev.coeffs.b)
-        dmu1 = ev.Ad_tau_xi_T @ (ev.h * np.einsum("j,...jpn->...pn", b, D["dNt"])) + (
-            D["Cad"](mu1) @ dg1)
-        deta1 = np.linalg.solve(sysm.D22L(g1, eta1), dmu1 - sysm.D21L(g1, eta1) @ dg1)
+        dg1 = D["zeta_xi"]
+        deta1 = np.linalg.solve(sysm.D22L(g1, eta1), D["dmu1"] - sysm.D21L(g1, eta1) @ dg1)
         H1 = con.hessian(g1)
         dT = np.einsum("...akj,...k->...aj", H1, eta1) @ dg1 + con.jacobian(g1) @ deta1
-        dRf = dR.reshape((*dR.shape[:-3], dR.shape[-3] * dR.shape[-2], n))
-        batch = np.broadcast_shapes(dRf.shape[:-2], dPhi.shape[:-2], dT.shape[:-2])
+        batch = np.broadcast_shapes(dPhi.shape[:-2], dT.shape[:-2])
         return np.concatenate([np.broadcast_to(M, (*batch, *M.shape[-2:]))
-                               for M in (dRf, dPhi, dT)], axis=-2)
+                               for M in (dPhi, dT)], axis=-2)
+
+    def stage_jacobian(self, ev, tau):
+        """Exact Jacobian of (26) plus :meth:`equations` in x = (H, Λ)."""
+        from ..core._lie_prk import lie_stage_jacobian
+
+        return lie_stage_jacobian(ev, self.system, tau, self)
 
     def equations(self, ev):
         G_ = self.system.group

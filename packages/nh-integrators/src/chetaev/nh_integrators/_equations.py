@@ -52,6 +52,7 @@ from chetaev.discrete_lagrangian import PRKCoefficients, PRKStep, prk_constants,
 Array = np.ndarray
 
 __all__ = [
+    "ForcedNonholonomicHooks",
     "NonholonomicHooks",
     "StageModel",
     "hamiltonian_jacobian",
@@ -348,6 +349,60 @@ class NonholonomicHooks:
             J3 = model.D21L(Qc, vc) @ dQc + model.D22L(Qc, vc) @ dvc - dpk
             J.append(J3.reshape(*lead, -1, N))
         return R, np.concatenate(J, axis=-2)
+
+
+class ForcedNonholonomicHooks(NonholonomicHooks):
+    """:class:`NonholonomicHooks` of the engine's per-step form (:class:`PRKStep`) with an
+    external force: the forced nonholonomic PRK (issue 20; the discrete Lagrange–d'Alembert
+    principle, Marsden & West 2001 §3.2, stage forces as in the forced VPRK of
+    :mod:`chetaev.discrete_lagrangian.core._forcing`)::
+
+        W^i = D1L(Q^i, V^i) + D2Phi(Q^i, V^i)^T Lambda^i + F(Q^i, V^i, u)      (14c)
+
+    so that the IIIB momenta ``P^i`` and the IIIA constraint momenta ``p_k^i`` (14d) use the
+    same ``W^i``; ``u`` is the control held over the step. The Q and V derivatives of ``F``
+    enter the analytic Jacobian; the structured Newton matrix leaves them out (it is an
+    approximation; ``newton_solve`` falls back to the analytic Jacobian when it contracts
+    too slowly).
+
+    Parameters
+    ----------
+    model, s, a
+        As :class:`NonholonomicHooks` (explicit ``FL^{-1}``, IIIA momenta).
+    force, force_jacobians : callable
+        ``F(Q, V, u)`` and ``(Q, V, u) -> (F_q, F_v, F_u)`` (the fields of the system's
+        :class:`~chetaev.discrete_lagrangian.core._interface.SystemInterface`).
+    u : ndarray or None
+        The control ``(..., n_controls)`` (None: the system's empty control).
+    """
+
+    def __init__(self, model: StageModel, s: int, a: Array, force: Callable,
+                 force_jacobians: Callable, u: Array | None):
+        super().__init__(model, s, False, "iiia", a=a)
+        self._force, self._force_jac = force, force_jacobians
+        self.u = None if u is None else np.asarray(u, dtype=float)
+
+    def _u_at(self, Q: Array, staged: bool):
+        """The control broadcast to the stage arrays' batch (stage-major or batch-first)."""
+        if self.u is None:
+            return None
+        u = self.u if staged else self.u[..., None, :]
+        return np.broadcast_to(u, (*Q.shape[:-1], u.shape[-1]))
+
+    def external_force(self, Q: Array, V: Array, staged: bool = False) -> Array:
+        """``F(Q^i, V^i, u)`` at the stages (layout of ``Q``)."""
+        return self._force(Q, V, self._u_at(Q, staged))
+
+    def stage_force(self, step):
+        """Hook (i) on :class:`PRKStep`: ``D2Phi^T Lambda^i + F(Q^i, V^i, u)`` (14c)."""
+        F0 = super().stage_force(step)
+        return F0 + self.external_force(step.Q, step.V, step.staged)
+
+    def force_jacobian(self, step):
+        """Derivatives of hook (i) with the Q, V derivatives of the external force."""
+        dF_dQ, dF_dV, G = super().force_jacobian(step)
+        Fq, Fv, _Fu = self._force_jac(step.Q, step.V, self._u_at(step.Q, step.staged))
+        return dF_dQ + Fq, Fv if dF_dV is None else dF_dV + Fv, G
 
 
 def _coefficients(a: Array, ahat: Array, b: Array | None = None) -> PRKCoefficients:

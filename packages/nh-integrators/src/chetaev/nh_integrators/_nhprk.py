@@ -14,13 +14,18 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
+    ForcesNotSupportedError,
     InputError,
     Method,
     NewtonOptions,
     PRKStep,
     State,
     newton_solve,
+    prk_residual,
 )
+from chetaev.discrete_lagrangian.core._forcing import forced_hooks
+from chetaev.discrete_lagrangian.core._interface import interface_of
+from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
@@ -213,6 +218,7 @@ class NonholonomicPRK(StageOrders, Method):
     jacobian_reuse: str = attrs.field(default="auto", validator=one_of(JACOBIAN_REUSE))
     multiplier_mode: str | None = attrs.field(default=None, eq=False, repr=False)
     _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
+    supports_forces = True
 
     def __attrs_post_init__(self) -> None:
         rule = self.multiplier_rule
@@ -335,24 +341,27 @@ class NonholonomicPRK(StageOrders, Method):
 
     def initial_state(
         self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None,
-        tol: float = 1e-10,
+        tol: float = 1e-10, *, u: Any = None,
     ) -> State:
         """Check and complete the initial data: ``p_0 = FL(q_0, v_0)`` and ``lambda_0``.
 
         ``lambda_0`` defaults to the continuous multiplier ``system.multiplier(q0, v0)`` (Thm 5.1
         requires it; see the errata on the docs' theory page of the high-order paper). Pass ``lam0``
         only to study the effect of a wrong value (the order of ``q``, ``p`` drops to 2, paper eq.
-        (14), App. D).
+        (14), App. D). For a forced system ``lambda_0`` is the multiplier of the forced
+        equations at the control ``u`` (``integrate`` passes ``controls[0]``; without it, for a
+        system with controls, the multiplier without the force).
 
         Raises
         ------
         ConstraintViolationError
             If ``|Phi(q0, v0)| > tol`` (data off the constraint set).
         """
-        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol)
+        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol, u=u)
 
     def _initial_state_impl(
-        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10
+        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10,
+        u: Any = None,
     ) -> State:
         inner = getattr(system, "system", None)
         if inner is None or getattr(system, "constraint", None) is None or not hasattr(inner, "n"):
@@ -366,6 +375,7 @@ class NonholonomicPRK(StageOrders, Method):
                 f"`system` is a trivialized system on the group {type(inner.group).__name__}: "
                 "integrate it with LieNonholonomicPRK (NonholonomicPRK is for vector spaces)."
             )
+        self._check_forced(system)
         tol = real_scalar(tol, "tol", positive=True)
         n = int(inner.n)
         m = constraint_dim(system)
@@ -383,6 +393,8 @@ class NonholonomicPRK(StageOrders, Method):
         p0 = np.asarray(system.system.D2L(q0, v0), dtype=np.float64)
         if lam0 is None:
             lam = np.asarray(system.multiplier(q0, v0), dtype=np.float64)
+            if _forced(system) and (u is not None or not system.n_controls):
+                lam = _forced_multiplier(system, q0, v0, lam, u)
         else:
             lam = _as_batch_vector(lam0, "lam0", m)
             try:
@@ -405,7 +417,20 @@ class NonholonomicPRK(StageOrders, Method):
         See :func:`._rules.multiplier_mode_check`."""
         return multiplier_mode_check(self, system, previous, state, h)
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _check_forced(self, system) -> bool:
+        """Whether ``system`` is forced; :class:`ForcesNotSupportedError` for the
+        Hamiltonian form (its own residual does not take the force yet)."""
+        if not _forced(system):
+            return False
+        if self.form == "hamiltonian":
+            raise ForcesNotSupportedError(
+                "NonholonomicPRK(form='hamiltonian') does not take external forces yet "
+                "(issue 20): use form='lagrangian' (the same map, eq. (15), App. E), which "
+                "takes the force F(q, v, u) in its stage forces."
+            )
+        return True
+
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         """One step of eq. (14) (or (15)); returns the state at ``t + h``.
 
         Raises
@@ -416,6 +441,7 @@ class NonholonomicPRK(StageOrders, Method):
         ConvergenceError
             If Newton does not converge for some trajectory of the batch.
         """
+        forced = self._check_forced(system)
         model = self._model(system)
         check_state(state, (model.n,), model.n, model.m)
         a, b, ahat, c = self._cache["tableau"]
@@ -427,6 +453,8 @@ class NonholonomicPRK(StageOrders, Method):
             lam = np.asarray(state.lam, dtype=np.float64)
         elif self.multiplier_rule != "zero_first":  # "continuous", or no carried value yet
             lam = np.asarray(system.multiplier(q, v), dtype=np.float64)
+            if forced:  # the multiplier of the forced equations at the step's control
+                lam = _forced_multiplier(system, q, v, lam, u)
         else:
             lam = np.zeros((*q.shape[:-1], model.m))
         carry = state.carry
@@ -452,6 +480,10 @@ class NonholonomicPRK(StageOrders, Method):
             if fast:  # the engine's per-step form; constants built once per (h, model)
                 coeffs, hooks, consts = self._constants(h, model)
                 structured = self._structured(model, q)
+                if forced:  # W^i with F(Q^i, V^i, u) (14c); a new hooks object per control
+                    iface = interface_of(system)
+                    hooks = eq.ForcedNonholonomicHooks(model, s, coeffs.a, iface.force,
+                                                       iface.force_jacobians, u)
                 lam_fixed = lam[..., None, :]  # Lambda^1 given
                 # stage-major layout for one batch axis with the structured matrix
                 equations = PRKStep(q, p, h, coeffs, model, hooks, lam_fixed, consts,
@@ -474,15 +506,18 @@ class NonholonomicPRK(StageOrders, Method):
                     "iiia" if self.constraint_momenta == "iiia" else "iiib",
                 )
                 aux: dict = {}
+                if forced:  # the generic form with the forced hooks (14c)
+                    fun, jac, jac_rows = _forced_generic(system, u, args, aux)
+                else:
 
-                def fun(x):
-                    return eq.lagrangian_residual(x, *args, aux=aux)
+                    def fun(x):
+                        return eq.lagrangian_residual(x, *args, aux=aux)
 
-                def jac(x):
-                    return eq.lagrangian_jacobian(x, *args)
+                    def jac(x):
+                        return eq.lagrangian_jacobian(x, *args)
 
-                def jac_rows(xs, sl):
-                    return eq.lagrangian_jacobian(xs, q[sl], p[sl], lam[sl], *args[3:])
+                    def jac_rows(xs, sl):
+                        return eq.lagrangian_jacobian(xs, q[sl], p[sl], lam[sl], *args[3:])
         else:
             if guess is None:
                 lead = q.shape[:-1]
@@ -570,6 +605,18 @@ class NonholonomicPRK(StageOrders, Method):
             "converged": converged,
             "residual": float(result.residual.max()),
         }
+        if forced:  # the discrete work h sum_i b_i F(Q^i, V^i, u).V^i of the step
+            if fast:
+                V = equations.V
+                if equations.staged:
+                    V = np.moveaxis(V, 0, -2)
+                Fe = hooks.external_force(equations.Q, equations.V, equations.staged)
+                if equations.staged:
+                    Fe = np.moveaxis(Fe, 0, -2)
+            else:
+                V = aux["V"]
+                Fe = aux["F"]
+            info["work"] = h * np.einsum("i,...i->...", b, np.einsum("...in,...in->...i", Fe, V))
         return State(
             t=state.t + h,
             q=q1,
@@ -580,6 +627,44 @@ class NonholonomicPRK(StageOrders, Method):
             carry=carry,
             info=info,
         )
+
+
+def _forced(system) -> bool:
+    """True for a system built with ``force=`` (issue 20)."""
+    return getattr(system, "has_force", False) is True
+
+
+def _forced_generic(system, u, args, aux: dict):
+    """``(fun, jac, jac_rows)`` of the generic Lagrangian form (implicit ``v_k^i`` or the
+    IIIB variant) with the external force: the engine's ``prk_residual`` with
+    :class:`NonholonomicHooks` wrapped by the forced hooks of
+    :mod:`chetaev.discrete_lagrangian.core._forcing` (``W^i`` gains ``F(Q^i, V^i, u)``, eq.
+    (14c), and ``p_k^i`` of (14d) the same ``W^i``). ``aux`` receives ``V, W, Lam, u, F``."""
+    q, p, lam, h, a, ahat, model, implicit, momenta = args
+    s = a.shape[0]
+    coeffs = eq._coefficients(a, ahat)
+    inner = eq.NonholonomicHooks(model, s, implicit, momenta)
+
+    def evaluate(x, q, p, lam, uu, jacobian):
+        hooks = forced_hooks(system, inner, uu, s)
+        R, J, ev = prk_residual(np.asarray(x), q, p, h, coeffs, model, hooks,
+                                np.asarray(lam)[..., None, :], jacobian)
+        return R, J, ev, hooks
+
+    def fun(x):
+        R, _J, ev, hooks = evaluate(x, q, p, lam, u, False)
+        xe = ev.x_extra.reshape(*ev.V.shape[:-2], -1, model.n) if implicit else None
+        aux.update(V=ev.V, W=ev.W, Lam=ev.Lam, u=xe, F=hooks.stage_force(ev.Q, ev.V))
+        return R
+
+    def jac(x):
+        return evaluate(x, q, p, lam, u, True)[1]
+
+    def jac_rows(xs, sl):
+        us = u[sl] if u is not None and np.shape(u)[:-1] == q.shape[:-1] else u
+        return evaluate(xs, q[sl], p[sl], lam[sl], us, True)[1]
+
+    return fun, jac, jac_rows
 
 
 def _per_entry(q, p, lam, x) -> bool:

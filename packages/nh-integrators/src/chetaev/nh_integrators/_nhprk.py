@@ -512,7 +512,11 @@ class NonholonomicPRK(StageOrders, Method):
                 fun, jac = equations.residual, equations.jacobian
 
                 def jac_rows(xs, sl):
-                    sub = PRKStep(q[sl], p[sl], h, coeffs, model, hooks, lam_fixed[sl], consts)
+                    hk = hooks
+                    if forced and u is not None and np.shape(u)[:-1] == q.shape[:-1]:
+                        hk = eq.ForcedNonholonomicHooks(model, s, coeffs.a, iface.force,
+                                                        iface.force_jacobians, u[sl])
+                    sub = PRKStep(q[sl], p[sl], h, coeffs, model, hk, lam_fixed[sl], consts)
                     return sub.jacobian(xs)
             else:
                 args = (

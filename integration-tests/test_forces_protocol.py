@@ -4,7 +4,9 @@ For each pair of ``test_protocol.CASES``: a method that declares ``supports_forc
 step of the problem with an external force (a dissipative F = −c v added to the registry's
 system) and a control; every other method raises ``ForcesNotSupportedError`` (an
 ``InputError``) naming itself, both for a forced system (in ``initial_state``, hence in
-``integrate``) and for a control ``u`` given to ``step``.
+``integrate``) and for a control ``u`` given to ``step``. ``NonholonomicPRK`` takes forces in
+its Lagrangian form (the forced nonholonomic PRK) and refuses them in its Hamiltonian form
+(``supports_forces`` is False there).
 """
 
 from __future__ import annotations
@@ -82,3 +84,12 @@ def test_forces_are_taken_or_refused(name: str, make_method, make_problem) -> No
     s0 = method.initial_state(system, q0, v0)
     with pytest.raises(ForcesNotSupportedError, match=msg):
         method.step(system, s0, h, u=u)
+
+
+def test_nonholonomic_prk_takes_forces_in_its_lagrangian_form() -> None:
+    """The registry's NonholonomicPRK cases: forced in the Lagrangian form (issue 20), refused
+    (with ForcesNotSupportedError, above) in the Hamiltonian form."""
+    nh = [(name, make_method()) for name, make_method, _ in CASES if name.startswith("NHPRK")]
+    assert len(nh) >= 3
+    for name, method in nh:
+        assert method.supports_forces == ("hamiltonian" not in name), name

@@ -84,7 +84,8 @@ def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError
     return ForcesNotSupportedError(
         f"{method.name} does not take external forces yet; use VPRK or ConstrainedPRK. It was "
         f"given {what}: integrate the forced system with VPRK or DiscreteEulerLagrange "
-        "(unconstrained) or ConstrainedPRK (holonomic constraints)."
+        "(unconstrained), ConstrainedPRK (holonomic constraints) or the Lagrangian form of "
+        "chetaev.nh_integrators.NonholonomicPRK (velocity constraints)."
     )
 
 

@@ -307,7 +307,8 @@ def integrate(
         batch of ``q0``. ``U[0]`` also goes to ``method.initial_state(..., u=)`` (e.g. the
         consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
         (the steps taken). Methods with
-        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange).
+        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange, the Lagrangian
+        form of NonholonomicPRK).
 
     Returns
     -------
@@ -529,7 +530,7 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
     if not getattr(method, "supports_forces", False):
         raise InputError(
             f"`controls` was given to {method.name}, which does not take external forces yet; "
-            "use VPRK or ConstrainedPRK (or DiscreteEulerLagrange)."
+            "use VPRK, ConstrainedPRK, DiscreteEulerLagrange or NonholonomicPRK (Lagrangian form)."
         )
     from .._util._validation import real_array
 

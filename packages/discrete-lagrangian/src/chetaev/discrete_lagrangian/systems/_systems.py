@@ -359,7 +359,8 @@ class LagrangianSystem(_SystemMixin):
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
+        form: the stage force, as in VPRK); the others raise
         ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
@@ -476,7 +477,8 @@ class MechanicalSystem(_SystemMixin):
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
+        form: the stage force, as in VPRK); the others raise
         ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
@@ -672,7 +674,8 @@ class TrivializedLagrangianSystem(_SystemMixin):
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
+        form: the stage force, as in VPRK); the others raise
         ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
@@ -788,7 +791,8 @@ class TrivializedMechanicalSystem(_SystemMixin):
         forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
         §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
         the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces); the others raise
+        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
+        form: the stage force, as in VPRK); the others raise
         ``ForcesNotSupportedError``.
     force_derivatives : callable, optional
         ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,

@@ -295,7 +295,9 @@ def _build(obj: Any) -> SystemInterface:
         )
     second = all(hasattr(inner, nm) for nm in ("D11L", "D12L", "D21L", "D22L"))
     mass = mass_inv = None
-    if bool(getattr(inner, "constant_mass", False)):
+    if bool(getattr(inner, "constant_mass", False)) or (
+            bool(getattr(inner, "constant_D21L_zero", False))
+            and getattr(inner, "mass", None) is not None):  # a stage view declaring its mass
         mass = np.array(inner.mass, dtype=float)
         mass_inv = np.linalg.inv(mass)
     return SystemInterface(

@@ -65,7 +65,9 @@ class SystemInterface:
         ``M(q)`` of a mechanical system, else ``∂²L/∂v²`` at ``v = 0`` (the metric of
         ``L = ½ vᵀG(q)v − V(q)``); ``None`` when neither exists.
     mass, mass_inv : ndarray or None
-        The constant ``(n, n)`` mass matrix and its inverse (``L = ½ vᵀMv − V(q)``), else None.
+        The constant ``(n, n)`` mass matrix and its inverse (``L = ½ vᵀMv − V(q)``), else None
+        (read from a system with ``constant_mass``, or from a stage view such as nh's
+        ``StageModel`` that declares ``constant_D21L_zero`` and its ``mass``).
     constraint : object or None
         The constraint object, None for an unconstrained system.
     constraint_kind : {None, "holonomic", "linear_velocity", "velocity"}

@@ -18,6 +18,7 @@ from chetaev.discrete_lagrangian import (
     interface_of,
 )
 from chetaev.discrete_lagrangian import testing as dlt
+from chetaev.discrete_lagrangian.testing import assert_rounding_close
 
 RNG = np.random.default_rng(20261126)
 
@@ -137,6 +138,24 @@ def test_group_inertia_and_potential():
         np.testing.assert_array_equal(getattr(iface, name)(R), ref(R))
 
 
+def test_lie_engine_fields():
+    """What the Lie PRK engine reads besides the L derivatives: whether the second
+    derivatives are closed forms, and ad*_ζ f as a matrix in ζ (from ``ad_basis``)."""
+    top = dlt.heavy_top()
+    iface = interface_of(top)
+    assert iface.analytic_second_derivatives
+    assert iface.ad_basis.shape == (3, 3, 3) and not iface.ad_basis.flags.writeable
+    for k, e in enumerate(np.eye(3)):
+        np.testing.assert_array_equal(iface.ad_basis[k], top.group.ad(e))
+    f, zeta = RNG.standard_normal((5, 3)), RNG.standard_normal((5, 3))
+    got = np.einsum("...ij,...j->...i", iface.coadjoint_matrix(f), zeta)
+    ref = np.einsum("...ji,...j->...i", top.group.ad(zeta), f)
+    # both sides: sums of 3 products of 3-term sums, in another order
+    assert_rounding_close(got, ref, n_terms=3, n_ops=2, what="ad*_zeta f")
+    flat = interface_of(dlt.henon_heiles())
+    assert flat.ad_basis is None and flat.analytic_second_derivatives  # closed-form hessV
+
+
 class _FirstDerivativesOnly:
     """A duck-typed system with D1L, D2L and n only (no second derivatives, no metric)."""
 
@@ -151,7 +170,7 @@ class _FirstDerivativesOnly:
 
 def test_capabilities_are_explicit_fields():
     iface = interface_of(_FirstDerivativesOnly())
-    assert not iface.has_second_derivatives
+    assert not iface.has_second_derivatives and not iface.analytic_second_derivatives
     assert iface.D11L is iface.D12L is iface.D21L is iface.D22L is None
     assert iface.metric is None and iface.legendre_inv is None
 

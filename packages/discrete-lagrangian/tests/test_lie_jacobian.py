@@ -20,9 +20,9 @@ from chetaev.discrete_lagrangian import (
     NewtonOptions,
     TrivializedLagrangianSystem,
     integrate,
+    interface_of,
 )
 from chetaev.discrete_lagrangian.core._lie_prk import (
-    _has_analytic_second_derivatives,
     lie_prk_jacobian,
     lie_prk_residual,
 )
@@ -169,9 +169,9 @@ def test_analytic_jacobian_matches_finite_differences(sysname, pair, kind):
 
 
 def test_fd_fallback_without_second_derivatives():
-    assert _has_analytic_second_derivatives(heavy_top())
-    assert _has_analytic_second_derivatives(_coupled_system(True))
-    assert not _has_analytic_second_derivatives(_coupled_system(False))
+    assert interface_of(heavy_top()).analytic_second_derivatives
+    assert interface_of(_coupled_system(True)).analytic_second_derivatives
+    assert not interface_of(_coupled_system(False)).analytic_second_derivatives
 
 
 @pytest.mark.parametrize("kind", ["cayley", "exp"])

@@ -14,10 +14,8 @@ from ._version import __version__ as __version__
 from .core._interface import SystemInterface, interface_of
 from .core._lie_prk import (
     LieStageEvaluation,
-    LieSystemView,
     lie_prk_residual,
     lie_stage_jacobian,
-    lie_system_view,
     solve_lie_stages,
 )
 from .core._linearization import LinearizationNotSupportedError, StepLinearization
@@ -88,7 +86,6 @@ __all__ = [
     "LagrangianSystem",
     "LieHolonomicStageHooks",
     "LieStageEvaluation",
-    "LieSystemView",
     "LieVPRK",
     "LinearVelocityConstraint",
     "LinearizationNotSupportedError",
@@ -124,7 +121,6 @@ __all__ = [
     "lagrangian_two_form",
     "lie_prk_residual",
     "lie_stage_jacobian",
-    "lie_system_view",
     "newton_solve",
     "prk_constants",
     "prk_residual",

@@ -1,16 +1,18 @@
 """Build the :class:`StageModel` of a ``ConstrainedSystem`` (the derivatives the step needs).
 
-Everything comes from the ``chetaev.discrete_lagrangian`` system and constraint
-objects: ``D1L``, ``D2L``, ``D11L``, ``D12L``, ``D21L``, ``D22L``, ``legendre_inv``
-(mechanical systems), and the constraint's ``residual``, ``dphi_dq``, ``dphi_dv``,
-``d2phi_dvdq`` and ``d2phi_dv2`` (analytic when the user supplied them, finite
-differences in one broadcast call otherwise; that is the constraint's business).
+Everything comes from the system's :class:`~chetaev.discrete_lagrangian.SystemInterface`
+(``interface_of``, issue 15; the projection described in its Notes): ``D1L`` … ``D22L``,
+``legendre_inv`` (mechanical systems), ``mass``/``mass_inv`` and ``potential_grad``/
+``potential_hess`` (the constant-mass fast path), and the constraint's ``phi``, ``phi_q``,
+``phi_v``, ``phi_vq``, ``phi_vv`` (analytic when the user supplied them, finite differences
+in one broadcast call otherwise; that is the constraint's business) and ``A``, ``affine`` and
+their gradients.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from chetaev.discrete_lagrangian import InputError
+from chetaev.discrete_lagrangian import InputError, interface_of
 
 from ._equations import StageModel
 
@@ -52,18 +54,19 @@ def stage_model(csys) -> StageModel:
             "VelocityConstraint), got a HolonomicConstraint. Use the constrained SPRK of "
             "chetaev.discrete_lagrangian for holonomic constraints."
         )
-    n = int(sys_.n)
-    m = constraint_dim(csys)
+    iface = interface_of(csys)
+    n = iface.n
+    m = constraint_dim(csys) if iface.m is None else int(iface.m)
 
-    d2q = con.d2phi_dvdq  # [..., a, i, j] = d(dPhi_a/dv_i)/dq_j
-    d2v = con.d2phi_dv2
+    d2q = iface.phi_vq  # [..., a, i, j] = d(dPhi_a/dv_i)/dq_j
+    d2v = iface.phi_vv
 
     def phi_v_lam_q(q, v, lam):
         return np.einsum("...aij,...a->...ij", d2q(q, v), lam)
 
-    # the constraint says whether it is A(q)v + a(q) (then it provides matrix/matrix_grad/
-    # affine/affine_grad); a duck-typed constraint without the attribute is general
-    linear_in_v = bool(getattr(con, "is_linear_in_velocity", False))
+    # A(q)v + a(q) (then A, its gradient and the affine term are set); a general constraint
+    # has a v-dependent phi_v
+    linear_in_v = iface.linear_in_velocity
     if linear_in_v:
         phi_v_lam_v = None
     else:
@@ -71,14 +74,14 @@ def stage_model(csys) -> StageModel:
         def phi_v_lam_v(q, v, lam):
             return np.einsum("...aij,...a->...ij", d2v(q, v), lam)
 
-    mechanical = bool(getattr(sys_, "is_mechanical", False))
-    constant_mass = mechanical and bool(getattr(sys_, "constant_mass", False))
-    if constant_mass and hasattr(sys_, "gradV") and hasattr(sys_, "hessV"):
+    mechanical = iface.potential is not None  # L = v.M(q)v/2 - V(q)
+    constant_mass = mechanical and iface.mass is not None
+    if constant_mass and iface.potential_grad is not None and iface.potential_hess is not None:
         # fast path, L = v.M v/2 - V(q) with constant M: skip the generic wrappers
-        M = np.array(sys_.mass, dtype=float)
-        MT, MinvT = M.T.copy(), np.linalg.inv(M).T.copy()
+        M = iface.mass
+        MT, MinvT = M.T.copy(), iface.mass_inv.T.copy()
         zero = np.zeros((n, n))
-        gradV, hessV = sys_.gradV, sys_.hessV
+        gradV, hessV = iface.potential_grad, iface.potential_hess
         return StageModel(
             n=n,
             m=m,
@@ -88,38 +91,38 @@ def stage_model(csys) -> StageModel:
             D12L=lambda q, v: np.broadcast_to(zero, (*q.shape[:-1], n, n)),
             D21L=lambda q, v: np.broadcast_to(zero, (*q.shape[:-1], n, n)),
             D22L=lambda q, v: np.broadcast_to(M, (*q.shape[:-1], n, n)),
-            phi=con.residual,
-            phi_q=con.dphi_dq,
-            phi_v=con.dphi_dv,
+            phi=iface.phi,
+            phi_q=iface.phi_q,
+            phi_v=iface.phi_v,
             phi_v_lam_q=phi_v_lam_q,
             phi_v_lam_v=phi_v_lam_v,
             legendre_inv=lambda q, p: p @ MinvT,
             constant_D21L_zero=True,
-            A=con.matrix if linear_in_v else None,
-            affine=con.affine if linear_in_v and con.is_affine else None,
-            A_grad=con.matrix_grad if linear_in_v else None,
-            affine_grad=con.affine_grad if linear_in_v and con.is_affine else None,
+            A=iface.A,
+            affine=iface.affine,
+            A_grad=iface.A_grad,
+            affine_grad=iface.affine_grad,
             mass=M,
-            mass_inv=np.linalg.inv(M),
+            mass_inv=iface.mass_inv,
         )
     return StageModel(
         n=n,
         m=m,
-        D1L=sys_.D1L,
-        D2L=sys_.D2L,
-        D11L=sys_.D11L,
-        D12L=sys_.D12L,
-        D21L=sys_.D21L,
-        D22L=sys_.D22L,
-        phi=con.residual,
-        phi_q=con.dphi_dq,
-        phi_v=con.dphi_dv,
+        D1L=iface.D1L,
+        D2L=iface.D2L,
+        D11L=iface.D11L,
+        D12L=iface.D12L,
+        D21L=iface.D21L,
+        D22L=iface.D22L,
+        phi=iface.phi,
+        phi_q=iface.phi_q,
+        phi_v=iface.phi_v,
         phi_v_lam_q=phi_v_lam_q,
         phi_v_lam_v=phi_v_lam_v,
-        legendre_inv=sys_.legendre_inv if mechanical else None,
+        legendre_inv=iface.legendre_inv if mechanical else None,
         constant_D21L_zero=constant_mass,
-        A=con.matrix if linear_in_v else None,
-        affine=con.affine if linear_in_v and con.is_affine else None,
-        A_grad=con.matrix_grad if linear_in_v else None,
-        affine_grad=con.affine_grad if linear_in_v and con.is_affine else None,
+        A=iface.A,
+        affine=iface.affine,
+        A_grad=iface.A_grad,
+        affine_grad=iface.affine_grad,
     )

@@ -40,10 +40,10 @@ from typing import Any
 import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
-    LieSystemView,
     NewtonOptions,
     NewtonResult,
     PRKCoefficients,
+    SystemInterface,
     lie_prk_residual,
     lie_stage_jacobian,
     newton_solve,
@@ -234,21 +234,28 @@ class LieNonholonomicHooks:
 _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def engine_view(model: _LieModel, group: Any) -> LieSystemView:
-    """The engine's view of the model's Lagrangian (cached per model): for a mechanical ℓ,
-    L*_g D₁ℓ = force(g), D₁₁ℓ = force_jac(g) and 𝕀; otherwise the model's blocks."""
+def engine_view(model: _LieModel, group: Any) -> SystemInterface:
+    """The engine's :class:`SystemInterface` of the model's Lagrangian (cached per model): for
+    a mechanical ℓ, L*_g D₁ℓ = force(g), D₁₁ℓ = force_jac(g) and 𝕀; otherwise the model's
+    blocks."""
     hit = _VIEWS.get(model)
     if hit is None or hit.group is not group:
+        d = int(group.dim)
         if model.general:
-            hit = LieSystemView(group=group, D1L=model.D1L, D2L=model.D2L, D11L=model.D11L,
-                                D12L=model.D12L, D21L=model.D21L, D22L=model.D22L,
-                                analytic=True)
+            hit = SystemInterface(n=d, group=group, system=model, D1L=model.D1L,
+                                  D2L=model.D2L, D11L=model.D11L, D12L=model.D12L,
+                                  D21L=model.D21L, D22L=model.D22L,
+                                  has_second_derivatives=True,
+                                  analytic_second_derivatives=True)
         else:
             force, force_jac = model.force, model.force_jac
-            hit = LieSystemView(group=group, D1L=lambda G, Om: force(G),
-                                D2L=lambda G, Om: Om @ model.inertia.T,
-                                D11L=lambda G, Om: force_jac(G), inertia=model.inertia,
-                                analytic=True)
+            inertia = np.asarray(model.inertia, dtype=float)
+            hit = SystemInterface(n=d, group=group, system=model,
+                                  D1L=lambda G, Om: force(G),
+                                  D2L=lambda G, Om: Om @ model.inertia.T,
+                                  D11L=lambda G, Om: force_jac(G), inertia=model.inertia,
+                                  inertia_inv=np.linalg.inv(inertia),
+                                  analytic_second_derivatives=True)
         _VIEWS[model] = hit
     return hit
 
@@ -352,7 +359,7 @@ def continuous_multiplier(
     dphig = model.phi_g(g, eta)
     phidot = np.einsum("...md,...d->...m", dphig, eta)
     mu = eta @ model.inertia.T
-    P = engine_view(model, ops.group).P
+    P = engine_view(model, ops.group).coadjoint_matrix
     adstar = np.einsum("...ad,...d->...a", P(mu), eta)  # ad*_η μ = ad(η)ᵀ μ
     rhs = adstar + model.force(g)
     AI = A @ model.inertia_inv.T

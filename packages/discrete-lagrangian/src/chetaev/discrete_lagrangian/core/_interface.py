@@ -65,7 +65,9 @@ class SystemInterface:
         ``M(q)`` of a mechanical system, else ``∂²L/∂v²`` at ``v = 0`` (the metric of
         ``L = ½ vᵀG(q)v − V(q)``); ``None`` when neither exists.
     mass, mass_inv : ndarray or None
-        The constant ``(n, n)`` mass matrix and its inverse (``L = ½ vᵀMv − V(q)``), else None.
+        The constant ``(n, n)`` mass matrix and its inverse (``L = ½ vᵀMv − V(q)``), else None
+        (read from a system with ``constant_mass``, or from a stage view such as nh's
+        ``StageModel`` that declares ``constant_D21L_zero`` and its ``mass``).
     constraint : object or None
         The constraint object, None for an unconstrained system.
     constraint_kind : {None, "holonomic", "linear_velocity", "velocity"}
@@ -162,6 +164,27 @@ class SystemInterface:
     force_jacobians: Callable[[Array, Array, Array], tuple] | None = None
     #: Number of control inputs ``n_u`` (0: ``u`` is an empty ``(..., 0)`` array).
     n_controls: int = 0
+    # -- what the Lie-group PRK engine reads besides the above (``core/_lie_prk.py``, paper
+    #    Theorem 6.1, eqs. (24)-(27); issue 15) -----------------------------------------------
+    #: True when ``D11L … D22L`` are closed forms (not the system's finite differences): the
+    #: engines use their analytic Newton Jacobian only then.
+    analytic_second_derivatives: bool = False
+    #: ``ad(e_k)`` ``(n, n, n)`` on the algebra basis of ``group`` (read-only), None on a
+    #: vector space; set from ``group``.
+    ad_basis: Array | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        group = self.group
+        if group is not None and hasattr(group, "ad"):
+            d = int(group.dim)
+            basis = np.asarray(group.ad(np.eye(d)), dtype=float)
+            basis.setflags(write=False)
+            object.__setattr__(self, "ad_basis", basis)
+
+    def coadjoint_matrix(self, f: Array) -> Array:
+        """Matrix ``(..., n, n)`` of ``ζ ↦ ad(ζ)ᵀ f = ad*_ζ f`` for covectors ``f``
+        ``(..., n)`` on the group (the δÑ and δμ terms of the Lie engine's Jacobian)."""
+        return np.einsum("kba,...b->...ak", self.ad_basis, f)
 
     @property
     def is_constrained(self) -> bool:
@@ -274,7 +297,9 @@ def _build(obj: Any) -> SystemInterface:
         )
     second = all(hasattr(inner, nm) for nm in ("D11L", "D12L", "D21L", "D22L"))
     mass = mass_inv = None
-    if bool(getattr(inner, "constant_mass", False)):
+    if bool(getattr(inner, "constant_mass", False)) or (
+            bool(getattr(inner, "constant_D21L_zero", False))
+            and getattr(inner, "mass", None) is not None):  # a stage view declaring its mass
         mass = np.array(inner.mass, dtype=float)
         mass_inv = np.linalg.inv(mass)
     return SystemInterface(
@@ -289,6 +314,7 @@ def _build(obj: Any) -> SystemInterface:
         D21L=inner.D21L if second else None,
         D22L=inner.D22L if second else None,
         has_second_derivatives=second,
+        analytic_second_derivatives=second and not getattr(inner, "fd_second_derivatives", True),
         legendre=getattr(inner, "legendre", None),
         legendre_inv=getattr(inner, "legendre_inv", None),
         metric=_metric_of(inner),

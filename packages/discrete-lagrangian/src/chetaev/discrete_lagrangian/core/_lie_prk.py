@@ -60,96 +60,22 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
+from ._interface import interface_of
 from ._prk import PRKCoefficients, unpack
 
 __all__ = [
     "LieStageEvaluation",
-    "LieSystemView",
     "lie_prk_jacobian",
     "lie_prk_residual",
     "lie_stage_jacobian",
-    "lie_system_view",
     "solve_lie_stages",
     "stage_derivatives",
 ]
-
-_F2 = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-@attrs.frozen(eq=False)
-class LieSystemView:
-    """What the engine reads from a left-trivialized system ℓ(g, η) on a group.
-
-    ``D1L`` = L*_g D₁ℓ and ``D2L`` = D₂ℓ ``(..., d)``; the second derivatives ``D11L``,
-    ``D12L``, ``D21L``, ``D22L`` ``(..., d, d)`` (left-trivialized in g) or None. For a
-    mechanical ℓ = ½ηᵀ𝕀η − V(g), ``inertia`` is 𝕀 (then D₂ℓ = 𝕀η, D₁₂ℓ = D₂₁ℓ = 0 and the
-    engine skips those products); ``analytic`` says whether the second derivatives are closed
-    forms (the analytic Newton Jacobian is used only then). ``ad_basis`` is ad(e_k)
-    ``(d, d, d)``.
-    """
-
-    group: Any
-    D1L: _F2
-    D2L: _F2
-    D11L: _F2 | None = None
-    D12L: _F2 | None = None
-    D21L: _F2 | None = None
-    D22L: _F2 | None = None
-    inertia: np.ndarray | None = None
-    analytic: bool = False
-    ad_basis: np.ndarray = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        d = int(self.group.dim)
-        basis = np.asarray(self.group.ad(np.eye(d)), dtype=float)
-        basis.setflags(write=False)
-        object.__setattr__(self, "ad_basis", basis)
-
-    def P(self, f: np.ndarray) -> np.ndarray:
-        """Matrix ``(..., d, d)`` of ζ ↦ ad(ζ)ᵀ f = ad*_ζ f."""
-        return np.einsum("kba,...b->...ak", self.ad_basis, f)
-
-
-_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _build_view(system: Any) -> LieSystemView:
-    names = ("D11L", "D12L", "D21L", "D22L")
-    second = all(hasattr(system, nm) for nm in names)
-    mech = bool(getattr(system, "is_mechanical", False)) and hasattr(system, "inertia")
-    return LieSystemView(
-        group=system.group, D1L=system.D1L, D2L=system.D2L,
-        **{nm: getattr(system, nm) if second else None for nm in names},
-        inertia=np.asarray(system.inertia, dtype=float) if mech else None,
-        analytic=second and not getattr(system, "fd_second_derivatives", True),
-    )
-
-
-def _has_analytic_second_derivatives(system: Any) -> bool:
-    """Whether the system gives closed-form D11ℓ, D12ℓ, D21ℓ, D22ℓ."""
-    return lie_system_view(system).analytic
-
-
-def lie_system_view(system: Any) -> LieSystemView:
-    """The engine's :class:`LieSystemView` of a ``TrivializedLagrangianSystem`` or
-    ``TrivializedMechanicalSystem`` (built once per system object and cached); a view is
-    returned unchanged."""
-    if isinstance(system, LieSystemView):
-        return system
-    try:
-        hit = _VIEWS.get(system)
-    except TypeError:  # not weakly referenceable / hashable
-        return _build_view(system)
-    if hit is None:
-        hit = _VIEWS[system] = _build_view(system)
-    return hit
-
 
 @attrs.define(eq=False)
 class LieStageEvaluation:
@@ -253,7 +179,7 @@ def lie_prk_residual(
     """Residual of eq. (26) (inverse-free form, module docstring) plus the hook equations at
     the unknowns ``x`` (may carry extra leading axes). ``tau`` is a ``liegroups`` retraction.
     Returns ``(R, ev)`` with ``ev`` the :class:`LieStageEvaluation`."""
-    view = lie_system_view(system)
+    view = interface_of(system)
     k = tau.kernels
     d = int(view.group.dim)
     s = coeffs.s
@@ -354,7 +280,7 @@ def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, hooks: Any 
     variations), ``dXi``, ``dxi``, ``zeta`` ``(..., s, d, n)``, ``zeta_xi`` ``(..., d, n)``,
     ``dOm``, ``dNt``, ``dmu1`` and ``P`` (f ↦ the matrix of ζ ↦ ad*_ζ f).
     """
-    view = lie_system_view(system)
+    view = interface_of(system)
     k = tau.kernels
     c = ev.coeffs
     s, h = c.s, ev.h
@@ -388,16 +314,17 @@ def stage_derivatives(ev: LieStageEvaluation, system: Any, tau: Any, hooks: Any 
     S = k.dL_deriv_T_deriv(ev.Xi, ev.H, P0)
     dN = (Q_F @ dXi + DT @ dF + np.swapaxes(Q_P0, -1, -2) @ dH + S @ dXi
           + np.swapaxes(J, -1, -2) @ dP0)
-    dY = ev.extra["AdTinvT"] @ (dF - view.P(F) @ zeta)
+    dY = ev.extra["AdTinvT"] @ (dF - view.coadjoint_matrix(F) @ zeta)
     dnu = h * np.einsum("j,...jpU->...pU", b, dY)
     mu1 = ev.mu1
-    dmu1 = view.P(mu1) @ zxi + ev.Ad_tau_xi_T @ dnu
+    dmu1 = view.coadjoint_matrix(mu1) @ zxi + ev.Ad_tau_xi_T @ dnu
     Tx = Tns[..., -1, :, :, :] if stiff else k.dL_tensor(ev.xi)
     Q_mu1 = np.einsum("...bac,...b->...ac", Tx, mu1)
     dDmu = Q_mu1 @ dxi + np.swapaxes(Dxi, -1, -2) @ dmu1
     dR = dPi - dDmu[..., None, :, :] + h * np.einsum("ij,...jpU->...ipU", ev.extra["w"], dN)
     return {"dR": dR, "dH": dH, "dLam": dLam, "dX": dX, "dXi": dXi, "dxi": dxi,
-            "zeta": zeta, "zeta_xi": zxi, "dOm": dOm, "dNt": dY, "dmu1": dmu1, "P": view.P}
+            "zeta": zeta, "zeta_xi": zxi, "dOm": dOm, "dNt": dY, "dmu1": dmu1,
+            "P": view.coadjoint_matrix}
 
 
 def lie_stage_jacobian(ev: LieStageEvaluation, system: Any, tau: Any,
@@ -429,7 +356,7 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
     from .._util._errors import ConvergenceError
     from ._solver import newton_solve
 
-    view = lie_system_view(system)
+    view = interface_of(system)
     last: list = [None, None]
 
     def fun(x):
@@ -438,7 +365,7 @@ def solve_lie_stages(x0, g, mu, h, coeffs, system, tau, hooks, options, state,
         return R
 
     scale = 1.0 + np.max(np.abs(mu), axis=-1)
-    analytic = view.analytic and (
+    analytic = view.analytic_second_derivatives and (
         hooks is None or (hasattr(hooks, "equations_jacobian")
                           and hooks.analytic_stage_jacobian()))
     if analytic:

@@ -66,6 +66,7 @@ import attrs
 import numpy as np
 
 from .._util._errors import InputError
+from ._interface import interface_of
 
 __all__ = [
     "PRKCoefficients",
@@ -247,7 +248,8 @@ def prk_residual(
         Node values q_k, p_k.
     h : float
     coeffs : PRKCoefficients
-    system : a vector-space Lagrangian system (D1L, D2L and second derivatives)
+    system : a vector-space Lagrangian system (D1L, D2L and second derivatives), or its
+        :class:`SystemInterface` (what the engine reads: pass it to avoid the per-call lookup)
     hooks : hooks object (module docstring), default: none
     lam_fixed : ndarray (..., s, m), optional
         Values of the non-free multipliers.
@@ -268,17 +270,18 @@ def prk_residual(
     s, m, free, k, N = _layout(coeffs, n, hooks)
     V, Lam = unpack(x, s, n, m, free, lam_fixed)
     n_extra = N - s * n - k * m
-    base = getattr(system, "system", system)  # unwrap a ConstrainedSystem
-    fast = bool(getattr(base, "is_mechanical", False) and getattr(base, "constant_mass", False))
+    iface = interface_of(system)
+    # L = v.M v/2 - V(q) with constant M: the mass and the potential's derivatives directly
+    fast = iface.mass is not None and iface.potential_grad is not None
     a, ah = coeffs.a, coeffs.ahat
     Q = q[..., None, :] + h * (a @ V)
     if fast:
-        M = base.mass
-        D1 = -base.gradV(Q)
+        M = iface.mass
+        D1 = -iface.potential_grad(Q)
         D2 = V @ M.T
     else:
-        D1 = base.D1L(Q, V)
-        D2 = base.D2L(Q, V)
+        D1 = iface.D1L(Q, V)
+        D2 = iface.D2L(Q, V)
     F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, Lam, jacobian)
     W = D1 if F is None else D1 + F
     P = p[..., None, :] + h * (ah @ W)
@@ -292,11 +295,11 @@ def prk_residual(
             tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
         dV, dQ, dLam, dq1 = tangents[:4]
         if fast:
-            dW = -(base.hessV(Q) @ dQ)
+            dW = -(iface.potential_hess(Q) @ dQ)
             dD2 = M @ dV  # constant
         else:
-            dW = base.D11L(Q, V) @ dQ + base.D12L(Q, V) @ dV
-            dD2 = base.D21L(Q, V) @ dQ + base.D22L(Q, V) @ dV
+            dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
+            dD2 = iface.D21L(Q, V) @ dQ + iface.D22L(Q, V) @ dV
         if dF_dQ is not None:
             dW = dW + dF_dQ @ dQ
         if dF_dV is not None:
@@ -378,6 +381,7 @@ def solve_stages(
             tangent_cache[key] = tangents
 
     last: list = [None, None]
+    system = interface_of(system)  # once per step: prk_residual takes the record as is
 
     def fun_jac(x, want):
         R, J, ev = prk_residual(x, q, p, h, coeffs, system, hooks, lam_fixed, want, tangents)
@@ -422,14 +426,10 @@ def _coef_blocks_left(c: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 def _mass_of(system: Any):
     """``(M, D21L_zero)``: the constant mass matrix of ``L = v.M v/2 - V(q)`` (or None) and
-    whether ``D12L = D21L = 0``. Read from a mechanical system with ``constant_mass``, or
-    from a view that declares ``mass`` and ``constant_D21L_zero``."""
-    base = getattr(system, "system", system)
-    if getattr(base, "is_mechanical", False) and getattr(base, "constant_mass", False):
-        return np.asarray(base.mass, dtype=float), True
-    zero = bool(getattr(base, "constant_D21L_zero", False))
-    mass = getattr(base, "mass", None) if zero else None
-    return (None if mass is None else np.asarray(mass, dtype=float)), zero
+    whether ``D12L = D21L = 0``, from the system's :class:`SystemInterface` (``mass``; a
+    constant mass matrix is what makes the mixed blocks vanish)."""
+    mass = interface_of(system).mass
+    return mass, mass is not None
 
 
 def prk_constants(coeffs: PRKCoefficients, h: float, n: int, free: Any,
@@ -557,6 +557,7 @@ class PRKStep:
         "h",
         "hahatW",
         "hooks",
+        "iface",
         "lam_fixed",
         "m",
         "n",
@@ -572,11 +573,12 @@ class PRKStep:
                  lam_fixed=None, consts: dict | None = None, staged: bool = False):
         self.q, self.p, self.h, self.coeffs = q, p, h, coeffs
         self.system, self.hooks = system, hooks
+        self.iface = iface = interface_of(system)  # once per step
         self.s = s = coeffs.s
         self.n = n = q.shape[-1]
         if consts is None:
             consts = prk_constants(coeffs, h, n, getattr(hooks, "free", (False,) * s),
-                                   getattr(hooks, "mix_rows", None), _mass_of(system)[0])
+                                   getattr(hooks, "mix_rows", None), _mass_of(iface)[0])
         self.consts = consts
         # what the step reads from the hooks, checked once per (constants, hooks)
         info = consts.get("_hooks")
@@ -654,7 +656,7 @@ class PRKStep:
         if self._last is x:
             return
         c, s, n = self.consts, self.s, self.n
-        system, hooks = self.system, self.hooks
+        iface, hooks = self.iface, self.hooks
         lead = x.shape[:-1]
         nV, r = s * n, c["r"]
         self.aux = {}
@@ -683,7 +685,7 @@ class PRKStep:
         self.Q = Q
         sf = self._sf
         F = sf(self) if sf is not None else hooks.force(Q, V, self.Lam, False)[0]
-        W = system.D1L(Q, V)
+        W = iface.D1L(Q, V)
         if F is not None:
             W = W + F
         self.W = W
@@ -717,7 +719,7 @@ class PRKStep:
         elif "massT" in c:
             D2L = _times_matrix(V, c["massT"])
         else:
-            D2L = self.system.D2L(self.Q, V)
+            D2L = self.iface.D2L(self.Q, V)
         se = self._se
         R2 = se(self) if se is not None else None
         if self.staged:
@@ -756,7 +758,7 @@ class PRKStep:
                                             self.hooks, self.lam_fixed, self.consts)
             return self._batch_first.jacobian(x)
         self.evaluate(x)
-        c, s, n, m, system, hooks = self.consts, self.s, self.n, self.m, self.system, self.hooks
+        c, s, n, m, iface, hooks = self.consts, self.s, self.n, self.m, self.iface, self.hooks
         lead = x.shape[:-1]
         r = c["r"]
         free = c["free"]
@@ -770,12 +772,11 @@ class PRKStep:
         else:
             _F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, self.Lam, True)
             G = None if dF_dLam is None or not m else dF_dLam[..., free, :, :]
-        mech = mass or bool(getattr(getattr(system, "system", system), "constant_D21L_zero",
-                                    False))
-        Wq = system.D11L(Q, V)
+        mech = mass or _mass_of(iface)[1]
+        Wq = iface.D11L(Q, V)
         if dF_dQ is not None:
             Wq = Wq + dF_dQ
-        Wv = None if mech else system.D12L(Q, V)
+        Wv = None if mech else iface.D12L(Q, V)
         if dF_dV is not None:
             Wv = dF_dV if Wv is None else Wv + dF_dV
         # rows R1_i (i = 1..s) and pmix_i (i = 1..r), columns V: Σ_j c3[i, l, j] Wq_j
@@ -790,9 +791,9 @@ class PRKStep:
         else:
             rows_V = np.array(rows_V)
             R1v = rows_V[..., :s, :, :, :]
-            _blockdiag_view(R1v)[...] += system.D22L(Q, V)
+            _blockdiag_view(R1v)[...] += iface.D22L(Q, V)
             if not mech:
-                R1v += _coef_blocks_left(c["ha"], system.D21L(Q, V))
+                R1v += _coef_blocks_left(c["ha"], iface.D21L(Q, V))
         J = np.empty((*lead, N, N))  # filled block by block (no concatenation of (N, N))
         J[..., :nV, :nV] = rows_V[..., :s, :, :, :].reshape(*lead, nV, nV)
         if nL:

@@ -204,8 +204,8 @@ class Method(abc.ABC):
     ``_initial_state_impl(system, q0, v0, t0, **options) -> State``
         check and complete the initial data (momenta, consistent multipliers); ``t0`` is
         already a finite float. Return ``State(t=t0, ..., n=0)``.
-    ``_step_impl(system, state, h) -> State`` (``_step_impl(system, state, h, u=None)``
-    when ``supports_forces``)
+    ``_step_impl(system, state, h) -> State``
+        (``_step_impl(system, state, h, u=None)`` when ``supports_forces``)
         one step from ``state`` with the already checked ``h``; return the new State (its
         ``t`` and ``n`` are set by :meth:`step`; write ``t=state.t + h, n=state.n + 1``
         for readability). Raise ``ConvergenceError`` via ``raise_unless_converged(res,

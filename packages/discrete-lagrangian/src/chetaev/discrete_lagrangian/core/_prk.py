@@ -520,12 +520,13 @@ class PRKStep:
         The force of hook (i) at ``step.Q, step.V, step.Lam``; may store values in
         ``step.aux`` (a dict renewed per evaluation). Default: ``force(Q, V, Lam, False)``.
     ``force_jacobian(step)`` → ``(dF_dQ, dF_dV, G)``
-        ``(..., s, n, n)`` or None each, and ``G = dF^i/dΛ^i`` of the free stages ``(...,
-        k, n, m)`` (batch-first). Default: ``force(Q, V, Lam, True)``.
-    ``stage_equations(step)`` → ``R2``: the ``k·m`` extra residuals, any shape ``(...,
-        ...)`` that flattens to ``(..., k·m)`` (stage-major: ``(rows, B, width)``).
-    ``equations_jacobian(step, dmix)`` → ``J2`` ``(..., k·m, N)`` from ``dmix =
-        d pmix/dx`` ``(..., r, n, N)`` (batch-first).
+        ``(..., s, n, n)`` or None each, and ``G = dF^i/dΛ^i`` of the free stages
+        ``(..., k, n, m)`` (batch-first). Default: ``force(Q, V, Lam, True)``.
+    ``stage_equations(step)`` → ``R2``
+        The ``k·m`` extra residuals, of any shape that flattens to ``(..., k·m)``
+        (stage-major: ``(rows, B, width)``).
+    ``equations_jacobian(step, dmix)`` → ``J2``
+        ``(..., k·m, N)`` from ``dmix = d pmix/dx`` ``(..., r, n, N)`` (batch-first).
     ``structured_solver(step)`` → ``solve(F)`` (the hooks' approximate Newton matrix at
         the stage arrays of ``step``).
 

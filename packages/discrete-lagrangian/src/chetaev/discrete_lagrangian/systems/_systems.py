@@ -18,6 +18,7 @@ derivative ``d/dε f(g·exp(ε e_j))|₀``: ``D1L`` is L*_g D_1ℓ, ``D11L[i, j]
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,42 @@ def _bshape(*arrays_and_cores) -> tuple[int, ...]:
     shapes = [a.shape[: a.ndim - c] for a, c in arrays_and_cores]
     return np.broadcast_shapes(*shapes)
 
+
+
+def _force_parameters(group: bool) -> str:
+    """The numpy-docstring entries of ``force``, ``force_derivatives`` and ``n_controls``,
+    shared by the four system classes (vector space or, ``group=True``, trivialized)."""
+    q, v, k = ("g", "eta", "d") if group else ("q", "v", "n")
+    where = (" (a covector; on the group left-trivialized, in algebra coordinates)" if group
+             else " (a covector)")
+    takers = (
+        "no Lie-group method takes it yet: ``LieVPRK``, ``LieNonholonomicPRK`` and the Lie "
+        "discretization-map methods raise ``ForcesNotSupportedError`` for a forced system"
+        if group else
+        "the forced methods take it as their discrete force (VPRK, ConstrainedPRK: the stage "
+        "force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011; "
+        "DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian "
+        "form: the stage force, as in VPRK); the others raise ``ForcesNotSupportedError``"
+    )
+    def para(text: str) -> str:
+        return textwrap.fill(text, width=92, initial_indent=" " * 8,
+                             subsequent_indent=" " * 8, break_on_hyphens=False)
+
+    return (
+        "    force : callable, optional\n"
+        + para(f"External generalized force ``force({q}, {v}, u)`` → ``(..., {k})``{where}, "
+               "broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` "
+               "(an empty ``(..., 0)`` array when ``n_controls=0``), held constant over a "
+               "step. It enters the forced (Lagrange–d'Alembert) equations "
+               "d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001, §3.2); " + takers + ".")
+        + "\n    force_derivatives : callable, optional\n"
+        + para(f"``({q}, {v}, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., {k}, {k})``, "
+               f"``(..., {k}, {k})``, ``(..., {k}, n_controls)`` (exact Jacobians for the "
+               "Newton matrix; checked against finite differences before the first step like "
+               "the other derivatives). **When omitted the Newton matrix uses central finite "
+               "differences of** ``force`` (:meth:`force_jacobians`).")
+        + "\n    n_controls : int\n        Number of control inputs (default 0).\n"
+    )
 
 class _SystemMixin:
     """Shared methods: energy, Legendre map, acceleration."""
@@ -352,24 +389,7 @@ class LagrangianSystem(_SystemMixin):
 
     Other Parameters
     ----------------
-    force : callable, optional
-        External generalized force ``force(q, v, u)`` → ``(..., n)`` (a covector),
-        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
-        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
-        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
-        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
-        form: the stage force, as in VPRK); the others raise
-        ``ForcesNotSupportedError``.
-    force_derivatives : callable, optional
-        ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
-        ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
-        finite differences before the first step like the other derivatives). **When
-        omitted the Newton matrix uses central finite differences of** ``force``
-        (:meth:`force_jacobians`).
-    n_controls : int
-        Number of control inputs (default 0).
+    {FORCE_PARAMETERS}
     """
 
     n: int = attrs.field(converter=int)
@@ -470,24 +490,7 @@ class MechanicalSystem(_SystemMixin):
         True (default): before the first step ``integrate`` compares ``potential_grad``,
         ``potential_hess`` and ``mass_grad`` with central finite differences of
         ``potential``, ``potential_grad`` and ``mass`` (:meth:`check_derivatives`).
-    force : callable, optional
-        External generalized force ``force(q, v, u)`` → ``(..., n)`` (a covector),
-        broadcasting over leading axes; ``u`` is the control ``(..., n_controls)`` (an empty
-        ``(..., 0)`` array when ``n_controls=0``), held constant over a step. It enters the
-        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
-        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
-        form: the stage force, as in VPRK); the others raise
-        ``ForcesNotSupportedError``.
-    force_derivatives : callable, optional
-        ``(q, v, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., n, n)``, ``(..., n, n)``,
-        ``(..., n, n_controls)`` (exact Jacobians for the Newton matrix; checked against
-        finite differences before the first step like the other derivatives). **When
-        omitted the Newton matrix uses central finite differences of** ``force``
-        (:meth:`force_jacobians`).
-    n_controls : int
-        Number of control inputs (default 0).
+    {FORCE_PARAMETERS}
 
     Energy ½vᵀMv + V, the Legendre map p = Mv and its inverse are exact.
     """
@@ -666,25 +669,7 @@ class TrivializedLagrangianSystem(_SystemMixin):
 
     Other Parameters
     ----------------
-    force : callable, optional
-        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
-        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
-        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
-        ``n_controls=0``), held constant over a step. It enters the
-        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
-        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
-        form: the stage force, as in VPRK); the others raise
-        ``ForcesNotSupportedError``.
-    force_derivatives : callable, optional
-        ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
-        ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against
-        finite differences before the first step like the other derivatives). **When
-        omitted the Newton matrix uses central finite differences of** ``force``
-        (:meth:`force_jacobians`).
-    n_controls : int
-        Number of control inputs (default 0).
+    {FORCE_PARAMETERS}
     """
 
     group: Any = attrs.field()
@@ -783,25 +768,7 @@ class TrivializedMechanicalSystem(_SystemMixin):
 
     Other Parameters
     ----------------
-    force : callable, optional
-        External generalized force ``force(g, eta, u)`` → ``(..., d)`` (a covector; on the
-        group left-trivialized, in algebra coordinates), broadcasting over leading axes;
-        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
-        ``n_controls=0``), held constant over a step. It enters the
-        forced (Lagrange–d'Alembert) equations d/dt ∂L/∂v − ∂L/∂q = F (Marsden & West 2001,
-        §3.2); the forced methods take it as their discrete force (VPRK, ConstrainedPRK:
-        the stage force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011;
-        DiscreteEulerLagrange: left and right discrete forces; NonholonomicPRK's Lagrangian
-        form: the stage force, as in VPRK); the others raise
-        ``ForcesNotSupportedError``.
-    force_derivatives : callable, optional
-        ``(g, eta, u)`` → ``(F_q, F_v, F_u)`` of shapes ``(..., d, d)``, ``(..., d, d)``,
-        ``(..., d, n_controls)`` (exact Jacobians for the Newton matrix; checked against
-        finite differences before the first step like the other derivatives). **When
-        omitted the Newton matrix uses central finite differences of** ``force``
-        (:meth:`force_jacobians`).
-    n_controls : int
-        Number of control inputs (default 0).
+    {FORCE_PARAMETERS}
     """
 
     group: Any = attrs.field()
@@ -901,3 +868,10 @@ class TrivializedMechanicalSystem(_SystemMixin):
     def legendre_inv(self, g, mu):
         """η = 𝕀⁻¹μ."""
         return np.asarray(mu, dtype=float) @ self._Iinv.T
+
+
+for _cls, _group in ((LagrangianSystem, False), (MechanicalSystem, False),
+                     (TrivializedLagrangianSystem, True), (TrivializedMechanicalSystem, True)):
+    if _cls.__doc__:  # None under python -OO
+        _cls.__doc__ = _cls.__doc__.replace("    {FORCE_PARAMETERS}\n", _force_parameters(_group))
+del _cls, _group

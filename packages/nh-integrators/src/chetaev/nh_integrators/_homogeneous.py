@@ -236,12 +236,11 @@ def tait_bryan(theta1: Any, theta2: Any, theta3: Any) -> np.ndarray:
             f"{[a.shape for a in angles]}."
         ) from None
 
-    def rot(t: np.ndarray, i: int, j: int) -> np.ndarray:  # rotation in the (i, j) plane
-        R = np.zeros((*t.shape, 3, 3))
-        k = 3 - i - j
-        R[..., k, k] = 1.0
-        R[..., i, i] = R[..., j, j] = np.cos(t)
-        R[..., i, j], R[..., j, i] = -np.sin(t), np.sin(t)
-        return R
+    so3 = _so3()
 
-    return rot(t3, 0, 1) @ rot(t2, 2, 0) @ rot(t1, 1, 2)
+    def rot(t: np.ndarray, axis: int) -> np.ndarray:  # exp(t ê_axis): rotation about an axis
+        xi = np.zeros((*t.shape, 3))
+        xi[..., axis] = t
+        return so3.exp(xi)
+
+    return rot(t3, 2) @ rot(t2, 1) @ rot(t1, 0)

@@ -501,12 +501,18 @@ class ConstrainedSystem(_CheckMixin):
         where a₀ = g_L⁻¹ f(q, v) is the unconstrained acceleration (f = D1L − D21L v, plus
         ad*_η D2L on a group). For a holonomic constraint Φ is its velocity form ∂Φ/∂q·v.
         Raises :class:`SingularMatrixError` if C is singular.
+
+        This is the multiplier of the equations *without* an external force: a system built
+        with ``force=`` adds g_L⁻¹ F(q, v, u) to a₀, which depends on the control ``u`` that
+        this method does not take. The forced methods compute λ₀ of the forced equations in
+        their ``initial_state(..., u=u)``, and ``integrate`` passes them the first control.
         """
         lam, _ = self._multiplier_and_acc(q, v)
         return lam
 
     def acceleration(self, q, v):
-        """Constrained acceleration v̇ (or η̇) = a₀ + g_L⁻¹ (∂Φ/∂v)ᵀ λ(q, v)."""
+        """Constrained acceleration v̇ (or η̇) = a₀ + g_L⁻¹ (∂Φ/∂v)ᵀ λ(q, v), without an
+        external force (see :meth:`multiplier`)."""
         return self._multiplier_and_acc(q, v)[1]
 
     def _multiplier_and_acc(self, q, v):

@@ -107,7 +107,7 @@ def _controls(N, amplitude):
     return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_nodes(N, amplitude):
     """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
     tg, U = _controls(N, amplitude)

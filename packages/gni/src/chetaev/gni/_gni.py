@@ -28,14 +28,13 @@ from chetaev.discrete_lagrangian import (
     interface_of,
     newton_solve,
 )
+from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from ._discrete_lagrangians import (
     AlphaDiscreteLagrangian,
     MidpointDiscreteLagrangian,
     jacobian_D1_dq1,
 )
-from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
-
 from ._errors import ConvergenceError, InputError
 from ._reflection import node_from_post_momentum, pre_post_from_node
 from ._validation import (

@@ -70,7 +70,10 @@ def test_forces_are_taken_or_refused(name: str, make_method, make_problem) -> No
         s0 = method.initial_state(forced, q0, v0)
         s1 = method.step(forced, s0, h, u=u)
         free = method.step(system, method.initial_state(system, q0, v0), h)
-        assert np.all(np.isfinite(s1.q)) and not np.array_equal(s1.q, free.q)
+        # the force changes the step (q, or only v for a method whose first force term is
+        # the right discrete force: GNI Euler B, f_d⁻ = 0)
+        assert np.all(np.isfinite(s1.q)) and not (np.array_equal(s1.q, free.q)
+                                                  and np.array_equal(s1.v, free.v))
         assert np.isfinite(s1.info["work"])
         sol = integrate(forced, method, q0, v0, h=h, n_steps=3, controls=np.full((3, 1), 0.2))
         assert sol.success, sol.message
@@ -93,3 +96,20 @@ def test_nonholonomic_prk_takes_forces_in_its_lagrangian_form() -> None:
     assert len(nh) >= 3
     for name, method in nh:
         assert method.supports_forces == ("hamiltonian" not in name), name
+
+
+def test_gni_and_discretization_maps_take_forces() -> None:
+    """Issue 20: every GNI case (all variants, the composition) and every discretization-map
+    case (vector space and Lie group) of the registry takes forces; ReducedGNI (its own
+    ReducedSystem has no force=) and DSOCS (a DSOCS system: L_d, D_K, D_V, no force) do not."""
+    prefixes = ("GNI-", "dmap-", "LieDmap-")
+    cases = [(name, make_method()) for name, make_method, _ in CASES
+             if name.startswith(prefixes)]
+    assert len(cases) >= 10
+    for name, method in cases:
+        assert method.supports_forces, name
+    refused = [(name, make_method()) for name, make_method, _ in CASES
+               if name.startswith(("ReducedGNI", "DSOCS"))]
+    assert len(refused) == 2
+    for name, method in refused:
+        assert not method.supports_forces, name

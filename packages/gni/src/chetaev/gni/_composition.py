@@ -47,6 +47,11 @@ class Composition(Method):
     Caveat: the node multiplier ``lam`` of the composed step is the internal variable of the
     last sub-step, not a consistent approximation of λ(t) in general (on the project's nonlinear
     particle it converges to about 1.58 λ; a strict xfail in the tests). ``q`` and ``v`` are fine.
+
+    External forces (issue 20): when every member takes forces (``supports_forces``), the
+    control ``u`` of the step is passed to every sub-step (held constant over the whole
+    step), each sub-step being the member's forced discrete equations (for :class:`GNI`, the
+    forced GNI); ``info["work"]`` is the sum of the sub-steps' discrete works.
     """
 
     methods: tuple = attrs.field(converter=tuple, validator=_check_methods)
@@ -61,6 +66,11 @@ class Composition(Method):
                 )
             if abs(sum(self.weights) - 1.0) > 1e-12:
                 raise InputError(f"Composition weights must sum to 1; got {self.weights}")
+
+    @property
+    def supports_forces(self) -> bool:  # type: ignore[override]
+        """True when every member takes external forces."""
+        return all(m.supports_forces for m in self.methods)
 
     @property
     def fractions(self) -> tuple:
@@ -91,15 +101,21 @@ class Composition(Method):
     def name(self) -> str:
         return "Composition(" + ", ".join(m.name for m in self.methods) + ")"
 
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
-        return self.methods[0].initial_state(system, q0, v0, t0)
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
+        return self.methods[0].initial_state(system, q0, v0, t0, u=u)
 
-    def _step_impl(self, system, state: State, h: Any) -> State:
+    def _step_impl(self, system, state: State, h: Any, u: Any = None) -> State:
         n0 = state.n
         iters = 0
+        work = None
         for m, c in zip(self.methods, self.fractions):
-            state = m.step(system, state, c * h)
+            state = m.step(system, state, c * h, u=u)
             iters += int(state.info.get("newton_iterations", 0))
+            w = state.info.get("work")
+            if w is not None:
+                work = w if work is None else work + w
         info = dict(state.info)
         info["newton_iterations"] = iters
+        if work is not None:
+            info["work"] = work
         return attrs.evolve(state, n=n0 + 1, info=info)

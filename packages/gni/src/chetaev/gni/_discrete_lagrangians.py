@@ -9,7 +9,10 @@ type of the project), with what the GNI adds to it:
   ``(..., n, n)``, or ``None`` when the system has no second derivatives
   (``SystemInterface.has_second_derivatives``; the solver then forms a finite-difference
   Jacobian);
-* ``symmetric`` (bool) and ``order`` (int): the order of the GNI built on it.
+* ``symmetric`` (bool) and ``order`` (int): the order of the GNI built on it;
+* ``forces(system, q0, q1, h, u)`` and ``force_minus_dq1(...)``: the left and right discrete
+  forces of the forced GNI (issue 20; Marsden & West 2001 §3.2), the same quadrature of the
+  force as of the Lagrangian (inherited for the midpoint rule).
 
 ``system`` is an unconstrained Lagrangian system or its
 :class:`chetaev.discrete_lagrangian.SystemInterface`, read through ``D1L(q, v)``,
@@ -112,6 +115,26 @@ class AlphaDiscreteLagrangian(DiscreteLagrangian):
     def D1_dq1(self, system, q0, q1, h):
         """:func:`jacobian_D1_dq1`."""
         return jacobian_D1_dq1(self, system, q0, q1, h)
+
+    def forces(self, system, q0, q1, h, u=None):
+        """The left and right discrete forces of the endpoint quadrature of ``L_d^α``.
+
+        ``f_d⁻ = h(1−α) F(q0, v, u)``, ``f_d⁺ = hα F(q1, v, u)``, ``v = (q1 − q0)/h``
+        (Marsden & West 2001 §3.2; ``α = ½`` is the trapezoidal rule's pair of
+        ``DiscreteLagrangian.forces``), each ``(..., n)``; ``system`` has
+        ``generalized_force``.
+        """
+        v = (q1 - q0) / h
+        a = self.alpha
+        fm = h * (1.0 - a) * system.generalized_force(q0, v, u)
+        fp = h * a * system.generalized_force(q1, v, u)
+        return fm, fp
+
+    def force_minus_dq1(self, system, q0, q1, h, u=None):
+        """``∂f_d⁻/∂q1 = (1−α) F_v(q0, v, u)`` ``(..., n, n)`` (the force's part of the
+        Jacobian of the forced step)."""
+        v = (q1 - q0) / h
+        return (1.0 - self.alpha) * system.force_jacobians(q0, v, u)[1]
 
 
 @attrs.frozen

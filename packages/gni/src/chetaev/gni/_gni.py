@@ -1,6 +1,14 @@
 """The Geometric Nonholonomic Integrator on a vector space (paper Def. 4.1, §5, Def. 6.1).
 
 GNI paper Def. 4.1, §5, Remark 5.1, Remark 5.5, Def. 6.1.
+
+External forces (issue 20): the forced GNI is the GNI of the forced discrete Euler–Lagrange
+(discrete Lagrange–d'Alembert) equations. The left and right discrete forces ``f_d⁻``,
+``f_d⁺`` of the discrete Lagrangian's quadrature (``DiscreteLagrangian.forces``; Marsden &
+West 2001 §3.2; control ``u`` held over the step) enter the discrete Legendre transforms of
+the DEL step of Def. 4.1, ``p⁻_k = −D1 L_d(q_k, q_{k+1}) − f_d⁻``,
+``p⁺_{k+1} = D2 L_d(q_k, q_{k+1}) + f_d⁺``, and likewise (9a)/(27a) of the local form; the
+constraint projection (the reflection (8)/(26) and (9b)/(27b)) is unchanged.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
+    ForcesNotSupportedError,
     LinearVelocityConstraint,
     Method,
     NewtonOptions,
@@ -19,6 +28,7 @@ from chetaev.discrete_lagrangian import (
     interface_of,
     newton_solve,
 )
+from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from ._discrete_lagrangians import (
     AlphaDiscreteLagrangian,
@@ -104,16 +114,22 @@ def constraint_parts(iface: SystemInterface, q):
     return mu, a
 
 
-def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, guess=None):
+def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, guess=None,
+                       forcing=None):
     """Inverse discrete Legendre transform: solve ``−D1 L_d(q0, q1) = p⁻`` for ``q1``.
 
-    Step 2 of the reflection form (paper Def. 4.1). Returns the ``NewtonResult``.
+    Step 2 of the reflection form (paper Def. 4.1). With ``forcing = (fsys, u)`` (a system
+    with ``generalized_force`` and the step's control) the forced transform
+    ``−D1 L_d(q0, q1) − f_d⁻(q0, q1) = p⁻`` (module docstring). Returns the ``NewtonResult``.
     """
     if guess is None:
         guess = q0
 
     def fun(q1):
-        return dl.D1(system, q0, q1, h) + p_minus
+        out = dl.D1(system, q0, q1, h) + p_minus
+        if forcing is not None:
+            out = out + dl.forces(forcing[0], q0, q1, h, forcing[1])[0]
+        return out
 
     # Chord (simplified) Newton: the Jacobian −∂(D1 L_d)/∂q1 ≈ G/h at the initial guess is
     # exact for a constant mass matrix with the A/B/trapezoidal L_d and varies by O(h²)
@@ -121,6 +137,8 @@ def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, gue
     J0 = dl.D1_dq1(system, q0, guess, h)
     jac = None
     if J0 is not None:
+        if forcing is not None:
+            J0 = J0 + dl.force_minus_dq1(forcing[0], q0, guess, h, forcing[1])
         J0 = np.broadcast_to(J0, (*guess.shape, guess.shape[-1]))
 
         def jac(q1):
@@ -130,7 +148,7 @@ def solve_pre_legendre(dl, system, q0, p_minus, h, *, newton: NewtonOptions, gue
     return newton_solve(fun, guess, jac=jac, options=newton, scale=scale)
 
 
-def gni_momentum_step(dl, iface, q, v, lam, h, *, newton, metric_fn=None):
+def gni_momentum_step(dl, iface, q, v, lam, h, *, newton, metric_fn=None, forcing=None):
     """One step of the GNI in one-step ("reflection") form, paper Def. 4.1 / §2.6.
 
     Node data ``(q_k, v_k, λ_k)`` (``v_k`` satisfies the constraint) define
@@ -140,21 +158,26 @@ def gni_momentum_step(dl, iface, q, v, lam, h, *, newton, metric_fn=None):
     closed-form multiplier ``h λ_{k+1} = −2 C⁻¹ (mu G⁻¹ p⁺_{k+1} + a)``.
 
     ``iface`` is the :class:`SystemInterface` of the constrained system (see :func:`_interface`).
+    ``forcing = (fsys, u)``: the forced step, ``−D1 L_d − f_d⁻ = p⁻_k`` and
+    ``p⁺_{k+1} = D2 L_d + f_d⁺`` (module docstring).
     Returns ``(q1, v1, lam1, p_bar1, p_plus1, newton_result)``.
     """
     G = metric(iface, q, metric_fn)
     mu, _ = constraint_parts(iface, q)
     p_minus, _ = pre_post_from_node(v, lam, G, mu, h)
-    res = solve_pre_legendre(dl, iface, q, p_minus, h, newton=newton, guess=q + h * v)
+    res = solve_pre_legendre(dl, iface, q, p_minus, h, newton=newton, guess=q + h * v,
+                             forcing=forcing)
     q1 = res.x
     p_plus1 = dl.D2(iface, q, q1, h)
+    if forcing is not None:
+        p_plus1 = p_plus1 + dl.forces(forcing[0], q, q1, h, forcing[1])[1]
     G1 = metric(iface, q1, metric_fn)
     mu1, a1 = constraint_parts(iface, q1)
     v1, lam1, p_bar1 = node_from_post_momentum(p_plus1, G1, mu1, h, a1)
     return q1, v1, lam1, p_bar1, p_plus1, res
 
 
-def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None):
+def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None, forcing=None):
     """Residual of the local form (9)/(27) with unknowns ``x = (q_{k+1}, λ_k)``.
 
     In chetaev's multiplier sign:
@@ -162,6 +185,10 @@ def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     * (9a) ``D1 L_d(q_k, q_{k+1}) + D2 L_d(q_{k−1}, q_k) + h muᵀ(q_k) λ_k = 0``;
     * (9b)/(27b) ``mu G⁻¹ (D2 L_d(q_{k−1}, q_k) − D1 L_d(q_k, q_{k+1}))/2 + a = 0``, i.e.
       the averaged momentum satisfies the constraint.
+
+    With ``forcing = (fsys, u)`` the forced form: ``D1 L_d + f_d⁻`` of ``(q_k, q_{k+1})``
+    and ``D2 L_d + f_d⁺`` of ``(q_{k−1}, q_k)`` in place of ``D1 L_d`` and ``D2 L_d``, both
+    with the control ``u`` (module docstring).
     """
     n = q.shape[-1]
     q1, lam = x[..., :n], x[..., n:]
@@ -169,6 +196,9 @@ def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     mu, a = constraint_parts(iface, q)
     p_plus = dl.D2(iface, q_prev, q, h)
     d1 = dl.D1(iface, q, q1, h)
+    if forcing is not None:
+        p_plus = p_plus + dl.forces(forcing[0], q_prev, q, h, forcing[1])[1]
+        d1 = d1 + dl.forces(forcing[0], q, q1, h, forcing[1])[0]
     r1 = d1 + p_plus + h * np.einsum("...ji,...j->...i", mu, lam)
     r2 = _mv(mu, np.linalg.solve(G, (0.5 * (p_plus - d1))[..., None])[..., 0])
     if a is not None:
@@ -176,7 +206,7 @@ def gni_two_step_residual(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     return np.concatenate([r1, r2], axis=-1)
 
 
-def gni_two_step_jacobian(dl, iface, q_prev, q, x, h, *, metric_fn=None):
+def gni_two_step_jacobian(dl, iface, q_prev, q, x, h, *, metric_fn=None, forcing=None):
     """Jacobian of :func:`gni_two_step_residual` in ``x``, or ``None`` without second
     derivatives of the Lagrangian."""
     n = q.shape[-1]
@@ -184,6 +214,8 @@ def gni_two_step_jacobian(dl, iface, q_prev, q, x, h, *, metric_fn=None):
     J = dl.D1_dq1(iface, q, q1, h)
     if J is None:
         return None
+    if forcing is not None:
+        J = J + dl.force_minus_dq1(forcing[0], q, q1, h, forcing[1])
     G = metric(iface, q, metric_fn)
     mu, _ = constraint_parts(iface, q)
     m = mu.shape[-2]
@@ -213,6 +245,39 @@ class _JacobianAlias:
 
     def D1_dq1(self, system, q0, q1, h):
         return jacobian_D1_dq1(self.inner, system, q0, q1, h)
+
+    def forces(self, system, q0, q1, h, u=None):
+        return self.inner.forces(system, q0, q1, h, u)
+
+    def force_minus_dq1(self, system, q0, q1, h, u=None):
+        return self.inner.force_minus_dq1(system, q0, q1, h, u)
+
+
+def _takes_forces(dl) -> bool:
+    """Whether the discrete Lagrangian ``dl`` has discrete forces (``forces`` and
+    ``force_minus_dq1``; through the alias, its inner object's)."""
+    inner = dl.inner if isinstance(dl, _JacobianAlias) else dl
+    return hasattr(inner, "forces") and hasattr(inner, "force_minus_dq1")
+
+
+def _forcing(dl, iface, u):
+    """``(fsys, u)`` for a forced system (``fsys`` the unconstrained system with
+    ``generalized_force``), None for an unforced one."""
+    if iface.force is None:
+        return None
+    if not _takes_forces(dl):
+        raise ForcesNotSupportedError(
+            f"The GNI's discrete Lagrangian {type(dl).__name__} has no discrete forces "
+            "(methods forces and force_minus_dq1): use a named variant or a "
+            "chetaev.discrete_lagrangian.DiscreteLagrangian for a forced system."
+        )
+    return iface.system, u
+
+
+def _work(dl, forcing, q0, q1, h):
+    """The discrete work ``(f_d⁻ + f_d⁺)·(q1 − q0)/h`` of a forced step ``(...)``."""
+    fm, fp = dl.forces(forcing[0], q0, q1, h, forcing[1])
+    return np.einsum("...i,...i->...", fm + fp, (q1 - q0) / h)
 
 
 def _resolve_variant(variant):
@@ -262,6 +327,18 @@ class GNI(Method):
     Exactly preserved at every node: the averaged momentum ``(p⁻_k + p⁺_k)/2`` satisfies the
     constraint (9b)/(27b) (so ``v_k`` does), and ``|p⁻_k − Π|_{G⁻¹} = |p⁺_k − Π|_{G⁻¹}``.
 
+    **External forces** (issue 20): a system built with ``force=`` (control ``u`` per step,
+    held over the step) is integrated by the forced GNI, the GNI of the forced discrete
+    Euler–Lagrange equations: the left and right discrete forces of the discrete
+    Lagrangian's quadrature (``f_d⁻ = h(1−α)F(q_k, v)``, ``f_d⁺ = hαF(q_{k+1}, v)`` for the
+    endpoint rules (10)/(16), ``v = (q_{k+1} − q_k)/h``; at the midpoint for the midpoint
+    rule; Marsden & West 2001 §3.2) enter the discrete Legendre transforms of Def. 4.1 and
+    (9a)/(27a); the projection (8)/(9b)/(26)/(27b) is unchanged. The order is kept;
+    ``info["work"]`` is the discrete work ``(f_d⁻ + f_d⁺)·v`` of the step, and ``λ_0`` is
+    the multiplier of the forced continuous equations at ``u``. In the two-step form the
+    look-ahead point is computed with the step's control and recomputed when the control
+    changes, which gives the nodes of the momentum form.
+
     Notes
     -----
     **Equations.** ``form="momentum"`` (default): the one-step reflection form of (8)/(26),
@@ -294,6 +371,11 @@ class GNI(Method):
         _resolve_variant(self.variant)
 
     @property
+    def supports_forces(self) -> bool:  # type: ignore[override]
+        """True when the discrete Lagrangian has discrete forces (every named variant)."""
+        return _takes_forces(self.discrete_lagrangian)
+
+    @property
     def discrete_lagrangian(self):
         return _resolve_variant(self.variant)
 
@@ -319,9 +401,10 @@ class GNI(Method):
         return f"GNI({v}, {self.form})"
 
     # ------------------------------------------------------------------ protocol
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u=None) -> State:
         """Node 0: ``(q0, v0)`` must satisfy the constraint; ``λ_0`` is the continuous
-        multiplier (paper §5 "Initialization")."""
+        multiplier (paper §5 "Initialization"), of the forced equations at the control ``u``
+        for a forced system."""
         iface = _interface(system)
         n = iface.n
         q0 = as_points(q0, name="q0", n=n)
@@ -335,6 +418,8 @@ class GNI(Method):
             "or raise GNI(constraint_tol=...).",
         )
         lam0 = np.asarray(iface.multiplier(q0, v0), dtype=float)
+        if iface.force is not None and (u is not None or not iface.n_controls):
+            lam0 = _forced_multiplier(system, q0, v0, lam0, u)
         G = metric(iface, q0, self.metric)
         return State(t=float(t0), q=q0, v=v0, p=_mv(G, v0), lam=lam0, n=0, carry={}, info={})
 
@@ -353,12 +438,14 @@ class GNI(Method):
         v1, lam1, p_bar = node_from_post_momentum(p_plus, G1, mu1, h, a1)
         return State(t=float(t0) + h, q=q1, v=v1, p=p_bar, lam=lam1, n=1, carry={}, info={})
 
-    def _step_impl(self, system, state: State, h) -> State:
-        """Advance one step of size ``h`` (negative ``h`` runs the method backwards)."""
+    def _step_impl(self, system, state: State, h, u=None) -> State:
+        """Advance one step of size ``h`` (negative ``h`` runs the method backwards); ``u``
+        the control of a forced system (class docstring)."""
         iface = _interface(system)
+        forcing = _forcing(self.discrete_lagrangian, iface, u)
         if self.form == "momentum":
-            return self._step_momentum(iface, state, h)
-        return self._step_two(iface, state, h)
+            return self._step_momentum(iface, state, h, forcing)
+        return self._step_two(iface, state, h, forcing)
 
     # ------------------------------------------------------------------ internals
 
@@ -372,7 +459,7 @@ class GNI(Method):
             hint="halve h, or increase NewtonOptions(max_iter=...)",
         )
 
-    def _step_momentum(self, iface, state, h):
+    def _step_momentum(self, iface, state, h, forcing=None):
         q1, v1, lam1, p_bar1, _, res = gni_momentum_step(
             self.discrete_lagrangian,
             iface,
@@ -382,24 +469,33 @@ class GNI(Method):
             h,
             newton=self.newton,
             metric_fn=self.metric,
+            forcing=forcing,
         )
         if not np.all(res.converged):
             self._fail(state, res, h)
         info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
+        if forcing is not None:
+            info["work"] = _work(self.discrete_lagrangian, forcing, state.q, q1, h)
         return State(
             t=state.t + h, q=q1, v=v1, p=p_bar1, lam=lam1, n=state.n + 1, carry={}, info=info
         )
 
-    def _step_two(self, iface, state, h):
+    def _step_two(self, iface, state, h, forcing=None):
         dl = self.discrete_lagrangian
         q0 = state.q
         q1 = state.carry.get("q_next")
         iters = 0
-        if q1 is None or state.carry.get("h") != h:
-            # Start: the first point from the node data (discrete Legendre transform).
+        u = None if forcing is None else forcing[1]
+        u_prev = state.carry.get("u")
+        same_u = (u is None and u_prev is None) or (
+            u is not None and u_prev is not None and np.array_equal(u, u_prev))
+        if q1 is None or state.carry.get("h") != h or not same_u:
+            # Start: the first point from the node data (discrete Legendre transform); with
+            # a force, also whenever the control changed (the look-ahead point was computed
+            # with the previous step's control).
             q1, _, _, _, _, res = gni_momentum_step(
                 dl, iface, q0, state.v, state.lam, h,
-                newton=self.newton, metric_fn=self.metric,
+                newton=self.newton, metric_fn=self.metric, forcing=forcing,
             )
             if not np.all(res.converged):
                 self._fail(state, res, h)
@@ -409,16 +505,17 @@ class GNI(Method):
 
         def fun(x):
             return gni_two_step_residual(
-                dl, iface, q0, q1, x, h, metric_fn=self.metric
+                dl, iface, q0, q1, x, h, metric_fn=self.metric, forcing=forcing
             )
 
         jac = None
-        j0 = gni_two_step_jacobian(dl, iface, q0, q1, x0, h, metric_fn=self.metric)
+        j0 = gni_two_step_jacobian(dl, iface, q0, q1, x0, h, metric_fn=self.metric,
+                                   forcing=forcing)
         if j0 is not None:
 
             def jac(x):
                 return gni_two_step_jacobian(
-                    dl, iface, q0, q1, x, h, metric_fn=self.metric
+                    dl, iface, q0, q1, x, h, metric_fn=self.metric, forcing=forcing
                 )
 
         scale = 1.0 + np.max(np.abs(state.p), axis=-1)
@@ -429,6 +526,9 @@ class GNI(Method):
         q2, lam1 = res.x[..., :n], res.x[..., n:]
         p_plus = dl.D2(iface, q0, q1, h)
         p_minus = -dl.D1(iface, q1, q2, h)
+        if forcing is not None:
+            p_plus = p_plus + dl.forces(forcing[0], q0, q1, h, u)[1]
+            p_minus = p_minus - dl.forces(forcing[0], q1, q2, h, u)[0]
         p_bar = 0.5 * (p_plus + p_minus)
         G1 = metric(iface, q1, self.metric)
         v1 = np.linalg.solve(G1, p_bar[..., None])[..., 0]
@@ -436,9 +536,13 @@ class GNI(Method):
             "newton_iterations": iters + int(res.iterations),
             "residual": float(np.max(res.residual)),
         }
+        carry = {"q_next": q2, "h": h}
+        if forcing is not None:
+            info["work"] = _work(dl, forcing, q0, q1, h)
+            carry["u"] = u
         return State(
             t=state.t + h, q=q1, v=v1, p=p_bar, lam=lam1, n=state.n + 1,
-            carry={"q_next": q2, "h": h}, info=info,
+            carry=carry, info=info,
         )
 
 

@@ -40,7 +40,9 @@ force into its discrete equations (the forced discrete Euler–Lagrange / Lagran
 equations, Marsden & West 2001 §3.2). Every other method raises
 :class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
 a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
-``DiscreteEulerLagrange``.
+``DiscreteEulerLagrange``, the discretization-map methods (``DiscretizationMapMethod``,
+``Rattle``, their compositions, ``ExtrinsicEulerBA``, ``StageConstrainedBaseline``,
+``LieDiscretizationMapMethod``), ``chetaev.gni.GNI`` and ``chetaev.gni.Composition``.
 
 **Step linearizations** (issue 20). :meth:`Method.step_linearization` takes the step and
 returns a :class:`~chetaev.discrete_lagrangian.core._linearization.StepLinearization` (the next

@@ -308,7 +308,8 @@ def integrate(
         consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
         (the steps taken). Methods with
         ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange, the Lagrangian
-        form of NonholonomicPRK).
+        form of NonholonomicPRK, the discretization-map methods, chetaev.gni's GNI and
+        Composition).
 
     Returns
     -------

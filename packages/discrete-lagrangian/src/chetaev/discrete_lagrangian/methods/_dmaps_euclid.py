@@ -9,6 +9,22 @@ Every method here is the constrained discrete Hamiltonian map of a discrete Lagr
 ``L_d`` with the holonomic constraint imposed at the two step points and the momenta
 projected onto ``Leg(TN)`` (see the docs' discretization-maps page); the per-step kernels are in
 ``_dmaps_kernels``.
+
+External forces (issue 20). On the Hamiltonian side the force is added to ṗ,
+``ṗ = −∇V + F(q, q̇, u) + Gᵀλ``, and evaluated like the rest of the map's equations: through
+the cotangent lift of the θ-map (Prop. 3.3), at ``(q_θ, Δ/h)`` with the split ``(1−θ, θ)``
+between the two momentum equations (at the endpoints with ``(½, ½)`` for RATTLE, at the
+stage point for the baseline). These are the left and right discrete forces
+``f_d⁻, f_d⁺`` of :meth:`~chetaev.discrete_lagrangian.DiscreteLagrangian.forces` for the
+α = θ (trapezoidal, midpoint) rule, i.e. the forced discrete Euler–Lagrange equations of
+``L_d`` (Marsden & West 2001 §3.2), with the control ``u`` held over the step::
+
+    p0 = MΔ/h + h ∂V_d/∂q0 − f_d⁻ − h G(q0)ᵀλ,   φ(q1) = 0
+    p1 = MΔ/h − h ∂V_d/∂q1 + f_d⁺ + h G(q1)ᵀλ̃,   G(q1)M⁻¹p1 = 0
+
+``info["work"]`` is the discrete work ``(f_d⁻ + f_d⁺)·Δ/h`` of the step (summed over the
+sub-steps of a composition), and ``State.lam`` the multiplier of the forced continuous
+equations.
 """
 
 from __future__ import annotations
@@ -27,6 +43,8 @@ from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ..core._state import State
 from ._checks import is_newton_options
+from ._constrained_prk import _forced_multiplier
+from ._del import DiscreteLagrangian
 
 __all__ = [
     "Composition",
@@ -146,15 +164,56 @@ def _solve(fun, jac, x0, options, state, scale=None):
     return raise_unless_converged(res, state, _HINT)
 
 
-def _node_multiplier(iface, q1, v1):
+def _node_multiplier(iface, q1, v1, forcing=None):
     """The multiplier reported for node k: the consistent continuous λ(q_k, v_k).
 
     The discrete multipliers of the paper carry arbitrary factors h, h/2 and a split between the two
     nodes (their sign and scale are a convention); they are kept in ``State.info`` (``lam_left``,
     ``lam_right``), while ``State.lam`` is the O(h^p)-accurate continuous multiplier at the discrete
-    point, comparable across methods.
+    point, comparable across methods. With ``forcing``, that of the forced equations at the
+    step's control.
     """
-    return np.asarray(iface.multiplier(q1, v1), dtype=float)
+    lam = np.asarray(iface.multiplier(q1, v1), dtype=float)
+    if forcing is not None:
+        lam = _forced_multiplier(forcing.system, q1, v1, lam, forcing.u)
+    return lam
+
+
+@attrs.frozen
+class _Forcing:
+    """The discrete forces of one step (module docstring): the system (a forced
+    ``ConstrainedSystem``), the step's control and the quadrature's discrete Lagrangian."""
+
+    system: Any
+    u: Any
+    ld: DiscreteLagrangian
+
+    def forces(self, q0, q1, h):
+        """``(f_d⁻, f_d⁺)`` ``(..., m)``."""
+        return self.ld.forces(self.system, q0, q1, h, self.u)
+
+    def minus_dq1(self, q0, q1, h):
+        """``∂f_d⁻/∂q1`` ``(..., m, m)``."""
+        return self.ld.force_minus_dq1(self.system, q0, q1, h, self.u)
+
+    def work(self, q0, q1, h):
+        """``(f_d⁻ + f_d⁺)·(q1 − q0)/h`` ``(...)``."""
+        fm, fp = self.forces(q0, q1, h)
+        return np.einsum("...i,...i->...", fm + fp, (q1 - q0) / h)
+
+
+def _forcing(system, u, ld: DiscreteLagrangian):
+    """The step's :class:`_Forcing`, or None for an unforced system."""
+    if getattr(system, "has_force", False) is not True:
+        return None
+    return _Forcing(system, u, ld)
+
+
+def _ld_of(quad) -> DiscreteLagrangian:
+    """The discrete Lagrangian whose force quadrature matches the potential quadrature."""
+    if quad.theta is None:
+        return DiscreteLagrangian("trapezoidal")
+    return DiscreteLagrangian("alpha", quad.theta)
 
 
 def _scale(iface, q0: np.ndarray) -> np.ndarray:
@@ -171,7 +230,7 @@ def _info(res) -> dict:
 
 def node_step(
     iface: SystemInterface, quad, state: State, h: float, options: NewtonOptions,
-    nullspace: bool = False,
+    nullspace: bool = False, forcing: _Forcing | None = None,
 ) -> State:
     """One step of the constrained discrete Hamiltonian map of ``L_d = ΔᵀMΔ/2h − h V_d``.
 
@@ -179,7 +238,7 @@ def node_step(
     (or, with ``nullspace=True``, the multiplier-free form (4.7) for ``q1``); Phase 2 sets
     ``p1 = MΔ/h − h ∂V_d/∂q1 + h G(q1)ᵀλ̃`` with ``G(q1)M⁻¹p1 = 0`` (the docs' discretization-maps
     page;
-    paper §5.1–5.2).
+    paper §5.1–5.2). ``forcing``: the forced equations (module docstring).
     """
     q0, p0 = state.q, state.p
     M, Minv = iface.mass, iface.mass_inv
@@ -188,46 +247,84 @@ def node_step(
     G0 = jac(q0)
     q_guess = q0 + h * K._mv(Minv, p0)
     scale = _scale(iface, q0)
+    m = q0.shape[-1]
     if nullspace:
         P0 = K.nullspace_basis(G0)
-        res = _solve(
-            lambda x: K.phase1_nullspace_residual(x, q0, p0, h, M, quad, grad_V, P0, phi),
-            lambda x: K.phase1_nullspace_jacobian(x, q0, h, M, quad, hess_V, P0, jac),
-            q_guess, options, state, scale,
-        )
+
+        def fun(x):
+            r = K.phase1_nullspace_residual(x, q0, p0, h, M, quad, grad_V, P0, phi)
+            if forcing is not None:  # r1 − h f_d⁻, projected by P0ᵀ
+                fm = forcing.forces(q0, x, h)[0]
+                r = r - np.concatenate([np.einsum("...ia,...i->...a", P0, h * fm),
+                                        np.zeros_like(r[..., P0.shape[-1]:])], axis=-1)
+            return r
+
+        def jac1(x):
+            J = K.phase1_nullspace_jacobian(x, q0, h, M, quad, hess_V, P0, jac)
+            if forcing is not None:
+                dF = np.einsum("...ia,...ij->...aj", P0, h * forcing.minus_dq1(q0, x, h))
+                J = J.copy()
+                J[..., : P0.shape[-1], :] -= dF
+            return J
+
+        res = _solve(fun, jac1, q_guess, options, state, scale)
         q1 = res.x
         D2 = K.right_momentum(q0, q1, h, M, quad, grad_V)
+        if forcing is not None:
+            D2 = D2 + forcing.forces(q0, q1, h)[1]
         p1 = K.nullspace_momentum(D2, K.nullspace_basis(jac(q1)), M)
         lam = None
     else:
         k = G0.shape[-2]
         x0 = np.concatenate([q_guess, np.zeros((*q0.shape[:-1], k))], axis=-1)
-        res = _solve(
-            lambda x: K.phase1_residual(x, q0, p0, h, M, quad, grad_V, G0, phi),
-            lambda x: K.phase1_jacobian(x, q0, h, M, quad, hess_V, G0, jac),
-            x0, options, state, scale,
-        )
-        m = q0.shape[-1]
+
+        def fun(x):
+            r = K.phase1_residual(x, q0, p0, h, M, quad, grad_V, G0, phi)
+            if forcing is not None:  # r1 − h f_d⁻
+                fm = forcing.forces(q0, x[..., :m], h)[0]
+                r = r - np.concatenate([h * fm, np.zeros_like(r[..., m:])], axis=-1)
+            return r
+
+        def jac1(x):
+            J = K.phase1_jacobian(x, q0, h, M, quad, hess_V, G0, jac)
+            if forcing is not None:
+                J = J.copy()
+                J[..., :m, :m] -= h * forcing.minus_dq1(q0, x[..., :m], h)
+            return J
+
+        res = _solve(fun, jac1, x0, options, state, scale)
         q1 = res.x[..., :m]
         lam_left = res.x[..., m:] / (h * h)
-        p1, mu = K.project_momentum(K.right_momentum(q0, q1, h, M, quad, grad_V), jac(q1), Minv)
+        p1s = K.right_momentum(q0, q1, h, M, quad, grad_V)
+        if forcing is not None:
+            p1s = p1s + forcing.forces(q0, q1, h)[1]
+        p1, mu = K.project_momentum(p1s, jac(q1), Minv)
         lam = (lam_left, mu / h)
     info = _info(res)
     if lam is not None:
         info["lam_left"], info["lam_right"] = lam
+    if forcing is not None:
+        info["work"] = forcing.work(q0, q1, h)
     v1 = K._mv(Minv, p1)
     return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1, info=info,
-                        lam=_node_multiplier(iface, q1, v1))
+                        lam=_node_multiplier(iface, q1, v1, forcing))
 
 
 class _EuclideanMethod(Method):
     """Shared ``initial_state`` for the vector-space methods."""
 
     __slots__ = ()
+    supports_forces = True
 
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
-        """Check ``(q0, v0) ∈ TN`` and return the state with ``p0 = M v0 ∈ Leg(TN)``."""
-        return initial_euclidean_state(system, q0, v0, t0)
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
+        """Check ``(q0, v0) ∈ TN`` and return the state with ``p0 = M v0 ∈ Leg(TN)`` (and
+        λ₀ of the forced equations at the control ``u`` for a forced system)."""
+        state = initial_euclidean_state(system, q0, v0, t0)
+        if getattr(system, "has_force", False) is True and (
+                u is not None or not system.n_controls):
+            lam = _forced_multiplier(system, state.q, state.v, state.lam, u)
+            state = attrs.evolve(state, lam=lam)
+        return state
 
     @property
     def guarantees(self) -> dict[str, float]:
@@ -291,10 +388,11 @@ class DiscretizationMapMethod(_EuclideanMethod):
         """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
         return attrs.evolve(self, theta=1.0 - self.theta)
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         iface = euclidean_interface(system)
-        return node_step(iface, K.ThetaQuadrature(self.theta), state, h, self.newton,
-                         nullspace=self.nullspace)
+        quad = K.ThetaQuadrature(self.theta)
+        return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
+                         forcing=_forcing(system, u, _ld_of(quad)))
 
 
 @attrs.frozen
@@ -321,10 +419,11 @@ class Rattle(_EuclideanMethod):
     symmetric = True
     name = "RATTLE"
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         iface = euclidean_interface(system)
-        return node_step(iface, K.TrapezoidQuadrature(), state, h, self.newton,
-                         nullspace=self.nullspace)
+        quad = K.TrapezoidQuadrature()
+        return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
+                         forcing=_forcing(system, u, _ld_of(quad)))
 
 
 def rattle(newton: NewtonOptions | None = None) -> Rattle:
@@ -372,8 +471,14 @@ class Composition(Method):
                 f"{self.weights} with sum {sum(self.weights)!r}."
             )
 
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
-        return self.methods[0].initial_state(system, q0, v0, t0)
+    @property
+    def supports_forces(self) -> bool:  # type: ignore[override]
+        """True when every factor takes external forces (the control of the step is passed
+        to every factor, held constant over the whole step)."""
+        return all(m.supports_forces for m in self.methods)
+
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
+        return self.methods[0].initial_state(system, q0, v0, t0, u=u)
 
     @property
     def guarantees(self) -> dict[str, float]:
@@ -382,16 +487,21 @@ class Composition(Method):
         return {level: max(c[level] for c in claims)
                 for level in ("position", "velocity") if all(level in c for c in claims)}
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         s = state
         iters = 0
         resid = 0.0
+        work = None
         for method, w in zip(self.methods, self.weights):
-            s = method.step(system, attrs.evolve(s, n=state.n), w * h)
+            s = method.step(system, attrs.evolve(s, n=state.n), w * h, u=u)
             iters += s.info.get("newton_iterations", 0)
             resid = max(resid, s.info.get("residual", 0.0))
-        return attrs.evolve(s, t=state.t + h, n=state.n + 1,
-                            info={"newton_iterations": iters, "residual": resid})
+            if "work" in s.info:
+                work = s.info["work"] if work is None else work + s.info["work"]
+        info = {"newton_iterations": iters, "residual": resid}
+        if work is not None:
+            info["work"] = work
+        return attrs.evolve(s, t=state.t + h, n=state.n + 1, info=info)
 
 
 def compose(*methods, weights: Sequence[float] | None = None, order: int | None = None,
@@ -482,7 +592,7 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     symmetric = True
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
@@ -491,11 +601,17 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         M = iface.mass
         hh = 0.5 * h
         f0 = iface.potential_grad(q0)
+        # the forces of Euler A (θ = 0) on [q0, q_{1/2}] and Euler B (θ = 1) on [q_{1/2}, q1]:
+        # f_d⁺ of A and f_d⁻ of B vanish, so the middle equation has no force
+        fa = _forcing(system, u, DiscreteLagrangian("alpha", 0.0))
+        fb = _forcing(system, u, DiscreteLagrangian("alpha", 1.0))
 
         def fun(x):
             qm, q1 = x[..., :m], x[..., m:2 * m]
             lam, mu = x[..., 2 * m:2 * m + k], x[..., 2 * m + k:]
             r1 = K._mv(M, qm - q0) + hh * hh * f0 - K._mtv(G0, lam) - hh * p0
+            if fa is not None:
+                r1 = r1 - hh * fa.forces(q0, qm, hh)[0]
             r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(iface.holonomic_jacobian(qm), mu)
             phi = iface.holonomic_phi
             return np.concatenate([r1, r2, phi(qm), phi(q1)], axis=-1)
@@ -506,10 +622,14 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         res = _solve(fun, None, x0, self.newton, state, _scale(iface, q0))
         qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
         p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
+        info = _info(res)
+        if fb is not None:
+            p1s = p1s + fb.forces(qm, q1, hh)[1]
+            info["work"] = fa.work(q0, qm, hh) + fb.work(qm, q1, hh)
         p1, _ = K.project_momentum(p1s, iface.holonomic_jacobian(q1), iface.mass_inv)
         v1 = K._mv(iface.mass_inv, p1)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1,
-                            info=_info(res), lam=_node_multiplier(iface, q1, v1))
+                            info=info, lam=_node_multiplier(iface, q1, v1, fb))
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,7 +661,7 @@ class StageConstrainedBaseline(_EuclideanMethod):
         """Nothing: its step points leave the constraint set at O(h²) (the defect it shows)."""
         return {}
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]
@@ -549,15 +669,32 @@ class StageConstrainedBaseline(_EuclideanMethod):
         x0 = np.concatenate([q0 + h * K._mv(iface.mass_inv, p0), np.zeros((*q0.shape[:-1], k))],
                             axis=-1)
         M, grad_V, jac = iface.mass, iface.potential_grad, iface.holonomic_jacobian
-        res = _solve(
-            lambda x: K.stage_phase1_residual(x, q0, p0, h, M, grad_V, jac, iface.holonomic_phi),
-            lambda x: K.stage_phase1_jacobian(x, q0, h, M, iface.potential_hess, jac,
-                                              iface.holonomic_hessian),
-            x0, self.newton, state, _scale(iface, q0),
-        )
+        # the midpoint rule's discrete forces ½hF(q_m, Δ/h, u) in both momentum equations
+        forcing = _forcing(system, u, DiscreteLagrangian("midpoint"))
+
+        def fun(x):
+            r = K.stage_phase1_residual(x, q0, p0, h, M, grad_V, jac, iface.holonomic_phi)
+            if forcing is not None:
+                fm = forcing.forces(q0, x[..., :m], h)[0]
+                r = r - np.concatenate([h * fm, np.zeros_like(r[..., m:])], axis=-1)
+            return r
+
+        def jac1(x):
+            J = K.stage_phase1_jacobian(x, q0, h, M, iface.potential_hess, jac,
+                                        iface.holonomic_hessian)
+            if forcing is not None:
+                J = J.copy()
+                J[..., :m, :m] -= h * forcing.minus_dq1(q0, x[..., :m], h)
+            return J
+
+        res = _solve(fun, jac1, x0, self.newton, state, _scale(iface, q0))
         q1, nu = res.x[..., :m], res.x[..., m:]
         qm = 0.5 * (q0 + q1)
         p1 = (K._mv(iface.mass, q1 - q0) / h - 0.5 * h * iface.potential_grad(qm)
               + 0.5 * K._mtv(iface.holonomic_jacobian(qm), nu) / h)
+        info = _info(res)
+        if forcing is not None:
+            p1 = p1 + forcing.forces(q0, q1, h)[1]
+            info["work"] = forcing.work(q0, q1, h)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(iface.mass_inv, p1),
-                            n=state.n + 1, info=_info(res), lam=nu / (h * h))  # stage multiplier
+                            n=state.n + 1, info=info, lam=nu / (h * h))  # stage multiplier

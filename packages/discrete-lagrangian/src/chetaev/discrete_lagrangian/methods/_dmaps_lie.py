@@ -17,6 +17,14 @@ gradient of the potential (so ``∇^L_g L = −f``), ``L = ½ξᵀ𝕀ξ − V(g
 
 (using ``d^Lτ_{−x}^{-1} = d^Rτ_x^{-1}``).  Without a constraint (a bare
 ``TrivializedMechanicalSystem``) the multiplier terms and ``φ`` equations are dropped.
+
+External forces (issue 20): the left-trivialized force ``F(g, ξ, u) ∈ 𝔤*`` (control ``u``
+held over the step) is added to the trivialized ``α̇`` next to the potential's ``−f`` and
+evaluated like it, i.e. the left and right discrete forces of the same quadrature (Marsden &
+West 2001 §3.2, forced discrete Euler–Poincaré form): Euler A ``−hF(g0, ξ)`` in the α0
+equation; Euler B ``+hF(g1, ξ)`` in α1; RATTLE ``−(h/2)F(g0, ξ)`` in α0 and ``+(h/2)F(g1, ξ̄)``
+in α1; lobatto2 as its two Euler half steps. ``info["work"]`` is the discrete work (the same
+quadrature of ``F·ξ``), and ``State.lam`` the multiplier of the forced equations.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve
 from ..core._state import State
 from ._checks import is_newton_options
+from ._constrained_prk import _forced_multiplier
 
 if TYPE_CHECKING:
     from chetaev.liegroups import Retraction
@@ -237,6 +246,8 @@ class LieDiscretizationMapMethod(Method):
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL, simplified=True),
                                         validator=is_newton_options)
 
+    supports_forces = True
+
     @property
     def order(self) -> int:
         return 1 if self.kind in ("euler_a", "euler_b") else 2
@@ -256,8 +267,9 @@ class LieDiscretizationMapMethod(Method):
         return f"Lie {self.kind} ({self.retraction})"
 
     # -- protocol ------------------------------------------------------------------------
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0) -> State:
-        """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0``."""
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
+        """Check ``g0 ∈ G``, ``φ(g0) = 0`` and ``ℓ(g0)ξ0 = 0``; ``α0 = 𝕀ξ0`` (λ₀ of the forced
+        equations at ``u`` for a forced constrained system)."""
         iface = lie_interface(system)
         g0 = as_group_element(q0, iface.group, "q0")
         xi0 = as_vector(v0, "v0", n=iface.n)
@@ -278,6 +290,8 @@ class LieDiscretizationMapMethod(Method):
                     f"ker ℓ(g0))."
                 )
             lam0 = np.asarray(iface.multiplier(g0, xi0), dtype=float)
+            if iface.force is not None and (u is not None or not iface.n_controls):
+                lam0 = _forced_multiplier(system, g0, xi0, lam0, u)
         try:
             batch = np.broadcast_shapes(g0.shape[:-2], xi0.shape[:-1])
         except ValueError:
@@ -289,22 +303,48 @@ class LieDiscretizationMapMethod(Method):
         xi0 = np.broadcast_to(xi0, (*batch, iface.n)).copy()
         return State(t=t0, q=g0, v=xi0, p=_mv(iface.inertia, xi0), lam=lam0, n=0)
 
-    def _step_impl(self, system, state: State, h: float) -> State:
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         from chetaev.liegroups import retraction
 
         iface = lie_interface(system)
         tau = retraction(iface.group, self.retraction)
+        forcing = None
+        if iface.force is not None:
+            forcing = _Forcing(system, iface.force, iface.force_jacobians, u)
         if self.kind == "lobatto2":
-            mid = _euler_step(iface, tau, "euler_a", state, 0.5 * h, self.newton)
+            mid = _euler_step(iface, tau, "euler_a", state, 0.5 * h, self.newton, forcing)
             out = _euler_step(iface, tau, "euler_b", attrs.evolve(mid, n=state.n), 0.5 * h,
-                              self.newton)
+                              self.newton, forcing)
             info = {"newton_iterations": mid.info["newton_iterations"]
                     + out.info["newton_iterations"],
                     "residual": max(mid.info["residual"], out.info["residual"])}
+            if forcing is not None:
+                info["work"] = mid.info["work"] + out.info["work"]
             return attrs.evolve(out, t=state.t + h, n=state.n + 1, info=info)
         if self.kind == "rattle":
-            return _rattle_step(iface, tau, state, h, self.newton)
-        return _euler_step(iface, tau, self.kind, state, h, self.newton)
+            return _rattle_step(iface, tau, state, h, self.newton, forcing)
+        return _euler_step(iface, tau, self.kind, state, h, self.newton, forcing)
+
+
+@attrs.frozen
+class _Forcing:
+    """The left-trivialized external force of a step: ``F(g, ξ)``, ``∂F/∂ξ`` and the
+    control (module docstring)."""
+
+    system: Any
+    force: Any
+    jacobians: Any
+    u: Any
+
+    def F(self, g, xi):
+        return self.force(g, xi, self.u)
+
+    def F_xi(self, g, xi):
+        return self.jacobians(g, xi, self.u)[1]
+
+
+def _dot(a, b):
+    return np.einsum("...i,...i->...", a, b)
 
 
 def _solve(fun, jac, x0, options, state, scale):
@@ -321,9 +361,11 @@ def _scale(alpha0):
     return np.maximum(1.0, np.max(np.abs(alpha0), axis=-1))
 
 
-def _finish(iface, state, g1, alpha1_star, h, res, mu_scale):
+def _finish(iface, state, g1, alpha1_star, h, res, mu_scale, forcing=None, work=None):
     alpha1, mu = _project(iface, g1, alpha1_star)
     info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
+    if work is not None:
+        info["work"] = work
     xi1 = _mv(iface.inertia_inv, alpha1)
     lam = None
     if mu is not None:
@@ -331,12 +373,14 @@ def _finish(iface, state, g1, alpha1_star, h, res, mu_scale):
         # of a multiplier is a convention)
         info["lam_right"] = mu / mu_scale
         lam = np.asarray(iface.multiplier(g1, xi1), dtype=float)
+        if forcing is not None:
+            lam = _forced_multiplier(forcing.system, g1, xi1, lam, forcing.u)
     return attrs.evolve(state, t=state.t + h, q=g1, p=alpha1, v=xi1, n=state.n + 1,
                         info=info, lam=lam)
 
 
 def _euler_step(iface: SystemInterface, tau: Retraction, kind: str, state: State, h: float,
-                options) -> State:
+                options, forcing: _Forcing | None = None) -> State:
     g0, alpha0 = state.q, state.p
     d = iface.n
     xi0 = _mv(iface.inertia_inv, alpha0)
@@ -347,21 +391,39 @@ def _euler_step(iface: SystemInterface, tau: Retraction, kind: str, state: State
     else:
         ell0 = None
         x0 = xi0
-    res = _solve(
-        lambda x: euler_residual(x, iface, tau, g0, alpha0, h, kind, ell0),
-        lambda x: euler_jacobian(x, iface, tau, g0, h, ell0),
-        x0, options, state, _scale(alpha0),
-    )
+    push = forcing is not None and kind == "euler_a"  # Euler A: −hF(g0, ξ) in the α0 equation
+
+    def fun(x):
+        r = euler_residual(x, iface, tau, g0, alpha0, h, kind, ell0)
+        if push:
+            r = r.copy()
+            r[..., :d] -= h * forcing.F(g0, x[..., :d])
+        return r
+
+    def jac(x):
+        J = euler_jacobian(x, iface, tau, g0, h, ell0)
+        if push:
+            J = J.copy()
+            J[..., :d, :d] -= h * forcing.F_xi(g0, x[..., :d])
+        return J
+
+    res = _solve(fun, jac, x0, options, state, _scale(alpha0))
     xi = res.x[..., :d]
     g1 = iface.group.compose(g0, tau(h * xi, check=False), check=False)
     alpha1 = _mtv(tau.dL_inv(h * xi, check=False), _mv(iface.inertia, xi))
     if kind == "euler_b":
         alpha1 = alpha1 - h * iface.potential_grad(g1)
-    return _finish(iface, state, g1, alpha1, h, res, h)
+    work = None
+    if forcing is not None:
+        Fk = forcing.F(g0, xi) if kind == "euler_a" else forcing.F(g1, xi)
+        if kind == "euler_b":
+            alpha1 = alpha1 + h * Fk
+        work = h * _dot(Fk, xi)
+    return _finish(iface, state, g1, alpha1, h, res, h, forcing, work)
 
 
 def _rattle_step(iface: SystemInterface, tau: Retraction, state: State, h: float,
-                 options) -> State:
+                 options, forcing: _Forcing | None = None) -> State:
     g0, alpha0 = state.q, state.p
     d = iface.n
     hh = 0.5 * h
@@ -371,14 +433,29 @@ def _rattle_step(iface: SystemInterface, tau: Retraction, state: State, h: float
     if iface.is_constrained:
         ell0 = iface.holonomic_jacobian(g0)
         parts.append(np.zeros((*xi0.shape[:-1], ell0.shape[-2])))
-    res = _solve(
-        lambda x: rattle_residual(x, iface, tau, g0, alpha0, h, ell0),
-        lambda x: rattle_jacobian(x, iface, tau, g0, h, ell0),
-        np.concatenate(parts, axis=-1), options, state, _scale(alpha0),
-    )
+    def fun(x):
+        r = rattle_residual(x, iface, tau, g0, alpha0, h, ell0)
+        if forcing is not None:  # −(h/2)F(g0, ξ) in the α0 equation (6.8)
+            r = r.copy()
+            r[..., :d] -= hh * forcing.F(g0, x[..., :d])
+        return r
+
+    def jac(x):
+        J = rattle_jacobian(x, iface, tau, g0, h, ell0)
+        if forcing is not None:
+            J = J.copy()
+            J[..., :d, :d] -= hh * forcing.F_xi(g0, x[..., :d])
+        return J
+
+    res = _solve(fun, jac, np.concatenate(parts, axis=-1), options, state, _scale(alpha0))
     xi, xb = res.x[..., :d], res.x[..., d:2 * d]
     g1 = iface.group.compose(iface.group.compose(g0, tau(hh * xi, check=False), check=False),
                              tau(hh * xb, check=False), check=False)
     alpha1 = (_mtv(tau.dL_inv(hh * xb, check=False), _mv(iface.inertia, xb))
               - hh * iface.potential_grad(g1))
-    return _finish(iface, state, g1, alpha1, h, res, hh)
+    work = None
+    if forcing is not None:
+        F0, F1 = forcing.F(g0, xi), forcing.F(g1, xb)
+        alpha1 = alpha1 + hh * F1
+        work = hh * (_dot(F0, xi) + _dot(F1, xb))
+    return _finish(iface, state, g1, alpha1, h, res, hh, forcing, work)

@@ -137,8 +137,19 @@ def heavy_top_rhs(y):
     return np.concatenate([dR, dW], axis=-1)
 
 
+def spherical_pendulum_rhs(y, g=1.0):
+    """Spherical pendulum in R³ (``discrete_lagrangian.testing.spherical_pendulum``):
+    q̈ = -g e₃ + λ q, λ = (g q_z - |v|²)/|q|² (from d²/dt² |q|²/2 = 0)."""
+    q, v = y[..., :3], y[..., 3:]
+    lam = (g * q[..., 2] - np.sum(v * v, axis=-1)) / np.sum(q * q, axis=-1)
+    acc = lam[..., None] * q
+    acc[..., 2] -= g
+    return np.concatenate([v, acc], axis=-1)
+
+
 HAND_RHS = {"particle": particle_rhs, "chaotic": chaotic_rhs, "CVT": cvt_rhs,
-            "ball": ball_rhs, "heavy top": heavy_top_rhs}
+            "ball": ball_rhs, "heavy top": heavy_top_rhs,
+            "spherical pendulum": spherical_pendulum_rhs}
 
 
 # ---------------------------------------------------------------- models and checks
@@ -148,6 +159,7 @@ def _vector_models():
     ch = nht.chaotic_system()
     cq, cv = nht.chaotic_ensemble(9)
     return {
+        "spherical pendulum": (dlt.spherical_pendulum(), None, None),
         "particle": (nht.particle_system(), nht.PARTICLE_Q0.copy(), nht.PARTICLE_V0.copy()),
         "chaotic": (ch, cq[3].copy(), cv[3].copy()),
         "CVT": (nht.cvt_system(), nht.CVT_Q0.copy(), nht.CVT_V0_LOW.copy()),

@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{min(d['cpu']) / min(o['cpu']):8.2f} "
               f"{statistics.median(d['cpu']) / statistics.median(o['cpu']):8.2f}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
     return out
 

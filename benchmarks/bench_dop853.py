@@ -429,6 +429,7 @@ def main(argv=None) -> dict:
     fig_ensemble(args.quick, out)
     fig_cvt(args.quick, out)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1, default=float))
     return out
 

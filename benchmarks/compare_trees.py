@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{c:14s} {lab:28s} {mn:9.2f} {md:9.2f} {mn / a_min:7.3f} {md / a_med:7.3f} "
                   f"{diff:13.1e}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"trees": labels, "rounds": rounds, "n_steps": n_steps,
                                          "cases": summary}, indent=1))
     return summary

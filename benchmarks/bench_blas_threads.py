@@ -11,8 +11,9 @@ thread count is read when the library loads) with ``OPENBLAS_NUM_THREADS``,
 ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` either removed from the environment ("default")
 or set to 1; the two settings alternate round by round. Reported: min and median over rounds
 of wall and CPU µs per trajectory-step (CPU time counts every thread), and the ratio
-default / one thread. The worker also prints the BLAS thread counts ``threadpoolctl`` sees
-before and inside the run, when threadpoolctl is installed.
+default / one thread. The column ``threads`` gives the BLAS thread counts ``threadpoolctl``
+sees after the run (the setting in force outside ``integrate``; since issue 17 a batched
+``integrate`` holds BLAS at one thread while it runs, whatever this setting).
 """
 
 from __future__ import annotations

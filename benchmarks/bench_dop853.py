@@ -423,7 +423,13 @@ def main(argv=None) -> dict:
           f"OPENBLAS_NUM_THREADS={blas}; CPU time (time.process_time)")
     print(f"# hand-written RHS == system.acceleration on 100 random states of each model: "
           f"worst relative difference {worst:.1e}")
-    out = {"quick": args.quick, "OPENBLAS_NUM_THREADS": blas, "rhs_check": worst}
+    system, q0, v0 = _vector_models()["particle"]
+    stats = integrate(system, NonholonomicPRK(lobatto_iiia_iiib(3)), q0, v0, h=0.1,
+                      n_steps=2).stats
+    backend = stats.get("backend", "numpy (no backend choice in this tree)")
+    print(f"# NonholonomicPRK backend (sol.stats['backend']): {backend}")
+    out = {"quick": args.quick, "OPENBLAS_NUM_THREADS": blas, "rhs_check": worst,
+           "backend": str(backend)}
     fig_single_and_accuracy(args.quick, out)
     fig_lie(args.quick, out)
     fig_ensemble(args.quick, out)

@@ -98,10 +98,12 @@ def limit_blas_for_batches(integrate: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate the driver: a batched run holds BLAS at one thread (:class:`BlasOneThread`)."""
 
     @functools.wraps(integrate)
-    def wrapper(system: Any, method: Any, q0: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:  # integrate(system, method, q0, ...)
+        system = args[0] if args else kwargs.get("system")
+        q0 = args[2] if len(args) > 2 else kwargs.get("q0")
         if not _is_batched(system, q0):
-            return integrate(system, method, q0, *args, **kwargs)
+            return integrate(*args, **kwargs)
         with BlasOneThread():
-            return integrate(system, method, q0, *args, **kwargs)
+            return integrate(*args, **kwargs)
 
     return wrapper

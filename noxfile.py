@@ -246,8 +246,23 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Timed benchmarks (not part of the test suite)."""
+    """Timed benchmarks (not part of the test suite).
+
+    ``nox -s bench`` runs every ``benchmarks/bench_*.py`` completely (long: run it on an idle
+    machine); ``nox -s bench -- --quick`` is a short run that checks the scripts and the sanity
+    of their numbers. With ``CHETAEV_BENCH_BASE=/path/to/another/checkout`` the session also
+    runs ``benchmarks/compare_trees.py`` (that checkout against this tree, side by side).
+    """
     _install_local(session, *PRESENT)
-    session.install("scipy")
+    session.install("scipy", "threadpoolctl")
+    quick = "--quick" in session.posargs
+    # the two scripts without --quick get a small size instead
+    quick_args = {"bench_ensemble.py": ["--members", "4000", "--skip-cluster"],
+                  "bench_liegroups.py": ["100000"]}
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
-        session.run("python", str(script), *session.posargs)
+        args = quick_args.get(script.name, session.posargs) if quick else session.posargs
+        session.run("python", str(script), *args)
+    base = os.environ.get("CHETAEV_BENCH_BASE")
+    if base:
+        session.run("python", str(ROOT / "benchmarks" / "compare_trees.py"), base, str(ROOT),
+                    *(["--quick"] if quick else []))

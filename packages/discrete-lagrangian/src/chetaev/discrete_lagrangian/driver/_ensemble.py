@@ -9,9 +9,10 @@ optionally, a system whose parameters carry the same leading batch axis, see
 - **engines**: ``client=None`` runs the chunks one after the other in this process (no
   dependency beyond the package); a ``dask.distributed.Client`` runs each chunk as a Dask
   task (a ``LocalCluster`` on a laptop, or any cluster the client points at), with BLAS
-  limited to one thread inside the task (``threadpoolctl``, part of the ``[distributed]``
-  extra; without it the environment variables ``OPENBLAS_NUM_THREADS`` & co. are set, which
-  only acts on worker processes that load numpy afterwards);
+  limited to one thread inside the task (``threadpoolctl``, a dependency of the package, as
+  in every batched ``integrate``; without it the environment variables
+  ``OPENBLAS_NUM_THREADS`` & co. are set, which only acts on worker processes that load numpy
+  afterwards);
 - **bitwise**: the integrators treat each member of a batch independently (Newton stops an
   entry once it has converged; no numerical choice depends on the number of members), so the
   result equals one batched ``integrate`` of the whole ensemble bitwise, whatever the chunk
@@ -62,6 +63,7 @@ import numpy as np
 
 from .._util._errors import InputError
 from .._util._validation import as_float, as_int
+from ._blas import BlasOneThread
 from ._integrate import integrate
 from ._trajectory import Trajectory
 
@@ -76,8 +78,6 @@ __all__ = [
 _FIELDS = ("q", "v", "p", "lam")
 _MANIFEST = "manifest.json"
 _CHUNK_RE = re.compile(r"^chunk_(\d+)_(\d+)\.npz$")
-_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 #: Default number of members per chunk (each chunk is one batched ``integrate``).
 DEFAULT_CHUNK_SIZE = 1024
 
@@ -253,25 +253,6 @@ def _describe(obj: Any, limit: int = 400) -> str:
 
 
 # ----------------------------------------------------------------------------- one chunk
-class _BlasOneThread:
-    """Context: BLAS limited to one thread (threadpoolctl, else the environment)."""
-
-    def __enter__(self) -> _BlasOneThread:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover - threadpoolctl is in the [distributed] extra
-            self._limits = None
-            for name in _BLAS_ENV:
-                os.environ[name] = "1"
-            return self
-        self._limits = threadpool_limits(limits=1, user_api="blas")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._limits is not None:
-            self._limits.restore_original_limits()
-
-
 def _nan_like(x: np.ndarray) -> np.ndarray:
     return np.full(x.shape, np.nan) if np.issubdtype(x.dtype, np.floating) else np.zeros_like(x)
 
@@ -345,7 +326,7 @@ def _run_chunk(system: Any, method: Any, q0: np.ndarray, v0: np.ndarray, h: floa
                ) -> dict[str, Any]:
     """Integrate the members [lo, lo + len(q0)) as one batch; return (or store) the chunk."""
     hi = lo + q0.shape[0]
-    ctx = _BlasOneThread() if one_thread else None
+    ctx = BlasOneThread(env_fallback=True) if one_thread else None
     if ctx is not None:
         ctx.__enter__()
     try:

@@ -76,6 +76,7 @@ from ..core._method import Method
 from ..core._state import State
 from ..systems import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
 from ..systems._derivcheck import verify_before_first_step
+from ._blas import limit_blas_for_batches
 from ._trajectory import Trajectory
 
 __all__ = ["MESSAGES", "OVERFLOW_BOUND", "POSTCONDITION_FACTOR", "integrate"]
@@ -258,6 +259,7 @@ def _system_kind_check(system: Any, method: Any, state: State) -> None:
         ) from err
 
 
+@limit_blas_for_batches
 def integrate(
     system: Any,
     method: Any,

@@ -47,7 +47,6 @@ from chetaev.discrete_lagrangian import (
     ForcesNotSupportedError,
     InputError,
     LagrangianSystem,
-    LieVPRK,
     MechanicalSystem,
     NewtonOptions,
     Trajectory,
@@ -374,17 +373,10 @@ def test_step_control_checks():
 
 
 # -- methods without forces raise ---------------------------------------------------------------
-def _forced_rigid_body():
-    return TrivializedMechanicalSystem(SO3, np.diag([1.0, 2.0, 3.0]), lambda R: 0 * R[..., 0, 0],
-                                       lambda R: 0 * R[..., 0], lambda R: 0 * R,
-                                       force=lambda g, eta, u: -0.1 * eta)
-
-
 UNSUPPORTED = [
     ("dmap-composition", lambda: dm.euler_ba(), forced_spherical, None),
     ("dmap", lambda: dm.DiscretizationMapMethod(0.5), forced_hh, None),
     ("rattle-dmap", lambda: dm.rattle(), forced_spherical, None),
-    ("lie-vprk", lambda: LieVPRK(gauss(2)), _forced_rigid_body, None),
 ]
 
 

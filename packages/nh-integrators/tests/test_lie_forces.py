@@ -20,14 +20,19 @@ h Σᵢ bᵢ F(Gⁱ, Ωⁱ, u)·Ωⁱ (``State.info["work"]``), once with dissip
 with the control 0.5 sin(3 t_k). Measured (T = 2, N = 8, 16, 32, 64; slopes of state /
 energy / work gap; the force Jacobian by the system's central differences):
 
-===========================  =====================  =====================
-case                         dissipation only       with the control
-===========================  =====================  =====================
-s = 2, Cayley (order 2)      2.01 / 1.99 / 2.01     2.00 / 2.00 / 2.02
-s = 3, Cayley (order 4)      3.92 / 3.93 / 3.95     3.90 / 3.89 / 3.97
-s = 3, exp                   3.97 / 3.94 / 3.96     3.90 / 3.91 / 3.97
-s = 3, exp, "carry"          4.01 / 4.02 / 4.01     4.15 / 3.89 / 4.13
-===========================  =====================  =====================
+==============================  =====================  =====================
+case                            dissipation only       with the control
+==============================  =====================  =====================
+s = 2, Cayley (order 2)         2.01 / 1.99 / 2.01     2.00 / 2.00 / 2.02
+s = 3, Cayley (order 4)         3.92 / 3.93 / 3.95     3.90 / 3.89 / 3.97
+s = 3, exp                      3.97 / 3.94 / 3.96     3.90 / 3.91 / 3.97
+s = 3, exp, "carry"             4.01 / 4.02 / 4.01     4.15 / 3.89 / 4.13
+s = 3, general ℓ, Lagrangian    3.96 / 3.91 / 3.95     3.94 / 3.86 / 3.96
+s = 3, general ℓ, Hamiltonian   3.96 / 3.91 / 3.95     3.94 / 3.86 / 3.96
+==============================  =====================  =====================
+
+(general ℓ: ``vertical_disc_general`` with the kinetic term ε v₁⁴/4, ε = 0.2, the same force;
+the reference then has (m + 3ε v₁²) v̇₁ on the left and E gains 3ε v₁⁴/4).
 
 worst |slope − order| 0.149 (s = 3, exp, "carry", state, with control): margin 1.7 to the
 band; the smallest fitted error is 3.8e-9, 380 times FLOOR. The reference energy (1.305 at
@@ -36,6 +41,7 @@ t = 0) decays by 0.60 over the run without control.
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
@@ -47,7 +53,7 @@ from chetaev.discrete_lagrangian import (
 from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
 from chetaev.liegroups import SE2
 from chetaev.nh_integrators import LieNonholonomicPRK
-from chetaev.nh_integrators.testing import disc_initial, vertical_disc
+from chetaev.nh_integrators.testing import disc_initial, vertical_disc, vertical_disc_general
 from scipy.integrate import solve_ivp
 
 FLOOR = 1e-11
@@ -55,6 +61,7 @@ T = 2.0
 NS = (8, 16, 32, 64)
 C = 0.3
 MASS, IZ = 1.0, 0.5
+EPS = 0.2  # the quartic kinetic term of the general-ℓ cases
 
 
 def disc_force(g, eta, u):
@@ -72,22 +79,33 @@ def forced_disc():
     return ConstrainedSystem(sysm, LinearVelocityConstraint(np.array([[0.0, 1.0, 0.0]])))
 
 
-def disc_rhs(t, z, u):
+def forced_disc_general(quartic=EPS):
+    """The disc as a general ``TrivializedLagrangianSystem`` with the kinetic term
+    ε v₁⁴/4 (``testing.vertical_disc_general``) and the same force."""
+    base = vertical_disc_general(MASS, IZ, quartic)
+    return attrs.evolve(base, system=attrs.evolve(base.system, force=disc_force, n_controls=1))
+
+
+def disc_rhs(t, z, u, eps=0.0):
+    """With ℓ = ½(m v₁² + m v₂² + I ω²) + ε v₁⁴/4 − ½(x² + y²): (m + 3ε v₁²) v̇₁ =
+    −(x cos θ + y sin θ) + F₁ on v₂ = 0."""
     x, y, th, v1, om = z
     c, s = np.cos(th), np.sin(th)
     F1 = -C * (1.0 + x * x + y * y) * v1 + u
     F3 = -C * om + 0.5 * u
-    return [v1 * c, v1 * s, om, (-(x * c + y * s) + F1) / MASS, F3 / IZ]
+    return [v1 * c, v1 * s, om, (-(x * c + y * s) + F1) / (MASS + 3.0 * eps * v1 * v1), F3 / IZ]
 
 
-def disc_energy(x, y, v1, om):
-    return 0.5 * (MASS * v1 * v1 + IZ * om * om) + 0.5 * (x * x + y * y)
+def disc_energy(x, y, v1, om, eps=0.0):
+    """E = η·∂ℓ/∂η − ℓ = ½(m v₁² + I ω²) + 3ε v₁⁴/4 + ½(x² + y²)."""
+    return (0.5 * (MASS * v1 * v1 + IZ * om * om) + 0.75 * eps * v1**4
+            + 0.5 * (x * x + y * y))
 
 
-def reference_nodes(z0, tg, U):
+def reference_nodes(z0, tg, U, eps=0.0):
     zs = [np.asarray(z0, dtype=float)]
     for k in range(len(tg) - 1):
-        zs.append(solve_ivp(disc_rhs, (tg[k], tg[k + 1]), zs[-1], args=(U[k],),
+        zs.append(solve_ivp(disc_rhs, (tg[k], tg[k + 1]), zs[-1], args=(U[k], eps),
                             method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
     return np.array(zs)
 
@@ -98,16 +116,18 @@ def _controls(N, amplitude=0.5):
 
 
 CASES = {
-    "s2-cayley": LieNonholonomicPRK(2),
-    "s3-cayley": LieNonholonomicPRK(3),
-    "s3-exp": LieNonholonomicPRK(3, retraction="exp"),
-    "s3-exp-carry": LieNonholonomicPRK(3, retraction="exp", multiplier_rule="carry"),
+    "s2-cayley": (LieNonholonomicPRK(2), 0.0),
+    "s3-cayley": (LieNonholonomicPRK(3), 0.0),
+    "s3-exp": (LieNonholonomicPRK(3, retraction="exp"), 0.0),
+    "s3-exp-carry": (LieNonholonomicPRK(3, retraction="exp", multiplier_rule="carry"), 0.0),
+    "s3-general-lagrangian": (LieNonholonomicPRK(3), EPS),
+    "s3-general-hamiltonian": (LieNonholonomicPRK(3, form="hamiltonian"), EPS),
 }
 
 
 def run_case(case, amplitude):
-    method = CASES[case]
-    system = forced_disc()
+    method, eps = CASES[case]
+    system = forced_disc() if eps == 0.0 else forced_disc_general(eps)
     g0, eta0 = disc_initial()
     z0 = [g0[0, 2], g0[1, 2], np.arctan2(g0[1, 0], g0[0, 0]), eta0[0], eta0[2]]
     hs, err_x, err_E, err_W, E_ref = [], [], [], [], None
@@ -121,15 +141,15 @@ def run_case(case, amplitude):
             st = method.step(system, st, T / N, u=U[k])
             work.append(work[-1] + float(st.info["work"]))
         np.testing.assert_array_equal(st.q, traj.q[-1])
-        Z = reference_nodes(z0, tg, U[:, 0])
+        Z = reference_nodes(z0, tg, U[:, 0], eps)
         x, y, th = Z[:, 0], Z[:, 1], Z[:, 2]
         gr = np.zeros((N + 1, 3, 3))
         gr[:, 0, 0], gr[:, 0, 1], gr[:, 0, 2] = np.cos(th), -np.sin(th), x
         gr[:, 1, 0], gr[:, 1, 1], gr[:, 1, 2] = np.sin(th), np.cos(th), y
         gr[:, 2, 2] = 1.0
         er = np.stack([Z[:, 3], np.zeros(N + 1), Z[:, 4]], axis=-1)
-        E = disc_energy(traj.q[:, 0, 2], traj.q[:, 1, 2], traj.v[:, 0], traj.v[:, 2])
-        E_ref = disc_energy(x, y, Z[:, 3], Z[:, 4])
+        E = disc_energy(traj.q[:, 0, 2], traj.q[:, 1, 2], traj.v[:, 0], traj.v[:, 2], eps)
+        E_ref = disc_energy(x, y, Z[:, 3], Z[:, 4], eps)
         hs.append(T / N)
         err_x.append(max(np.max(np.abs(traj.q - gr)), np.max(np.abs(traj.v - er))))
         err_E.append(np.max(np.abs(E - E_ref)))

@@ -6,7 +6,9 @@ system) and a control; every other method raises ``ForcesNotSupportedError`` (an
 ``InputError``) naming itself, both for a forced system (in ``initial_state``, hence in
 ``integrate``) and for a control ``u`` given to ``step``. ``NonholonomicPRK`` takes forces in
 its Lagrangian form (the forced nonholonomic PRK) and refuses them in its Hamiltonian form
-(``supports_forces`` is False there).
+(``supports_forces`` is False there). The Lie-group PRKs (``LieVPRK``, ``LieNonholonomicPRK``,
+including the S² homogeneous-space lift) take the left-trivialized force as a stage force of
+the Lie engine.
 """
 
 from __future__ import annotations
@@ -113,3 +115,13 @@ def test_gni_and_discretization_maps_take_forces() -> None:
     assert len(refused) == 2
     for name, method in refused:
         assert not method.supports_forces, name
+
+
+def test_lie_group_prks_take_forces() -> None:
+    """The registry's LieVPRK and LieNonholonomicPRK cases (SO(3), SE(2), the S² lift) are
+    forced methods (issue 20); each is stepped with a force above."""
+    lie = [(name, make_method()) for name, make_method, _ in CASES
+           if name.startswith(("LieVPRK", "LieNHPRK"))]
+    assert len(lie) >= 4
+    for name, method in lie:
+        assert method.supports_forces, name

@@ -47,7 +47,6 @@ from chetaev.discrete_lagrangian import (
     ForcesNotSupportedError,
     InputError,
     LagrangianSystem,
-    LieVPRK,
     MechanicalSystem,
     NewtonOptions,
     Trajectory,
@@ -374,12 +373,6 @@ def test_step_control_checks():
 
 
 # -- methods without forces raise ---------------------------------------------------------------
-def _forced_rigid_body():
-    return TrivializedMechanicalSystem(SO3, np.diag([1.0, 2.0, 3.0]), lambda R: 0 * R[..., 0, 0],
-                                       lambda R: 0 * R[..., 0], lambda R: 0 * R,
-                                       force=lambda g, eta, u: -0.1 * eta)
-
-
 class _UnforcedRattle(dm.Rattle):
     """A method that declares no forces (the discretization-map RATTLE takes them since
     issue 20; this subclass keeps the refusal path under test)."""
@@ -389,7 +382,6 @@ class _UnforcedRattle(dm.Rattle):
 
 UNSUPPORTED = [
     ("unforced-rattle", _UnforcedRattle, forced_spherical, None),
-    ("lie-vprk", lambda: LieVPRK(gauss(2)), _forced_rigid_body, None),
 ]
 
 

@@ -11,6 +11,7 @@ in the Lagrangian form, η²..ηˢ. With Ξⁱ = h Σⱼ aᵢⱼ Hʲ, Gⁱ = g_k
 
     Ωⁱ = Dᵢ Hⁱ                                     stage body velocity
     Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀ Λⁱ     force in the Gⁱ frame (hook force)
+         (+ F(Gⁱ, Ωⁱ, u), the external left-trivialized force of a forced system)
     Π₀ⁱ = D₂ℓ(Gⁱ, Ωⁱ),  Πⁱ = Dᵢᵀ Π₀ⁱ,  Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ
     Yʲ = Ad*_{τ(−Ξʲ)} Fʲ                                                   (engine's Ñʲ)
     μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Yʲ]                                     (App. F; (3d))
@@ -140,6 +141,10 @@ class LieNonholonomicHooks:
       (App. G, ``legendre_inv``) or unknowns with R4ᵢ = D₂ℓ(Gⁱ, ηⁱ) − Mⁱ (general ℓ);
     - R3 = Σⱼ bⱼ Λʲ for the ``"weighted_sum"`` rule (all Λⁱ free), else Λ¹ given;
     - the analytic derivatives of all of these (``force_jacobian``, ``equations_jacobian``).
+
+    An external force (issue 20) wraps these hooks in
+    :class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`, which adds the
+    left-trivialized F(Gⁱ, Ωⁱ, u) to Fⁱ (``_Step``'s ``forcing``).
 
     ``ev.extra`` receives ``"M"`` (Mⁱ, all stages) and ``"eta"`` (ηⁱ, i = 2..s).
     """
@@ -278,11 +283,14 @@ def _coefficients_cached(a: bytes, b: bytes, s: int) -> PRKCoefficients:
 class _Step:
     """One step's residual problem on the engine (built once per step)."""
 
-    def __init__(self, *, ops, model, a, b, h, g0, mu0, lam1, legendre_inv=None):
+    def __init__(self, *, ops, model, a, b, h, g0, mu0, lam1, legendre_inv=None,
+                 forcing=None):
         s = b.shape[0]
         self.args = (g0, mu0, h, _coefficients(a, b), engine_view(model, ops.group),
                      ops.retraction)
         self.hooks = LieNonholonomicHooks(model, s, lam1 is None, legendre_inv)
+        if forcing is not None:  # the external stage force (issue 20): wraps the hooks
+            self.hooks = forcing(self.hooks)
         self.lam_fixed = None
         if lam1 is not None:
             self.lam_fixed = np.broadcast_to(lam1[..., None, :], (*lam1.shape[:-1], s, model.m))
@@ -293,7 +301,7 @@ class _Step:
         if jacobian:
             J = lie_stage_jacobian(ev, self.args[4], self.args[5], self.hooks)
         aux = {"G": ev.G, "mu1": ev.mu1, "eta": ev.extra["eta"], "Lam": ev.Lam,
-               "M": ev.extra["M"]}
+               "M": ev.extra["M"], "ev": ev}
         return r, J, aux
 
 

@@ -22,8 +22,11 @@ from chetaev.discrete_lagrangian import (
     State,
     newton_solve,
 )
+from chetaev.discrete_lagrangian.core._forcing import discrete_work, forced_hooks
+from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from ._lie_core import RANK_RTOL, _GroupOps, _LieModel, lie_nh_newton
+from ._nhprk import _forced
 from ._rules import (
     DEFAULT_MULTIPLIER_RULE,
     MULTIPLIER_RULES,
@@ -201,6 +204,18 @@ class LieNonholonomicPRK(StageOrders, Method):
     **Equations.** App. F of arXiv:1810.10926, in the inverse-free form of the homogeneous-spaces
     paper's eqs. (3c), (3d), (5) and §4.2; continuous λ₀ as in Thm 5.1 (high-order paper §6).
 
+    **External forces and controls** (issue 20; a system whose trivialized Lagrangian system
+    was built with ``force=``, both forms). The forced discrete Lagrange–d'Alembert–Chetaev
+    equations (Marsden & West 2001 §3.2 with the constraint forces of App. F) add the
+    left-trivialized force at the stages once, Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + D₂φ(Gⁱ, Ωⁱ)ᵀΛⁱ +
+    F(Gⁱ, Ωⁱ, u) in (3c)–(3d) (the force enters like L*_g D₁ℓ, dual to the retraction, so
+    also in the IIIA-weighted momenta Mⁱ of eq. (5)), with the control ``u`` of
+    ``step(..., u=)`` held over the step and its Jacobian (``force_derivatives`` or the
+    system's central differences) in the Newton matrix
+    (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`). λ₀ and the
+    ``"continuous"`` Λ¹ are the multipliers of the forced equations at the step's control;
+    ``info["work"]`` is the discrete work h Σᵢ bᵢ F(Gⁱ, Ωⁱ, u)·Ωⁱ.
+
     References
     ----------
     D. Martín de Diego, R. T. Sato Martín de Almagro, arXiv:1810.10926, §6.4, App. F–G.
@@ -221,6 +236,7 @@ class LieNonholonomicPRK(StageOrders, Method):
     )
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
+    supports_forces = True
 
     # ------------------------------------------------------------------ protocol
     @property
@@ -262,12 +278,14 @@ class LieNonholonomicPRK(StageOrders, Method):
 
     def initial_state(
         self, system: Any, q0: Any, v0: Any, t0: float = 0.0, lam0: Any = None,
-        tol: float = 1e-10,
+        tol: float = 1e-10, *, u: Any = None,
     ) -> State:
         """Check and complete the initial data: μ₀ = 𝕀η₀ and λ₀.
 
         λ₀ defaults to the continuous multiplier ``system.multiplier(g0, η0)`` (required for
-        the orders, Thm 5.1); pass ``lam0`` only to study a wrong value.
+        the orders, Thm 5.1); pass ``lam0`` only to study a wrong value. For a forced system
+        it is the multiplier of the forced equations at the control ``u`` (``integrate``
+        passes ``controls[0]``).
 
         Raises
         ------
@@ -276,10 +294,11 @@ class LieNonholonomicPRK(StageOrders, Method):
         InputError
             For a wrong shape, a non-finite value or ``g0`` off the group.
         """
-        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol)
+        return super().initial_state(system, q0, v0, t0, lam0=lam0, tol=tol, u=u)
 
     def _initial_state_impl(
-        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10
+        self, system: Any, q0: Any, v0: Any, t0: float, lam0: Any = None, tol: float = 1e-10,
+        u: Any = None,
     ) -> State:
         tol = real_scalar(tol, "tol", positive=True)
         ops, model = self._setup(system)
@@ -303,6 +322,8 @@ class LieNonholonomicPRK(StageOrders, Method):
         mu0 = np.asarray(system.system.D2L(g0, eta0), dtype=float)
         if lam0 is None:
             lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
+            if _forced(system) and (u is not None or not system.n_controls):
+                lam = _forced_multiplier(system, g0, eta0, lam, u)
         else:
             lam = real_array(lam0, "lam0")
             if lam.ndim == 0 or lam.shape[-1] != model.m:
@@ -329,8 +350,9 @@ class LieNonholonomicPRK(StageOrders, Method):
         See :func:`._rules.multiplier_mode_check`."""
         return multiplier_mode_check(self, system, previous, state, h)
 
-    def _step_impl(self, system: Any, state: State, h: float) -> State:
-        """One step of App. F; returns the state at ``t + h``.
+    def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
+        """One step of App. F; returns the state at ``t + h`` (``u``: the control of a forced
+        system, held over the step).
 
         Raises
         ------
@@ -352,12 +374,19 @@ class LieNonholonomicPRK(StageOrders, Method):
         batch = eta.shape[:-1]
         lam_prev = state.lam if state.lam is not None else np.zeros((*batch, m))
         rule = self.multiplier_rule
+        forced = _forced(system)
+        forcing = None
+        if forced:  # the external stage force wraps the nonholonomic hooks (issue 20)
+            def forcing(hooks: Any) -> Any:
+                return forced_hooks(system, hooks, u, s, lie=True)
         if rule == "carry":
             lam1 = lam_prev
         elif rule == "zero_first":
             lam1 = np.zeros((*batch, m))
         elif rule == "continuous":
             lam1 = np.asarray(system.multiplier(g, eta), dtype=float)
+            if forced:  # the multiplier of the forced equations at the step's control
+                lam1 = _forced_multiplier(system, g, eta, lam1, u)
         else:
             lam1 = None
         nlam = s if lam1 is None else s - 1
@@ -395,6 +424,7 @@ class LieNonholonomicPRK(StageOrders, Method):
             mu0=mu,
             lam1=lam1,
             legendre_inv=legendre_inv,
+            forcing=forcing,
         )
         ok = bool(np.all(result.converged))
         if not ok and result.sigma_min is not None and np.any(result.sigma_min < RANK_RTOL):
@@ -427,6 +457,9 @@ class LieNonholonomicPRK(StageOrders, Method):
         g1 = G[..., -1, :, :] if ops.elem_ndim == 2 else G[..., -1, :]
         eta1 = aux["eta"][..., -1, :]
         lam1_out = aux["Lam"][..., -1, :]
+        info = {"newton_iterations": it, "residual": res}
+        if forced:  # the discrete work h Σᵢ bᵢ F(Gⁱ, Ωⁱ, u)·Ωⁱ of the step
+            info["work"] = discrete_work(forcing(None), aux["ev"])
         return State(
             t=state.t + h,
             q=g1,
@@ -435,7 +468,7 @@ class LieNonholonomicPRK(StageOrders, Method):
             lam=lam1_out,
             n=state.n + 1,
             carry={"x": x, "x_prev": carry.get("x") if same else None, "h": h},
-            info={"newton_iterations": it, "residual": res},
+            info=info,
         )
 
 

@@ -38,7 +38,7 @@ A hooks object (duck typed, like the vector-space ones of ``_prk``) has
 ``force(G, Omega, Lam)`` → ``(..., s, d)`` or None
     Extra trivialized force at Gⁱ (e.g. ``J(Gⁱ)ᵀ Λⁱ`` for a holonomic Φ, ``(∂φ/∂η)ᵀ Λⁱ``
     for a nonholonomic φ).
-``equations(ev)`` → ``(..., E)``: extra equations (E = free multiplier entries + e).
+``equations(ev)`` → ``(..., E)`` or None: extra equations (E = free multiplier entries + e).
 
 For the analytic Newton Jacobian, optionally:
 
@@ -47,9 +47,14 @@ For the analytic Newton Jacobian, optionally:
 ``force_jacobian(ev, zeta, dOm, dLam)`` → ``(..., s, d, n)`` or None
     δFₕ from the left-trivialized variation ζⁱ = Dᵢ δΞⁱ of Gⁱ, δΩⁱ and δΛⁱ (all
     ``(..., s, ·, n)`` arrays of derivatives with respect to the n unknowns).
-``equations_jacobian(ev, D)`` → ``(..., E, n)``
+``equations_jacobian(ev, D)`` → ``(..., E, n)`` or None
     The derivative of :meth:`equations`, from the stage derivatives ``D`` of
     :func:`stage_derivatives` (``zeta``, ``dNt``, ``dmu1``, ``dLam``, ``dX``, ``P``, ...).
+
+External forces and controls (issue 20) are such a hook force:
+:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks` adds the
+left-trivialized F(Gⁱ, Ωⁱ, u) to Fⁱ (the forced discrete Lagrange–d'Alembert equations:
+the force enters (26)–(27) like L*_{Gⁱ} D₁ℓ, dual to the retraction) around any other hooks.
 
 Jacobian (issue 4: analytic when the system gives second derivatives — see
 :func:`stage_derivatives` for the chain rule —, central finite differences of the residual in
@@ -336,7 +341,10 @@ def lie_stage_jacobian(ev: LieStageEvaluation, system: Any, tau: Any,
     dR = dR.reshape((*dR.shape[:-3], dR.shape[-3] * dR.shape[-2], dR.shape[-1]))
     if hooks is None:
         return dR
-    return _cat([dR, hooks.equations_jacobian(ev, D)], axis=-2)
+    dE = hooks.equations_jacobian(ev, D)
+    if dE is None:  # hooks without equations (e.g. only an external stage force)
+        return dR
+    return _cat([dR, dE], axis=-2)
 
 
 def lie_prk_jacobian(ev: LieStageEvaluation, system: Any, tau: Any) -> np.ndarray:

@@ -40,9 +40,10 @@ force into its discrete equations (the forced discrete Euler–Lagrange / Lagran
 equations, Marsden & West 2001 §3.2). Every other method raises
 :class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
 a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
-``DiscreteEulerLagrange``, the discretization-map methods (``DiscretizationMapMethod``,
-``Rattle``, their compositions, ``ExtrinsicEulerBA``, ``StageConstrainedBaseline``,
-``LieDiscretizationMapMethod``), ``chetaev.gni.GNI`` and ``chetaev.gni.Composition``.
+``DiscreteEulerLagrange``, ``LieVPRK``, ``LieNonholonomicPRK``, the discretization-map methods
+(``DiscretizationMapMethod``, ``Rattle``, their compositions, ``ExtrinsicEulerBA``,
+``StageConstrainedBaseline``, ``LieDiscretizationMapMethod``), ``chetaev.gni.GNI`` and
+``chetaev.gni.Composition``.
 
 **Step linearizations** (issue 20). :meth:`Method.step_linearization` takes the step and
 returns a :class:`~chetaev.discrete_lagrangian.core._linearization.StepLinearization` (the next
@@ -87,7 +88,8 @@ def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError
         f"{method.name} does not take external forces yet; use VPRK or ConstrainedPRK. It was "
         f"given {what}: integrate the forced system with VPRK or DiscreteEulerLagrange "
         "(unconstrained), ConstrainedPRK (holonomic constraints) or the Lagrangian form of "
-        "chetaev.nh_integrators.NonholonomicPRK (velocity constraints)."
+        "chetaev.nh_integrators.NonholonomicPRK (velocity constraints); on a Lie group "
+        "LieVPRK or chetaev.nh_integrators.LieNonholonomicPRK."
     )
 
 

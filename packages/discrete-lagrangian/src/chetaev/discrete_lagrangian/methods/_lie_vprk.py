@@ -9,6 +9,7 @@ import numpy as np
 
 from .._util._errors import HypothesisError, InputError
 from .._util._validation import as_group_element, as_vector
+from ..core._forcing import discrete_work, forced_hooks
 from ..core._lie_prk import solve_lie_stages
 from ..core._pair_method import PairMethod
 from ..core._prk import PRKCoefficients, coefficients_from
@@ -105,6 +106,16 @@ class LieVPRK(PairMethod):
     Equations (paper eqs. (24)–(27), Theorem 6.1; §6.3; paper Thm. 6.1; §6.3): see
     ``chetaev.discrete_lagrangian.core._lie_prk``. Unknowns H^1..H^s (and Λ^1..Λ^s).
 
+    **External forces** (a system built with ``force=``; issue 20): the forced discrete
+    Lagrange–d'Alembert principle (Marsden & West 2001 §3.2) adds the left-trivialized force
+    at the stages once, Fⁱ = L*_{Gⁱ} D₁ℓ(Gⁱ, Ωⁱ) + F(Gⁱ, Ωⁱ, u) in eqs. (26)–(27) (the force
+    enters like the configuration derivative, dual to the retraction), with the control
+    ``u`` of ``step(..., u=)`` held over the step and its Jacobian in the Newton matrix
+    (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`). The step's
+    ``info["work"]`` is the discrete work h Σᵢ bᵢ F(Gⁱ, Ωⁱ, u)·Ωⁱ (equal to the energy change
+    to the method's order). With a holonomic constraint λ₀ is the multiplier of the forced
+    equations at the control given to ``initial_state(..., u=)``.
+
     Parameters
     ----------
     pair : PartitionedTableau or Tableau
@@ -127,6 +138,7 @@ class LieVPRK(PairMethod):
     coeffs: PRKCoefficients = attrs.field(init=False)
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "LieVPRK"
+    supports_forces = True
 
     def __attrs_post_init__(self) -> None:
         if self.retraction not in _KINDS:
@@ -170,8 +182,10 @@ class LieVPRK(PairMethod):
                 f"LieVPRK with a holonomic constraint (§6.3) needs H1–H3: {hyp.message}"
             )
 
-    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0) -> State:
-        """Check (g0, η0) (group membership, constraints); add μ0 = ∂ℓ/∂η and λ0."""
+    def _initial_state_impl(self, system: Any, q0: Any, v0: Any, t0: float = 0.0,
+                            u: Any = None) -> State:
+        """Check (g0, η0) (group membership, constraints); add μ0 = ∂ℓ/∂η and λ0 (of the
+        forced equations at the control ``u`` for a forced constrained system)."""
         group = getattr(system, "group", None)
         if group is None:
             raise InputError(
@@ -201,11 +215,17 @@ class LieVPRK(PairMethod):
             self._check_holonomic_pair()
             system.check_initial(g0, eta0, tol=self.constraint_tol)
             lam0 = np.asarray(system.multiplier(g0, eta0))
+            if getattr(system, "has_force", False) is True and (
+                    u is not None or not system.n_controls):
+                from ._constrained_prk import _forced_multiplier
+
+                lam0 = _forced_multiplier(system, g0, eta0, lam0, u)
         return State(t=t0, q=g0, v=eta0,
                      p=np.asarray(system.legendre(g0, eta0)), lam=lam0)
 
-    def _step_impl(self, system: Any, state: State, h: float) -> State:
-        """One step (g_k, μ_k) → (g_{k+1}, μ_{k+1}) (eqs. 24–27)."""
+    def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
+        """One step (g_k, μ_k) → (g_{k+1}, μ_{k+1}) (eqs. 24–27); ``u``: the control of a
+        forced system (the stage force F(Gⁱ, Ωⁱ, u) is added to Fⁱ)."""
         group = system.group
         tau = self._tau(group)
         s, d = self.coeffs.s, group.dim
@@ -228,14 +248,18 @@ class LieVPRK(PairMethod):
                 L0 = np.broadcast_to(state.lam[..., None, :], (*batch, s, m))
             parts.append(L0.reshape((*batch, s * m)))
         x0 = np.concatenate(parts, axis=-1)
+        hooks = forced_hooks(system, hooks, u, s, lie=True)
         _, ev, iters, resid, rate = solve_lie_stages(
             x0, g, mu, h, self.coeffs, system, tau, hooks, self.newton, state)
         eta1 = system.legendre_inv(ev.g1, ev.mu1)
         carry = {"H": ev.H, "v_prev": eta}
         lam1 = None
-        if hooks is not None:
+        if state.lam is not None:
             carry["Lam"] = ev.Lam
             lam1 = ev.Lam[..., -1, :]
+        info = {"newton_iterations": iters, "residual": resid, "newton_rate": rate}
+        work = discrete_work(hooks, ev)
+        if work is not None:
+            info["work"] = work
         return State(t=state.t + h, q=ev.g1, v=eta1, p=ev.mu1, lam=lam1, n=state.n + 1,
-                     carry=carry,
-                     info={"newton_iterations": iters, "residual": resid, "newton_rate": rate})
+                     carry=carry, info=info)

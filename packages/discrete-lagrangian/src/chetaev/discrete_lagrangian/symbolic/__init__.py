@@ -420,12 +420,14 @@ def _force_kwargs(b: _Builder, F) -> dict:
     """The ``force=``, ``force_derivatives=`` and ``n_controls=`` of the system (exact)."""
     if F is None:
         return {}
-    n, m = len(b.q), len(b.u)
-    fu = b.function("force_du", "qvu", b.grad(F, b.u), (n, m)) if m else None
+    n, m = len(b.v), len(b.u)
+    # on a group: F(g, η, u) with the left-trivialized F_g (from_trivialized_lagrangian)
+    a, Fq = ("gvu", b.ltgrad(F)) if b.group is not None else ("qvu", b.grad(F, b.q))
+    fu = b.function("force_du", a, b.grad(F, b.u), (n, m)) if m else None
     return {
-        "force": b.function("force", "qvu", F, (n,)),
-        "force_derivatives": _ForceJacobians(b.function("force_dq", "qvu", b.grad(F, b.q), (n, n)),
-                                             b.function("force_dv", "qvu", b.grad(F, b.v), (n, n)),
+        "force": b.function("force", a, F, (n,)),
+        "force_derivatives": _ForceJacobians(b.function("force_dq", a, Fq, (n, n)),
+                                             b.function("force_dv", a, b.grad(F, b.v), (n, n)),
                                              fu),
         "n_controls": m,
     }
@@ -752,7 +754,8 @@ def _group_symbols(sp, group, g):
     )
 
 
-def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), params=None):
+def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), params=None,
+                                force=None, controls=()):
     """A left-trivialized system ℓ(g, η) on a ``chetaev.liegroups`` group.
 
     Parameters
@@ -772,6 +775,15 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
         general (:class:`VelocityConstraint`).
     params : mapping sympy Symbol -> float or array, optional
         As in :func:`from_lagrangian`.
+    force : sequence of group.dim sympy expressions, optional
+        The left-trivialized external force F(g, η, u) (issue 20; a covector in the algebra
+        coordinates, entering the forced Euler–Poincaré equations like L*_g D₁ℓ), in the
+        entries of ``g``, ``eta``, ``controls`` and parameters. The system gets ``force=``,
+        exact ``force_derivatives=`` (the left-trivialized ∂F/∂g, ∂F/∂η, ∂F/∂u, generated)
+        and ``n_controls=len(controls)``.
+    controls : sequence of sympy Symbol, optional
+        The control symbols u (held constant over a step; ``integrate(..., controls=U)``).
+        Allowed only in ``force``.
 
     Returns
     -------
@@ -793,19 +805,35 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
     if len(es) != d:
         raise InputError(f"`eta` must hold group.dim = {d} symbols, got {len(es)}.")
     gsyms, rep = _group_symbols(sp, group, g)
-    b = _Builder(sp, [], es, params, group=group, gsyms=list(gsyms))
+    us = _as_symbol_list(sp, controls, "controls") if _as_expr_list(controls) else []
+    if set(us) & (set(es) | set(gsyms)):
+        raise InputError(
+            f"`controls` share the symbol(s) {set(us) & (set(es) | set(gsyms))} with `eta`/`g`."
+        )
+    if us and force is None:
+        raise InputError("`controls` need a `force`: pass force=[F_1, ..., F_d] using them.")
+    b = _Builder(sp, [], es, params, group=group, gsyms=list(gsyms), controls=us)
     b.gsyms = gsyms
     le = b.prepare(sp.sympify(ell).xreplace(rep), "ell")
+    F = None
+    if force is not None:
+        F = [b.prepare(sp.sympify(e).xreplace(rep), f"force[{i}]", controls=True)
+             for i, e in enumerate(_as_expr_list(force))]
+        if len(F) != d:
+            raise InputError(
+                f"`force` must hold one expression per algebra coordinate ({d}), got {len(F)}."
+            )
     nh = [b.prepare(sp.sympify(e).xreplace(rep), f"nonholonomic[{i}]")
           for i, e in enumerate(_as_expr_list(nonholonomic))]
-    system = _group_system(b, le, d)
+    system = _group_system(b, le, d, F)
     if nh:
         return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad)))
     return b.finish(system)
 
 
-def _group_system(b: _Builder, le, d: int):
+def _group_system(b: _Builder, le, d: int, F=None):
     sp = b.sp
+    fkw = _force_kwargs(b, F)
     zero = dict.fromkeys(b.v, 0)
     H = [le.diff(vi).diff(vj) for vi in b.v for vj in b.v]
     lin = [sp.simplify(le.diff(vi).xreplace(zero)) for vi in b.v]
@@ -822,7 +850,7 @@ def _group_system(b: _Builder, le, d: int):
         return _sy.TrivializedMechanicalSystem(
             b.group, inertia, b.function("potential", "g", [V], ()),
             b.function("potential_grad", "g", gradV, (d,)),
-            b.function("potential_hess", "g", b.ltgrad(gradV), (d, d)),
+            b.function("potential_hess", "g", b.ltgrad(gradV), (d, d)), **fkw,
         )
     d1 = b.ltgrad([le])
     d2 = b.grad([le], b.v)
@@ -839,5 +867,5 @@ def _group_system(b: _Builder, le, d: int):
         d22,
         b.function("d2l_detadg", "gv", b.ltgrad(d2), (d, d)),
         b.function("d2l_dg2", "gv", b.ltgrad(d1), (d, d)),
-        b.function("d2l_dgdeta", "gv", b.grad(d1, b.v), (d, d)),
+        b.function("d2l_dgdeta", "gv", b.grad(d1, b.v), (d, d)), **fkw,
     )

@@ -129,8 +129,11 @@ def _force_parameters(group: bool) -> str:
     where = (" (a covector; on the group left-trivialized, in algebra coordinates)" if group
              else " (a covector)")
     takers = (
-        "no Lie-group method takes it yet: ``LieVPRK``, ``LieNonholonomicPRK`` and the Lie "
-        "discretization-map methods raise ``ForcesNotSupportedError`` for a forced system"
+        "the Lie-group PRKs take it as the stage force of the Lie engine (``LieVPRK``, also "
+        "with a holonomic constraint, and ``LieNonholonomicPRK``: F(Gⁱ, Ωⁱ, u) added to the "
+        "trivialized configuration derivative of ℓ at the stages, eqs. (26)–(27) of the "
+        "high-order paper); the Lie discretization-map methods raise "
+        "``ForcesNotSupportedError`` for a forced system"
         if group else
         "the forced methods take it as their discrete force (VPRK, ConstrainedPRK: the stage "
         "force F(Q^i, V^i, u) added to W^i, Ober-Blöbaum, Junge & Marsden 2011; "

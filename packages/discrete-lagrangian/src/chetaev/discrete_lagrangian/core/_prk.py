@@ -189,7 +189,34 @@ def _layout(coeffs: PRKCoefficients, n: int, hooks: Any):
     m = int(getattr(hooks, "m", 0))
     free = np.asarray(getattr(hooks, "free", (False,) * s), dtype=bool)
     k = int(np.count_nonzero(free))
-    return s, m, free, k, s * n + k * m + int(getattr(hooks, "n_extra", 0))
+    nQ = s * n if _hamiltonian(hooks) else 0  # the stage positions Q^i before P^i
+    return s, m, free, k, nQ + s * n + k * m + int(getattr(hooks, "n_extra", 0))
+
+
+def _hamiltonian(hooks: Any) -> bool:
+    """Whether ``hooks`` ask for the Hamiltonian unknowns (``unknowns = "QP"``), checked."""
+    unknowns = getattr(hooks, "unknowns", "V")
+    if unknowns not in ("V", "QP"):
+        raise InputError(f"hooks.unknowns must be 'V' or 'QP', got {unknowns!r}.")
+    return unknowns == "QP"
+
+
+def _hamiltonian_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray,
+                          n_extra: int = 0):
+    """The constant tangents ``(dQ, dP, dLam)`` ``(s, n, N)`` of the Hamiltonian unknowns
+    ``x = [Q, P, Λ_free, extra]``."""
+    s = coeffs.s
+    k = int(np.count_nonzero(free))
+    nS = s * n
+    N = 2 * nS + k * m + n_extra
+    dQ = np.zeros((s, n, N))
+    dQ[:, :, :nS] = np.eye(nS).reshape(s, n, nS)
+    dP = np.zeros((s, n, N))
+    dP[:, :, nS: 2 * nS] = np.eye(nS).reshape(s, n, nS)
+    dLam = np.zeros((s, m, N))
+    for r, i in enumerate(np.flatnonzero(free) if m else ()):
+        dLam[i, :, 2 * nS + r * m: 2 * nS + (r + 1) * m] = np.eye(m)
+    return dQ, dP, dLam
 
 
 def _constant_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray, h: float,
@@ -268,29 +295,58 @@ def prk_residual(
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
     s, m, free, k, N = _layout(coeffs, n, hooks)
-    V, Lam = unpack(x, s, n, m, free, lam_fixed)
-    n_extra = N - s * n - k * m
+    qp = _hamiltonian(hooks)
+    nS = s * n
     iface = interface_of(system)
+    a, ah = coeffs.a, coeffs.ahat
+    if qp:  # x = [Q, P, Λ_free, extra]: V^i = FL^{-1}(Q^i, P^i) (eq. (15) of the nh paper)
+        if iface.legendre_inv is None:
+            raise InputError("Hamiltonian unknowns (hooks.unknowns = 'QP') need the system's "
+                             "legendre_inv(q, p); use the Lagrangian unknowns (unknowns='V').")
+        Q = x[..., :nS].reshape((*x.shape[:-1], s, n))
+        P, Lam = unpack(x[..., nS:], s, n, m, free, lam_fixed)
+        V = iface.legendre_inv(Q, P)
+        n_extra = N - 2 * nS - k * m
+    else:
+        V, Lam = unpack(x, s, n, m, free, lam_fixed)
+        n_extra = N - nS - k * m
+        Q = q[..., None, :] + h * (a @ V)
     # L = v.M v/2 - V(q) with constant M: the mass and the potential's derivatives directly
     fast = iface.mass is not None and iface.potential_grad is not None
-    a, ah = coeffs.a, coeffs.ahat
-    Q = q[..., None, :] + h * (a @ V)
     if fast:
         M = iface.mass
         D1 = -iface.potential_grad(Q)
-        D2 = V @ M.T
+        D2 = P if qp else V @ M.T
     else:
         D1 = iface.D1L(Q, V)
-        D2 = iface.D2L(Q, V)
+        D2 = P if qp else iface.D2L(Q, V)
     F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, Lam, jacobian)
     W = D1 if F is None else D1 + F
-    P = p[..., None, :] + h * (ah @ W)
+    if qp:  # rows Q^i - q_k - h Σ a_ij V^j and P^i - p_k - h Σ â_ij W^j
+        RQ = Q - q[..., None, :] - h * (a @ V)
+        RP = P - p[..., None, :] - h * (ah @ W)
+        bs = np.broadcast_shapes(RQ.shape[:-2], RP.shape[:-2])
+        R1 = np.concatenate([np.broadcast_to(RQ, (*bs, s, n)).reshape((*bs, nS)),
+                             np.broadcast_to(RP, (*bs, s, n)).reshape((*bs, nS))], axis=-1)
+    else:
+        P = p[..., None, :] + h * (ah @ W)
+        R1 = (D2 - P).reshape((*D2.shape[:-2], nS))
     q1 = q + h * (coeffs.b @ V)
     p1 = p + h * (coeffs.bhat @ W)
     ev = StageEvaluation(q=q, p=p, h=h, coeffs=coeffs, Q=Q, V=V, Lam=Lam, W=W, P=P, D2L=D2,
                          q1=q1, p1=p1, x_extra=x[..., N - n_extra:] if n_extra else None)
-    R1 = (D2 - P).reshape((*D2.shape[:-2], s * n))
-    if jacobian:
+    if jacobian and qp:
+        if tangents is None:
+            tangents = _hamiltonian_tangents(coeffs, n, m, free, n_extra)
+        dQ, dP, dLam = tangents[:3]
+        if iface.mass is not None:  # dV = M^{-1} dP (constant)
+            dV = iface.mass_inv @ dP
+            dW = (-(iface.potential_hess(Q) @ dQ) if fast
+                  else iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV)
+        else:  # dV = g^{-1} (dP - D21L dQ), g = D22L (the Legendre map's derivative)
+            dV = np.linalg.solve(iface.D22L(Q, V), dP - iface.D21L(Q, V) @ dQ)
+            dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
+    elif jacobian:
         if tangents is None:
             tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
         dV, dQ, dLam, dq1 = tangents[:4]
@@ -300,6 +356,7 @@ def prk_residual(
         else:
             dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
             dD2 = iface.D21L(Q, V) @ dQ + iface.D22L(Q, V) @ dV
+    if jacobian:
         if dF_dQ is not None:
             dW = dW + dF_dQ @ dQ
         if dF_dV is not None:
@@ -308,8 +365,18 @@ def prk_residual(
             dW = dW + dF_dLam @ dLam
         bshape = dW.shape[:-3]
         dWf = dW.reshape((*bshape, s, n * N))
-        dP = (h * (ah @ dWf)).reshape(dW.shape)
-        J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
+        if qp:
+            bshape = np.broadcast_shapes(bshape, dV.shape[:-3])
+            dVf = dV.reshape((*dV.shape[:-3], s, n * N))
+            dq1 = (h * (coeffs.b @ dVf)).reshape((*dV.shape[:-3], n, N))
+            JQ = dQ - (h * (a @ dVf)).reshape(dV.shape)
+            JP = dP - (h * (ah @ dWf)).reshape(dW.shape)
+            J1 = np.concatenate([np.broadcast_to(JQ, (*bshape, s, n, N)),
+                                 np.broadcast_to(JP, (*bshape, s, n, N))], axis=-3)
+            J1 = J1.reshape((*bshape, 2 * nS, N))
+        else:
+            dP = (h * (ah @ dWf)).reshape(dW.shape)
+            J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
         ev.dQ_dx, ev.dV_dx, ev.dLam_dx, ev.dW_dx = dQ, dV, dLam, dW
         ev.dq1_dx = dq1
         ev.dp1_dx = (h * (coeffs.bhat @ dWf)).reshape((*bshape, n, N))
@@ -370,11 +437,13 @@ def solve_stages(
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
     s, m, free, k, N = _layout(coeffs, n, hooks)
-    n_extra = N - s * n - k * m
-    key = (float(h), n, m, tuple(free.tolist()), n_extra)
+    qp = _hamiltonian(hooks)
+    n_extra = N - (2 if qp else 1) * s * n - k * m
+    key = (float(h), n, m, tuple(free.tolist()), n_extra, qp)
     tangents = None if tangent_cache is None else tangent_cache.get(key)
     if tangents is None:
-        tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
+        tangents = (_hamiltonian_tangents(coeffs, n, m, free, n_extra) if qp
+                    else _constant_tangents(coeffs, n, m, free, h, n_extra))
         if tangent_cache is not None:
             if len(tangent_cache) > 8:
                 tangent_cache.clear()

@@ -339,10 +339,9 @@ def prk_residual(
         if tangents is None:
             tangents = _hamiltonian_tangents(coeffs, n, m, free, n_extra)
         dQ, dP, dLam = tangents[:3]
-        if iface.mass is not None:  # dV = M^{-1} dP (constant)
+        if iface.mass is not None:  # dV = M^{-1} dP (constant), D12L = 0
             dV = iface.mass_inv @ dP
-            dW = (-(iface.potential_hess(Q) @ dQ) if fast
-                  else iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV)
+            dW = -(iface.potential_hess(Q) @ dQ) if fast else iface.D11L(Q, V) @ dQ
         else:  # dV = g^{-1} (dP - D21L dQ), g = D22L (the Legendre map's derivative)
             dV = np.linalg.solve(iface.D22L(Q, V), dP - iface.D21L(Q, V) @ dQ)
             dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV

@@ -5,8 +5,8 @@ step of the problem with an external force (a dissipative F = −c v added to th
 system) and a control; every other method raises ``ForcesNotSupportedError`` (an
 ``InputError``) naming itself, both for a forced system (in ``initial_state``, hence in
 ``integrate``) and for a control ``u`` given to ``step``. ``NonholonomicPRK`` takes forces in
-its Lagrangian form (the forced nonholonomic PRK) and refuses them in its Hamiltonian form
-(``supports_forces`` is False there).
+both its forms (the forced nonholonomic PRK; the Hamiltonian form on the engine's
+Hamiltonian unknowns).
 """
 
 from __future__ import annotations

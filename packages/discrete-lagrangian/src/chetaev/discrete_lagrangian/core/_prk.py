@@ -17,6 +17,16 @@ are unknowns; the others are given values, e.g. Λ^1 = λ_k in the nonholonomic 
 ``e`` further unknowns that only the extra equations see, e.g. the stage velocities v_k^i of
 the nonholonomic PRK when FL has no explicit inverse).
 
+Hamiltonian unknowns (hook (v), ``unknowns = "QP"``; eq. (15) of the nonholonomic paper):
+``x = [Q (s·n), P (s·n), Λ_free (k·m), extra (e)]`` with ``V^i = FL^{-1}(Q^i, P^i)`` (the
+system's ``legendre_inv``) and the rows ::
+
+    RQ_i = Q^i − q_k − h Σ_j a_ij V^j,    RP_i = P^i − p_k − h Σ_j â_ij W^j
+
+in place of R1 (the same equations composed with the Legendre map: the same solution, other
+Newton unknowns). Every other hook is unchanged; the evaluation then has ``D2L = P`` and a
+``dV_dx = g^{-1}(dP − D21L dQ)`` that depends on x (``(..., s, n, N)``).
+
 Hooks
 -----
 A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class) has
@@ -29,6 +39,9 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
     Number ``e`` of extra unknowns (hook iv), appended to ``x``; the hooks read them as
     ``ev.x_extra`` ``(..., e)`` (their derivative in x is the identity on the last ``e``
     columns).
+``unknowns`` : {"V", "QP"}, optional (default "V")
+    The stage velocities, or the Hamiltonian unknowns (Q, P) (hook v; :func:`prk_residual`
+    and :func:`solve_stages` only).
 ``force(Q, V, Lam, jacobian)`` → ``(F, dF_dQ, dF_dV, dF_dLam)``  (hook i)
     Stagewise extra force added to W^i, shapes ``(..., s, n)``, ``(..., s, n, n)``,
     ``(..., s, n, n)``, ``(..., s, n, m)``; ``F`` may be ``None`` (no force) and any
@@ -159,7 +172,8 @@ class StageEvaluation:
     ``Q, V, W, P`` are ``(..., s, n)``; ``Lam`` ``(..., s, m)`` (None when m = 0);
     ``q1, p1`` ``(..., n)``; the ``d*_dx`` arrays append the axis N (None when the Jacobian
     was not requested). ``dV_dx`` and ``dQ_dx`` are constant ``(s, n, N)`` arrays and
-    ``dLam_dx`` is ``(s, m, N)``. ``extra`` is free for hooks to cache values.
+    ``dLam_dx`` is ``(s, m, N)`` (Hamiltonian unknowns: ``dQ_dx`` constant, ``dV_dx`` and
+    ``dq1_dx`` may depend on x). ``extra`` is free for hooks to cache values.
     """
 
     q: np.ndarray
@@ -270,7 +284,8 @@ def prk_residual(
     Parameters
     ----------
     x : ndarray (..., N)
-        Unknowns ``[V.ravel(), Λ_free.ravel()]``; may carry extra leading axes.
+        Unknowns ``[V.ravel(), Λ_free.ravel()]`` (``[Q.ravel(), P.ravel(), Λ_free.ravel()]``
+        for hooks with ``unknowns = "QP"``); may carry extra leading axes.
     q, p : ndarray (..., n)
         Node values q_k, p_k.
     h : float
@@ -283,7 +298,8 @@ def prk_residual(
     jacobian : bool
         Also return the Jacobian ``(..., N, N)``.
     tangents : tuple, optional
-        Cached output of the constant tangents (dV, dQ, dLam, dq1) for this (coeffs, h).
+        Cached output of the constant tangents (dV, dQ, dLam, dq1) for this (coeffs, h);
+        ``(dQ, dP, dLam)`` for the Hamiltonian unknowns.
 
     Returns
     -------

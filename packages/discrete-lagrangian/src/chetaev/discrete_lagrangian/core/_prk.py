@@ -341,9 +341,9 @@ def prk_residual(
     if qp:  # rows Q^i - q_k - h Σ a_ij V^j and P^i - p_k - h Σ â_ij W^j
         RQ = Q - q[..., None, :] - h * (a @ V)
         RP = P - p[..., None, :] - h * (ah @ W)
-        bs = np.broadcast_shapes(RQ.shape[:-2], RP.shape[:-2])
-        R1 = np.concatenate([np.broadcast_to(RQ, (*bs, s, n)).reshape((*bs, nS)),
-                             np.broadcast_to(RP, (*bs, s, n)).reshape((*bs, nS))], axis=-1)
+        RQ, RP = _same_shape(RQ, RP)
+        R1 = np.concatenate([RQ.reshape((*RQ.shape[:-2], nS)),
+                             RP.reshape((*RP.shape[:-2], nS))], axis=-1)
     else:
         P = p[..., None, :] + h * (ah @ W)
         R1 = (D2 - P).reshape((*D2.shape[:-2], nS))
@@ -381,14 +381,12 @@ def prk_residual(
         bshape = dW.shape[:-3]
         dWf = dW.reshape((*bshape, s, n * N))
         if qp:
-            bshape = np.broadcast_shapes(bshape, dV.shape[:-3])
             dVf = dV.reshape((*dV.shape[:-3], s, n * N))
             dq1 = (h * (coeffs.b @ dVf)).reshape((*dV.shape[:-3], n, N))
             JQ = dQ - (h * (a @ dVf)).reshape(dV.shape)
             JP = dP - (h * (ah @ dWf)).reshape(dW.shape)
-            J1 = np.concatenate([np.broadcast_to(JQ, (*bshape, s, n, N)),
-                                 np.broadcast_to(JP, (*bshape, s, n, N))], axis=-3)
-            J1 = J1.reshape((*bshape, 2 * nS, N))
+            JQ, JP = _same_shape(JQ, JP)
+            J1 = np.concatenate([JQ, JP], axis=-3).reshape((*JQ.shape[:-3], 2 * nS, N))
         else:
             dP = (h * (ah @ dWf)).reshape(dW.shape)
             J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
@@ -410,6 +408,13 @@ def prk_residual(
         else:
             J = None
     return R, J, ev
+
+
+def _same_shape(A: np.ndarray, B: np.ndarray) -> tuple:
+    """``A, B`` broadcast to one shape (no call when they have it already)."""
+    if A.shape == B.shape:
+        return A, B
+    return tuple(np.broadcast_arrays(A, B))
 
 
 def residual_scale(p: np.ndarray, W: np.ndarray, h: float) -> np.ndarray:

@@ -345,11 +345,14 @@ class NonholonomicHooks:
         if self.implicit:
             dvc = np.zeros((s - 1, model.n, N))
             dvc[..., N - self.n_extra :] = np.eye(self.n_extra).reshape(s - 1, model.n, -1)
-        else:  # v = FL^{-1}(Q, p_k): dv = g^{-1} (dp_k - D21L dQ)
-            g = model.D22L(Qc, vc)
+            J2 = Cq @ dQc + Cv @ dvc  # (..., s-1, m, N)
+        else:  # v = FL^{-1}(Q, p_k): Cv dv = Cp (dp_k - D21L dQ), Cp = Cv g^{-1} (m rows)
+            if model.mass_inv is not None:
+                Cp = Cv @ model.mass_inv
+            else:
+                Cp = _T(np.linalg.solve(model.D22L(Qc, vc), _T(Cv)))
             rhs = dpk if model.constant_D21L_zero else dpk - model.D21L(Qc, vc) @ dQc
-            dvc = np.linalg.solve(g, rhs)
-        J2 = Cq @ dQc + Cv @ dvc  # (..., s-1, m, N)
+            J2 = Cq @ dQc + Cp @ rhs  # (..., s-1, m, N)
         if iiib:
             Qi, Vi = ev.Q[..., 1 : s - 1, :], ev.V[..., 1 : s - 1, :]
             J2 = np.array(np.broadcast_to(J2, (*lead, s - 1, model.m, N)))

@@ -5,10 +5,9 @@ step of the problem with an external force (a dissipative F = −c v added to th
 system) and a control; every other method raises ``ForcesNotSupportedError`` (an
 ``InputError``) naming itself, both for a forced system (in ``initial_state``, hence in
 ``integrate``) and for a control ``u`` given to ``step``. ``NonholonomicPRK`` takes forces in
-its Lagrangian form (the forced nonholonomic PRK) and refuses them in its Hamiltonian form
-(``supports_forces`` is False there). The Lie-group PRKs (``LieVPRK``, ``LieNonholonomicPRK``,
-including the S² homogeneous-space lift) take the left-trivialized force as a stage force of
-the Lie engine.
+both its forms (the forced nonholonomic PRK; the Hamiltonian form on the engine's
+Hamiltonian unknowns). The Lie-group PRKs (``LieVPRK``, ``LieNonholonomicPRK``, including the
+S² homogeneous-space lift) take the left-trivialized force as a stage force of the Lie engine.
 """
 
 from __future__ import annotations
@@ -92,12 +91,12 @@ def test_forces_are_taken_or_refused(name: str, make_method, make_problem) -> No
 
 
 def test_nonholonomic_prk_takes_forces_in_its_lagrangian_form() -> None:
-    """The registry's NonholonomicPRK cases: forced in the Lagrangian form (issue 20), refused
-    (with ForcesNotSupportedError, above) in the Hamiltonian form."""
+    """The registry's NonholonomicPRK cases: forced in both forms (issue 20; the Hamiltonian
+    form on the engine's Hamiltonian unknowns, issue 15)."""
     nh = [(name, make_method()) for name, make_method, _ in CASES if name.startswith("NHPRK")]
     assert len(nh) >= 3
     for name, method in nh:
-        assert method.supports_forces == ("hamiltonian" not in name), name
+        assert method.supports_forces, name
 
 
 def test_gni_and_discretization_maps_take_forces() -> None:

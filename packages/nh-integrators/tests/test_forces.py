@@ -14,7 +14,8 @@ and a piecewise-constant control u_k = 0.5 sin(3 t_k).
 
 Checked at the method's order 2s - 2 (Lobatto IIIA–IIIB(s), s = 2, 3), fitted on the errors
 above FLOOR (band ±0.25 as in the discrete-lagrangian ``test_forces.py``), for every
-``jacobian_reuse`` of the default path and for the generic path (implicit ``v_k^i``): the
+``jacobian_reuse`` of the default path, for the generic path (implicit ``v_k^i``) and for the
+Hamiltonian form (the engine's unknowns ``Q^i, P^i``, eq. (15), the force in (15c)): the
 state error (max over the nodes), the energy error against the reference's energy, and the
 gap between the energy change E_k - E_0 and the discrete work (``State.info["work"]``).
 Measured (T = 2, N = 8, 16, 32, 64; slopes of state / energy / work gap):
@@ -26,7 +27,7 @@ every variant, control   2.02 / 2.00 / 1.99     4.07 / 3.96 / 4.01
 step, structured, U = 0  2.02 / 2.00 / 1.99     4.02 / 3.99 / 4.01
 =======================  =====================  =====================
 
-(the five variants agree to the digits shown); worst |slope - order| 0.074: margin 3.4 to
+(the six variants agree to the digits shown); worst |slope - order| 0.074: margin 3.4 to
 the band; the smallest fitted error is 7.9e-9, 790 times FLOOR. Without control the
 reference energy decays by 49 % over the run.
 """
@@ -39,7 +40,6 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
-    ForcesNotSupportedError,
     MechanicalSystem,
     integrate,
 )
@@ -63,6 +63,7 @@ VARIANTS = {
     "iteration": {"jacobian_reuse": "iteration"},
     "steps": {"jacobian_reuse": "steps"},
     "implicit": {"implicit_velocity": True},  # the generic path (prk_residual)
+    "hamiltonian": {"form": "hamiltonian"},  # the engine's Hamiltonian unknowns (eq. (15))
 }
 
 
@@ -207,11 +208,24 @@ def test_batched_controls_equal_member_runs():
         assert np.max(np.abs(tb.v[:, i] - ti.v)) <= bound
 
 
-def test_hamiltonian_form_refuses_forces():
-    """The Hamiltonian form does not take forces yet: a clear ForcesNotSupportedError."""
-    method = NonholonomicPRK(3, form="hamiltonian")
-    assert not method.supports_forces and NonholonomicPRK(3).supports_forces
-    with pytest.raises(ForcesNotSupportedError, match="does not take external forces"):
-        method.initial_state(forced_chaotic(), Q0, V0)
-    with pytest.raises(ForcesNotSupportedError, match="does not take external forces"):
-        method.step(BASE, method.initial_state(BASE, Q0, V0), 0.1, u=np.array([0.1]))
+@pytest.mark.parametrize("s", [2, 3])
+def test_forced_hamiltonian_form_is_the_same_map(s):
+    """Eq. (15) with the force in W^i (15c) and eq. (14) with it in (14c) are the same map
+    (paper eq. (15), App. E): the two forms' forced trajectories (single and a batch with
+    per-member controls) agree to the solver tolerance."""
+    N = 10
+    U = np.stack([0.5 * np.sin(np.arange(N)), -0.3 * np.ones(N)], axis=1)[..., None]
+    q0 = np.stack([Q0, Q0 + np.array([0.0, 0.1, -0.1, 0.0, 0.0])])
+    v0 = np.stack([V0, V0])
+    system = forced_chaotic()
+    lag, ham = NonholonomicPRK(s), NonholonomicPRK(s, form="hamiltonian")
+    assert ham.supports_forces
+    for qa, va, Ua in ((Q0, V0, U[:, 0]), (q0, v0, U)):
+        a = integrate(system, lag, qa, va, h=T / N, n_steps=N, controls=Ua)
+        b = integrate(system, ham, qa, va, h=T / N, n_steps=N, controls=Ua)
+        assert a.success and b.success
+        # two solves of the same equations with other unknowns, each to the tolerance: their
+        # difference grows at most like n_steps times one solve's bound
+        bound = N * newton_residual_bound(lag.newton.tol, Q0, V0)
+        assert np.max(np.abs(a.q - b.q)) <= bound
+        assert np.max(np.abs(a.v - b.v)) <= bound

@@ -12,10 +12,10 @@ engine of ``chetaev.discrete_lagrangian``, with the nonholonomic terms as the ho
 :class:`NonholonomicHooks`: its generic form (``prk_residual``, :func:`lagrangian_evaluation`;
 implicit ``v_k^i``, the IIIB variant) and its per-step form (``PRKStep``,
 :func:`lagrangian_step`; the method's default path, explicit ``FL^{-1}`` and IIIA momenta,
-with the structured Newton matrix :func:`_structured_solver`). The Hamiltonian form (its
-unknowns are ``Q^i, P^i``, which the engine does not take yet) is still its own residual.
-The Hamiltonian form is the Lagrangian form composed with the Legendre map ``V^i =
-FL^{-1}(Q^i, P^i)``: same solution, other Newton unknowns.
+with the structured Newton matrix :func:`_structured_solver`). The Hamiltonian form is the
+same hooks on the engine's Hamiltonian unknowns ``Q^i, P^i`` (``unknowns="QP"``,
+:func:`hamiltonian_evaluation`): the Lagrangian form composed with the Legendre map ``V^i =
+FL^{-1}(Q^i, P^i)``, same solution, other Newton unknowns.
 
 Unknown layout, Lagrangian form (``x`` has shape ``(..., N)``)::
 
@@ -55,6 +55,7 @@ __all__ = [
     "ForcedNonholonomicHooks",
     "NonholonomicHooks",
     "StageModel",
+    "hamiltonian_evaluation",
     "hamiltonian_jacobian",
     "hamiltonian_output",
     "hamiltonian_residual",
@@ -163,13 +164,23 @@ class NonholonomicHooks:
     - (iv) the implicit ``v_k^2..v_k^s`` as extra unknowns.
 
     ``ev.extra["pk"]`` receives ``p_k^i`` of all stages ``(..., s, n)``.
+
+    ``unknowns="QP"``: the same hooks on the engine's Hamiltonian unknowns ``[Q^i, P^i,
+    Lambda^2..s]`` (eq. (15), App. E; explicit ``FL^{-1}`` and IIIA momenta only): the
+    engine writes the rows ``Q^i - q_k - h sum_j a_ij D2H(Q^j, P^j)`` and ``P^i - p_k - h
+    sum_j ahat_ij W^j`` (15b, 15c; ``D2H = FL^{-1}``, ``W = -D1H + flat_H(D2Psi)^T Lambda``
+    in the Lagrangian sign) and these hooks the same force and constraint rows (15d, 15e).
     """
 
     def __init__(self, model: StageModel, s: int, implicit: bool, stage_momenta: str,
-                 a: Array | None = None):
+                 a: Array | None = None, unknowns: str = "V"):
         self.model, self.s = model, s
         self.m = model.m
         self.free = (False,) + (True,) * (s - 1)
+        if unknowns == "QP" and (implicit or stage_momenta != "iiia"):
+            raise ValueError("NonholonomicHooks(unknowns='QP') takes the explicit FL^{-1} "
+                             "and the IIIA momenta only: implicit=False, stage_momenta='iiia'.")
+        self.unknowns = unknowns
         self.implicit, self.stage_momenta = implicit, stage_momenta
         self.n_extra = (s - 1) * model.n if implicit else 0
         if a is not None:  # the engine's per-step form: p_k^i as extra mixes (14d)
@@ -334,11 +345,14 @@ class NonholonomicHooks:
         if self.implicit:
             dvc = np.zeros((s - 1, model.n, N))
             dvc[..., N - self.n_extra :] = np.eye(self.n_extra).reshape(s - 1, model.n, -1)
-        else:  # v = FL^{-1}(Q, p_k): dv = g^{-1} (dp_k - D21L dQ)
-            g = model.D22L(Qc, vc)
+            J2 = Cq @ dQc + Cv @ dvc  # (..., s-1, m, N)
+        else:  # v = FL^{-1}(Q, p_k): Cv dv = Cp (dp_k - D21L dQ), Cp = Cv g^{-1} (m rows)
+            if model.mass_inv is not None:
+                Cp = Cv @ model.mass_inv
+            else:
+                Cp = _T(np.linalg.solve(model.D22L(Qc, vc), _T(Cv)))
             rhs = dpk if model.constant_D21L_zero else dpk - model.D21L(Qc, vc) @ dQc
-            dvc = np.linalg.solve(g, rhs)
-        J2 = Cq @ dQc + Cv @ dvc  # (..., s-1, m, N)
+            J2 = Cq @ dQc + Cp @ rhs  # (..., s-1, m, N)
         if iiib:
             Qi, Vi = ev.Q[..., 1 : s - 1, :], ev.V[..., 1 : s - 1, :]
             J2 = np.array(np.broadcast_to(J2, (*lead, s - 1, model.m, N)))
@@ -724,102 +738,39 @@ def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: 
 
 
 # --------------------------------------------------------------------------------------
-# Hamiltonian form (eq. 15). H derived from L through v = FL^{-1}(q, p):
-#   D2H = v, D1H = -D1L(q, v), d v/dp = g^{-1}, d v/dq = -g^{-1} D21L,
-#   dD1H/dq = -D11L + D12L g^{-1} D21L, dD1H/dp = -D12L g^{-1}, flat_H(D2Psi) = phi_v^T.
+# Hamiltonian form (eq. 15): the engine's Hamiltonian unknowns (Q^i, P^i) with the hooks of
+# NonholonomicHooks(unknowns="QP"). H derived from L through v = FL^{-1}(q, p):
+#   D2H = v, D1H = -D1L(q, v), flat_H(D2Psi) = phi_v^T; the engine's W^i = D1L + phi_v^T
+#   Lambda^i is -(D1H - flat_H(D2Psi)^T Lambda^i) of (15c).
 
 
-def _ham_unpack(x, s, n, m):
-    lead = x.shape[:-1]
-    Q = x[..., : s * n].reshape(*lead, s, n)
-    P = x[..., s * n : 2 * s * n].reshape(*lead, s, n)
-    Lam2 = x[..., 2 * s * n :].reshape(*lead, s - 1, m)
-    return Q, P, Lam2
-
-
-def _ham_stages(x, q, p, lam, h, a, model: StageModel):
-    s = a.shape[0]
-    Q, P, Lam2 = _ham_unpack(x, s, model.n, model.m)
-    Lam = np.concatenate([lam[..., None, :], Lam2], axis=-2)
-    v = model.legendre_inv(Q, P)  # D2H
-    G = _T(model.phi_v(Q, v))
-    W = -model.D1L(Q, v) - _matvec(G, Lam)  # "negative force", p' = -W
-    pk = p[..., None, :] - h * _mix(a, W)
-    return Q, P, Lam, v, G, W, pk
+def hamiltonian_evaluation(x, q, p, lam, h, a, ahat, model: StageModel, jacobian: bool = False,
+                           b=None):
+    """Residual, Jacobian (or None) and :class:`StageEvaluation` of the Hamiltonian-form step
+    (paper eq. (15), App. E): :func:`chetaev.discrete_lagrangian.prk_residual` on the
+    Hamiltonian unknowns ``x = [Q, P, Lambda^2..s]`` with :class:`NonholonomicHooks`
+    (``unknowns="QP"``, ``Lambda^1 = lam``). Arguments as in :func:`hamiltonian_residual`."""
+    hooks = NonholonomicHooks(model, a.shape[0], False, "iiia", unknowns="QP")
+    return prk_residual(np.asarray(x), np.asarray(q), np.asarray(p), h,
+                        _coefficients(a, ahat, b), model, hooks,
+                        np.asarray(lam)[..., None, :], jacobian)
 
 
 def hamiltonian_residual(x, q, p, lam, h, a, ahat, model: StageModel) -> Array:
-    """Residual of the Hamiltonian-form step (paper eq. 15, App. E; paper eq. (15), App. E)."""
-    Q, P, _Lam, v, _G, W, pk = _ham_stages(x, q, p, lam, h, a, model)
-    E1 = Q - q[..., None, :] - h * _mix(a, v)
-    E2 = P - p[..., None, :] + h * _mix(ahat, W)
-    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
-    E3 = model.phi(Qc, model.legendre_inv(Qc, pkc))
-    lead = x.shape[:-1]
-    return np.concatenate(
-        [E1.reshape(*lead, -1), E2.reshape(*lead, -1), E3.reshape(*lead, -1)], axis=-1
-    )
+    """Residual of the Hamiltonian-form step (paper eq. (15), App. E), the engine's
+    (:func:`hamiltonian_evaluation`); layout ``[E1 (s n) | E2 (s n) | E3 ((s-1) m)]``."""
+    return hamiltonian_evaluation(x, q, p, lam, h, a, ahat, model)[0]
 
 
 def hamiltonian_jacobian(x, q, p, lam, h, a, ahat, model: StageModel) -> Array:
-    """Analytic Jacobian of :func:`hamiltonian_residual`, shape ``(..., N, N)``."""
-    s = a.shape[0]
-    n, m = model.n, model.m
-    Q, _P, Lam, v, G, _W, pk = _ham_stages(x, q, p, lam, h, a, model)
-    lead = x.shape[:-1]
-    eye_s, eye_n = np.eye(s), np.eye(n)
-    gi = np.linalg.inv(model.D22L(Q, v))
-    D12 = model.D12L(Q, v)
-    if model.constant_D21L_zero:
-        Vq = np.zeros_like(gi)
-    else:
-        Vq = -gi @ model.D21L(Q, v)
-    Vp = gi
-    Fq = -model.D11L(Q, v) - model.phi_v_lam_q(Q, v, Lam)  # d(-D1L - G Lam)/dq at fixed v
-    Fv = -D12
-    if model.phi_v_lam_v is not None:
-        Fv = Fv - model.phi_v_lam_v(Q, v, Lam)
-    WQ = Fq + Fv @ Vq  # (..., s, n, n)
-    WP = Fv @ Vp
-    diag = lambda M: np.einsum("il,...iab->...ialb", eye_s, M)  # noqa: E731
-    dE1_dQ = np.einsum("il,ab->ialb", eye_s, eye_n) - h * np.einsum("il,...lab->...ialb", a, Vq)
-    dE1_dP = -h * np.einsum("il,...lab->...ialb", a, Vp)
-    dE2_dQ = h * np.einsum("il,...lab->...ialb", ahat, WQ)
-    dE2_dP = np.einsum("il,ab->ialb", eye_s, eye_n) + h * np.einsum("il,...lab->...ialb", ahat, WP)
-    dE2_dL = -h * np.einsum("il,...lab->...ialb", ahat[:, 1:], G[..., 1:, :, :])
-    dpk_dQ = -h * np.einsum("il,...lab->...ialb", a[1:], WQ)
-    dpk_dP = -h * np.einsum("il,...lab->...ialb", a[1:], WP)
-    dpk_dL = h * np.einsum("il,...lab->...ialb", a[1:, 1:], G[..., 1:, :, :])
-    Qc, pkc = Q[..., 1:, :], pk[..., 1:, :]
-    w = model.legendre_inv(Qc, pkc)
-    Cq = model.phi_q(Qc, w)
-    Cv = model.phi_v(Qc, w)
-    giw = np.linalg.inv(model.D22L(Qc, w))
-    Cp = Cv @ giw
-    Ceff = Cq if model.constant_D21L_zero else Cq - Cp @ model.D21L(Qc, w)
-    dE3_dQ = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dQ) + np.einsum(
-        "il,...iab->...ialb", np.eye(s)[1:], Ceff
-    )
-    dE3_dP = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dP)
-    dE3_dL = np.einsum("...iab,...ibjc->...iajc", Cp, dpk_dL)
-    del diag
-    nQ, nL = s * n, (s - 1) * m
-    N = 2 * nQ + nL
-    J = np.zeros((*lead, N, N))
-    J[..., :nQ, :nQ] = np.broadcast_to(dE1_dQ, (*lead, s, n, s, n)).reshape(*lead, nQ, nQ)
-    J[..., :nQ, nQ : 2 * nQ] = dE1_dP.reshape(*lead, nQ, nQ)
-    J[..., nQ : 2 * nQ, :nQ] = dE2_dQ.reshape(*lead, nQ, nQ)
-    J[..., nQ : 2 * nQ, nQ : 2 * nQ] = dE2_dP.reshape(*lead, nQ, nQ)
-    J[..., nQ : 2 * nQ, 2 * nQ :] = dE2_dL.reshape(*lead, nQ, nL)
-    J[..., 2 * nQ :, :nQ] = dE3_dQ.reshape(*lead, nL, nQ)
-    J[..., 2 * nQ :, nQ : 2 * nQ] = dE3_dP.reshape(*lead, nL, nQ)
-    J[..., 2 * nQ :, 2 * nQ :] = dE3_dL.reshape(*lead, nL, nL)
-    return J
+    """Analytic Jacobian of :func:`hamiltonian_residual`, shape ``(..., N, N)`` (the
+    engine's, :func:`hamiltonian_evaluation`)."""
+    return hamiltonian_evaluation(x, q, p, lam, h, a, ahat, model, jacobian=True)[1]
 
 
 def hamiltonian_output(x, q, p, lam, h, a, b, ahat, model: StageModel):
-    """``(q_{k+1}, p_{k+1}, lambda_{k+1})`` after a converged Hamiltonian-form solve (15a)."""
-    _Q, _P, Lam, v, _G, W, _pk = _ham_stages(x, q, p, lam, h, a, model)
-    q1 = q + h * np.einsum("j,...jn->...n", b, v)
-    p1 = p - h * np.einsum("j,...jn->...n", b, W)
-    return q1, p1, Lam[..., -1, :]
+    """``(q_{k+1}, p_{k+1}, lambda_{k+1})`` after a converged Hamiltonian-form solve (15a):
+    the engine's node values ``q_k + h sum_j b_j V^j``, ``p_k + h sum_j b_j W^j`` and
+    ``Lambda^s``."""
+    _R, _J, ev = hamiltonian_evaluation(x, q, p, lam, h, a, ahat, model, b=b)
+    return ev.q1, ev.p1, ev.Lam[..., -1, :]

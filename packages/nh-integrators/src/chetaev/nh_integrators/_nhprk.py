@@ -14,7 +14,6 @@ import attrs
 import numpy as np
 from chetaev.discrete_lagrangian import (
     ConvergenceError,
-    ForcesNotSupportedError,
     InputError,
     Method,
     NewtonOptions,
@@ -112,8 +111,8 @@ class NonholonomicPRK(StageOrders, Method):
     evaluation of ``system.multiplier`` per step. Runs with ``"carry"`` are monitored: a
     :class:`MultiplierModeWarning` (see :meth:`check_step`) says when the mode has grown.
 
-    **External forces and controls** (issue 20; a system built with ``force=``, Lagrangian
-    form only). The forced nonholonomic PRK (the discrete Lagrange–d'Alembert principle,
+    **External forces and controls** (issue 20; a system built with ``force=``). The
+    forced nonholonomic PRK (the discrete Lagrange–d'Alembert principle,
     Marsden & West 2001 §3.2, with stage forces as in the forced VPRK of
     :mod:`chetaev.discrete_lagrangian.core._forcing`) adds the force to the stage forces
     of eq. (14c), ``W^i = D1L(Q^i, V^i) + D2Phi(Q^i, V^i)^T Lambda^i + F(Q^i, V^i, u)``, so
@@ -123,8 +122,8 @@ class NonholonomicPRK(StageOrders, Method):
     fallback). ``lambda_0`` and the ``"continuous"`` ``Lambda^1`` are the multipliers of the
     forced equations at the step's control; ``info["work"]`` is the discrete work
     ``h sum_i b_i F(Q^i, V^i, u).V^i``. Measured orders ``2s - 2`` against DOP853 on the
-    forced equations: ``tests/test_forces.py``. The Hamiltonian form raises
-    :class:`ForcesNotSupportedError`.
+    forced equations: ``tests/test_forces.py``. The Hamiltonian form takes the same force,
+    ``F(Q^i, FL^{-1}(Q^i, P^i), u)`` in the stage forces of (15c) (the same map).
 
     Orders (Cor. 5.2.1, for ``lambda_0`` from the continuous problem): ``q`` and ``p``
     ``2s - 2``; ``lambda`` ``s`` for even ``s`` and ``s - 1`` for odd ``s`` (the paper's
@@ -303,10 +302,9 @@ class NonholonomicPRK(StageOrders, Method):
 
     @property
     def supports_forces(self) -> bool:  # type: ignore[override]
-        """External forces and controls (issue 20): the Lagrangian form only (the
-        Hamiltonian form's own residual does not take them yet; a forced system or a
-        control given to it raises :class:`ForcesNotSupportedError`)."""
-        return self.form == "lagrangian"
+        """External forces and controls (issue 20): both forms (the force enters the
+        engine's stage forces ``W^i``, eq. (14c) / (15c))."""
+        return True
 
 
     @property
@@ -439,17 +437,8 @@ class NonholonomicPRK(StageOrders, Method):
         return multiplier_mode_check(self, system, previous, state, h)
 
     def _check_forced(self, system) -> bool:
-        """Whether ``system`` is forced; :class:`ForcesNotSupportedError` for the
-        Hamiltonian form (its own residual does not take the force yet)."""
-        if not _forced(system):
-            return False
-        if self.form == "hamiltonian":
-            raise ForcesNotSupportedError(
-                "NonholonomicPRK(form='hamiltonian') does not take external forces yet "
-                "(issue 20): use form='lagrangian' (the same map, eq. (15), App. E), which "
-                "takes the force F(q, v, u) in its stage forces."
-            )
-        return True
+        """Whether ``system`` is forced (built with ``force=``)."""
+        return _forced(system)
 
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         """One step of eq. (14) (or (15)); returns the state at ``t + h``.
@@ -552,16 +541,13 @@ class NonholonomicPRK(StageOrders, Method):
                 guess = np.concatenate(
                     [Q0.reshape(*lead, -1), P0.reshape(*lead, -1), L0.reshape(*lead, -1)], axis=-1
                 )
-            hargs = (q, p, lam, h, a, ahat, model)
-
-            def fun(x):
-                return eq.hamiltonian_residual(x, *hargs)
-
-            def jac(x):
-                return eq.hamiltonian_jacobian(x, *hargs)
-
-            def jac_rows(xs, sl):
-                return eq.hamiltonian_jacobian(xs, q[sl], p[sl], lam[sl], *hargs[3:])
+            # the engine's Hamiltonian unknowns (Q^i, P^i) with the nonholonomic hooks (15);
+            # a forced system adds F(Q^i, FL^{-1}(Q^i, P^i), u) to W^i (15c)
+            implicit = False
+            aux = {}
+            fun, jac, jac_rows = _forced_generic(
+                system, u, (q, p, lam, h, a, ahat, model, False, "iiia"), aux,
+                eq.NonholonomicHooks(model, s, False, "iiia", unknowns="QP"))
 
         reuse = self.jacobian_reuse
         if not fast:
@@ -611,14 +597,11 @@ class NonholonomicPRK(StageOrders, Method):
             q1, p1 = equations.node_values()
             lam1 = equations.stage_multipliers()[..., -1, :]
             v1 = p1 @ model.mass_inv.T if model.mass_inv is not None else model.legendre_inv(q1, p1)
-        elif self.form == "lagrangian":
+        else:  # the generic form (Lagrangian or Hamiltonian unknowns): eq. (14a) / (15a)
             q1 = q + h * (b @ aux["V"])
             p1 = p + h * (b @ aux["W"])
             lam1 = aux["Lam"][..., -1, :]
             v1 = aux["u"][..., -1, :] if implicit else model.legendre_inv(q1, p1)
-        else:
-            q1, p1, lam1 = eq.hamiltonian_output(x, q, p, lam, h, a, b, ahat, model)
-            v1 = model.legendre_inv(q1, p1)
         history = [*(history or [])[-2:], x] if guess is not None else [x]
         carry = {"history": history, "h": h}
         if reuse == "steps" and result.jac_inv is not None:
@@ -659,16 +642,18 @@ def _forced(system) -> bool:
     return getattr(system, "has_force", False) is True
 
 
-def _forced_generic(system, u, args, aux: dict):
-    """``(fun, jac, jac_rows)`` of the generic Lagrangian form (implicit ``v_k^i`` or the
-    IIIB variant) with the external force: the engine's ``prk_residual`` with
-    :class:`NonholonomicHooks` wrapped by the forced hooks of
-    :mod:`chetaev.discrete_lagrangian.core._forcing` (``W^i`` gains ``F(Q^i, V^i, u)``, eq.
-    (14c), and ``p_k^i`` of (14d) the same ``W^i``). ``aux`` receives ``V, W, Lam, u, F``."""
+def _forced_generic(system, u, args, aux: dict, inner=None):
+    """``(fun, jac, jac_rows)`` of the generic form (implicit ``v_k^i``, the IIIB variant,
+    or the Hamiltonian unknowns of ``inner``) with the external force: the engine's
+    ``prk_residual`` with :class:`NonholonomicHooks` (default: of ``args``) wrapped by the
+    forced hooks of :mod:`chetaev.discrete_lagrangian.core._forcing` (``W^i`` gains
+    ``F(Q^i, V^i, u)``, eq. (14c)/(15c), and ``p_k^i`` of (14d) the same ``W^i``; an
+    unforced system keeps ``inner``). ``aux`` receives ``V, W, Lam, u`` and ``F`` (forced)."""
     q, p, lam, h, a, ahat, model, implicit, momenta = args
     s = a.shape[0]
     coeffs = eq._coefficients(a, ahat)
-    inner = eq.NonholonomicHooks(model, s, implicit, momenta)
+    if inner is None:
+        inner = eq.NonholonomicHooks(model, s, implicit, momenta)
 
     def evaluate(x, q, p, lam, uu, jacobian):
         hooks = forced_hooks(system, inner, uu, s)
@@ -679,7 +664,9 @@ def _forced_generic(system, u, args, aux: dict):
     def fun(x):
         R, _J, ev, hooks = evaluate(x, q, p, lam, u, False)
         xe = ev.x_extra.reshape(*ev.V.shape[:-2], -1, model.n) if implicit else None
-        aux.update(V=ev.V, W=ev.W, Lam=ev.Lam, u=xe, F=hooks.stage_force(ev.Q, ev.V))
+        aux.update(V=ev.V, W=ev.W, Lam=ev.Lam, u=xe)
+        if hooks is not inner:
+            aux["F"] = hooks.stage_force(ev.Q, ev.V)
         return R
 
     def jac(x):

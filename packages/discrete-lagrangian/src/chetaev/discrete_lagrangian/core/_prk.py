@@ -17,6 +17,16 @@ are unknowns; the others are given values, e.g. Λ^1 = λ_k in the nonholonomic 
 ``e`` further unknowns that only the extra equations see, e.g. the stage velocities v_k^i of
 the nonholonomic PRK when FL has no explicit inverse).
 
+Hamiltonian unknowns (hook (v), ``unknowns = "QP"``; eq. (15) of the nonholonomic paper):
+``x = [Q (s·n), P (s·n), Λ_free (k·m), extra (e)]`` with ``V^i = FL^{-1}(Q^i, P^i)`` (the
+system's ``legendre_inv``) and the rows ::
+
+    RQ_i = Q^i − q_k − h Σ_j a_ij V^j,    RP_i = P^i − p_k − h Σ_j â_ij W^j
+
+in place of R1 (the same equations composed with the Legendre map: the same solution, other
+Newton unknowns). Every other hook is unchanged; the evaluation then has ``D2L = P`` and a
+``dV_dx = g^{-1}(dP − D21L dQ)`` that depends on x (``(..., s, n, N)``).
+
 Hooks
 -----
 A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class) has
@@ -29,6 +39,9 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
     Number ``e`` of extra unknowns (hook iv), appended to ``x``; the hooks read them as
     ``ev.x_extra`` ``(..., e)`` (their derivative in x is the identity on the last ``e``
     columns).
+``unknowns`` : {"V", "QP"}, optional (default "V")
+    The stage velocities, or the Hamiltonian unknowns (Q, P) (hook v; :func:`prk_residual`
+    and :func:`solve_stages` only).
 ``force(Q, V, Lam, jacobian)`` → ``(F, dF_dQ, dF_dV, dF_dLam)``  (hook i)
     Stagewise extra force added to W^i, shapes ``(..., s, n)``, ``(..., s, n, n)``,
     ``(..., s, n, n)``, ``(..., s, n, m)``; ``F`` may be ``None`` (no force) and any
@@ -159,7 +172,8 @@ class StageEvaluation:
     ``Q, V, W, P`` are ``(..., s, n)``; ``Lam`` ``(..., s, m)`` (None when m = 0);
     ``q1, p1`` ``(..., n)``; the ``d*_dx`` arrays append the axis N (None when the Jacobian
     was not requested). ``dV_dx`` and ``dQ_dx`` are constant ``(s, n, N)`` arrays and
-    ``dLam_dx`` is ``(s, m, N)``. ``extra`` is free for hooks to cache values.
+    ``dLam_dx`` is ``(s, m, N)`` (Hamiltonian unknowns: ``dQ_dx`` constant, ``dV_dx`` and
+    ``dq1_dx`` may depend on x). ``extra`` is free for hooks to cache values.
     """
 
     q: np.ndarray
@@ -189,7 +203,34 @@ def _layout(coeffs: PRKCoefficients, n: int, hooks: Any):
     m = int(getattr(hooks, "m", 0))
     free = np.asarray(getattr(hooks, "free", (False,) * s), dtype=bool)
     k = int(np.count_nonzero(free))
-    return s, m, free, k, s * n + k * m + int(getattr(hooks, "n_extra", 0))
+    nQ = s * n if _hamiltonian(hooks) else 0  # the stage positions Q^i before P^i
+    return s, m, free, k, nQ + s * n + k * m + int(getattr(hooks, "n_extra", 0))
+
+
+def _hamiltonian(hooks: Any) -> bool:
+    """Whether ``hooks`` ask for the Hamiltonian unknowns (``unknowns = "QP"``), checked."""
+    unknowns = getattr(hooks, "unknowns", "V")
+    if unknowns not in ("V", "QP"):
+        raise InputError(f"hooks.unknowns must be 'V' or 'QP', got {unknowns!r}.")
+    return unknowns == "QP"
+
+
+def _hamiltonian_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray,
+                          n_extra: int = 0):
+    """The constant tangents ``(dQ, dP, dLam)`` ``(s, n, N)`` of the Hamiltonian unknowns
+    ``x = [Q, P, Λ_free, extra]``."""
+    s = coeffs.s
+    k = int(np.count_nonzero(free))
+    nS = s * n
+    N = 2 * nS + k * m + n_extra
+    dQ = np.zeros((s, n, N))
+    dQ[:, :, :nS] = np.eye(nS).reshape(s, n, nS)
+    dP = np.zeros((s, n, N))
+    dP[:, :, nS: 2 * nS] = np.eye(nS).reshape(s, n, nS)
+    dLam = np.zeros((s, m, N))
+    for r, i in enumerate(np.flatnonzero(free) if m else ()):
+        dLam[i, :, 2 * nS + r * m: 2 * nS + (r + 1) * m] = np.eye(m)
+    return dQ, dP, dLam
 
 
 def _constant_tangents(coeffs: PRKCoefficients, n: int, m: int, free: np.ndarray, h: float,
@@ -243,7 +284,8 @@ def prk_residual(
     Parameters
     ----------
     x : ndarray (..., N)
-        Unknowns ``[V.ravel(), Λ_free.ravel()]``; may carry extra leading axes.
+        Unknowns ``[V.ravel(), Λ_free.ravel()]`` (``[Q.ravel(), P.ravel(), Λ_free.ravel()]``
+        for hooks with ``unknowns = "QP"``); may carry extra leading axes.
     q, p : ndarray (..., n)
         Node values q_k, p_k.
     h : float
@@ -256,7 +298,8 @@ def prk_residual(
     jacobian : bool
         Also return the Jacobian ``(..., N, N)``.
     tangents : tuple, optional
-        Cached output of the constant tangents (dV, dQ, dLam, dq1) for this (coeffs, h).
+        Cached output of the constant tangents (dV, dQ, dLam, dq1) for this (coeffs, h);
+        ``(dQ, dP, dLam)`` for the Hamiltonian unknowns.
 
     Returns
     -------
@@ -268,29 +311,57 @@ def prk_residual(
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
     s, m, free, k, N = _layout(coeffs, n, hooks)
-    V, Lam = unpack(x, s, n, m, free, lam_fixed)
-    n_extra = N - s * n - k * m
+    qp = _hamiltonian(hooks)
+    nS = s * n
     iface = interface_of(system)
+    a, ah = coeffs.a, coeffs.ahat
+    if qp:  # x = [Q, P, Λ_free, extra]: V^i = FL^{-1}(Q^i, P^i) (eq. (15) of the nh paper)
+        if iface.legendre_inv is None:
+            raise InputError("Hamiltonian unknowns (hooks.unknowns = 'QP') need the system's "
+                             "legendre_inv(q, p); use the Lagrangian unknowns (unknowns='V').")
+        Q = x[..., :nS].reshape((*x.shape[:-1], s, n))
+        P, Lam = unpack(x[..., nS:], s, n, m, free, lam_fixed)
+        V = iface.legendre_inv(Q, P)
+        n_extra = N - 2 * nS - k * m
+    else:
+        V, Lam = unpack(x, s, n, m, free, lam_fixed)
+        n_extra = N - nS - k * m
+        Q = q[..., None, :] + h * (a @ V)
     # L = v.M v/2 - V(q) with constant M: the mass and the potential's derivatives directly
     fast = iface.mass is not None and iface.potential_grad is not None
-    a, ah = coeffs.a, coeffs.ahat
-    Q = q[..., None, :] + h * (a @ V)
     if fast:
         M = iface.mass
         D1 = -iface.potential_grad(Q)
-        D2 = V @ M.T
+        D2 = P if qp else V @ M.T
     else:
         D1 = iface.D1L(Q, V)
-        D2 = iface.D2L(Q, V)
+        D2 = P if qp else iface.D2L(Q, V)
     F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, Lam, jacobian)
     W = D1 if F is None else D1 + F
-    P = p[..., None, :] + h * (ah @ W)
+    if qp:  # rows Q^i - q_k - h Σ a_ij V^j and P^i - p_k - h Σ â_ij W^j
+        RQ = Q - q[..., None, :] - h * (a @ V)
+        RP = P - p[..., None, :] - h * (ah @ W)
+        RQ, RP = _same_shape(RQ, RP)
+        R1 = np.concatenate([RQ.reshape((*RQ.shape[:-2], nS)),
+                             RP.reshape((*RP.shape[:-2], nS))], axis=-1)
+    else:
+        P = p[..., None, :] + h * (ah @ W)
+        R1 = (D2 - P).reshape((*D2.shape[:-2], nS))
     q1 = q + h * (coeffs.b @ V)
     p1 = p + h * (coeffs.bhat @ W)
     ev = StageEvaluation(q=q, p=p, h=h, coeffs=coeffs, Q=Q, V=V, Lam=Lam, W=W, P=P, D2L=D2,
                          q1=q1, p1=p1, x_extra=x[..., N - n_extra:] if n_extra else None)
-    R1 = (D2 - P).reshape((*D2.shape[:-2], s * n))
-    if jacobian:
+    if jacobian and qp:
+        if tangents is None:
+            tangents = _hamiltonian_tangents(coeffs, n, m, free, n_extra)
+        dQ, dP, dLam = tangents[:3]
+        if iface.mass is not None:  # dV = M^{-1} dP (constant), D12L = 0
+            dV = iface.mass_inv @ dP
+            dW = -(iface.potential_hess(Q) @ dQ) if fast else iface.D11L(Q, V) @ dQ
+        else:  # dV = g^{-1} (dP - D21L dQ), g = D22L (the Legendre map's derivative)
+            dV = np.linalg.solve(iface.D22L(Q, V), dP - iface.D21L(Q, V) @ dQ)
+            dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
+    elif jacobian:
         if tangents is None:
             tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
         dV, dQ, dLam, dq1 = tangents[:4]
@@ -300,6 +371,7 @@ def prk_residual(
         else:
             dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
             dD2 = iface.D21L(Q, V) @ dQ + iface.D22L(Q, V) @ dV
+    if jacobian:
         if dF_dQ is not None:
             dW = dW + dF_dQ @ dQ
         if dF_dV is not None:
@@ -308,8 +380,16 @@ def prk_residual(
             dW = dW + dF_dLam @ dLam
         bshape = dW.shape[:-3]
         dWf = dW.reshape((*bshape, s, n * N))
-        dP = (h * (ah @ dWf)).reshape(dW.shape)
-        J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
+        if qp:
+            dVf = dV.reshape((*dV.shape[:-3], s, n * N))
+            dq1 = (h * (coeffs.b @ dVf)).reshape((*dV.shape[:-3], n, N))
+            JQ = dQ - (h * (a @ dVf)).reshape(dV.shape)
+            JP = dP - (h * (ah @ dWf)).reshape(dW.shape)
+            JQ, JP = _same_shape(JQ, JP)
+            J1 = np.concatenate([JQ, JP], axis=-3).reshape((*JQ.shape[:-3], 2 * nS, N))
+        else:
+            dP = (h * (ah @ dWf)).reshape(dW.shape)
+            J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
         ev.dQ_dx, ev.dV_dx, ev.dLam_dx, ev.dW_dx = dQ, dV, dLam, dW
         ev.dq1_dx = dq1
         ev.dp1_dx = (h * (coeffs.bhat @ dWf)).reshape((*bshape, n, N))
@@ -328,6 +408,13 @@ def prk_residual(
         else:
             J = None
     return R, J, ev
+
+
+def _same_shape(A: np.ndarray, B: np.ndarray) -> tuple:
+    """``A, B`` broadcast to one shape (no call when they have it already)."""
+    if A.shape == B.shape:
+        return A, B
+    return tuple(np.broadcast_arrays(A, B))
 
 
 def residual_scale(p: np.ndarray, W: np.ndarray, h: float) -> np.ndarray:
@@ -370,11 +457,13 @@ def solve_stages(
         hooks = StageHooks(coeffs.s)
     n = q.shape[-1]
     s, m, free, k, N = _layout(coeffs, n, hooks)
-    n_extra = N - s * n - k * m
-    key = (float(h), n, m, tuple(free.tolist()), n_extra)
+    qp = _hamiltonian(hooks)
+    n_extra = N - (2 if qp else 1) * s * n - k * m
+    key = (float(h), n, m, tuple(free.tolist()), n_extra, qp)
     tangents = None if tangent_cache is None else tangent_cache.get(key)
     if tangents is None:
-        tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
+        tangents = (_hamiltonian_tangents(coeffs, n, m, free, n_extra) if qp
+                    else _constant_tangents(coeffs, n, m, free, h, n_extra))
         if tangent_cache is not None:
             if len(tangent_cache) > 8:
                 tangent_cache.clear()

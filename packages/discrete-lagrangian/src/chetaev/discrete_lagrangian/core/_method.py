@@ -87,9 +87,10 @@ def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError
     return ForcesNotSupportedError(
         f"{method.name} does not take external forces yet; use VPRK or ConstrainedPRK. It was "
         f"given {what}: integrate the forced system with VPRK or DiscreteEulerLagrange "
-        "(unconstrained), ConstrainedPRK (holonomic constraints) or the Lagrangian form of "
-        "chetaev.nh_integrators.NonholonomicPRK (velocity constraints); on a Lie group "
-        "LieVPRK or chetaev.nh_integrators.LieNonholonomicPRK."
+        "(unconstrained), ConstrainedPRK or a discretization-map method (holonomic "
+        "constraints), chetaev.nh_integrators.NonholonomicPRK or chetaev.gni.GNI (velocity "
+        "constraints); on a Lie group LieVPRK, LieDiscretizationMapMethod or "
+        "chetaev.nh_integrators.LieNonholonomicPRK."
     )
 
 

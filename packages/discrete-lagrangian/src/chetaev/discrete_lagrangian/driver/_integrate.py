@@ -309,9 +309,9 @@ def integrate(
         batch of ``q0``. ``U[0]`` also goes to ``method.initial_state(..., u=)`` (e.g. the
         consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
         (the steps taken). Methods with
-        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange, the Lagrangian
-        form of NonholonomicPRK, LieVPRK, LieNonholonomicPRK, the discretization-map
-        methods, chetaev.gni's GNI and Composition).
+        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange,
+        NonholonomicPRK, LieVPRK, LieNonholonomicPRK, the discretization-map methods,
+        chetaev.gni's GNI and Composition).
 
     Returns
     -------
@@ -533,8 +533,8 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
     if not getattr(method, "supports_forces", False):
         raise InputError(
             f"`controls` was given to {method.name}, which does not take external forces yet; "
-            "use VPRK, ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK (Lagrangian form), "
-            "LieVPRK or LieNonholonomicPRK."
+            "use VPRK, ConstrainedPRK, DiscreteEulerLagrange, a discretization-map method, "
+            "NonholonomicPRK, chetaev.gni.GNI, LieVPRK or LieNonholonomicPRK."
         )
     from .._util._validation import real_array
 

@@ -239,3 +239,56 @@ class LieVPRK(PairMethod):
         return State(t=state.t + h, q=ev.g1, v=eta1, p=ev.mu1, lam=lam1, n=state.n + 1,
                      carry=carry,
                      info={"newton_iterations": iters, "residual": resid, "newton_rate": rate})
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> Any:
+        """(A, B) in the tangent coordinates of the method's retraction (issue 20).
+
+        The state (g, μ) is perturbed as (g τ(ε), μ + δμ), ε ∈ 𝔤 left-trivialized, τ the
+        method's retraction, and the next state is read in the same chart; ``A =
+        ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)`` from the converged Newton matrix of
+        eqs. (24)–(27) (Thm. 6.1) by the implicit function theorem
+        (:func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`).
+        Unforced the step is symplectic in the canonical form of T*G written in these
+        coordinates, which depends on μ (see ``tests/test_linearization.py``). Systems on
+        groups take no forces yet: ``B`` has zero columns (n_controls = 0), and it follows
+        from the stage force's control Jacobian once the system interface has one
+        (``force_jacobians``). The holonomic §6.3 version raises
+        :class:`LinearizationNotSupportedError`.
+        """
+        from ..core._interface import interface_of
+        from ..core._linearization import (
+            LinearizationNotSupportedError,
+            StepLinearization,
+            lie_step_jacobians,
+        )
+
+        if state.lam is not None:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: step_linearization is implemented for unconstrained systems "
+                "on groups (the §6.3 holonomic version is not linearized yet); use "
+                "ConstrainedPRK in coordinates of a vector space."
+            )
+        view = interface_of(system)
+        if view.D11L is None:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: step_linearization needs the system's second derivatives "
+                "(D11L ... D22L) for the Newton matrix."
+            )
+        Hs = np.asarray(new.carry["H"], dtype=float)
+        force_u = None
+        jac = getattr(view, "force_jacobians", None)
+        if u is not None and jac is not None:  # the stage force's F_u (left-trivialized)
+            def force_u(G, Om):
+                uu = np.asarray(u, dtype=float)
+                return jac(G, Om, np.broadcast_to(uu[..., None, :], (*Om.shape[:-1],
+                                                                     uu.shape[-1])))[2]
+        A, _, B = lie_step_jacobians(Hs.reshape((*Hs.shape[:-2], -1)),
+                                     np.asarray(state.q, dtype=float),
+                                     np.asarray(state.p, dtype=float), h, self.coeffs, system,
+                                     self._tau(system.group), force_u=force_u)
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        if B.shape[-1] != n_u:
+            B = np.zeros((*A.shape[:-1], n_u))
+        return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)")
+

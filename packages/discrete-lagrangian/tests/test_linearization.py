@@ -195,6 +195,35 @@ def _fd(method, system, state, h, u):
     return np.stack(cols, -1)
 
 
+def _lie_fd(method, system, state, h, u=None):
+    """Central differences (step DELTA) of the step map on a group in the coordinates of
+    the method's retraction τ: (ε, δμ) ↦ (τ⁻¹(g_{k+1}⁻¹ g'_{k+1}), μ'_{k+1}) with
+    g' = g τ(ε), μ' = μ + δμ, η' = Fℓ⁻¹(g', μ') (independent Newton solves at the rounding
+    floor; the same bound ``fd_rtol`` as :func:`_fd`: τ⁻¹ is smooth with derivative I at e)."""
+    from chetaev.liegroups import retraction
+
+    group = system.group
+    tau = retraction(group, method.retraction)
+    tight = _tight(method)
+    ref = tight.step(system, state, h, u=u)
+    d = int(group.dim)
+    inv1 = group.inverse(ref.q)
+
+    def f(eps, dmu):
+        g = group.compose(state.q, tau(eps))
+        mu = state.p + dmu
+        st = attrs.evolve(state, q=g, p=mu, v=system.legendre_inv(g, mu), carry={})
+        new = tight.step(system, st, h, u=u)
+        return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
+
+    cols = []
+    for j in range(2 * d):
+        e = np.zeros((*state.p.shape[:-1], 2 * d))
+        e[..., j] = DELTA
+        cols.append((f(e[..., :d], e[..., d:]) - f(-e[..., :d], -e[..., d:])) / (2 * DELTA))
+    return np.stack(cols, -1)
+
+
 def _omega(n):
     z, i = np.zeros((n, n)), np.eye(n)
     return np.block([[z, i], [-i, z]])

@@ -250,7 +250,10 @@ class LieVPRK(PairMethod):
         eqs. (24)–(27) (Thm. 6.1) by the implicit function theorem
         (:func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`).
         Unforced the step is symplectic in the canonical form of T*G written in these
-        coordinates, which depends on μ (see ``tests/test_linearization.py``). Systems on
+        coordinates, Aᵀ Ω(μ_{k+1}) A = Ω(μ_k) with Ω(μ) = [[C(μ), I], [−I, 0]],
+        C(μ)_ij = ⟨ad*_{e_i} μ, e_j⟩ = ⟨μ, [e_i, e_j]⟩ (ω = −dθ of θ = ⟨μ, g⁻¹dg⟩); it
+        depends on μ, and A is not symplectic for the constant Ω (C = 0) unless the group
+        is abelian (measured in ``tests/test_linearization.py``). Systems on
         groups take no forces yet: ``B`` has zero columns (n_controls = 0), and it follows
         from the stage force's control Jacobian once the system interface has one
         (``force_jacobians``). The holonomic §6.3 version raises

@@ -20,7 +20,16 @@ Coordinates: the state's (q, p) (momenta, not velocities), stacked as x = (q, p)
 p_{k+1})/∂u`` is ``(..., 2n, n_controls)``. For a holonomically constrained system the map is
 also given in orthonormal bases of the tangent spaces of the invariant set
 {Φ(q) = 0, Φ_q(q) ∂H/∂p(q, p) = 0} at the current and at the next state
-(:func:`constraint_tangent_basis`).
+(:func:`constraint_tangent_basis`); for a velocity (nonholonomic) constraint Φ(q, v) = 0,
+of {Φ(q, FL⁻¹(q, p)) = 0} (:func:`velocity_constraint_tangent_basis`, 2n − m columns).
+
+On a Lie group (``LieVPRK``, ``LieNonholonomicPRK``; ``coordinates == "(xi, mu)"``) the
+state (g, μ) is perturbed as (g τ(ε), μ + δμ) with ε ∈ 𝔤 left-trivialized and τ the
+method's retraction, and the next state is read in the same chart, g_{k+1}' = g_{k+1} τ(ζ):
+``A = ∂(ζ, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)`` (:func:`lie_step_jacobians`). Since
+τ(ε) = e + ε + O(|ε|²), A is the derivative in left-trivialized variations; the retraction
+fixes the finite perturbations only. The bases of constrained systems on groups are in the
+same coordinates.
 """
 
 from __future__ import annotations
@@ -60,15 +69,18 @@ class StepLinearization:
     state : State
         The next state (the step that was linearized, as :meth:`Method.step` returns it).
     A : ndarray (..., 2n, 2n)
-        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p).
+        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p); on a group
+        ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) in the retraction's tangent coordinates (module
+        docstring), n the algebra dimension.
     B : ndarray (..., 2n, n_controls)
         ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
     coordinates : str
-        The coordinates of ``A`` and ``B``: ``"(q, p)"``.
+        The coordinates of ``A`` and ``B``: ``"(q, p)"``, or ``"(xi, mu)"`` on a group.
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
-        invariant set {Φ(q) = 0, Φ_q ∂H/∂p = 0} at the current and the next state
-        (d = 2n − 2m); None otherwise.
+        invariant set at the current and the next state: {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a
+        holonomic constraint (d = 2n − 2m), {Φ(q, FL⁻¹(q, p)) = 0} for a velocity
+        constraint (d = 2n − m); None otherwise.
     A_tangent : ndarray (..., d, d) or None
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None

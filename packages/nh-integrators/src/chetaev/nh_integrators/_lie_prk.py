@@ -360,7 +360,7 @@ class LieNonholonomicPRK(StageOrders, Method):
         ops, model = self._setup(system)
         a = np.asarray(self.pair.first.a, dtype=float)
         b = np.asarray(self.pair.first.b, dtype=float)
-        s, d, m = a.shape[0], model.d, model.m
+        s, m = a.shape[0], model.m
         g, eta = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
         mu = state.p
         mu = np.asarray(system.system.D2L(g, eta) if mu is None else mu, dtype=float)

@@ -799,29 +799,6 @@ def _predict(history: list[np.ndarray]) -> np.ndarray:
 # ---------------------------------------------------------------------- step linearization
 
 
-class _ParameterColumns:
-    """The step's hooks with ``K`` tangent columns for the parameters (q_k, Λ¹) inserted
-    before the inner hooks' extra unknowns (the unknowns ``[V, Λ²..Λˢ, 0 (K), v_k^2..s]``),
-    so that the engine's own Jacobian carries ∂R/∂(q_k, Λ¹) in those columns and the inner
-    hooks still find their extra unknowns last. No equation reads the K columns' values."""
-
-    def __init__(self, inner: Any, K: int) -> None:
-        self.inner, self.K = inner, K
-        self.m = int(getattr(inner, "m", 0))
-        self.free = inner.free
-        self.e = int(getattr(inner, "n_extra", 0))
-        self.n_extra = self.e + K
-
-    def force(self, Q, V, Lam, jacobian):
-        """The inner hooks' force."""
-        return self.inner.force(Q, V, Lam, jacobian)
-
-    def equations(self, ev):
-        """The inner hooks' equations, seeing their own extra unknowns only."""
-        ev.x_extra = ev.x_extra[..., self.K:] if self.e else None
-        return self.inner.equations(ev)
-
-
 def _momentum_rows(ev, model, s: int, implicit: bool, momenta: str):
     """∂(R2, R3)/∂p_k^i of the hooks' rows (eq. 14e; 14d's p_k^i enters nothing else):
     ``(Cp (..., s-1, m, n), implicit)``. Explicit FL⁻¹: R2_i = Φ(Q^i, FL⁻¹(Q^i, p_k^i)),
@@ -850,7 +827,8 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     external force for a forced system). With z = (q_{k+1}, p_{k+1}) and R(x; q_k, p_k, Λ¹, u)
     = 0 the step's equations, dx/dθ = −J⁻¹ ∂R/∂θ (J the Newton matrix ∂R/∂x) and
     dz/dθ = ∂z/∂x dx/dθ + ∂z/∂θ. ∂R/∂(q_k, Λ¹) are the engine's own Jacobian columns
-    (:class:`_ParameterColumns`: ∂Q^i/∂q_k = ∂q_{k+1}/∂q_k = I, ∂Λ¹/∂Λ¹ = I, eq. (14a, c));
+    (``_QColumns(hooks, n + m, before=True)``: ∂Q^i/∂q_k = ∂q_{k+1}/∂q_k = I, ∂Λ¹/∂Λ¹ = I,
+    eq. (14a, c), in K = n + m columns before the implicit v_k^i);
     ∂R/∂(p_k, u) are built from ∂P^i/∂p_k = ∂p_k^i/∂p_k = ∂p_{k+1}/∂p_k = I, ∂W^i/∂u = F_u
     (eq. 14b–d) and the hooks' rows in p_k^i (:func:`_momentum_rows`).
 
@@ -861,7 +839,7 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
         The derivative in the given Λ¹ (chained by the caller with the multiplier rule).
     dz_du : ndarray (..., 2n, n_u)
     """
-    from chetaev.discrete_lagrangian.core._linearization import _control_jacobian
+    from chetaev.discrete_lagrangian.core._linearization import _control_jacobian, _QColumns
     from chetaev.discrete_lagrangian.core._prk import _constant_tangents
 
     s, n, m = coeffs.s, model.n, model.m
@@ -878,7 +856,7 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     dLam[0, :, c0 + n:c0 + K] = np.eye(m)
     lead = x.shape[:-1]
     xq = np.concatenate([x[..., :c0], np.zeros((*lead, K)), x[..., c0:]], axis=-1)
-    _, J, ev = prk_residual(xq, q, p, h, coeffs, model, _ParameterColumns(hooks, K),
+    _, J, ev = prk_residual(xq, q, p, h, coeffs, model, _QColumns(hooks, K, before=True),
                             np.asarray(lam1)[..., None, :], True, (dV, dQ, dLam, dq1))
     keep = np.r_[0:c0, c0 + K:N + K]
     Jx, Rql = J[..., keep], J[..., c0:c0 + K]

@@ -109,14 +109,19 @@ class _QColumns:
     """The step's hooks with n more columns for ∂/∂q: n extra "unknowns" that no equation
     reads, whose tangents the caller sets to ∂Q^i/∂q = ∂q_{k+1}/∂q = I, so that the engine's
     own Jacobian (stage force, hooks' equations through ``ev.dQ_dx``, ``ev.dq1_dx``) carries
-    ∂R/∂q in its last n columns. The inner hooks see their own extra unknowns only."""
+    ∂R/∂q in its last n columns. The inner hooks see their own extra unknowns only.
 
-    def __init__(self, inner: Any, n: int) -> None:
+    ``before=True`` puts the n parameter columns before the inner hooks' extra unknowns
+    (``[V, Λ, params (n), extra (e)]``), for hooks that find their extra unknowns as the last
+    e columns of the Jacobian (the nonholonomic PRK's implicit v_k^i)."""
+
+    def __init__(self, inner: Any, n: int, before: bool = False) -> None:
         self.inner = inner
         self.m = int(getattr(inner, "m", 0))
         self.free = inner.free
         self.e = int(getattr(inner, "n_extra", 0))
         self.n_extra = self.e + n
+        self._keep = slice(n, None) if before else slice(0, self.e)
 
     def force(self, Q, V, Lam, jacobian):
         """The inner hooks' force."""
@@ -124,7 +129,7 @@ class _QColumns:
 
     def equations(self, ev):
         """The inner hooks' equations (their Jacobian gains the q columns through ev)."""
-        ev.x_extra = ev.x_extra[..., : self.e] if self.e else None
+        ev.x_extra = ev.x_extra[..., self._keep] if self.e else None
         return self.inner.equations(ev)
 
 

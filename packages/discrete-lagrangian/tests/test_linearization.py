@@ -200,6 +200,26 @@ def _fd(method, system, state, h, u):
     return np.stack(cols, -1)
 
 
+def _fd_qv(method, system, state, h, u=None):
+    """Central differences (step DELTA) of the step map (q, v) ↦ (q_{k+1}, v_{k+1}) with the
+    state's other entries (λ_k) held, for linearizations in the coordinates ``"(q, v)"``
+    (the GNI); the same bound ``fd_rtol`` as :func:`_fd`."""
+    n = state.q.shape[-1]
+    tight = _tight(method)
+
+    def f(q, v):
+        new = tight.step(system, attrs.evolve(state, q=q, v=v, carry={}), h, u=u)
+        return np.concatenate([new.q, new.v], -1)
+
+    cols = []
+    for j in range(2 * n):
+        e = np.zeros(2 * n)
+        e[j] = DELTA
+        cols.append((f(state.q + e[:n], state.v + e[n:])
+                     - f(state.q - e[:n], state.v - e[n:])) / (2 * DELTA))
+    return np.stack(cols, -1)
+
+
 def _lie_fd(method, system, state, h, u=None):
     """Central differences (step DELTA) of the step map on a group in the coordinates of
     the method's retraction τ: (ε, δμ) ↦ (τ⁻¹(g_{k+1}⁻¹ g'_{k+1}), μ'_{k+1}) with

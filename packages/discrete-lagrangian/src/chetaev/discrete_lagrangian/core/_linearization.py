@@ -75,12 +75,13 @@ class StepLinearization:
     B : ndarray (..., 2n, n_controls)
         ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
     coordinates : str
-        The coordinates of ``A`` and ``B``: ``"(q, p)"``, or ``"(xi, mu)"`` on a group.
+        The coordinates of ``A`` and ``B``: ``"(q, p)"``, ``"(xi, mu)"`` on a group, or
+        ``"(q, v)"`` for the GNI (its state's velocities, at fixed λ_k).
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
-        invariant set at the current and the next state: {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a
-        holonomic constraint (d = 2n − 2m), {Φ(q, FL⁻¹(q, p)) = 0} for a velocity
-        constraint (d = 2n − m); None otherwise.
+        invariant set at the current and the next state, in ``coordinates``:
+        {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a holonomic constraint (d = 2n − 2m),
+        {Φ(q, FL⁻¹(q, p)) = 0} for a velocity constraint (d = 2n − m); None otherwise.
     A_tangent : ndarray (..., d, d) or None
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None

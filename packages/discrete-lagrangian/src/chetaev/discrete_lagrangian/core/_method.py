@@ -353,8 +353,8 @@ class Method(abc.ABC):
         if type(self)._step_linearization_impl is Method._step_linearization_impl:
             raise LinearizationNotSupportedError(
                 f"{self.name} does not implement step_linearization; use VPRK, "
-                "ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK, LieVPRK or "
-                "LieNonholonomicPRK."
+                "ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK, LieVPRK, "
+                "LieNonholonomicPRK or GNI."
             )
         h = check_step_size(h, self.negative_steps)
         new = self.step(system, state, h, u=u)

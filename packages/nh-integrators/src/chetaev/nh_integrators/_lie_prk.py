@@ -347,8 +347,10 @@ class LieNonholonomicPRK(StageOrders, Method):
         second derivatives in g), chained through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/
         ``next_basis``: orthonormal bases (2d − m columns) of the tangent spaces of
         {φ(g, Fℓ⁻¹(g, μ)) = 0} in these coordinates; every step ends on that set. Systems on
-        groups take no forces yet: ``B`` has zero columns.
+        groups take no forces yet: ``B`` has zero columns (it follows from the stage force's
+        control Jacobian ``force_jacobians`` of the system interface once it exists).
         """
+        from chetaev.discrete_lagrangian import interface_of
         from chetaev.discrete_lagrangian.core._linearization import (
             StepLinearization,
             lie_step_jacobians,
@@ -385,10 +387,17 @@ class LieNonholonomicPRK(StageOrders, Method):
         if rule != "weighted_sum":
             lam1 = lam1_of(g, eta)
             lam_fixed = np.broadcast_to(lam1[..., None, :], (*lam1.shape[:-1], s, m))
+        force_u = None
+        jac = getattr(interface_of(system), "force_jacobians", None)
+        if u is not None and jac is not None:  # the stage force's F_u, once groups take forces
+            def force_u(G, Om):
+                uu = np.asarray(u, dtype=float)
+                return jac(G, Om, np.broadcast_to(uu[..., None, :],
+                                                  (*Om.shape[:-1], uu.shape[-1])))[2]
         A, dz_dlam, B = lie_step_jacobians(
             np.asarray(new.carry["x"], dtype=float), g, mu, h, _coefficients(a, b),
             engine_view(model, ops.group), ops.retraction, hooks, lam_fixed,
-            mu_rows=lambda ev: _lie_mu_rows(hooks, ev))
+            mu_rows=lambda ev: _lie_mu_rows(hooks, ev), force_u=force_u)
         if rule == "continuous":
             dlam = _lie_multiplier_derivative(lam1_of, ops, g, eta)  # (..., m, 2d) in (ε, η)
             A = A + dz_dlam @ _lie_chain_velocity(dlam, model, g, eta)

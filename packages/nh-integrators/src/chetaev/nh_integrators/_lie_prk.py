@@ -352,6 +352,7 @@ class LieNonholonomicPRK(StageOrders, Method):
         """
         from chetaev.discrete_lagrangian import interface_of
         from chetaev.discrete_lagrangian.core._linearization import (
+            LinearizationNotSupportedError,
             StepLinearization,
             lie_step_jacobians,
             tangent_fields,
@@ -394,8 +395,14 @@ class LieNonholonomicPRK(StageOrders, Method):
                 uu = np.asarray(u, dtype=float)
                 return jac(G, Om, np.broadcast_to(uu[..., None, :],
                                                   (*Om.shape[:-1], uu.shape[-1])))[2]
+        x = new.carry.get("x")
+        if x is None:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: the step did not record its converged unknowns "
+                "(State.carry['x'])."
+            )
         A, dz_dlam, B = lie_step_jacobians(
-            np.asarray(new.carry["x"], dtype=float), g, mu, h, _coefficients(a, b),
+            np.asarray(x, dtype=float), g, mu, h, _coefficients(a, b),
             engine_view(model, ops.group), ops.retraction, hooks, lam_fixed,
             mu_rows=lambda ev: _lie_mu_rows(hooks, ev), force_u=force_u)
         if rule == "continuous":

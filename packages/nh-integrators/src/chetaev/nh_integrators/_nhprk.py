@@ -465,7 +465,13 @@ class NonholonomicPRK(StageOrders, Method):
         p = np.asarray(system.system.D2L(q, v) if p is None else p, dtype=float)
         implicit = self.form == "lagrangian" and self._implicit(model)
         momenta = "iiia" if self.constraint_momenta == "iiia" else "iiib"
-        x = np.asarray(new.carry["history"][-1], dtype=float)
+        history = new.carry.get("history")
+        if not history:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: the step did not record its converged unknowns "
+                "(State.carry['history']); linearize with form='lagrangian'."
+            )
+        x = np.asarray(history[-1], dtype=float)
         nL = s * n + (s - 1) * m + ((s - 1) * n if implicit else 0)
         if self.form == "hamiltonian" and x.shape[-1] == 2 * s * n + (s - 1) * m:
             lead = x.shape[:-1]  # (Q^i, P^i, Λ) of eq. (15): V^i = FL⁻¹(Q^i, P^i)

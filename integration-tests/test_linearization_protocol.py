@@ -6,10 +6,11 @@ LieVPRK, LieNonholonomicPRK, GNI) gives Jacobians A = ∂(q1, p1)/∂(q0, p0) an
 that agree with central finite differences of ``step`` on the registry's problem, unforced
 and (for the methods that take forces) with F = −0.1 v + u, single and batched (two
 members); on a group in the tangent coordinates of the method's retraction,
-(g τ(ε), μ + δμ) (``_lie_fd``); the GNI in its state's (q, v) at fixed λ_k (``_fd_qv``).
+(g τ(ε), μ + δμ); the GNI in its state's (q, v) at fixed λ_k
+(``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``).
 Every other method raises ``LinearizationNotSupportedError`` (an ``InputError``).
 
-The bound ``fd_rtol(h)`` is derived in ``packages/discrete-lagrangian/tests/
+The bound ``step_fd_rtol(h)`` is derived in ``packages/discrete-lagrangian/tests/
 test_linearization.py``: central differences (δ = 1e-5) of the step solved at the rounding
 floor, (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]| (5.7e-8 at the registry's h = 0.05,
 2.9e-8 at h = 0.1). Measured worst over the registry (46 linearizations, OPENBLAS_NUM_THREADS=1
@@ -35,6 +36,7 @@ from chetaev.discrete_lagrangian import (
     TrivializedLagrangianSystem,
     TrivializedMechanicalSystem,
 )
+from chetaev.discrete_lagrangian.testing import step_fd_rtol, step_linearization_error
 
 
 def _load(path: Path, name: str) -> Any:
@@ -48,9 +50,6 @@ def _load(path: Path, name: str) -> Any:
 _HERE = Path(__file__).parent
 # the registry and its forced systems (F = −0.1 v + u) of the forces' protocol test
 _FORCES = _load(_HERE / "test_forces_protocol.py", "_chetaev_forces_protocol_linearization")
-# the finite differences of the step and their bound (derived there)
-_UNIT = _load(_HERE.parent / "packages" / "discrete-lagrangian" / "tests"
-              / "test_linearization.py", "_chetaev_linearization_unit")
 CASES, IDS = _FORCES.CASES, _FORCES.IDS
 
 
@@ -83,7 +82,6 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
     assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem,
                                TrivializedLagrangianSystem, TrivializedMechanicalSystem)), name
     on_group = getattr(system, "group", None) is not None
-    fd = _UNIT._lie_fd if on_group else _UNIT._fd
     forced = _FORCES._forced(system)
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
     for batched in (False, True):
@@ -93,8 +91,5 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
         runs = ((system, None), (forced, np.array([0.2])))
         for sys_, u in runs if method.supports_forces else runs[:1]:
             state = method.initial_state(sys_, qb, vb)
-            lin = method.step_linearization(sys_, state, h, u=u)
-            AB = np.concatenate([lin.A, lin.B], -1)
-            f = _UNIT._fd_qv if lin.coordinates == "(q, v)" else fd
-            err = np.max(np.abs(AB - f(method, sys_, state, h, u))) / np.max(np.abs(AB))
-            assert err <= _UNIT.fd_rtol(h), (name, batched, u, err)
+            _, err = step_linearization_error(method, sys_, state, h, u)
+            assert err <= step_fd_rtol(h), (name, batched, u, err)

@@ -20,17 +20,17 @@ controls and forced with a control, single and batched:
 **The finite-difference bound** (``fd_rtol``). Central differences with step δ of a map f
 evaluated to an absolute error ε_f err by ≤ δ²/6·max|f'''| + ε_f/δ. The differenced steps are
 solved by Newton at the rounding floor (``TIGHT``: 64·eps relative to the scale, O(1) here;
-the same step map, :func:`_tight`), and a residual r moves the state by ≤ r·max(1, 2/|h|)
-(the factor 2/|h| for RATTLE's reduced iteration, whose unknown Λ¹ moves q_{k+1} by h²/2 and
-p_{k+1} by h/2 per unit), so ε_f/δ ≤ 64·eps·max(1, 2/|h|)/δ (5.7e-8 at h = 0.05, δ = 1e-5);
-the linearization itself is taken at the step's default solution (tol = 1e-12), which moves
-it by ≤ tol·max(1, 2/|h|); the truncation δ²/6·|f'''| ≤ δ² (|f'''| ≤ 3: with δ = 1e-4 the
-differences deviate by at most 4.9e-9 ≈ (1e-4)²/6·3). Hence
-``fd_rtol(h) = (64·eps/δ + tol)·max(1, 2/|h|) + δ²`` of max|[A B]| (1.4e-8 at h = 0.2,
-5.7e-8 at h = 0.05), within the brief's ~1e-7. Measured worst deviation over all the
-finite-difference cases below (66 single/batched linearizations, h = 0.2, −0.2, 0.05; the
-same with OPENBLAS_NUM_THREADS=1 and unset): 7.6e-11 of max|[A B]| (DEL midpoint on the
-general double pendulum, forced), 0.0053 of its bound.
+the same step map, ``chetaev.discrete_lagrangian.testing.step_finite_differences``), and a
+residual r moves the state by ≤ r·max(1, 2/|h|) (the factor 2/|h| for RATTLE's reduced
+iteration, whose unknown Λ¹ moves q_{k+1} by h²/2 and p_{k+1} by h/2 per unit), so ε_f/δ ≤
+64·eps·max(1, 2/|h|)/δ (5.7e-8 at h = 0.05, δ = 1e-5); the linearization itself is taken at the
+step's default solution (tol = 1e-12), which moves it by ≤ tol·max(1, 2/|h|); the truncation
+δ²/6·|f'''| ≤ δ² (|f'''| ≤ 3: with δ = 1e-4 the differences deviate by at most 4.9e-9 ≈
+(1e-4)²/6·3). Hence ``fd_rtol(h) = (64·eps/δ + tol)·max(1, 2/|h|) + δ²`` of max|[A B]| (1.4e-8
+at h = 0.2, 5.7e-8 at h = 0.05), within the brief's ~1e-7. Measured worst deviation over all
+the finite-difference cases below (66 single/batched linearizations, h = 0.2, −0.2, 0.05; the
+same with OPENBLAS_NUM_THREADS=1 and unset): 7.6e-11 of max|[A B]| (DEL midpoint on the general
+double pendulum, forced), 0.0053 of its bound.
 """
 
 import attrs
@@ -51,31 +51,30 @@ from chetaev.discrete_lagrangian import (
 )
 from chetaev.discrete_lagrangian import discretization_maps as dm
 from chetaev.discrete_lagrangian.testing import (
+    FD_DELTA,
     double_pendulum,
     free_rigid_body,
     heavy_top,
     henon_heiles,
     rounding_bound,
     spherical_pendulum,
+    step_fd_rtol,
+    step_finite_differences,
 )
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib
 
 C = 0.3
 B_DIR = np.array([1.0, 0.5])
 E3 = np.array([0.0, 0.0, 1.0])
-DELTA = 1e-5
+DELTA = FD_DELTA  # 1e-5
 TIGHT = NewtonOptions(tol=1e-16)  # raised to 64·eps: the steps of the differences
-EPS64 = 64 * np.finfo(float).eps
 
 
 def fd_rtol(h):
-    """Bound of max|[A B] − FD| / max|[A B]| (module docstring)."""
-    return (EPS64 / DELTA + NewtonOptions().tol) * max(1.0, 2.0 / abs(h)) + DELTA**2
+    """Bound of max|[A B] − FD| / max|[A B]| (module docstring; ``step_fd_rtol``)."""
+    return step_fd_rtol(h, DELTA, NewtonOptions().tol)
 
 
-def _tight(method):
-    """The same method with its Newton solves at the rounding floor (the same step map)."""
-    return attrs.evolve(method, newton=TIGHT)
 H = 0.2
 
 
@@ -177,76 +176,15 @@ def _setup(case, kind, batched):
 
 
 def _fd(method, system, state, h, u):
-    """Central differences of the step map (q, p, u) ↦ (q1, p1), step DELTA, from states
-    without carried guesses (each perturbed step is an independent Newton solve)."""
-    n = state.q.shape[-1]
-    tight = _tight(method)
-
-    def f(q, p, uu):
-        st = attrs.evolve(state, q=q, p=p, v=system.legendre_inv(q, p), carry={})
-        new = tight.step(system, st, h, u=uu)
-        return np.concatenate([new.q, new.p], -1)
-
-    cols = []
-    for j in range(2 * n):
-        e = np.zeros(2 * n)
-        e[j] = DELTA
-        cols.append((f(state.q + e[:n], state.p + e[n:], u)
-                     - f(state.q - e[:n], state.p - e[n:], u)) / (2 * DELTA))
-    for j in range(0 if u is None else u.shape[-1]):
-        e = np.zeros(u.shape[-1])
-        e[j] = DELTA
-        cols.append((f(state.q, state.p, u + e) - f(state.q, state.p, u - e)) / (2 * DELTA))
-    return np.stack(cols, -1)
-
-
-def _fd_qv(method, system, state, h, u=None):
-    """Central differences (step DELTA) of the step map (q, v) ↦ (q_{k+1}, v_{k+1}) with the
-    state's other entries (λ_k) held, for linearizations in the coordinates ``"(q, v)"``
-    (the GNI); the same bound ``fd_rtol`` as :func:`_fd`."""
-    n = state.q.shape[-1]
-    tight = _tight(method)
-
-    def f(q, v):
-        new = tight.step(system, attrs.evolve(state, q=q, v=v, carry={}), h, u=u)
-        return np.concatenate([new.q, new.v], -1)
-
-    cols = []
-    for j in range(2 * n):
-        e = np.zeros(2 * n)
-        e[j] = DELTA
-        cols.append((f(state.q + e[:n], state.v + e[n:])
-                     - f(state.q - e[:n], state.v - e[n:])) / (2 * DELTA))
-    return np.stack(cols, -1)
+    """Central differences of the step map (q, p, u) ↦ (q1, p1), step DELTA
+    (:func:`~chetaev.discrete_lagrangian.testing.step_finite_differences`)."""
+    return step_finite_differences(method, system, state, h, u)
 
 
 def _lie_fd(method, system, state, h, u=None):
-    """Central differences (step DELTA) of the step map on a group in the coordinates of
-    the method's retraction τ: (ε, δμ) ↦ (τ⁻¹(g_{k+1}⁻¹ g'_{k+1}), μ'_{k+1}) with
-    g' = g τ(ε), μ' = μ + δμ, η' = Fℓ⁻¹(g', μ') (independent Newton solves at the rounding
-    floor; the same bound ``fd_rtol`` as :func:`_fd`: τ⁻¹ is smooth with derivative I at e)."""
-    from chetaev.liegroups import retraction
-
-    group = system.group
-    tau = retraction(group, method.retraction)
-    tight = _tight(method)
-    ref = tight.step(system, state, h, u=u)
-    d = int(group.dim)
-    inv1 = group.inverse(ref.q)
-
-    def f(eps, dmu):
-        g = group.compose(state.q, tau(eps))
-        mu = state.p + dmu
-        st = attrs.evolve(state, q=g, p=mu, v=system.legendre_inv(g, mu), carry={})
-        new = tight.step(system, st, h, u=u)
-        return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
-
-    cols = []
-    for j in range(2 * d):
-        e = np.zeros((*state.p.shape[:-1], 2 * d))
-        e[..., j] = DELTA
-        cols.append((f(e[..., :d], e[..., d:]) - f(-e[..., :d], -e[..., d:])) / (2 * DELTA))
-    return np.stack(cols, -1)
+    """The same on a group, in the coordinates of the method's retraction, (g τ(ε), μ + δμ)
+    (τ⁻¹ is smooth with derivative I at e: the same bound ``fd_rtol``)."""
+    return step_finite_differences(method, system, state, h, u, coordinates="(xi, mu)")
 
 
 def _omega(n):

@@ -3,18 +3,16 @@
 The momentum form (paper Def. 4.1, (8)/(26)) maps the node state (q_k, v_k, λ_k) to
 (q_{k+1}, v_{k+1}, λ_{k+1}); A = ∂(q_{k+1}, v_{k+1})/∂(q_k, v_k) at fixed λ_k comes from the
 step's Newton matrix ∂(D1 L_d)/∂q1 and the node's KKT projection by the implicit function
-theorem. Checked against central finite differences of ``step`` with λ_k held (``_fd_qv`` of
-``packages/discrete-lagrangian/tests/test_linearization.py``, bound ``fd_rtol(h)`` derived
-there: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8 at h = 0.2) on the particle of
-the docs' theory page (linear and affine constraint with q-dependent mu(q), nonlinear
-potential) and on the same constraint with a q-dependent mass matrix M(q), for the four
-variants, single and batched. Measured worst deviation over the 24 cases
-(OPENBLAS_NUM_THREADS=1 and unset): 1.3e-10 of max|A| (affine, euler_b, single), 1/110 of
-the bound.
+theorem. Checked against central finite differences of ``step`` with λ_k held
+(``chetaev.discrete_lagrangian.testing.step_finite_differences``, ``coordinates="(q, v)"``;
+bound ``step_fd_rtol(h)``, derived in ``packages/discrete-lagrangian/tests/
+test_linearization.py``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8 at h = 0.2)
+on the particle of the docs' theory page (linear and affine constraint with q-dependent mu(q),
+nonlinear potential) and on the same constraint with a q-dependent mass matrix M(q), for the
+four variants, single and batched. Measured worst deviation over the 24 cases
+(OPENBLAS_NUM_THREADS=1 and unset): 1.3e-10 of max|A| (affine, euler_b, single), 1/110 of the
+bound.
 """
-
-import importlib.util
-from pathlib import Path
 
 import attrs
 import numpy as np
@@ -24,21 +22,15 @@ from chetaev.discrete_lagrangian import (
     LinearizationNotSupportedError,
     MechanicalSystem,
 )
-from chetaev.discrete_lagrangian.testing import rounding_bound
+from chetaev.discrete_lagrangian.testing import (
+    rounding_bound,
+    step_fd_rtol,
+    step_linearization_error,
+)
 from chetaev.gni import GNI
 from chetaev.gni.testing import nonholonomic_particle
 
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_UNIT = _load(Path(__file__).parents[2] / "discrete-lagrangian" / "tests"
-              / "test_linearization.py", "_chetaev_gni_linearization_unit")
-H = _UNIT.H
+H = 0.2  # the step of the linearized steps (as in the discrete-lagrangian tests)
 VARIANTS = ("euler_a", "euler_b", "rattle", "midpoint")
 
 
@@ -90,13 +82,10 @@ def _setup(model, variant, batched):
 def test_linearization_matches_finite_differences(model, variant, batched):
     """A against central differences of the step in (q, v) at fixed λ_k (module docstring)."""
     method, system, state = _setup(model, variant, batched)
-    lin = method.step_linearization(system, state, H)
-    n = state.q.shape[-1]
-    assert lin.coordinates == "(q, v)"
-    assert lin.A.shape == (*state.q.shape[:-1], 2 * n, 2 * n)
-    assert lin.B.shape == (*state.q.shape[:-1], 2 * n, 0)
-    err = np.max(np.abs(lin.A - _UNIT._fd_qv(method, system, state, H))) / np.max(np.abs(lin.A))
-    assert err <= _UNIT.fd_rtol(H), (model, variant, batched, err)
+    lin, err = step_linearization_error(method, system, state, H)
+    assert (lin.coordinates, lin.A.shape, lin.B.shape[-1]) == (
+        "(q, v)", (*state.q.shape[:-1], 6, 6), 0)
+    assert err <= step_fd_rtol(H), (model, variant, batched, err)
 
 
 @pytest.mark.parametrize("model", ["linear", "affine", "varying-mass"])

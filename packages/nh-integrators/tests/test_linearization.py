@@ -12,21 +12,22 @@ of eq. (14) (App. D) by the implicit function theorem, against central finite di
 * the multiplier rules ``"continuous"``, ``"carry"``, ``"zero_first"``, the IIIB variant
   and the Hamiltonian form (the same map, eq. (15), App. E).
 
-The finite-difference bound is ``fd_rtol(h)`` of ``packages/discrete-lagrangian/tests/
-test_linearization.py`` (central differences, δ = 1e-5, of steps solved at the rounding
-floor: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]|; 1.4e-8 at h = 0.2, 5.7e-8 at
-h = 0.05, within the issue's ~1e-7). The continuous rule's dΛ¹/d(q, v) is itself a central
-difference of the closed-form multiplier (δ = eps^(1/3)·max(1, |x|), error ≤ ~1e-10 of
-|dλ|) entering at O(h): inside that bound. Measured worst deviation over the cases below
-(130 single and batched linearizations, h = 0.2, OPENBLAS_NUM_THREADS=1 and unset): 3.5e-11
-of max|[A B]| (sleigh, Lobatto 3, controlled, single), 1/410 of the bound 1.4e-8.
+The finite-difference bound is ``chetaev.discrete_lagrangian.testing.step_fd_rtol(h)``
+(derived in ``packages/discrete-lagrangian/tests/test_linearization.py``: central
+differences, δ = 1e-5, of steps solved at the rounding floor: (64·eps/δ + tol)·max(1, 2/|h|) +
+δ² of max|[A B]|; 1.4e-8 at h = 0.2, 5.7e-8 at h = 0.05, within the issue's ~1e-7). The
+continuous rule's dΛ¹/d(q, v) is itself a central difference of the closed-form multiplier (δ =
+eps^(1/3)·max(1, |x|), error ≤ ~1e-10 of |dλ|) entering at O(h): inside that bound. Measured
+worst deviation over the cases below (130 single and batched linearizations, h = 0.2,
+OPENBLAS_NUM_THREADS=1 and unset): 3.5e-11 of max|[A B]| (sleigh, Lobatto 3, controlled,
+single), 1/410 of the bound 1.4e-8.
 
 **LieNonholonomicPRK** (the tests named ``test_lie_*``). The state (g, μ) is perturbed as
 (g τ(ε), μ + δμ), ε ∈ 𝔤 left-trivialized and τ the method's retraction;
 A = ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) comes from the converged unknowns of App. F by
 the implicit function theorem. Checked against central finite differences of ``step`` in
-the same chart (``_lie_fd`` of ``packages/discrete-lagrangian/tests/test_linearization.py``,
-bound ``fd_rtol(h)`` derived there: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8
+the same chart (``step_finite_differences(..., coordinates="(xi, mu)")``, bound
+``step_fd_rtol(h)``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8
 at h = 0.2; the continuous rule's dλ is a central difference of the closed-form multiplier,
 ~1e-10 relative, entering at O(h)) on:
 
@@ -44,31 +45,23 @@ OPENBLAS_NUM_THREADS=1 and unset): 2.0e-11 of max|A| (disc, Lobatto 2 / exp, bat
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConstrainedSystem
-from chetaev.discrete_lagrangian.testing import rounding_bound
+from chetaev.discrete_lagrangian.testing import (
+    rounding_bound,
+    step_fd_rtol,
+    step_finite_differences,
+    step_linearization_error,
+)
 from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
 from chetaev.nh_integrators import testing as nt
 from chetaev.nh_integrators._lie_testing import turntable_ball, vertical_disc_general
 from chetaev.rktableaux import lobatto_iiia_iiib
 
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# the finite differences of the step and their bound (derived there)
-_UNIT = _load(Path(__file__).parents[2] / "discrete-lagrangian" / "tests"
-              / "test_linearization.py", "_chetaev_nh_linearization_unit")
 C = 0.3
+H = 0.2  # the step of the linearized steps (as in the discrete-lagrangian tests)
 
 
 def _forced(system: ConstrainedSystem, controlled: bool) -> ConstrainedSystem:
@@ -151,15 +144,13 @@ def _cases():
 @pytest.mark.parametrize(("model", "name", "kind"), list(_cases()))
 def test_linearization_matches_finite_differences(model, name, kind, batched):
     """A and B against central differences of the step (module docstring), h = 0.2."""
-    h = _UNIT.H
+    h = H
     method, system, state, u = _setup(model, name, kind, batched)
-    lin = method.step_linearization(system, state, h, u=u)
+    lin, err = step_linearization_error(method, system, state, h, u)
     n = state.q.shape[-1]
     assert lin.A.shape == (*state.q.shape[:-1], 2 * n, 2 * n)
     assert lin.B.shape == (*state.q.shape[:-1], 2 * n, 1 if kind == "controlled" else 0)
-    AB = np.concatenate([lin.A, lin.B], -1)
-    err = np.max(np.abs(AB - _UNIT._fd(method, system, state, h, u))) / np.max(np.abs(AB))
-    assert err <= _UNIT.fd_rtol(h), (model, name, kind, batched, err)
+    assert err <= step_fd_rtol(h), (model, name, kind, batched, err)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -172,7 +163,7 @@ def test_tangent_space_is_mapped_into_tangent_space(model, kind):
     error at tol = 1e-12 times the O(1) condition of the step's Jacobian, bound 1e-10
     (measured: 4.3e-16); A_tangent = E1ᵀ A E0 to rounding."""
     method, system, state, u = _setup(model, "lobatto3", kind, True)
-    lin = method.step_linearization(system, state, _UNIT.H, u=u)
+    lin = method.step_linearization(system, state, H, u=u)
     E0, E1 = lin.basis, lin.next_basis
     n, m = state.q.shape[-1], state.lam.shape[-1]
     d = 2 * n - m
@@ -205,12 +196,12 @@ def test_hamiltonian_form_equals_lagrangian_form():
     for form in ("lagrangian", "hamiltonian"):
         method = NonholonomicPRK(lobatto_iiia_iiib(3), form=form)
         state = method.initial_state(system, q0, v0)
-        lins.append(method.step_linearization(system, state, _UNIT.H))
+        lins.append(method.step_linearization(system, state, H))
     np.testing.assert_allclose(lins[0].A, lins[1].A, rtol=0, atol=1e-9)
 
 
 # -- LieNonholonomicPRK in the tangent coordinates of its retraction ------------------------------
-H_LIE = _UNIT.H
+H_LIE = H
 
 
 def _lie_disc(kind="linear"):
@@ -259,14 +250,12 @@ def test_lie_linearization_matches_finite_differences(model, name, batched):
     """A against central differences of the step in the retraction's chart (module
     docstring); B has zero columns (no forces on groups yet)."""
     method, system, state = _lie_setup(model, name, batched)
-    lin = method.step_linearization(system, state, H_LIE)
+    lin, err = step_linearization_error(method, system, state, H_LIE)
     d = state.p.shape[-1]
     assert lin.coordinates == "(xi, mu)"
     assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
     assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 0)
-    fd = _UNIT._lie_fd(method, system, state, H_LIE)
-    err = np.max(np.abs(lin.A - fd)) / np.max(np.abs(lin.A))
-    assert err <= _UNIT.fd_rtol(H_LIE), (model, name, batched, err)
+    assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
 
 
 @pytest.mark.parametrize("model", list(LIE_MODELS))
@@ -316,13 +305,7 @@ def test_lie_weighted_sum_rule():
                                 multiplier_rule="weighted_sum")
     state = method.initial_state(system, state.q, state.v)
     lin = method.step_linearization(system, state, H_LIE)
-    old = _UNIT.DELTA
-    try:
-        _UNIT.DELTA = 1e-4
-        d1 = _UNIT._lie_fd(method, system, state, H_LIE)
-        _UNIT.DELTA = 2e-4
-        d2 = _UNIT._lie_fd(method, system, state, H_LIE)
-    finally:
-        _UNIT.DELTA = old
+    d1, d2 = (step_finite_differences(method, system, state, H_LIE, coordinates="(xi, mu)",
+                                      delta=delta) for delta in (1e-4, 2e-4))
     err = np.max(np.abs(lin.A - (4.0 * d1 - d2) / 3.0)) / np.max(np.abs(lin.A))
     assert err <= 1e-8, err

@@ -365,16 +365,17 @@ FD_DELTA = 1e-5
 
 
 def step_fd_rtol(h: float, delta: float = FD_DELTA, tol: float = 1e-12) -> float:
-    """Bound of max|J − FD| / max|J| for :func:`step_finite_differences` of a linearization J.
+    """Bound of ``max abs(J - FD) / max abs(J)`` for :func:`step_finite_differences` of a
+    linearization J.
 
-    Central differences with step δ of a map f evaluated to an absolute error ε_f err by
-    at most δ²/6·max|f‴| + ε_f/δ. The differenced steps are solved at the rounding floor
-    (64·eps relative to an O(1) scale), and a residual r moves the state by at most
-    r·max(1, 2/|h|) (the factor of RATTLE's reduced iteration); the linearization is taken at
-    the step's own solution (Newton tolerance ``tol``); the truncation is at most δ² for
-    |f‴| ≤ 3 (derivation and measurements: ``packages/discrete-lagrangian/tests/
-    test_linearization.py``). Hence (64·eps/δ + tol)·max(1, 2/|h|) + δ² (1.4e-8 at h = 0.2,
-    5.7e-8 at h = 0.05).
+    Central differences with step δ of a map f evaluated to an absolute error ε_f err by at
+    most ``δ²/6 max abs(f‴) + ε_f/δ``. The differenced steps are solved at the rounding floor
+    (64 eps relative to an O(1) scale), and a residual r moves the state by at most
+    ``r max(1, 2/abs(h))`` (the factor of RATTLE's reduced iteration); the linearization is
+    taken at the step's own solution (Newton tolerance ``tol``); the truncation is at most δ²
+    where ``abs(f‴) <= 3`` (derivation and measurements:
+    ``packages/discrete-lagrangian/tests/test_linearization.py``). Hence
+    ``(64 eps/δ + tol) max(1, 2/abs(h)) + δ²`` (1.4e-8 at h = 0.2, 5.7e-8 at h = 0.05).
     """
     return (64.0 * np.finfo(float).eps / delta + tol) * max(1.0, 2.0 / abs(h)) + delta**2
 
@@ -391,11 +392,11 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
     method, system, state, h, u
         As for ``method.step``.
     coordinates : {"(q, p)", "(q, v)", "(xi, mu)"}
-        ``"(q, p)"``: (q, p, u) ↦ (q_{k+1}, p_{k+1}) with v = FL⁻¹(q, p); the columns of u
-        follow those of (q, p). ``"(q, v)"``: (q, v) ↦ (q_{k+1}, v_{k+1}), the state's other
-        entries (λ_k) held. ``"(xi, mu)"``: on a group, (ε, δμ) ↦ (τ⁻¹(g_{k+1}⁻¹ g'_{k+1}),
-        μ'_{k+1}) with g' = g τ(ε), μ' = μ + δμ, η' = Fℓ⁻¹(g', μ') and τ the method's
-        retraction.
+        ``"(q, p)"``: the map ``(q, p, u) -> (q1, p1)`` with ``v = FL⁻¹(q, p)``; the columns
+        of u follow those of (q, p). ``"(q, v)"``: ``(q, v) -> (q1, v1)``, the state's other
+        entries (λ_k) held. ``"(xi, mu)"``: on a group, ``(ε, δμ) -> (τ⁻¹(g1⁻¹ g1'), μ1')``
+        for the state ``(g τ(ε), μ + δμ)`` with ``η = Fℓ⁻¹(g τ(ε), μ + δμ)`` and τ the
+        method's retraction.
     delta : float
         The step δ.
 
@@ -452,7 +453,7 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
 def step_linearization_error(method: Any, system: Any, state: Any, h: float, u: Any = None,
                              delta: float = FD_DELTA) -> tuple[Any, float]:
     """``(lin, err)``: ``lin = method.step_linearization(system, state, h, u=u)`` and
-    err = max|[A B] − FD| / max|[A B]| with FD :func:`step_finite_differences` in
+    ``err = max abs([A B] - FD) / max abs([A B])`` with FD :func:`step_finite_differences` in
     ``lin.coordinates`` (to compare with :func:`step_fd_rtol`)."""
     lin = method.step_linearization(system, state, h, u=u)
     AB = np.concatenate([lin.A, lin.B], -1)

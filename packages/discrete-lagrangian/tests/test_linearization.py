@@ -12,21 +12,25 @@ controls and forced with a control, single and batched:
   D11L/D21L path) with joint damping and a torque: VPRK Gauss(2), DEL midpoint;
 * the spherical pendulum (Cartesian, |q| = 1) with F = −c v (+ u e_x): ConstrainedPRK RATTLE
   (unforced: its reduced fast path, linearized through the same equations) and Lobatto 3.
+* on SO(3) (free rigid body, heavy top, the heavy top with a holonomic constraint):
+  LieVPRK Lobatto 2 / Cayley, Lobatto 3 / exp, Gauss(2) / Cayley, in the tangent
+  coordinates of the retraction (the state perturbed as (g τ(ε), μ + δμ), ``_lie_fd``),
+  with the symplecticity of A in the trivialized canonical form Ω(μ).
 
 **The finite-difference bound** (``fd_rtol``). Central differences with step δ of a map f
 evaluated to an absolute error ε_f err by ≤ δ²/6·max|f'''| + ε_f/δ. The differenced steps are
 solved by Newton at the rounding floor (``TIGHT``: 64·eps relative to the scale, O(1) here;
-the same step map, :func:`_tight`), and a residual r moves the state by ≤ r·max(1, 2/|h|)
-(the factor 2/|h| for RATTLE's reduced iteration, whose unknown Λ¹ moves q_{k+1} by h²/2 and
-p_{k+1} by h/2 per unit), so ε_f/δ ≤ 64·eps·max(1, 2/|h|)/δ (5.7e-8 at h = 0.05, δ = 1e-5);
-the linearization itself is taken at the step's default solution (tol = 1e-12), which moves
-it by ≤ tol·max(1, 2/|h|); the truncation δ²/6·|f'''| ≤ δ² (|f'''| ≤ 3: with δ = 1e-4 the
-differences deviate by at most 4.9e-9 ≈ (1e-4)²/6·3). Hence
-``fd_rtol(h) = (64·eps/δ + tol)·max(1, 2/|h|) + δ²`` of max|[A B]| (1.4e-8 at h = 0.2,
-5.7e-8 at h = 0.05), within the brief's ~1e-7. Measured worst deviation over all the
-finite-difference cases below (66 single/batched linearizations, h = 0.2, −0.2, 0.05; the
-same with OPENBLAS_NUM_THREADS=1 and unset): 7.6e-11 of max|[A B]| (DEL midpoint on the
-general double pendulum, forced), 0.0053 of its bound.
+the same step map, ``chetaev.discrete_lagrangian.testing.step_finite_differences``), and a
+residual r moves the state by ≤ r·max(1, 2/|h|) (the factor 2/|h| for RATTLE's reduced
+iteration, whose unknown Λ¹ moves q_{k+1} by h²/2 and p_{k+1} by h/2 per unit), so ε_f/δ ≤
+64·eps·max(1, 2/|h|)/δ (5.7e-8 at h = 0.05, δ = 1e-5); the linearization itself is taken at the
+step's default solution (tol = 1e-12), which moves it by ≤ tol·max(1, 2/|h|); the truncation
+δ²/6·|f'''| ≤ δ² (|f'''| ≤ 3: with δ = 1e-4 the differences deviate by at most 4.9e-9 ≈
+(1e-4)²/6·3). Hence ``fd_rtol(h) = (64·eps/δ + tol)·max(1, 2/|h|) + δ²`` of max|[A B]| (1.4e-8
+at h = 0.2, 5.7e-8 at h = 0.05), within the brief's ~1e-7. Measured worst deviation over all
+the finite-difference cases below (66 single/batched linearizations, h = 0.2, −0.2, 0.05; the
+same with OPENBLAS_NUM_THREADS=1 and unset): 7.6e-11 of max|[A B]| (DEL midpoint on the general
+double pendulum, forced), 0.0053 of its bound.
 """
 
 import attrs
@@ -47,30 +51,30 @@ from chetaev.discrete_lagrangian import (
 )
 from chetaev.discrete_lagrangian import discretization_maps as dm
 from chetaev.discrete_lagrangian.testing import (
+    FD_DELTA,
     double_pendulum,
     free_rigid_body,
+    heavy_top,
     henon_heiles,
     rounding_bound,
     spherical_pendulum,
+    step_fd_rtol,
+    step_finite_differences,
 )
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib
 
 C = 0.3
 B_DIR = np.array([1.0, 0.5])
 E3 = np.array([0.0, 0.0, 1.0])
-DELTA = 1e-5
+DELTA = FD_DELTA  # 1e-5
 TIGHT = NewtonOptions(tol=1e-16)  # raised to 64·eps: the steps of the differences
-EPS64 = 64 * np.finfo(float).eps
 
 
 def fd_rtol(h):
-    """Bound of max|[A B] − FD| / max|[A B]| (module docstring)."""
-    return (EPS64 / DELTA + NewtonOptions().tol) * max(1.0, 2.0 / abs(h)) + DELTA**2
+    """Bound of max|[A B] − FD| / max|[A B]| (module docstring; ``step_fd_rtol``)."""
+    return step_fd_rtol(h, DELTA, NewtonOptions().tol)
 
 
-def _tight(method):
-    """The same method with its Newton solves at the rounding floor (the same step map)."""
-    return attrs.evolve(method, newton=TIGHT)
 H = 0.2
 
 
@@ -172,27 +176,15 @@ def _setup(case, kind, batched):
 
 
 def _fd(method, system, state, h, u):
-    """Central differences of the step map (q, p, u) ↦ (q1, p1), step DELTA, from states
-    without carried guesses (each perturbed step is an independent Newton solve)."""
-    n = state.q.shape[-1]
-    tight = _tight(method)
+    """Central differences of the step map (q, p, u) ↦ (q1, p1), step DELTA
+    (:func:`~chetaev.discrete_lagrangian.testing.step_finite_differences`)."""
+    return step_finite_differences(method, system, state, h, u)
 
-    def f(q, p, uu):
-        st = attrs.evolve(state, q=q, p=p, v=system.legendre_inv(q, p), carry={})
-        new = tight.step(system, st, h, u=uu)
-        return np.concatenate([new.q, new.p], -1)
 
-    cols = []
-    for j in range(2 * n):
-        e = np.zeros(2 * n)
-        e[j] = DELTA
-        cols.append((f(state.q + e[:n], state.p + e[n:], u)
-                     - f(state.q - e[:n], state.p - e[n:], u)) / (2 * DELTA))
-    for j in range(0 if u is None else u.shape[-1]):
-        e = np.zeros(u.shape[-1])
-        e[j] = DELTA
-        cols.append((f(state.q, state.p, u + e) - f(state.q, state.p, u - e)) / (2 * DELTA))
-    return np.stack(cols, -1)
+def _lie_fd(method, system, state, h, u=None):
+    """The same on a group, in the coordinates of the method's retraction, (g τ(ε), μ + δμ)
+    (τ⁻¹ is smooth with derivative I at e: the same bound ``fd_rtol``)."""
+    return step_finite_differences(method, system, state, h, u, coordinates="(xi, mu)")
 
 
 def _omega(n):
@@ -364,6 +356,96 @@ def test_unconstrained_has_no_basis():
         lin.A = None
 
 
+# -- Lie groups: LieVPRK in the tangent coordinates of its retraction ----------------------------
+G0_AXIS = np.array([0.3, -0.2, 0.5])
+ETA0 = np.array([0.4, -0.7, 1.1])
+LIE_CASES = {
+    "lobatto2-cayley-body": (lambda: LieVPRK(lobatto_iiia_iiib(2), retraction="cayley"),
+                             free_rigid_body),
+    "lobatto3-exp-top": (lambda: LieVPRK(lobatto_iiia_iiib(3), retraction="exp"), heavy_top),
+    "gauss2-cayley-top": (lambda: LieVPRK(gauss(2), retraction="cayley"), heavy_top),
+}
+
+
+def _lie_setup(case, batched):
+    from chetaev.liegroups import SO3
+
+    make_method, make_system = LIE_CASES[case]
+    method, system = make_method(), make_system()
+    g0 = SO3.exp(G0_AXIS)
+    g = np.stack([g0, g0 @ g0]) if batched else g0
+    eta = np.stack([ETA0, 0.5 * ETA0]) if batched else ETA0
+    return method, system, method.initial_state(system, g, eta)
+
+
+def _lie_form(system, mu):
+    """The canonical form of T*G in the coordinates (ε, δμ) at μ: [[C(μ), I], [−I, 0]],
+    C(μ)_ij = ⟨ad*_{e_i} μ, e_j⟩ (ω = −dθ, θ = ⟨μ, g⁻¹dg⟩)."""
+    from chetaev.discrete_lagrangian import interface_of
+
+    C = np.swapaxes(interface_of(system).coadjoint_matrix(mu), -1, -2)
+    d = mu.shape[-1]
+    Id = np.broadcast_to(np.eye(d), C.shape)
+    return np.concatenate([np.concatenate([C, Id], -1),
+                           np.concatenate([-Id, np.zeros(C.shape)], -1)], -2)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("case", list(LIE_CASES))
+def test_lie_vprk_linearization_matches_finite_differences(case, batched):
+    """A = ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) against central differences of the step in the
+    retraction's coordinates (``_lie_fd``; the bound ``fd_rtol``; measured worst 3.8e-11 of
+    max|A|, Lobatto 3 / exp on the heavy top, 1/380 of the bound); B has zero columns."""
+    method, system, state = _lie_setup(case, batched)
+    lin = method.step_linearization(system, state, H)
+    assert lin.coordinates == "(xi, mu)" and lin.basis is None
+    assert lin.A.shape == (*state.p.shape[:-1], 6, 6) and lin.B.shape == (*lin.A.shape[:-1], 0)
+    err = np.max(np.abs(lin.A - _lie_fd(method, system, state, H))) / np.max(np.abs(lin.A))
+    assert err <= fd_rtol(H), (case, batched, err)
+
+
+@pytest.mark.parametrize("case", list(LIE_CASES))
+def test_lie_vprk_linearization_is_symplectic_in_the_trivialized_form(case):
+    """Aᵀ Ω(μ_{k+1}) A = Ω(μ_k) (Thm. 6.1: the step is symplectic; Ω(μ) of ``_lie_form``) to
+    the rounding of the products with the Newton error (tol 1e-12, O(1) condition): bound
+    1e-10 (measured ≤ 4.4e-16); the constant canonical Ω is not preserved (the group is not
+    abelian: deviation 0.53 on the heavy top)."""
+    method, system, state = _lie_setup(case, True)
+    lin = method.step_linearization(system, state, H)
+    A = lin.A
+    dev = np.swapaxes(A, -1, -2) @ _lie_form(system, lin.state.p) @ A - _lie_form(system, state.p)
+    assert np.max(np.abs(dev)) <= 1e-10
+    Om = _omega(3)
+    assert np.max(np.abs(np.swapaxes(A, -1, -2) @ Om @ A - Om)) > 1e-2
+
+
+def test_lie_vprk_holonomic_linearization():
+    """§6.3 (the heavy top with e₃·R e₁ = 0 of ``test_lie.py``): A against central
+    differences (bound ``fd_rtol``; measured 7.5e-11), the bases orthonormal with 2d − 2m
+    columns, A maps into the next tangent space (Newton error ~1e-12 times an O(1)
+    condition: 1e-10; measured 2.2e-15)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "_chetaev_lie_for_linearization", Path(__file__).parent / "test_lie.py")
+    lie = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lie)
+    system = lie._constrained_top()
+    R0, eta0 = lie._constrained_initial()
+    for s, kind in ((2, "cayley"), (3, "exp")):
+        method = LieVPRK(lobatto_iiia_iiib(s), retraction=kind)
+        state = method.initial_state(system, R0, eta0)
+        lin = method.step_linearization(system, state, H)
+        err = np.max(np.abs(lin.A - _lie_fd(method, system, state, H))) / np.max(np.abs(lin.A))
+        assert err <= fd_rtol(H), (s, kind, err)
+        E0, E1 = lin.basis, lin.next_basis
+        assert E0.shape == E1.shape == (6, 4)
+        for E in (E0, E1):
+            assert np.max(np.abs(E.T @ E - np.eye(4))) <= rounding_bound(1.0, 6)
+        assert np.max(np.abs((np.eye(6) - E1 @ E1.T) @ lin.A)) <= 1e-10
+
+
 # -- methods without it and bad input -------------------------------------------------------------
 def test_methods_without_linearization_raise():
     system = spherical_pendulum()
@@ -373,11 +455,6 @@ def test_methods_without_linearization_raise():
     with pytest.raises(LinearizationNotSupportedError, match="does not implement"):
         method.step_linearization(system, state, H)
     assert issubclass(LinearizationNotSupportedError, InputError)
-    body = free_rigid_body()
-    lie = LieVPRK(gauss(2))
-    st = lie.initial_state(body, np.eye(3), np.array([0.1, 0.2, 0.3]))
-    with pytest.raises(LinearizationNotSupportedError):
-        lie.step_linearization(body, st, H)
 
 
 @pytest.mark.parametrize("h", [0.0, np.nan, "0.1"])

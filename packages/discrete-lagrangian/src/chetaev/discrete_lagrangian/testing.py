@@ -18,6 +18,7 @@ from .systems._constraints import ConstrainedSystem, HolonomicConstraint, Linear
 from .systems._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
+    "FD_DELTA",
     "HARMONIC_PARTICLE_Q0",
     "HARMONIC_PARTICLE_V0",
     "ROUNDING_C",
@@ -35,6 +36,9 @@ __all__ = [
     "pendulum_cartesian_from_angle",
     "rounding_bound",
     "spherical_pendulum",
+    "step_fd_rtol",
+    "step_finite_differences",
+    "step_linearization_error",
 ]
 
 #: Constant of the rounding bound :func:`rounding_bound`: a sum or inner product of ``n``
@@ -352,3 +356,106 @@ def assert_systems_agree(a: Any, b: Any, q: Any, v: Any, rtol: float = 1e-13) ->
             check(f"constraint.{name}", getattr(a.constraint, name)(q, v),
                   getattr(b.constraint, name)(q, v))
         check("multiplier", a.multiplier(q, v), b.multiplier(q, v))
+
+
+# -- finite differences of a step (the check of step linearizations, issue 20) -------------------
+
+#: Step δ of :func:`step_finite_differences`.
+FD_DELTA = 1e-5
+
+
+def step_fd_rtol(h: float, delta: float = FD_DELTA, tol: float = 1e-12) -> float:
+    """Bound of ``max abs(J - FD) / max abs(J)`` for :func:`step_finite_differences` of a
+    linearization J.
+
+    Central differences with step δ of a map f evaluated to an absolute error ε_f err by at
+    most ``δ²/6 max abs(f‴) + ε_f/δ``. The differenced steps are solved at the rounding floor
+    (64 eps relative to an O(1) scale), and a residual r moves the state by at most
+    ``r max(1, 2/abs(h))`` (the factor of RATTLE's reduced iteration); the linearization is
+    taken at the step's own solution (Newton tolerance ``tol``); the truncation is at most δ²
+    where ``abs(f‴) <= 3`` (derivation and measurements:
+    ``packages/discrete-lagrangian/tests/test_linearization.py``). Hence
+    ``(64 eps/δ + tol) max(1, 2/abs(h)) + δ²`` (1.4e-8 at h = 0.2, 5.7e-8 at h = 0.05).
+    """
+    return (64.0 * np.finfo(float).eps / delta + tol) * max(1.0, 2.0 / abs(h)) + delta**2
+
+
+def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: Any = None,
+                            coordinates: str = "(q, p)", delta: float = FD_DELTA) -> np.ndarray:
+    """Central differences of ``method.step`` in the coordinates of a ``StepLinearization``.
+
+    Each perturbed step is an independent Newton solve at the rounding floor (``method`` with
+    ``NewtonOptions(tol=1e-16)``: the same step map) from the state without carried guesses.
+
+    Parameters
+    ----------
+    method, system, state, h, u
+        As for ``method.step``.
+    coordinates : {"(q, p)", "(q, v)", "(xi, mu)"}
+        ``"(q, p)"``: the map ``(q, p, u) -> (q1, p1)`` with ``v = FL⁻¹(q, p)``; the columns
+        of u follow those of (q, p). ``"(q, v)"``: ``(q, v) -> (q1, v1)``, the state's other
+        entries (λ_k) held. ``"(xi, mu)"``: on a group, ``(ε, δμ) -> (τ⁻¹(g1⁻¹ g1'), μ1')``
+        for the state ``(g τ(ε), μ + δμ)`` with ``η = Fℓ⁻¹(g τ(ε), μ + δμ)`` and τ the
+        method's retraction.
+    delta : float
+        The step δ.
+
+    Returns
+    -------
+    ndarray (..., 2n, 2n + n_u)
+    """
+    import attrs
+
+    from .core._solver import NewtonOptions
+
+    tight = attrs.evolve(method, newton=NewtonOptions(tol=1e-16))
+    if coordinates == "(xi, mu)":
+        from chetaev.liegroups import retraction
+
+        group = system.group
+        tau = retraction(group, method.retraction)
+        inv1 = group.inverse(tight.step(system, state, h, u=u).q)
+
+        def f(a, b, uu):
+            g = group.compose(state.q, tau(a))
+            mu = state.p + b
+            st = attrs.evolve(state, q=g, p=mu, v=system.legendre_inv(g, mu), carry={})
+            new = tight.step(system, st, h, u=uu)
+            return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
+
+        x0, y0 = np.zeros(np.shape(state.p)), np.zeros(np.shape(state.p))
+    else:
+        velocity = coordinates == "(q, v)"
+
+        def f(a, b, uu):
+            if velocity:
+                st = attrs.evolve(state, q=a, v=b, carry={})
+            else:
+                st = attrs.evolve(state, q=a, p=b, v=system.legendre_inv(a, b), carry={})
+            new = tight.step(system, st, h, u=uu)
+            return np.concatenate([new.q, new.v if velocity else new.p], -1)
+
+        x0, y0 = np.asarray(state.q), np.asarray(state.v if velocity else state.p)
+    n = x0.shape[-1]
+    cols = []
+    for j in range(2 * n):
+        e = np.zeros(2 * n)
+        e[j] = delta
+        cols.append((f(x0 + e[:n], y0 + e[n:], u) - f(x0 - e[:n], y0 - e[n:], u))
+                    / (2 * delta))
+    for j in range(0 if u is None else np.shape(u)[-1]):
+        e = np.zeros(np.shape(u)[-1])
+        e[j] = delta
+        cols.append((f(x0, y0, u + e) - f(x0, y0, u - e)) / (2 * delta))
+    return np.stack(cols, -1)
+
+
+def step_linearization_error(method: Any, system: Any, state: Any, h: float, u: Any = None,
+                             delta: float = FD_DELTA) -> tuple[Any, float]:
+    """``(lin, err)``: ``lin = method.step_linearization(system, state, h, u=u)`` and
+    ``err = max abs([A B] - FD) / max abs([A B])`` with FD :func:`step_finite_differences` in
+    ``lin.coordinates`` (to compare with :func:`step_fd_rtol`)."""
+    lin = method.step_linearization(system, state, h, u=u)
+    AB = np.concatenate([lin.A, lin.B], -1)
+    fd = step_finite_differences(method, system, state, h, u, lin.coordinates, delta)
+    return lin, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))

@@ -545,6 +545,77 @@ class GNI(Method):
             carry=carry, info=info,
         )
 
+    def _step_linearization_impl(self, system, state: State, h, u, new: State):
+        """(A, B) in the state's coordinates (q, v) at fixed λ_k, and in tangent bases of the
+        constraint set (issue 20).
+
+        The momentum form (Def. 4.1, (8)/(26)) maps (q_k, v_k, λ_k) to (q_{k+1}, v_{k+1},
+        λ_{k+1}): p⁻ = G(q_k) v_k + (h/2) mu(q_k)ᵀ λ_k, −D1 L_d(q_k, q_{k+1}) = p⁻,
+        p⁺ = D2 L_d(q_k, q_{k+1}) and v_{k+1} from the node's KKT system
+        [[G, muᵀ], [mu, 0]] (v_{k+1}, c) = (p⁺, −a) at q_{k+1} (the projection of
+        ``node_from_post_momentum``, h λ_{k+1} = −2c). ``A = ∂(q_{k+1}, v_{k+1})/
+        ∂(q_k, v_k)`` ``(..., 2n, 2n)`` at fixed λ_k (the multiplier is a state of its own
+        here, carried from the previous step like NonholonomicPRK's ``"carry"`` rule), from
+        the Jacobian ∂(D1 L_d)/∂q1 of the step's Newton solve by the implicit function
+        theorem; ``coordinates == "(q, v)"``. ``basis``/``next_basis``: orthonormal bases
+        (2n − m columns) of the tangent spaces of {mu(q) v + a(q) = 0}; every step ends on
+        that set. Needs a mechanical system with the mass matrix as the metric (∂G/∂q·v =
+        D21L) and the momentum form; the GNI takes no forces, so ``B`` has zero columns.
+        """
+        from chetaev.discrete_lagrangian.core._linearization import (
+            LinearizationNotSupportedError,
+            StepLinearization,
+            tangent_fields,
+        )
+
+        iface = _interface(system)
+        if self.form != "momentum" or self.metric is not None or iface.potential is None \
+                or not iface.has_second_derivatives:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: step_linearization needs form='momentum', the system's mass "
+                "matrix as the metric (no metric= override) and a mechanical system with "
+                "second derivatives (L = v·M(q)v/2 − V(q))."
+            )
+        q, v = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
+        lam = np.asarray(state.lam, dtype=float)
+        q1, v1 = np.asarray(new.q, dtype=float), np.asarray(new.v, dtype=float)
+        n = q.shape[-1]
+        batch = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], q1.shape[:-1])
+        d11, d12, d22 = _gni_ld_hessians(self.discrete_lagrangian, iface, q, q1, h)
+        G = metric(iface, q)
+        Ag = np.asarray(iface.A_grad(q), dtype=float)  # [a, i, j] = ∂mu_ai/∂q_j
+        dpm_dq = iface.D21L(q, v) + 0.5 * h * np.einsum("...aij,...a->...ij", Ag, lam)
+        rhs = np.concatenate([np.broadcast_to(d11 + dpm_dq, (*batch, n, n)),
+                              np.broadcast_to(G, (*batch, n, n))], axis=-1)
+        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (..., n, 2n)
+        dpp = d22 @ dq1
+        dpp[..., :n] += np.swapaxes(d12, -1, -2)
+        # v1 from [[G1, mu1ᵀ], [mu1, 0]] (v1, c) = (p⁺, −a1): differentiate the KKT system
+        G1 = metric(iface, q1)
+        mu1, _ = constraint_parts(iface, q1)
+        m = mu1.shape[-2]
+        c = -0.5 * h * np.asarray(new.lam, dtype=float)  # G1 v1 + mu1ᵀ c = p⁺ (p̄ = G1 v1)
+        Ag1 = np.asarray(iface.A_grad(q1), dtype=float)
+        top = (dpp - (iface.D21L(q1, v1) + np.einsum("...aij,...a->...ij", Ag1, c)) @ dq1)
+        low = -(np.einsum("...aij,...i->...aj", Ag1, v1)) @ dq1
+        if iface.affine_grad is not None:
+            low = low - np.asarray(iface.affine_grad(q1), dtype=float) @ dq1
+        K = np.concatenate([np.concatenate([np.broadcast_to(G1, (*batch, n, n)),
+                                            np.swapaxes(np.broadcast_to(mu1, (*batch, m, n)),
+                                                        -1, -2)], -1),
+                            np.concatenate([np.broadcast_to(mu1, (*batch, m, n)),
+                                            np.zeros((*batch, m, m))], -1)], -2)
+        dv1 = np.linalg.solve(K, np.concatenate([np.broadcast_to(top, (*batch, n, 2 * n)),
+                                                 np.broadcast_to(low, (*batch, m, 2 * n))],
+                                                -2))[..., :n, :]
+        A = np.concatenate([dq1, dv1], axis=-2)
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        B = np.zeros((*A.shape[:-1], n_u))
+        E0 = _gni_tangent_basis(iface, q, v)
+        E1 = _gni_tangent_basis(iface, q1, v1)
+        return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
+                                 **tangent_fields(E0, E1, A, B))
+
 
 def euler_alpha_ptilde_step(q, p_tilde, lam_tilde, h, alpha, M, grad_V, mu, a=None):
     """The paper's explicit one-step maps (13) (α = 0, Euler A), (14) (α = 1, Euler B) and
@@ -570,3 +641,51 @@ def euler_alpha_ptilde_step(q, p_tilde, lam_tilde, h, alpha, M, grad_V, mu, a=No
     lam1 = np.linalg.solve(C, rhs[..., None])[..., 0]
     p_tilde1 = p_half - 0.5 * h * (g1 + np.einsum("...ai,...a->...i", m1, lam1))
     return q1, p_tilde1, lam1
+
+
+# ---------------------------------------------------------------------- step linearization
+
+
+def _gni_ld_hessians(dl, iface, q0, q1, h):
+    """``(∂D1/∂q0, ∂D1/∂q1, ∂D2/∂q1)`` of the step's discrete Lagrangian (∂D2/∂q0 =
+    (∂D1/∂q1)ᵀ). The endpoint α family (10)/(16), L_d = h[(1−α)L(q0, v̄) + αL(q1, v̄)]::
+
+        ∂D1/∂q0 = h(1−α)L_qq(q0) − (1−α)(L_qv + L_vq)(q0) + [(1−α)L_vv(q0) + αL_vv(q1)]/h
+        ∂D2/∂q1 = hαL_qq(q1) + α(L_qv + L_vq)(q1) + [(1−α)L_vv(q0) + αL_vv(q1)]/h
+
+    (at v̄ = (q1 − q0)/h); other discrete Lagrangians give their own ``D11``/``D22``
+    (``chetaev.discrete_lagrangian.DiscreteLagrangian``)."""
+    d12 = dl.D1_dq1(iface, q0, q1, h)
+    if isinstance(dl, AlphaDiscreteLagrangian):
+        vb = (q1 - q0) / h
+        a = dl.alpha
+        vv = ((1.0 - a) * iface.D22L(q0, vb) + a * iface.D22L(q1, vb)) / h
+        d11 = (h * (1.0 - a) * iface.D11L(q0, vb)
+               - (1.0 - a) * (iface.D12L(q0, vb) + iface.D21L(q0, vb)) + vv)
+        d22 = (h * a * iface.D11L(q1, vb) + a * (iface.D12L(q1, vb) + iface.D21L(q1, vb)) + vv)
+        return d11, d12, d22
+    inner = getattr(dl, "inner", dl)
+    if not (hasattr(inner, "D11") and hasattr(inner, "D22")):
+        from chetaev.discrete_lagrangian.core._linearization import (
+            LinearizationNotSupportedError,
+        )
+
+        raise LinearizationNotSupportedError(
+            f"GNI: the discrete Lagrangian {type(inner).__name__} has no D11/D22 (second "
+            "derivatives) for the step linearization."
+        )
+    return inner.D11(iface, q0, q1, h), d12, inner.D22(iface, q0, q1, h)
+
+
+def _gni_tangent_basis(iface, q, v):
+    """Orthonormal basis ``(..., 2n, 2n − m)`` of T_(q,v) of {mu(q) v + a(q) = 0}: the kernel
+    of [Σ_i ∂mu_ai/∂q_j v_i + ∂a_a/∂q_j, mu] (last right singular vectors)."""
+    mu, _ = constraint_parts(iface, q)
+    dq = np.einsum("...aij,...i->...aj", np.asarray(iface.A_grad(q), dtype=float), v)
+    if iface.affine_grad is not None:
+        dq = dq + np.asarray(iface.affine_grad(q), dtype=float)
+    batch = np.broadcast_shapes(dq.shape[:-2], mu.shape[:-2])
+    Cmat = np.concatenate([np.broadcast_to(dq, (*batch, *dq.shape[-2:])),
+                           np.broadcast_to(mu, (*batch, *mu.shape[-2:]))], axis=-1)
+    _, _, Vt = np.linalg.svd(Cmat, full_matrices=True)
+    return np.swapaxes(Vt[..., mu.shape[-2]:, :], -1, -2)

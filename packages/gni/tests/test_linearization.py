@@ -1,0 +1,125 @@
+"""Step linearizations of the GNI (issue 20): ``GNI.step_linearization``.
+
+The momentum form (paper Def. 4.1, (8)/(26)) maps the node state (q_k, v_k, λ_k) to
+(q_{k+1}, v_{k+1}, λ_{k+1}); A = ∂(q_{k+1}, v_{k+1})/∂(q_k, v_k) at fixed λ_k comes from the
+step's Newton matrix ∂(D1 L_d)/∂q1 and the node's KKT projection by the implicit function
+theorem. Checked against central finite differences of ``step`` with λ_k held
+(``chetaev.discrete_lagrangian.testing.step_finite_differences``, ``coordinates="(q, v)"``;
+bound ``step_fd_rtol(h)``, derived in ``packages/discrete-lagrangian/tests/
+test_linearization.py``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8 at h = 0.2)
+on the particle of the docs' theory page (linear and affine constraint with q-dependent mu(q),
+nonlinear potential) and on the same constraint with a q-dependent mass matrix M(q), for the
+four variants, single and batched. Measured worst deviation over the 24 cases
+(OPENBLAS_NUM_THREADS=1 and unset): 1.3e-10 of max|A| (affine, euler_b, single), 1/110 of the
+bound.
+"""
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import (
+    ConstrainedSystem,
+    LinearizationNotSupportedError,
+    MechanicalSystem,
+)
+from chetaev.discrete_lagrangian.testing import (
+    rounding_bound,
+    step_fd_rtol,
+    step_linearization_error,
+)
+from chetaev.gni import GNI
+from chetaev.gni.testing import nonholonomic_particle
+
+H = 0.2  # the step of the linearized steps (as in the discrete-lagrangian tests)
+VARIANTS = ("euler_a", "euler_b", "rattle", "midpoint")
+
+
+def _varying_mass(affine):
+    """The particle's constraint and potential with M(q) = diag(1 + 0.3 sin²x, 1 + 0.2 z², 1)."""
+    p = nonholonomic_particle(affine)
+    base = p.system.system
+
+    def M(q):
+        out = np.zeros((*q.shape[:-1], 3, 3))
+        out[..., 0, 0] = 1.0 + 0.3 * np.sin(q[..., 0]) ** 2
+        out[..., 1, 1] = 1.0 + 0.2 * q[..., 2] ** 2
+        out[..., 2, 2] = 1.0
+        return out
+
+    def dM(q):  # [i, j, k] = ∂M_ij/∂q_k
+        out = np.zeros((*q.shape[:-1], 3, 3, 3))
+        out[..., 0, 0, 0] = 0.3 * np.sin(2.0 * q[..., 0])
+        out[..., 1, 1, 2] = 0.4 * q[..., 2]
+        return out
+
+    mech = MechanicalSystem(M, base.V, base.gradV, base.hessV, dM, n=3)
+    return ConstrainedSystem(mech, p.system.constraint), p.q0, p.v0
+
+
+def _problem(model):
+    if model == "varying-mass":
+        return _varying_mass(False)
+    p = nonholonomic_particle(model == "affine")
+    return p.system, p.q0, p.v0
+
+
+def _setup(model, variant, batched):
+    system, q0, v0 = _problem(model)
+    method = GNI(variant)
+    s0 = method.initial_state(system, q0, v0)
+    s1 = method.step(system, s0, 0.1)  # a node with λ_k from a step (not the continuous one)
+    if batched:
+        s2 = method.step(system, s1, 0.1)
+        lam = np.stack([s1.lam, s2.lam])
+        s1 = attrs.evolve(method.initial_state(system, np.stack([s1.q, s2.q]),
+                                               np.stack([s1.v, s2.v])), lam=lam)
+    return method, system, s1
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("model", ["linear", "affine", "varying-mass"])
+def test_linearization_matches_finite_differences(model, variant, batched):
+    """A against central differences of the step in (q, v) at fixed λ_k (module docstring)."""
+    method, system, state = _setup(model, variant, batched)
+    lin, err = step_linearization_error(method, system, state, H)
+    assert (lin.coordinates, lin.A.shape, lin.B.shape[-1]) == (
+        "(q, v)", (*state.q.shape[:-1], 6, 6), 0)
+    assert err <= step_fd_rtol(H), (model, variant, batched, err)
+
+
+@pytest.mark.parametrize("model", ["linear", "affine", "varying-mass"])
+def test_tangent_space_is_mapped_into_tangent_space(model):
+    """The bases (2n − m columns) are orthonormal and tangent to {mu(q)v + a(q) = 0}
+    (central differences of the constraint along them, δ = 1e-6: bound 1e-8 as in the nh
+    tests); every node satisfies the constraint exactly, so A maps into the next tangent
+    space: |(I − E1E1ᵀ)A| ≤ 1e-10·max(1, |A|) (Newton error ~1e-12 times an O(1) condition;
+    measured 5.5e-16); A_tangent = E1ᵀ A E0 to rounding."""
+    method, system, state = _setup(model, "rattle", True)
+    lin = method.step_linearization(system, state, H)
+    n, m = 3, 1
+    k = 2 * n - m
+    E0, E1 = lin.basis, lin.next_basis
+    assert E0.shape == E1.shape == (2, 2 * n, k) and lin.A_tangent.shape == (2, k, k)
+    delta = 1e-6
+    for E, st in ((E0, state), (E1, lin.state)):
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(k))) <= rounding_bound(1.0, 2 * n)
+        for j in range(k):
+            dq, dv = delta * E[..., :n, j], delta * E[..., n:, j]
+            d = (system.constraint.residual(st.q + dq, st.v + dv)
+                 - system.constraint.residual(st.q - dq, st.v - dv)) / (2 * delta)
+            assert np.max(np.abs(d)) <= 1e-8
+    P1 = np.eye(2 * n) - E1 @ np.swapaxes(E1, -1, -2)
+    assert np.max(np.abs(P1 @ lin.A)) <= 1e-10 * max(1.0, np.max(np.abs(lin.A)))
+    np.testing.assert_allclose(lin.A_tangent, np.swapaxes(E1, -1, -2) @ lin.A @ E0, rtol=0,
+                               atol=rounding_bound(np.max(np.abs(lin.A)), 4 * n))
+
+
+def test_unsupported_configurations_raise():
+    """The two-step form and a metric override are refused (LinearizationNotSupportedError,
+    an InputError naming what to use)."""
+    system, q0, v0 = _problem("linear")
+    for method in (GNI("rattle", form="two_step"), GNI("rattle", metric=lambda q: np.eye(3))):
+        state = method.initial_state(system, q0, v0)
+        with pytest.raises(LinearizationNotSupportedError, match="form='momentum'"):
+            method.step_linearization(system, state, H)

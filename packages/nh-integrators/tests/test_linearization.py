@@ -1,0 +1,311 @@
+"""Step linearizations of NonholonomicPRK (issue 20): ``step_linearization``.
+
+A = ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k) and B = ∂(q_{k+1}, p_{k+1})/∂u from the converged unknowns
+of eq. (14) (App. D) by the implicit function theorem, against central finite differences of
+``step`` (an independent computation: only the step map is used), on nonlinear problems:
+
+* the Chaplygin sleigh (q-dependent constraint A(q), constant mass: the engine's per-step
+  path, structured Newton matrix for batches) with F = −c(1 + |q|²)v + u·b;
+* the chaotic system of paper §7.3 (m = 2, n = 5, nonlinear potential) with the same force;
+* the general Lagrangian with a constraint nonlinear in v (implicit v_k^i unknowns) with
+  F = −c(1 + |q|²)v + u·b;
+* the multiplier rules ``"continuous"``, ``"carry"``, ``"zero_first"``, the IIIB variant
+  and the Hamiltonian form (the same map, eq. (15), App. E).
+
+The finite-difference bound is ``chetaev.discrete_lagrangian.testing.step_fd_rtol(h)``
+(derived in ``packages/discrete-lagrangian/tests/test_linearization.py``: central
+differences, δ = 1e-5, of steps solved at the rounding floor: (64·eps/δ + tol)·max(1, 2/|h|) +
+δ² of max|[A B]|; 1.4e-8 at h = 0.2, 5.7e-8 at h = 0.05, within the issue's ~1e-7). The
+continuous rule's dΛ¹/d(q, v) is itself a central difference of the closed-form multiplier (δ =
+eps^(1/3)·max(1, |x|), error ≤ ~1e-10 of |dλ|) entering at O(h): inside that bound. Measured
+worst deviation over the cases below (130 single and batched linearizations, h = 0.2,
+OPENBLAS_NUM_THREADS=1 and unset): 3.5e-11 of max|[A B]| (sleigh, Lobatto 3, controlled,
+single), 1/410 of the bound 1.4e-8.
+
+**LieNonholonomicPRK** (the tests named ``test_lie_*``). The state (g, μ) is perturbed as
+(g τ(ε), μ + δμ), ε ∈ 𝔤 left-trivialized and τ the method's retraction;
+A = ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) comes from the converged unknowns of App. F by
+the implicit function theorem. Checked against central finite differences of ``step`` in
+the same chart (``step_finite_differences(..., coordinates="(xi, mu)")``, bound
+``step_fd_rtol(h)``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8
+at h = 0.2; the continuous rule's dλ is a central difference of the closed-form multiplier,
+~1e-10 relative, entering at O(h)) on:
+
+* the vertical disc on SE(2) (§7.4) with its linear constraint and with the nonlinear
+  φ = v₂ + v₂³, Cayley and exp, s = 2, 3, 4, rules continuous / carry / zero_first
+  (weighted_sum: its own test, the rule is near-degenerate there);
+* the same disc as a general trivialized Lagrangian with a quartic kinetic term (the
+  inner-stage η unknowns of the Lagrangian form; the Hamiltonian form's numerical Fℓ⁻¹);
+* the ball on a turntable on SO(3)×R² (§7.5: affine constraints depending on g).
+
+Measured worst deviation over these cases (48 single and batched linearizations, h = 0.2;
+OPENBLAS_NUM_THREADS=1 and unset): 2.0e-11 of max|A| (disc, Lobatto 2 / exp, batched),
+1/700 of the bound.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pytest
+from chetaev.discrete_lagrangian import ConstrainedSystem
+from chetaev.discrete_lagrangian.testing import (
+    rounding_bound,
+    step_fd_rtol,
+    step_finite_differences,
+    step_linearization_error,
+)
+from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
+from chetaev.nh_integrators import testing as nt
+from chetaev.nh_integrators._lie_testing import turntable_ball, vertical_disc_general
+from chetaev.rktableaux import lobatto_iiia_iiib
+
+C = 0.3
+H = 0.2  # the step of the linearized steps (as in the discrete-lagrangian tests)
+
+
+def _forced(system: ConstrainedSystem, controlled: bool) -> ConstrainedSystem:
+    """``system`` with F = −c(1 + |q|²)v (+ u·b, b = (1, 0.5, 0, ...)): nonlinear, velocity
+    dependent, with the analytic derivatives."""
+    n = int(system.system.n)
+    b = np.zeros(n)
+    b[:2] = (1.0, 0.5)
+
+    def force(q, v, u):
+        F = -C * (1.0 + np.sum(q * q, -1))[..., None] * v
+        return F + u[..., :1] * b if controlled else F
+
+    def derivs(q, v, u):
+        w = 1.0 + np.sum(q * q, -1)
+        Fq = -2.0 * C * v[..., :, None] * q[..., None, :]
+        Fv = -C * w[..., None, None] * np.eye(n)
+        Fu = np.broadcast_to(b[:, None], (*q.shape[:-1], n, 1 if controlled else 0))
+        return Fq, Fv, (Fu if controlled else np.zeros((*q.shape[:-1], n, 0)))
+
+    inner = attrs.evolve(system.system, force=force, force_derivatives=derivs,
+                         n_controls=1 if controlled else 0)
+    return attrs.evolve(system, system=inner)
+
+
+def _sleigh_data():
+    v = np.array(nt.SLEIGH_V0)
+    return nt.sleigh_system(), np.array([0.1, -0.2, 0.0]), v  # Phi(q, v) = 0 at theta = 0
+
+
+MODELS = {
+    "sleigh": _sleigh_data,
+    "chaotic": lambda: (nt.chaotic_system(2), np.array([0.5, 0.6, 0.4, 1.0, 1.0]),
+                        np.array([-0.3, 0.8, 0.3, 0.3, 0.0])),
+    "general": lambda: (nt.general_particle_system(), np.array(nt.GEN_Q0),
+                        np.array(nt.GEN_V0)),
+}
+METHODS = {
+    "lobatto3": lambda: NonholonomicPRK(lobatto_iiia_iiib(3)),
+    "lobatto2": lambda: NonholonomicPRK(lobatto_iiia_iiib(2)),
+    "lobatto4-iteration": lambda: NonholonomicPRK(lobatto_iiia_iiib(4), jacobian_reuse="iteration"),
+    "carry": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), multiplier_rule="carry"),
+    "zero_first": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), multiplier_rule="zero_first"),
+    "iiib": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), constraint_momenta="iiib_rejected"),
+    "implicit": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), implicit_velocity=True),
+    "hamiltonian": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), form="hamiltonian"),
+}
+KINDS = ("unforced", "dissipative", "controlled")
+
+
+def _setup(model, method_name, kind, batched):
+    system, q0, v0 = MODELS[model]()
+    method = METHODS[method_name]()
+    if kind != "unforced":
+        system = _forced(system, kind == "controlled")
+    if batched:  # two members: the data and the data one step later (both on the set)
+        u1 = np.array([0.7]) if kind == "controlled" else None
+        s0 = method.initial_state(system, q0, v0, u=u1)
+        s1 = method.step(system, s0, 0.1, u=u1)
+        q0, v0 = np.stack([q0, s1.q]), np.stack([v0, s1.v])
+    u = None
+    if kind == "controlled":
+        u = np.array([[0.7], [-0.4]]) if batched else np.array([0.7])
+    state = method.initial_state(system, q0, v0, u=u)
+    return method, system, state, u
+
+
+def _cases():
+    for model in MODELS:
+        for name in METHODS:
+            for kind in KINDS:
+                if name == "hamiltonian" and kind != "unforced":
+                    continue  # the Hamiltonian form takes no forces (ForcesNotSupportedError)
+                if model == "general" and name in ("hamiltonian",):
+                    continue  # needs an explicit FL^-1 in its own residual: covered below
+                yield model, name, kind
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize(("model", "name", "kind"), list(_cases()))
+def test_linearization_matches_finite_differences(model, name, kind, batched):
+    """A and B against central differences of the step (module docstring), h = 0.2."""
+    h = H
+    method, system, state, u = _setup(model, name, kind, batched)
+    lin, err = step_linearization_error(method, system, state, h, u)
+    n = state.q.shape[-1]
+    assert lin.A.shape == (*state.q.shape[:-1], 2 * n, 2 * n)
+    assert lin.B.shape == (*state.q.shape[:-1], 2 * n, 1 if kind == "controlled" else 0)
+    assert err <= step_fd_rtol(h), (model, name, kind, batched, err)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("model", list(MODELS))
+def test_tangent_space_is_mapped_into_tangent_space(model, kind):
+    """``basis``/``next_basis`` are orthonormal and tangent to {Φ(q, FL⁻¹(q, p)) = 0} (checked
+    by central differences of Φ along them, δ = 1e-6: truncation δ²|Φ'''| ≲ 1e-11, rounding
+    eps/δ ≈ 2e-10, so 1e-8); every step ends on that set (its last stage is the node, eq.
+    (14e)), so A and B map into the next tangent space: |(I − E1E1ᵀ)[A B]| is the Newton
+    error at tol = 1e-12 times the O(1) condition of the step's Jacobian, bound 1e-10
+    (measured: 4.3e-16); A_tangent = E1ᵀ A E0 to rounding."""
+    method, system, state, u = _setup(model, "lobatto3", kind, True)
+    lin = method.step_linearization(system, state, H, u=u)
+    E0, E1 = lin.basis, lin.next_basis
+    n, m = state.q.shape[-1], state.lam.shape[-1]
+    d = 2 * n - m
+    assert E0.shape == E1.shape == (2, 2 * n, d)
+    assert lin.A_tangent.shape == (2, d, d)
+    assert lin.B_tangent.shape == (2, d, lin.B.shape[-1])
+    for E, st in ((E0, state), (E1, lin.state)):
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(d))) <= rounding_bound(1.0, 2 * n)
+        delta = 1e-6
+        for j in range(d):
+            dq, dp = delta * E[..., :n, j], delta * E[..., n:, j]
+
+            def phi(sign, st=st, dq=dq, dp=dp):
+                q, p = st.q + sign * dq, st.p + sign * dp
+                return system.constraint.residual(q, system.legendre_inv(q, p))
+
+            assert np.max(np.abs(phi(1.0) - phi(-1.0)) / (2 * delta)) <= 1e-8
+    P1 = np.eye(2 * n) - E1 @ np.swapaxes(E1, -1, -2)
+    AB = np.concatenate([lin.A, lin.B], -1)
+    assert np.max(np.abs(P1 @ AB)) <= 1e-10 * max(1.0, np.max(np.abs(AB)))
+    np.testing.assert_allclose(lin.A_tangent, np.swapaxes(E1, -1, -2) @ lin.A @ E0, rtol=0,
+                               atol=rounding_bound(np.max(np.abs(lin.A)), 4 * n))
+
+
+def test_hamiltonian_form_equals_lagrangian_form():
+    """The two forms are the same map (eq. (15), App. E): their linearizations agree to the
+    Newton tolerance (1e-12) times the O(1) condition of the step: bound 1e-9."""
+    system, q0, v0 = MODELS["sleigh"]()
+    lins = []
+    for form in ("lagrangian", "hamiltonian"):
+        method = NonholonomicPRK(lobatto_iiia_iiib(3), form=form)
+        state = method.initial_state(system, q0, v0)
+        lins.append(method.step_linearization(system, state, H))
+    np.testing.assert_allclose(lins[0].A, lins[1].A, rtol=0, atol=1e-9)
+
+
+# -- LieNonholonomicPRK in the tangent coordinates of its retraction ------------------------------
+H_LIE = H
+
+
+def _lie_disc(kind="linear"):
+    g0, eta0 = nt.disc_initial()
+    return nt.vertical_disc(constraint=kind), g0, eta0
+
+
+def _lie_general():
+    g0, eta0 = nt.disc_initial()
+    return vertical_disc_general(quartic=0.3), g0, eta0
+
+
+def _lie_ball():
+    from chetaev.nh_integrators._lie_testing import ball_initial
+
+    g0, eta0 = ball_initial()
+    return turntable_ball(), g0, eta0
+
+
+LIE_MODELS = {"disc": _lie_disc, "disc-nonlinear": lambda: _lie_disc("nonlinear"),
+              "general": _lie_general, "ball": _lie_ball}
+LIE_METHODS = {
+    "s3-cayley": dict(pair=3, retraction="cayley"),
+    "s2-exp": dict(pair=2, retraction="exp"),
+    "s4-cayley": dict(pair=4, retraction="cayley"),
+    "carry": dict(pair=3, retraction="cayley", multiplier_rule="carry"),
+    "zero_first": dict(pair=3, retraction="exp", multiplier_rule="zero_first"),
+    "hamiltonian": dict(pair=3, retraction="cayley", form="hamiltonian"),
+}
+
+
+def _lie_setup(model, name, batched):
+    system, g0, eta0 = LIE_MODELS[model]()
+    kw = dict(LIE_METHODS[name])
+    method = LieNonholonomicPRK(lobatto_iiia_iiib(kw.pop("pair")), **kw)
+    if batched:  # the data and the data one step later (both on the constraint set)
+        s1 = method.step(system, method.initial_state(system, g0, eta0), 0.1)
+        g0, eta0 = np.stack([g0, s1.q]), np.stack([eta0, s1.v])
+    return method, system, method.initial_state(system, g0, eta0)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("name", list(LIE_METHODS))
+@pytest.mark.parametrize("model", list(LIE_MODELS))
+def test_lie_linearization_matches_finite_differences(model, name, batched):
+    """A against central differences of the step in the retraction's chart (module
+    docstring); B has zero columns (no forces on groups yet)."""
+    method, system, state = _lie_setup(model, name, batched)
+    lin, err = step_linearization_error(method, system, state, H_LIE)
+    d = state.p.shape[-1]
+    assert lin.coordinates == "(xi, mu)"
+    assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
+    assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 0)
+    assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
+
+
+@pytest.mark.parametrize("model", list(LIE_MODELS))
+def test_lie_tangent_space_is_mapped_into_tangent_space(model):
+    """``basis``/``next_basis`` are orthonormal (2d − m columns) and tangent to
+    {φ(g, Fℓ⁻¹(g, μ)) = 0} (central differences of φ along them in the chart, δ = 1e-6:
+    truncation ≲ 1e-11, rounding eps/δ ≈ 2e-10, so 1e-8); every step ends on that set, so
+    A maps into the next tangent space: |(I − E1E1ᵀ)A| ≤ 1e-10·max(1, |A|) (Newton error
+    ~1e-13 times an O(1) condition; measured 4.6e-16); A_tangent = E1ᵀ A E0 to rounding."""
+    from chetaev.liegroups import retraction
+
+    method, system, state = _lie_setup(model, "s3-cayley", True)
+    lin = method.step_linearization(system, state, H_LIE)
+    d, m = state.p.shape[-1], state.lam.shape[-1]
+    k = 2 * d - m
+    E0, E1 = lin.basis, lin.next_basis
+    assert E0.shape == E1.shape == (2, 2 * d, k) and lin.A_tangent.shape == (2, k, k)
+    group = system.group
+    tau = retraction(group, method.retraction)
+    delta = 1e-6
+    for E, st in ((E0, state), (E1, lin.state)):
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(k))) <= rounding_bound(1.0, 2 * d)
+        for j in range(k):
+            def phi(sign, st=st, col=E[..., j]):
+                g = group.compose(st.q, tau(sign * delta * col[..., :d]))
+                mu = st.p + sign * delta * col[..., d:]
+                return system.constraint.residual(g, system.legendre_inv(g, mu))
+
+            assert np.max(np.abs(phi(1.0) - phi(-1.0)) / (2 * delta)) <= 1e-8
+    P1 = np.eye(2 * d) - E1 @ np.swapaxes(E1, -1, -2)
+    assert np.max(np.abs(P1 @ lin.A)) <= 1e-10 * max(1.0, np.max(np.abs(lin.A)))
+    np.testing.assert_allclose(lin.A_tangent, np.swapaxes(E1, -1, -2) @ lin.A @ E0, rtol=0,
+                               atol=rounding_bound(np.max(np.abs(lin.A)), 4 * d))
+
+
+def test_lie_weighted_sum_rule():
+    """``"weighted_sum"`` (Λ¹ an unknown, Σⱼ bⱼΛʲ = 0) on the disc: the rule is nearly
+    degenerate off homogeneous-space lifts (its Newton matrix has a small singular value, A is
+    rank deficient: cond 2.7e15), so the step map has large third derivatives and plain
+    central differences deviate as C·δ² (measured 8.5e-4, 8.5e-6, 8.5e-8 at δ = 1e-3, 1e-4,
+    1e-5: the linearization is their limit). Richardson's (4·D(δ) − D(2δ))/3 at δ = 1e-4
+    removes the δ² term: measured 7.3e-10 of max|A|. Bound 1e-8: the rounding of the two
+    differences, 64·eps/δ·max(1, 2/h)·(4 + 1/2)/3 = 2.1e-9, plus the O(δ⁴) rest (the
+    measured total is 7.3e-10; margin 14)."""
+    method, system, state = _lie_setup("disc", "s3-cayley", False)
+    method = LieNonholonomicPRK(lobatto_iiia_iiib(3), retraction="cayley",
+                                multiplier_rule="weighted_sum")
+    state = method.initial_state(system, state.q, state.v)
+    lin = method.step_linearization(system, state, H_LIE)
+    d1, d2 = (step_finite_differences(method, system, state, H_LIE, coordinates="(xi, mu)",
+                                      delta=delta) for delta in (1e-4, 2e-4))
+    err = np.max(np.abs(lin.A - (4.0 * d1 - d2) / 3.0)) / np.max(np.abs(lin.A))
+    assert err <= 1e-8, err

@@ -428,6 +428,91 @@ class NonholonomicPRK(StageOrders, Method):
                 ) from None
         return State(t=float(t0), q=q0, v=v0, p=p0, lam=lam, n=0, carry={}, info={})
 
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> Any:
+        """(A, B) in (q, p) and in tangent bases of the constraint set (issue 20).
+
+        Coordinates (q_k, p_k) ↦ (q_{k+1}, p_{k+1}) as for every method
+        (:class:`~chetaev.discrete_lagrangian.core._linearization.StepLinearization`), by the
+        implicit function theorem on the converged unknowns of eq. (14) (App. D; the
+        Hamiltonian form of eq. (15) is the same map and is linearized through it), with the
+        multipliers Λ²..Λˢ (and the implicit v_k^i) among the unknowns
+        (:func:`nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
+        state's λ_k fixed (A is the partial derivative at fixed λ_k), ``"zero_first"`` has
+        Λ¹ = 0, ``"continuous"`` (default) has Λ¹ = λ(q_k, v_k) (of the forced equations at
+        ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its derivative is the one
+        piece not taken from the Newton matrix, central differences of the closed-form
+        multiplier (its q-derivative needs ∂²Φ/∂q², which the constraint interface does
+        not provide), chained through dv = G⁻¹(dp − D21L dq); it enters z at O(h).
+        ``basis``/``next_basis``: orthonormal bases (2n − m columns) of the tangent spaces
+        of {Φ(q, FL⁻¹(q, p)) = 0} at both nodes (:func:`~chetaev.discrete_lagrangian.core.
+        _linearization.velocity_constraint_tangent_basis`); every step ends on that set, so
+        A and B map into ``next_basis``'s span.
+        """
+        from chetaev.discrete_lagrangian.core._linearization import (
+            LinearizationNotSupportedError,
+            StepLinearization,
+            tangent_fields,
+            velocity_constraint_tangent_basis,
+        )
+        from chetaev.discrete_lagrangian.methods._vprk import _no_controls
+
+        model = self._model(system)
+        a, _b, ahat, _c = self._cache["tableau"]
+        s, n, m = a.shape[0], model.n, model.m
+        q, v = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
+        p = state.p
+        p = np.asarray(system.system.D2L(q, v) if p is None else p, dtype=float)
+        implicit = self.form == "lagrangian" and self._implicit(model)
+        momenta = "iiia" if self.constraint_momenta == "iiia" else "iiib"
+        x = np.asarray(new.carry["history"][-1], dtype=float)
+        nL = s * n + (s - 1) * m + ((s - 1) * n if implicit else 0)
+        if self.form == "hamiltonian" and x.shape[-1] == 2 * s * n + (s - 1) * m:
+            lead = x.shape[:-1]  # (Q^i, P^i, Λ) of eq. (15): V^i = FL⁻¹(Q^i, P^i)
+            V = model.legendre_inv(x[..., : s * n].reshape(*lead, s, n),
+                                   x[..., s * n: 2 * s * n].reshape(*lead, s, n))
+            x = np.concatenate([V.reshape(*lead, s * n), x[..., 2 * s * n:]], axis=-1)
+        elif x.shape[-1] != nL:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: the step's unknowns have an unexpected layout ({x.shape[-1]} "
+                f"entries, expected {nL}); use form='lagrangian'."
+            )
+        forced = _forced(system)
+        coeffs = eq._coefficients(a, ahat)
+        inner = eq.NonholonomicHooks(model, s, implicit, momenta)
+        hooks = forced_hooks(system, inner, u, s) if forced else inner
+        carried = self.multiplier_rule == "carry" and state.lam is not None
+
+        def lam1_of(qq, vv, uu):
+            if carried:
+                return np.asarray(state.lam, dtype=float)
+            if self.multiplier_rule == "zero_first":
+                return np.zeros((*qq.shape[:-1], m))
+            lam = np.asarray(system.multiplier(qq, vv), dtype=np.float64)
+            return _forced_multiplier(system, qq, vv, lam, uu) if forced else lam
+
+        lam1 = lam1_of(q, v, u)
+        dz_dq, dz_dp, dz_dlam, dz_du = nh_step_jacobians(x, q, p, lam1, h, coeffs, model,
+                                                         hooks, implicit, momenta)
+        A = np.concatenate([dz_dq, dz_dp], axis=-1)
+        B = dz_du
+        if not carried and self.multiplier_rule != "zero_first":
+            dlam_dqv, dlam_du = _multiplier_derivatives(lam1_of, q, v, u, forced)
+            G = np.asarray(model.D22L(q, v), dtype=float)
+            D21 = np.asarray(model.D21L(q, v), dtype=float)
+            # v = FL⁻¹(q, p): dv = G⁻¹ (dp − D21L dq)
+            dv_dqp = np.linalg.solve(G, np.concatenate(
+                [-D21, np.broadcast_to(np.eye(n), D21.shape)], axis=-1))
+            dlam_dqp = np.concatenate([dlam_dqv[..., :n], np.zeros(dlam_dqv[..., :n].shape)],
+                                      axis=-1) + dlam_dqv[..., n:] @ dv_dqp
+            A = A + dz_dlam @ dlam_dqp
+            if dlam_du is not None and B.shape[-1]:
+                B = B + dz_dlam @ dlam_du
+        B = _no_controls(B, A, system)
+        E0 = velocity_constraint_tangent_basis(system, q, v)
+        E1 = velocity_constraint_tangent_basis(system, new.q, new.v)
+        return StepLinearization(state=new, A=A, B=B, **tangent_fields(E0, E1, A, B))
+
     def check_step(
         self, system: Any, previous: State, state: State, h: float
     ) -> MultiplierModeWarning | None:
@@ -709,3 +794,153 @@ def _predict(history: list[np.ndarray]) -> np.ndarray:
     if len(history) == 2:
         return 2.0 * history[-1] - history[-2]
     return history[-1]
+
+
+# ---------------------------------------------------------------------- step linearization
+
+
+class _ParameterColumns:
+    """The step's hooks with ``K`` tangent columns for the parameters (q_k, Λ¹) inserted
+    before the inner hooks' extra unknowns (the unknowns ``[V, Λ²..Λˢ, 0 (K), v_k^2..s]``),
+    so that the engine's own Jacobian carries ∂R/∂(q_k, Λ¹) in those columns and the inner
+    hooks still find their extra unknowns last. No equation reads the K columns' values."""
+
+    def __init__(self, inner: Any, K: int) -> None:
+        self.inner, self.K = inner, K
+        self.m = int(getattr(inner, "m", 0))
+        self.free = inner.free
+        self.e = int(getattr(inner, "n_extra", 0))
+        self.n_extra = self.e + K
+
+    def force(self, Q, V, Lam, jacobian):
+        """The inner hooks' force."""
+        return self.inner.force(Q, V, Lam, jacobian)
+
+    def equations(self, ev):
+        """The inner hooks' equations, seeing their own extra unknowns only."""
+        ev.x_extra = ev.x_extra[..., self.K:] if self.e else None
+        return self.inner.equations(ev)
+
+
+def _momentum_rows(ev, model, s: int, implicit: bool, momenta: str):
+    """∂(R2, R3)/∂p_k^i of the hooks' rows (eq. 14e; 14d's p_k^i enters nothing else):
+    ``(Cp (..., s-1, m, n), implicit)``. Explicit FL⁻¹: R2_i = Φ(Q^i, FL⁻¹(Q^i, p_k^i)),
+    Cp_i = Φ_v G⁻¹; the IIIB variant's inner rows Φ(Q^i, V^i) and the implicit form's R2 do
+    not see p_k^i (Cp = 0; the implicit R3_i = D2L − p_k^i gives −I)."""
+    Qc = ev.Q[..., 1:, :]
+    lead = np.broadcast_shapes(ev.W.shape[:-2], Qc.shape[:-2])
+    if implicit:
+        return np.zeros((*lead, s - 1, model.m, model.n))
+    vc = model.legendre_inv(Qc, ev.extra["pk"][..., 1:, :])
+    Cv = model.A(Qc) if model.A is not None else model.phi_v(Qc, vc)
+    Cp = np.swapaxes(np.linalg.solve(np.swapaxes(model.D22L(Qc, vc), -1, -2),
+                                     np.swapaxes(Cv, -1, -2)), -1, -2)
+    Cp = np.array(np.broadcast_to(Cp, (*lead, *Cp.shape[-3:])))
+    if momenta == "iiib" and s > 2:
+        Cp[..., : s - 2, :, :] = 0.0
+    return Cp
+
+
+def nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
+                      momenta: str = "iiia"):
+    """Jacobians of the nonholonomic PRK step (eq. 14, App. D) by the implicit function theorem.
+
+    ``x`` are the converged unknowns of the Lagrangian form ``[V, Λ²..Λˢ (, v_k^2..s)]``
+    and ``hooks`` the step's hooks (:class:`._equations.NonholonomicHooks`, wrapped with the
+    external force for a forced system). With z = (q_{k+1}, p_{k+1}) and R(x; q_k, p_k, Λ¹, u)
+    = 0 the step's equations, dx/dθ = −J⁻¹ ∂R/∂θ (J the Newton matrix ∂R/∂x) and
+    dz/dθ = ∂z/∂x dx/dθ + ∂z/∂θ. ∂R/∂(q_k, Λ¹) are the engine's own Jacobian columns
+    (:class:`_ParameterColumns`: ∂Q^i/∂q_k = ∂q_{k+1}/∂q_k = I, ∂Λ¹/∂Λ¹ = I, eq. (14a, c));
+    ∂R/∂(p_k, u) are built from ∂P^i/∂p_k = ∂p_k^i/∂p_k = ∂p_{k+1}/∂p_k = I, ∂W^i/∂u = F_u
+    (eq. 14b–d) and the hooks' rows in p_k^i (:func:`_momentum_rows`).
+
+    Returns
+    -------
+    dz_dq, dz_dp : ndarray (..., 2n, n)
+    dz_dlam : ndarray (..., 2n, m)
+        The derivative in the given Λ¹ (chained by the caller with the multiplier rule).
+    dz_du : ndarray (..., 2n, n_u)
+    """
+    from chetaev.discrete_lagrangian.core._linearization import _control_jacobian
+    from chetaev.discrete_lagrangian.core._prk import _constant_tangents
+
+    s, n, m = coeffs.s, model.n, model.m
+    inner = getattr(hooks, "inner", hooks)
+    e = int(getattr(inner, "n_extra", 0))
+    N = x.shape[-1]
+    c0 = N - e
+    K = n + m
+    free = np.asarray(hooks.free, dtype=bool)
+    dV, dQ, dLam, dq1 = _constant_tangents(coeffs, n, m, free, h, e + K)
+    eye = np.eye(n)
+    dQ[:, :, c0:c0 + n] = eye
+    dq1[:, c0:c0 + n] = eye
+    dLam[0, :, c0 + n:c0 + K] = np.eye(m)
+    lead = x.shape[:-1]
+    xq = np.concatenate([x[..., :c0], np.zeros((*lead, K)), x[..., c0:]], axis=-1)
+    _, J, ev = prk_residual(xq, q, p, h, coeffs, model, _ParameterColumns(hooks, K),
+                            np.asarray(lam1)[..., None, :], True, (dV, dQ, dLam, dq1))
+    keep = np.r_[0:c0, c0 + K:N + K]
+    Jx, Rql = J[..., keep], J[..., c0:c0 + K]
+    batch = np.broadcast_shapes(Jx.shape[:-2], q.shape[:-1], p.shape[:-1])
+    Fu = _control_jacobian(hooks, ev)  # (..., s, n, n_u) or None
+    nu = 0 if Fu is None else Fu.shape[-1]
+    L = n + nu
+    # ∂R/∂(p, u): R1 = D2L − P^i (14b), hooks' rows through p_k^i (14d, e)
+    dWu = np.zeros((*batch, s, n, L))
+    if nu:
+        dWu[..., n:] = Fu
+    dWf = dWu.reshape((*batch, s, n * L))
+    dP = (coeffs.ahat @ dWf).reshape(dWu.shape) * h
+    dP[..., :n] += eye
+    dpk = (coeffs.a[1:] @ dWf).reshape((*batch, s - 1, n, L)) * h
+    dpk[..., :n] += eye
+    Cp = _momentum_rows(ev, model, s, implicit, momenta)
+    rows = [-dP.reshape((*batch, s * n, L)), (Cp @ dpk).reshape((*batch, (s - 1) * m, L))]
+    if implicit:
+        rows.append(-dpk.reshape((*batch, (s - 1) * n, L)))
+    Rpu = np.concatenate(rows, axis=-2)
+    Rtheta = np.concatenate([np.broadcast_to(Rql, (*batch, N, K)), Rpu], axis=-1)
+    dx = -np.linalg.solve(np.broadcast_to(Jx, (*batch, N, N)), Rtheta)  # (..., N, K + L)
+    dq1_th = ev.dq1_dx[:, keep] @ dx
+    dq1_th[..., :n] += eye
+    dp1 = np.broadcast_to(ev.dp1_dx, (*batch, n, N + K))
+    dp1_th = dp1[..., keep] @ dx
+    dp1_th[..., :K] += dp1[..., c0:c0 + K]
+    dp1_th[..., K:K + n] += eye
+    if nu:
+        dp1_th[..., K + n:] += h * (coeffs.bhat @ Fu.reshape((*Fu.shape[:-3], s, n * nu))
+                                    ).reshape((*Fu.shape[:-3], n, nu))
+    z = np.concatenate([dq1_th, dp1_th], axis=-2)  # (..., 2n, K + L)
+    return z[..., :n], z[..., K:K + n], z[..., n:K], z[..., K + n:]
+
+
+def _multiplier_derivatives(lam1_of, q, v, u, forced: bool):
+    """``(dΛ¹/d(q, v) (..., m, 2n), dΛ¹/du (..., m, n_u) or None)`` of the continuous rule's
+    Λ¹ = λ(q, v) (forced: at ``u``), by central differences of that closed-form function
+    (step δ = eps^(1/3) max(1, |x_j|), error O(δ²) + O(eps/δ) ≈ 1e-10 relative; the one
+    derivative of the linearization not taken from the Newton matrix, see
+    :meth:`NonholonomicPRK._step_linearization_impl`)."""
+    n = q.shape[-1]
+    qv = np.concatenate(np.broadcast_arrays(q, v), axis=-1)
+    base = np.cbrt(np.finfo(float).eps)
+
+    def column(f, x, j):
+        d = base * np.maximum(1.0, np.abs(x[..., j]))
+        e = np.zeros(x.shape)
+        e[..., j] = d
+        return (f(x + e) - f(x - e)) / (2.0 * d[..., None])
+
+    def f_qv(z):
+        return lam1_of(z[..., :n], z[..., n:], u)
+
+    dqv = np.stack([column(f_qv, qv, j) for j in range(2 * n)], axis=-1)
+    if not forced or u is None:
+        return dqv, None
+    uu = np.asarray(u, dtype=float)
+    ub = np.broadcast_to(uu, (*q.shape[:-1], uu.shape[-1])).copy()
+
+    def f_u(w):
+        return lam1_of(q, v, w)
+
+    return dqv, np.stack([column(f_u, ub, j) for j in range(ub.shape[-1])], axis=-1)

@@ -39,7 +39,9 @@ __all__ = [
     "StepLinearization",
     "constraint_tangent_basis",
     "prk_step_jacobians",
+    "tangent_fields",
     "tangent_linearization",
+    "velocity_constraint_tangent_basis",
 ]
 
 
@@ -225,5 +227,40 @@ def tangent_linearization(system: Any, state: State, new: State, A: np.ndarray,
     fields ``basis``, ``next_basis``, ``A_tangent``, ``B_tangent``)."""
     E0 = constraint_tangent_basis(system, state.q, state.p)
     E1 = constraint_tangent_basis(system, new.q, new.p)
+    E1t = np.swapaxes(E1, -1, -2)
+    return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}
+
+
+def velocity_constraint_tangent_basis(system: Any, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Orthonormal basis ``(..., 2n, 2n − m)`` of T_(q,p) of {Φ(q, FL⁻¹(q, p)) = 0}.
+
+    ``system`` is a :class:`ConstrainedSystem` with a velocity constraint Φ(q, v) (linear,
+    affine or nonlinear in v; nonholonomic paper eq. (14e) at the nodes) and ``v`` the
+    velocity at the node, v = FL⁻¹(q, p). The tangent space is the kernel of the m × 2n
+    matrix [Φ_q − Φ_v G⁻¹ D21L, Φ_v G⁻¹] (∂v/∂p = G⁻¹, ∂v/∂q = −G⁻¹ D21L, G = D22L(q, v));
+    the basis is its last 2n − m right singular vectors (rank m for independent constraints).
+    """
+    base = getattr(system, "system", system)
+    c = system.constraint
+    q = np.asarray(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    G = np.asarray(base.D22L(q, v), dtype=float)
+    Cv = np.asarray(c.dphi_dv(q, v), dtype=float)
+    Cq = np.asarray(c.dphi_dq(q, v), dtype=float)
+    m = Cv.shape[-2]
+    CGinv = np.swapaxes(np.linalg.solve(np.swapaxes(G, -1, -2), np.swapaxes(Cv, -1, -2)),
+                        -1, -2)  # Φ_v G⁻¹
+    dq = Cq - CGinv @ np.asarray(base.D21L(q, v), dtype=float)
+    batch = np.broadcast_shapes(dq.shape[:-2], CGinv.shape[:-2])
+    Cmat = np.concatenate([np.broadcast_to(dq, (*batch, *dq.shape[-2:])),
+                           np.broadcast_to(CGinv, (*batch, *CGinv.shape[-2:]))], axis=-1)
+    _, _, Vt = np.linalg.svd(Cmat, full_matrices=True)
+    return np.swapaxes(Vt[..., m:, :], -1, -2)
+
+
+def tangent_fields(E0: np.ndarray, E1: np.ndarray, A: np.ndarray,
+                   B: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``StepLinearization`` fields ``basis``, ``next_basis``, ``A_tangent``,
+    ``B_tangent`` from the bases ``E0`` (current node) and ``E1`` (next node)."""
     E1t = np.swapaxes(E1, -1, -2)
     return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}

@@ -6,6 +6,6 @@
   ``NonholonomicPRK``) steered by torques, with adjoint gradients from the step linearizations.
 """
 
-from . import lqr
+from . import lqr, trajopt
 
-__all__ = ["lqr"]
+__all__ = ["lqr", "trajopt"]

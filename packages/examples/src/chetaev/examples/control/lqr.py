@@ -3,7 +3,7 @@
 The spherical pendulum in Cartesian coordinates (:mod:`chetaev.examples.models.spherical_pendulum`,
 ``q ∈ R³``, ``Φ(q) = ½(|q|² − ℓ²)``, unit mass, potential ``V = g q_z``) is actuated by a
 horizontal torque ``τ = (u₁, u₂, 0)`` about the pivot (a two-axis gimbal motor at the pivot).
-The generalized force on the bob is the torque's tangential force
+The generalized force on the bob is the torque's tangential force::
 
     F(q, u) = τ × q / ℓ²,      τ = (u₁, u₂, 0),
 
@@ -16,7 +16,7 @@ unstable one). One step is linearized there with
 :meth:`~chetaev.discrete_lagrangian.Method.step_linearization`: the Jacobians A, B of
 (q_k, p_k, u) ↦ (q_{k+1}, p_{k+1}) in the returned orthonormal basis E (6 × 4) of the tangent
 space of the constraint manifold {Φ = 0, Φ_q ∂H/∂p = 0} at x* (the same space at both nodes of a
-fixed point), ``A_E = Eᵀ A E``, ``B_E = Eᵀ B``. The discrete algebraic Riccati equation
+fixed point), ``A_E = Eᵀ A E``, ``B_E = Eᵀ B``. The discrete algebraic Riccati equation::
 
     X = A_Eᵀ X A_E − A_Eᵀ X B_E (R + B_Eᵀ X B_E)⁻¹ B_Eᵀ X A_E + Q
 

@@ -12,13 +12,13 @@ axle (driving), the generalized force F = (0, 0, u₁, u₂) of the forced nonho
 (Lobatto IIIA–IIIB, ``s = 2``; paper eq. (14) with the stage force), the control held constant
 over each step.
 
-From rest at the origin, the controls U = (u_0, …, u_{N−1}) minimise
+From rest at the origin, the controls U = (u_0, …, u_{N−1}) minimise::
 
     C(U) = ½ ρ h Σ_k |u_k|² + ½ w (|(x_N, y_N, θ_N) − target|² + |p_N|²),
 
 a control effort plus a terminal cost (reach the target pose at rest). Gradients come from the
 exact step linearizations x_{k+1} = f(x_k, u_k), x = (q, p), A_k = ∂f/∂x, B_k = ∂f/∂u
-(:meth:`~chetaev.discrete_lagrangian.Method.step_linearization`) by the discrete adjoint
+(:meth:`~chetaev.discrete_lagrangian.Method.step_linearization`) by the discrete adjoint::
 
     λ_N = ∂C/∂x_N,     λ_k = A_kᵀ λ_{k+1},     ∂C/∂u_k = ρ h u_k + B_kᵀ λ_{k+1}
 
@@ -136,6 +136,8 @@ class DiscSteering:
         w and ρ of the cost.
     method : NonholonomicPRK, optional
         Default ``NonholonomicPRK(2)``.
+    system : ConstrainedSystem, optional
+        Default :func:`rolling_disc_system` ``()``.
     """
 
     target: np.ndarray = attrs.field(default=TARGET, converter=_as_target)

@@ -1,16 +1,20 @@
 """Step linearizations across the protocol registry (issue 20).
 
 For each pair of ``test_protocol.CASES``: a method that implements
-``step_linearization`` (VPRK, ConstrainedPRK, DiscreteEulerLagrange) gives Jacobians
-A = ∂(q1, p1)/∂(q0, p0) and B = ∂(q1, p1)/∂u that agree with central finite differences of
-``step`` on the registry's problem, unforced and with F = −0.1 v + u, single and batched
-(two members); every other method raises ``LinearizationNotSupportedError`` (an
+``step_linearization`` (VPRK, ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK,
+LieVPRK, LieNonholonomicPRK) gives Jacobians A = ∂(q1, p1)/∂(q0, p0) and B = ∂(q1, p1)/∂u
+that agree with central finite differences of ``step`` on the registry's problem, unforced
+and (for the methods that take forces) with F = −0.1 v + u, single and batched (two
+members); on a group in the tangent coordinates of the method's retraction, (g τ(ε), μ + δμ)
+(``_lie_fd``). Every other method raises ``LinearizationNotSupportedError`` (an
 ``InputError``).
 
 The bound ``fd_rtol(h)`` is derived in ``packages/discrete-lagrangian/tests/
 test_linearization.py``: central differences (δ = 1e-5) of the step solved at the rounding
-floor, (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]| (5.7e-8 at the registry's h = 0.05).
-Measured worst over the registry: 4.4e-10 (ConstrainedPRK-2, unforced, batched).
+floor, (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]| (5.7e-8 at the registry's h = 0.05,
+2.9e-8 at h = 0.1). Measured worst over the registry (38 linearizations, OPENBLAS_NUM_THREADS=1
+and unset): 4.4e-10 (ConstrainedPRK-2, unforced, batched), 1/130 of its bound; NonholonomicPRK
+1.1e-10, LieVPRK 2.2e-11, LieNonholonomicPRK 2.9e-11.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from chetaev.discrete_lagrangian import (
     LinearizationNotSupportedError,
     MechanicalSystem,
     Method,
+    TrivializedLagrangianSystem,
+    TrivializedMechanicalSystem,
 )
 
 
@@ -52,6 +58,17 @@ def _implements(method: Method) -> bool:
     return type(method)._step_linearization_impl is not Method._step_linearization_impl
 
 
+def _second_velocity(system: Any, q0: np.ndarray, v0: np.ndarray) -> np.ndarray:
+    """The second batch member's velocity: v0/2, or v0 where v0/2 leaves an affine velocity
+    constraint's set (Φ(q0, v0/2) ≠ 0)."""
+    con = getattr(system, "constraint", None)
+    if con is None or getattr(con, "is_holonomic", False):
+        return 0.5 * v0
+    if np.max(np.abs(con.residual(q0, 0.5 * v0))) > 1e-12:
+        return v0
+    return 0.5 * v0
+
+
 @pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
 def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
     """Jacobians against finite differences, or the refusal (module docstring)."""
@@ -63,15 +80,20 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
             method.step_linearization(system, s0, h)
         assert issubclass(LinearizationNotSupportedError, InputError)
         return
-    assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem)), name
+    assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem,
+                               TrivializedLagrangianSystem, TrivializedMechanicalSystem)), name
+    on_group = getattr(system, "group", None) is not None
+    fd = _UNIT._lie_fd if on_group else _UNIT._fd
     forced = _FORCES._forced(system)
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
     for batched in (False, True):
-        qb = np.stack([q0, q0]) if batched else q0
-        vb = np.stack([v0, 0.5 * v0]) if batched else v0
-        for sys_, u in ((system, None), (forced, np.array([0.2]))):
+        qb = np.stack([q0, q0 if not on_group else system.group.compose(q0, q0)]) \
+            if batched else q0
+        vb = np.stack([v0, _second_velocity(system, q0, v0)]) if batched else v0
+        runs = ((system, None), (forced, np.array([0.2])))
+        for sys_, u in runs if method.supports_forces else runs[:1]:
             state = method.initial_state(sys_, qb, vb)
             lin = method.step_linearization(sys_, state, h, u=u)
             AB = np.concatenate([lin.A, lin.B], -1)
-            err = np.max(np.abs(AB - _UNIT._fd(method, sys_, state, h, u))) / np.max(np.abs(AB))
+            err = np.max(np.abs(AB - fd(method, sys_, state, h, u))) / np.max(np.abs(AB))
             assert err <= _UNIT.fd_rtol(h), (name, batched, u, err)

@@ -329,6 +329,77 @@ class LieNonholonomicPRK(StageOrders, Method):
         See :func:`._rules.multiplier_mode_check`."""
         return multiplier_mode_check(self, system, previous, state, h)
 
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> Any:
+        """(A, B) in the tangent coordinates of the retraction and in tangent bases of the
+        constraint set (issue 20).
+
+        Coordinates: the state (g, μ) is perturbed as (g τ(ε), μ + δμ), ε ∈ 𝔤
+        left-trivialized (τ the method's retraction), the next state read in the same chart;
+        ``A = ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)`` by the implicit function
+        theorem on the converged unknowns of App. F (H, Λ²..Λˢ and the general ℓ's η²..ηˢ;
+        :func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`, with the
+        direct μ_k-dependence of the IIIA momenta Mⁱ, eq. 5 of the note). Λ¹ follows the
+        rule: ``"carry"`` holds λ_k (A is the partial derivative at fixed λ_k),
+        ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"`` λ(g_k, η_k)
+        with η_k = Fℓ⁻¹(g_k, μ_k), its derivative by central differences of the closed-form
+        multiplier (the one piece not from the Newton matrix; it needs the constraint's
+        second derivatives in g), chained through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/
+        ``next_basis``: orthonormal bases (2d − m columns) of the tangent spaces of
+        {φ(g, Fℓ⁻¹(g, μ)) = 0} in these coordinates; every step ends on that set. Systems on
+        groups take no forces yet: ``B`` has zero columns.
+        """
+        from chetaev.discrete_lagrangian.core._linearization import (
+            StepLinearization,
+            lie_step_jacobians,
+            tangent_fields,
+        )
+
+        from ._lie_core import LieNonholonomicHooks, _coefficients, engine_view
+
+        ops, model = self._setup(system)
+        a = np.asarray(self.pair.first.a, dtype=float)
+        b = np.asarray(self.pair.first.b, dtype=float)
+        s, m = a.shape[0], model.m
+        g, eta = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
+        mu = state.p
+        mu = np.asarray(system.system.D2L(g, eta) if mu is None else mu, dtype=float)
+        batch = eta.shape[:-1]
+        rule = self.multiplier_rule
+        legendre_inv = None
+        if model.general and self.form == "hamiltonian":
+            legendre_inv = getattr(system.system, "legendre_inv", None)
+            if legendre_inv is None:
+                legendre_inv = _NumericalLegendreInverse(model, eta)
+        hooks = LieNonholonomicHooks(model, s, rule == "weighted_sum", legendre_inv)
+
+        def lam1_of(gg, ee):
+            if rule == "carry":
+                return (np.asarray(state.lam, dtype=float) if state.lam is not None
+                        else np.zeros((*batch, m)))
+            if rule == "zero_first":
+                return np.zeros((*ee.shape[:-1], m))
+            return np.asarray(system.multiplier(gg, ee), dtype=float)
+
+        lam_fixed = None
+        if rule != "weighted_sum":
+            lam1 = lam1_of(g, eta)
+            lam_fixed = np.broadcast_to(lam1[..., None, :], (*lam1.shape[:-1], s, m))
+        A, dz_dlam, B = lie_step_jacobians(
+            np.asarray(new.carry["x"], dtype=float), g, mu, h, _coefficients(a, b),
+            engine_view(model, ops.group), ops.retraction, hooks, lam_fixed,
+            mu_rows=lambda ev: _lie_mu_rows(hooks, ev))
+        if rule == "continuous":
+            dlam = _lie_multiplier_derivative(lam1_of, ops, g, eta)  # (..., m, 2d) in (ε, η)
+            A = A + dz_dlam @ _lie_chain_velocity(dlam, model, g, eta)
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        if B.shape[-1] != n_u:
+            B = np.zeros((*A.shape[:-1], n_u))
+        E0 = _lie_tangent_basis(model, g, eta)
+        E1 = _lie_tangent_basis(model, np.asarray(new.q), np.asarray(new.v))
+        return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",
+                                 **tangent_fields(E0, E1, A, B))
+
     def _step_impl(self, system: Any, state: State, h: float) -> State:
         """One step of App. F; returns the state at ``t + h``.
 
@@ -474,3 +545,89 @@ class _NumericalLegendreInverse:
         eta = np.where(np.asarray(res.converged)[..., None], res.x, np.nan)
         self.last = eta
         return eta
+
+
+# ---------------------------------------------------------------------- step linearization
+
+
+def _lie_mu_rows(hooks: Any, ev: Any) -> np.ndarray:
+    """∂(hook equations)/∂μ_k ``(..., E, d)`` through the IIIA momenta
+    Mⁱ = Ad*_{τ(Ξⁱ)}[μ_k + h Σⱼ aᵢⱼ Ñʲ] (∂Mⁱ/∂μ_k = Ad*_{τ(Ξⁱ)}; eq. 5 of the note): R2ᵢ =
+    φ(Gⁱ, ηⁱ) with δη = 𝕀⁻¹δM (mechanical), (D₂₂ℓ)⁻¹δM (App. G) or an unknown (general ℓ,
+    whose R4ᵢ = D₂ℓ − Mⁱ gives −δM); the ``"weighted_sum"`` row does not see μ_k."""
+    model, s, m, d = hooks.model, hooks.s, hooks.m, hooks.model.d
+    eta = ev.extra["eta"]
+    Gi = hooks._inner(ev)
+    dMi = np.swapaxes(ev.AdT[..., 1:, :, :], -1, -2)  # (..., s-1, d, d)
+    lead = dMi.shape[:-3]
+    if hooks.implicit:
+        dR2 = np.zeros((*lead, s - 1, m, d))
+    else:
+        if model.general:
+            deta = np.linalg.solve(model.D22L(Gi, eta), dMi)
+        else:
+            deta = model.inertia_inv @ dMi
+        dR2 = model.phi_v(Gi, eta) @ deta
+    lead = np.broadcast_shapes(lead, dR2.shape[:-3])
+    rows = [np.broadcast_to(dR2, (*lead, s - 1, m, d)).reshape((*lead, (s - 1) * m, d))]
+    if hooks.weighted:
+        rows.append(np.zeros((*lead, m, d)))
+    if hooks.implicit:
+        rows.append(np.broadcast_to(-dMi, (*lead, s - 1, d, d)).reshape(
+            (*lead, (s - 1) * d, d)))
+    return np.concatenate(rows, axis=-2)
+
+
+def _lie_multiplier_derivative(lam1_of: Any, ops: Any, g: np.ndarray,
+                               eta: np.ndarray) -> np.ndarray:
+    """dλ/d(ε, η) ``(..., m, 2d)`` of the continuous rule's Λ¹ = λ(g τ(ε), η), by central
+    differences of the closed-form multiplier (δ = eps^(1/3) (max(1, |η_j|) for η), error
+    O(δ²) + O(eps/δ) ≈ 1e-10 relative)."""
+    d = eta.shape[-1]
+    base = np.cbrt(np.finfo(float).eps)
+    cols = []
+    for j in range(d):
+        e = np.zeros(d)
+        e[j] = base
+        gp = ops.compose(g, ops.tau(e))
+        gm = ops.compose(g, ops.tau(-e))
+        cols.append((lam1_of(gp, eta) - lam1_of(gm, eta)) / (2.0 * base))
+    for j in range(d):
+        dj = base * np.maximum(1.0, np.abs(eta[..., j]))
+        e = np.zeros(eta.shape)
+        e[..., j] = dj
+        cols.append((lam1_of(g, eta + e) - lam1_of(g, eta - e)) / (2.0 * dj[..., None]))
+    return np.stack(cols, axis=-1)
+
+
+def _lie_velocity_chain(model: Any, g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """dη/d(ε, δμ) ``(..., d, 2d)`` of η = Fℓ⁻¹(g, μ): (D₂₂ℓ)⁻¹ [−D₂₁ℓ, I] (𝕀⁻¹ [0, I])."""
+    d = eta.shape[-1]
+    if not model.general:
+        Z = np.zeros((d, d))
+        return np.broadcast_to(np.concatenate([Z, model.inertia_inv], axis=-1),
+                               (*eta.shape[:-1], d, 2 * d))
+    D21 = np.asarray(model.D21L(g, eta), dtype=float)
+    rhs = np.concatenate([-D21, np.broadcast_to(np.eye(d), D21.shape)], axis=-1)
+    return np.linalg.solve(np.asarray(model.D22L(g, eta), dtype=float), rhs)
+
+
+def _lie_chain_velocity(dlam: np.ndarray, model: Any, g: np.ndarray,
+                        eta: np.ndarray) -> np.ndarray:
+    """dλ/d(ε, δμ) from dλ/d(ε, η) at fixed η (first d columns) and at fixed g (last d)."""
+    d = eta.shape[-1]
+    out = dlam[..., d:] @ _lie_velocity_chain(model, g, eta)
+    out[..., :d] += dlam[..., :d]
+    return out
+
+
+def _lie_tangent_basis(model: Any, g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """Orthonormal basis ``(..., 2d, 2d − m)`` of the tangent space of
+    {φ(g, Fℓ⁻¹(g, μ)) = 0} at (g, μ) in the coordinates (ε, δμ): the kernel of
+    [φ_g, 0] + φ_η dη/d(ε, δμ) (last right singular vectors)."""
+    Cg = np.asarray(model.phi_g(g, eta), dtype=float)
+    Cv = np.asarray(model.phi_v(g, eta), dtype=float)
+    Cmat = Cv @ _lie_velocity_chain(model, g, eta)
+    Cmat[..., : Cg.shape[-1]] += Cg
+    _, _, Vt = np.linalg.svd(Cmat, full_matrices=True)
+    return np.swapaxes(Vt[..., Cg.shape[-2]:, :], -1, -2)

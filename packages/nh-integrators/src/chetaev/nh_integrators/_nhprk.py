@@ -437,7 +437,7 @@ class NonholonomicPRK(StageOrders, Method):
         implicit function theorem on the converged unknowns of eq. (14) (App. D; the
         Hamiltonian form of eq. (15) is the same map and is linearized through it), with the
         multipliers Λ²..Λˢ (and the implicit v_k^i) among the unknowns
-        (:func:`nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
+        (:func:`_nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
         state's λ_k fixed (A is the partial derivative at fixed λ_k), ``"zero_first"`` has
         Λ¹ = 0, ``"continuous"`` (default) has Λ¹ = λ(q_k, v_k) (of the forced equations at
         ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its derivative is the one
@@ -492,7 +492,7 @@ class NonholonomicPRK(StageOrders, Method):
             return _forced_multiplier(system, qq, vv, lam, uu) if forced else lam
 
         lam1 = lam1_of(q, v, u)
-        dz_dq, dz_dp, dz_dlam, dz_du = nh_step_jacobians(x, q, p, lam1, h, coeffs, model,
+        dz_dq, dz_dp, dz_dlam, dz_du = _nh_step_jacobians(x, q, p, lam1, h, coeffs, model,
                                                          hooks, implicit, momenta)
         A = np.concatenate([dz_dq, dz_dp], axis=-1)
         B = dz_du
@@ -841,7 +841,7 @@ def _momentum_rows(ev, model, s: int, implicit: bool, momenta: str):
     return Cp
 
 
-def nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
+def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
                       momenta: str = "iiia"):
     """Jacobians of the nonholonomic PRK step (eq. 14, App. D) by the implicit function theorem.
 

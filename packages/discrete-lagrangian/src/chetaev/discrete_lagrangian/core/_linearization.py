@@ -20,7 +20,16 @@ Coordinates: the state's (q, p) (momenta, not velocities), stacked as x = (q, p)
 p_{k+1})/∂u`` is ``(..., 2n, n_controls)``. For a holonomically constrained system the map is
 also given in orthonormal bases of the tangent spaces of the invariant set
 {Φ(q) = 0, Φ_q(q) ∂H/∂p(q, p) = 0} at the current and at the next state
-(:func:`constraint_tangent_basis`).
+(:func:`constraint_tangent_basis`); for a velocity (nonholonomic) constraint Φ(q, v) = 0,
+of {Φ(q, FL⁻¹(q, p)) = 0} (:func:`velocity_constraint_tangent_basis`, 2n − m columns).
+
+On a Lie group (``LieVPRK``, ``LieNonholonomicPRK``; ``coordinates == "(xi, mu)"``) the
+state (g, μ) is perturbed as (g τ(ε), μ + δμ) with ε ∈ 𝔤 left-trivialized and τ the
+method's retraction, and the next state is read in the same chart, g_{k+1}' = g_{k+1} τ(ζ):
+``A = ∂(ζ, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)`` (:func:`lie_step_jacobians`). Since
+τ(ε) = e + ε + O(|ε|²), A is the derivative in left-trivialized variations; the retraction
+fixes the finite perturbations only. The bases of constrained systems on groups are in the
+same coordinates.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import attrs
 import numpy as np
 
 from .._util._errors import InputError
+from ._interface import interface_of
 from ._prk import PRKCoefficients, StageHooks, _constant_tangents, _layout, prk_residual
 from ._state import State
 
@@ -38,6 +48,7 @@ __all__ = [
     "LinearizationNotSupportedError",
     "StepLinearization",
     "constraint_tangent_basis",
+    "lie_step_jacobians",
     "prk_step_jacobians",
     "tangent_fields",
     "tangent_linearization",
@@ -58,15 +69,18 @@ class StepLinearization:
     state : State
         The next state (the step that was linearized, as :meth:`Method.step` returns it).
     A : ndarray (..., 2n, 2n)
-        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p).
+        ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p); on a group
+        ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) in the retraction's tangent coordinates (module
+        docstring), n the algebra dimension.
     B : ndarray (..., 2n, n_controls)
         ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
     coordinates : str
-        The coordinates of ``A`` and ``B``: ``"(q, p)"``.
+        The coordinates of ``A`` and ``B``: ``"(q, p)"``, or ``"(xi, mu)"`` on a group.
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
-        invariant set {Φ(q) = 0, Φ_q ∂H/∂p = 0} at the current and the next state
-        (d = 2n − 2m); None otherwise.
+        invariant set at the current and the next state: {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a
+        holonomic constraint (d = 2n − 2m), {Φ(q, FL⁻¹(q, p)) = 0} for a velocity
+        constraint (d = 2n − m); None otherwise.
     A_tangent : ndarray (..., d, d) or None
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None
@@ -264,3 +278,118 @@ def tangent_fields(E0: np.ndarray, E1: np.ndarray, A: np.ndarray,
     ``B_tangent`` from the bases ``E0`` (current node) and ``E1`` (next node)."""
     E1t = np.swapaxes(E1, -1, -2)
     return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}
+
+
+def _zero_coadjoint(f: np.ndarray) -> np.ndarray:
+    """ζ ↦ 0 in place of ζ ↦ ad*_ζ f (the parameter columns do not move Ξⁱ)."""
+    return np.zeros((*np.shape(f), np.shape(f)[-1]))
+
+
+def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
+                       coeffs: PRKCoefficients, system: Any, tau: Any, hooks: Any = None,
+                       lam_fixed: np.ndarray | None = None, mu_rows: Any = None,
+                       force_u: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Jacobians of one Lie-group PRK step (paper eqs. (24)–(27), Thm. 6.1; §6.3, §6.4) by
+    the implicit function theorem, in the left-trivialized tangent coordinates.
+
+    Coordinates: the state (g, μ) is perturbed as (g τ(ε), μ + δμ), ε ∈ 𝔤 (left-trivialized,
+    τ the method's retraction), and the next state is read in the same chart,
+    g_{k+1}' = g_{k+1} τ(ζ), μ_{k+1}' = μ_{k+1} + δμ_{k+1}; the result is
+    ``A = ∂(ζ, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)``. Since τ(ε) = e + ε + O(|ε|²) for
+    both retractions, A is the derivative in left-trivialized variations; τ fixes the
+    finite perturbations only (second order).
+
+    With Ξⁱ fixed (the unknowns H held), ε moves the stages as Gⁱ = g τ(ε) τ(Ξⁱ), i.e.
+    ζⁱ = Ad_{τ(Ξⁱ)}⁻¹ ε (and ζ_ξ = Ad_{τ(ξ)}⁻¹ ε for g_{k+1}); δμ enters
+    μ_{k+1} = Ad*_{τ(ξ)}[μ + h Σⱼ bⱼ Ñʲ] directly; a given multiplier Λⁱ (a non-free stage)
+    and a control u enter the stage force Fⁱ. The stage chain of
+    :func:`~chetaev.discrete_lagrangian.core._lie_prk.stage_derivatives` with these seeds
+    gives ∂R/∂θ, and dx/dθ = −J⁻¹ ∂R/∂θ with J the Newton matrix at the converged ``x``.
+
+    Parameters
+    ----------
+    x, g, mu, h, coeffs, system, tau, hooks, lam_fixed
+        As for :func:`~chetaev.discrete_lagrangian.core._lie_prk.lie_prk_residual` (``x``
+        converged).
+    mu_rows : callable, optional
+        ``ev ↦ (..., E, d)``: the derivative of the hooks' equations in μ_k where they read
+        μ_k directly (the nonholonomic IIIA momenta Mⁱ); None: they see μ_k only through
+        μ_{k+1} and Ñʲ.
+    force_u : callable, optional
+        ``(G, Omega) ↦ (..., s, d, n_u)``: the stage force's derivative in the control
+        (left-trivialized at Gⁱ); None: no control (B has zero columns).
+
+    Returns
+    -------
+    A : ndarray (..., 2d, 2d)
+    dz_dlam : ndarray (..., 2d, k m)
+        The derivative in the given multipliers (the non-free stages, in stage order).
+    B : ndarray (..., 2d, n_u)
+    """
+    from ._lie_prk import _cat, _hook_shape, _pair_data, lie_prk_residual, stage_derivatives
+
+    view = interface_of(system)
+    d, s = int(view.group.dim), coeffs.s
+    _, ev = lie_prk_residual(x, g, mu, h, coeffs, view, tau, hooks, lam_fixed)
+    Dx = stage_derivatives(ev, view, tau, hooks)
+    dR = Dx["dR"]
+    Jx = dR.reshape((*dR.shape[:-3], s * d, dR.shape[-1]))
+    if hooks is not None:
+        Jx = _cat([Jx, hooks.equations_jacobian(ev, Dx)], axis=-2)
+    m, free, e = _hook_shape(hooks, s)
+    fixed = [i for i in range(s) if not free[i]] if m else []
+    nl = len(fixed) * m
+    Fu = None if force_u is None else np.asarray(force_u(ev.G, ev.Omega), dtype=float)
+    nu = 0 if Fu is None else int(Fu.shape[-1])
+    K = 2 * d + nl + nu
+    batch = np.broadcast_shapes(Jx.shape[:-2], ev.mu1.shape[:-1])
+    eye = np.eye(d)
+    zeta = np.zeros((*batch, s, d, K))
+    zeta[..., :d] = np.linalg.inv(ev.AdT)  # ζⁱ = Ad_{τ(Ξⁱ)}⁻¹ ε
+    zxi = np.zeros((*batch, d, K))
+    zxi[..., :d] = np.linalg.inv(np.swapaxes(ev.Ad_tau_xi_T, -1, -2))
+    dLam = np.zeros((s, m, K))
+    for r, i in enumerate(fixed):
+        dLam[i, :, 2 * d + r * m: 2 * d + (r + 1) * m] = np.eye(m)
+    dOm = np.zeros((s, d, K))
+    G, Om = ev.G, ev.Omega
+    dF = view.D11L(G, Om) @ zeta
+    dP0 = 0.0 if view.inertia is not None else view.D21L(G, Om) @ zeta
+    fj = getattr(hooks, "force_jacobian", None) if hooks is not None else None
+    if fj is not None:
+        dFh = fj(ev, zeta, dOm, dLam)
+        if dFh is not None:
+            dF = dF + dFh
+    if nu:
+        dF = np.array(np.broadcast_to(dF, (*batch, s, d, K)))
+        dF[..., 2 * d + nl:] += Fu
+    D = ev.extra["dL_Xi"]
+    DT = np.swapaxes(D, -1, -2)
+    dPi = DT @ dP0 if view.inertia is None else 0.0
+    dN = DT @ dF
+    if view.inertia is None:
+        dN = dN + np.swapaxes(ev.extra["J"], -1, -2) @ dP0
+    dY = ev.extra["AdTinvT"] @ dF
+    dnu = h * np.einsum("j,...jpU->...pU", coeffs.b, dY)
+    dnu = np.array(np.broadcast_to(dnu, (*batch, d, K)))
+    dnu[..., d: 2 * d] += eye
+    dmu1 = ev.Ad_tau_xi_T @ dnu
+    _, w = _pair_data(coeffs)
+    dRt = (dPi - (np.swapaxes(ev.extra["dL_xi"], -1, -2) @ dmu1)[..., None, :, :]
+           + h * np.einsum("ij,...jpU->...ipU", w, dN))
+    rows = [np.broadcast_to(dRt, (*batch, s, d, K)).reshape((*batch, s * d, K))]
+    if hooks is not None:
+        zero = np.zeros((s, d, K))
+        Dt = dict(Dx, dR=dRt, dH=zero, dLam=dLam, dX=np.zeros((e, K)), dXi=zero,
+                  dxi=np.zeros((d, K)), zeta=zeta, zeta_xi=zxi, dOm=dOm, dNt=dY, dmu1=dmu1,
+                  P=_zero_coadjoint)
+        H2 = hooks.equations_jacobian(ev, Dt)
+        if mu_rows is not None:
+            H2 = np.array(np.broadcast_to(H2, (*batch, *H2.shape[-2:])))
+            H2[..., d: 2 * d] += mu_rows(ev)
+        rows.append(H2)
+    Rt = _cat(rows, axis=-2)
+    N = Jx.shape[-1]
+    dx = -np.linalg.solve(np.broadcast_to(Jx, (*batch, N, N)), Rt)
+    z = np.concatenate([Dx["zeta_xi"] @ dx + zxi, Dx["dmu1"] @ dx + dmu1], axis=-2)
+    return z[..., : 2 * d], z[..., 2 * d: 2 * d + nl], z[..., 2 * d + nl:]

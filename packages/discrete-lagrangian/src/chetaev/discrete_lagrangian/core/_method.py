@@ -339,7 +339,8 @@ class Method(abc.ABC):
         StepLinearization
             ``state`` (the next State), ``A = ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k)``
             ``(..., 2n, 2n)`` and ``B = ∂(q_{k+1}, p_{k+1})/∂u`` ``(..., 2n, n_controls)``
-            in the coordinates (q, p); for a constrained system also tangent bases of the
+            in the coordinates (q, p) (on a group: the tangent coordinates (ξ, μ) of the
+            method's retraction); for a constrained system also tangent bases of the
             constraint manifold and (A, B) in them.
 
         Raises
@@ -352,7 +353,8 @@ class Method(abc.ABC):
         if type(self)._step_linearization_impl is Method._step_linearization_impl:
             raise LinearizationNotSupportedError(
                 f"{self.name} does not implement step_linearization; use VPRK, "
-                "ConstrainedPRK or DiscreteEulerLagrange."
+                "ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK, LieVPRK or "
+                "LieNonholonomicPRK."
             )
         h = check_step_size(h, self.negative_steps)
         new = self.step(system, state, h, u=u)

@@ -239,3 +239,92 @@ class LieVPRK(PairMethod):
         return State(t=state.t + h, q=ev.g1, v=eta1, p=ev.mu1, lam=lam1, n=state.n + 1,
                      carry=carry,
                      info={"newton_iterations": iters, "residual": resid, "newton_rate": rate})
+
+    def _step_linearization_impl(self, system: Any, state: State, h: float, u: Any,
+                                 new: State) -> Any:
+        """(A, B) in the tangent coordinates of the method's retraction (issue 20).
+
+        The state (g, μ) is perturbed as (g τ(ε), μ + δμ), ε ∈ 𝔤 left-trivialized, τ the
+        method's retraction, and the next state is read in the same chart; ``A =
+        ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ)`` ``(..., 2d, 2d)`` from the converged Newton matrix of
+        eqs. (24)–(27) (Thm. 6.1) by the implicit function theorem
+        (:func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`).
+        Unforced the step is symplectic in the canonical form of T*G written in these
+        coordinates, Aᵀ Ω(μ_{k+1}) A = Ω(μ_k) with Ω(μ) = [[C(μ), I], [−I, 0]],
+        C(μ)_ij = ⟨ad*_{e_i} μ, e_j⟩ = ⟨μ, [e_i, e_j]⟩ (ω = −dθ of θ = ⟨μ, g⁻¹dg⟩); it
+        depends on μ, and A is not symplectic for the constant Ω (C = 0) unless the group
+        is abelian (measured in ``tests/test_linearization.py``). Systems on
+        groups take no forces yet: ``B`` has zero columns (n_controls = 0), and it follows
+        from the stage force's control Jacobian once the system interface has one
+        (``force_jacobians``). With a holonomic constraint (§6.3) the multipliers Λ¹..Λˢ are
+        among the unknowns of the IFT solve and ``basis``/``next_basis`` are orthonormal
+        bases (2d − 2m columns) of the tangent spaces of {Φ(g) = 0, J(g) Fℓ⁻¹(g, μ) = 0} in
+        the coordinates (ε, δμ) (:func:`_lie_holonomic_basis`).
+        """
+        from ..core._interface import interface_of
+        from ..core._linearization import (
+            LinearizationNotSupportedError,
+            StepLinearization,
+            lie_step_jacobians,
+            tangent_fields,
+        )
+
+        view = interface_of(system)
+        if view.D11L is None:
+            raise LinearizationNotSupportedError(
+                f"{self.name}: step_linearization needs the system's second derivatives "
+                "(D11L ... D22L) for the Newton matrix."
+            )
+        Hs = np.asarray(new.carry["H"], dtype=float)
+        x = Hs.reshape((*Hs.shape[:-2], -1))
+        hooks = None
+        if state.lam is not None:  # §6.3: all Λⁱ unknowns of the step
+            Lam = np.asarray(new.carry["Lam"], dtype=float)
+            hooks = LieHolonomicStageHooks(system, self.coeffs.s, Lam.shape[-1])
+            batch = np.broadcast_shapes(x.shape[:-1], Lam.shape[:-2])
+            x = np.concatenate([np.broadcast_to(x, (*batch, x.shape[-1])),
+                                np.broadcast_to(Lam, (*batch, *Lam.shape[-2:])).reshape(
+                                    (*batch, -1))], axis=-1)
+        force_u = None
+        jac = getattr(view, "force_jacobians", None)
+        if u is not None and jac is not None:  # the stage force's F_u (left-trivialized)
+            def force_u(G, Om):
+                uu = np.asarray(u, dtype=float)
+                return jac(G, Om, np.broadcast_to(uu[..., None, :], (*Om.shape[:-1],
+                                                                     uu.shape[-1])))[2]
+        A, _, B = lie_step_jacobians(x, np.asarray(state.q, dtype=float),
+                                     np.asarray(state.p, dtype=float), h, self.coeffs, system,
+                                     self._tau(system.group), hooks, force_u=force_u)
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        if B.shape[-1] != n_u:
+            B = np.zeros((*A.shape[:-1], n_u))
+        if hooks is None:
+            return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)")
+        E0 = _lie_holonomic_basis(system, np.asarray(state.q), np.asarray(state.v))
+        E1 = _lie_holonomic_basis(system, np.asarray(new.q), np.asarray(new.v))
+        return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",
+                                 **tangent_fields(E0, E1, A, B))
+
+
+
+def _lie_holonomic_basis(system: Any, g: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """Orthonormal basis ``(..., 2d, 2d − 2m)`` of the tangent space at (g, μ) of
+    {Φ(g) = 0, J(g) η = 0}, η = Fℓ⁻¹(g, μ) (§6.3), in the coordinates (ε, δμ) of
+    :meth:`LieVPRK._step_linearization_impl`: the kernel of
+    [[J, 0], [Hη − J G⁻¹ D21ℓ, J G⁻¹]] with J the left-trivialized Jacobian of Φ,
+    (Hη)_aj = Σ_k η_k ∂J_ak/∂g_j (the constraint's Hessian, as in the step's tangency row)
+    and G = D22ℓ (last right singular vectors)."""
+    con = system.constraint
+    J = np.asarray(con.jacobian(g), dtype=float)
+    m = J.shape[-2]
+    Hn = np.einsum("...akj,...k->...aj", np.asarray(con.hessian(g), dtype=float), eta)
+    G = np.asarray(system.D22L(g, eta), dtype=float)
+    JG = np.swapaxes(np.linalg.solve(np.swapaxes(G, -1, -2), np.swapaxes(J, -1, -2)), -1, -2)
+    lower = Hn - JG @ np.asarray(system.D21L(g, eta), dtype=float)
+    batch = np.broadcast_shapes(J.shape[:-2], lower.shape[:-2], JG.shape[:-2])
+    top = np.concatenate([np.broadcast_to(J, (*batch, *J.shape[-2:])),
+                          np.zeros((*batch, *J.shape[-2:]))], axis=-1)
+    bottom = np.concatenate([np.broadcast_to(lower, (*batch, *lower.shape[-2:])),
+                             np.broadcast_to(JG, (*batch, *JG.shape[-2:]))], axis=-1)
+    _, _, Vt = np.linalg.svd(np.concatenate([top, bottom], axis=-2), full_matrices=True)
+    return np.swapaxes(Vt[..., 2 * m:, :], -1, -2)

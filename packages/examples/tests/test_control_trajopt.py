@@ -64,6 +64,8 @@ def test_lbfgsb_decreases_the_cost():
 def test_bad_input_raises(problem):
     with pytest.raises(InputError, match="`U` must have shape"):
         problem.cost(np.zeros((3, 2)))
+    with pytest.raises(InputError, match="`U` must have shape"):
+        problem.cost_and_gradient(np.zeros((2, problem.n_steps, 2)))
     with pytest.raises(InputError, match="`target`"):
         trajopt.DiscSteering(target=[1.0, 2.0])
     with pytest.raises(InputError, match="`optimizer`"):

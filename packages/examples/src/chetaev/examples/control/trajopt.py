@@ -148,10 +148,11 @@ class DiscSteering:
     method: Any = attrs.field(factory=lambda: NonholonomicPRK(2))
     system: Any = attrs.field(factory=rolling_disc_system)
 
-    def _controls(self, U: Any) -> np.ndarray:
+    def _controls(self, U: Any, batch: bool = True) -> np.ndarray:
         U = np.asarray(U, dtype=float)
-        if U.shape[-2:] != (self.n_steps, 2):
-            raise InputError(f"`U` must have shape (..., {self.n_steps}, 2) (one torque pair "
+        if U.shape[-2:] != (self.n_steps, 2) or (not batch and U.ndim != 2):
+            lead = "..., " if batch else ""
+            raise InputError(f"`U` must have shape ({lead}{self.n_steps}, 2) (one torque pair "
                              f"per step), got {U.shape}.")
         return U
 
@@ -204,8 +205,9 @@ class DiscSteering:
         return np.sqrt(self.weight) * S
 
     def cost_and_gradient(self, U: Any) -> tuple[float, np.ndarray]:
-        """C(U) and ∂C/∂U ``(N, 2)`` by the discrete adjoint (module docstring)."""
-        U = self._controls(U)
+        """C(U) and ∂C/∂U ``(N, 2)`` by the discrete adjoint (module docstring); ``U`` is
+        one control sequence ``(N, 2)``."""
+        U = self._controls(U, batch=False)
         state, As, Bs = self._linearized_pass(U)
         r = self._residuals(U, state.q, state.p)
         lam = self._terminal_rows().T @ r[2 * self.n_steps:]  # ∂C/∂x_N
@@ -216,8 +218,9 @@ class DiscSteering:
         return 0.5 * float(r @ r), grad
 
     def residual_jacobian(self, U: Any) -> np.ndarray:
-        """∂r/∂U ``(2N + 7, 2N)``: the adjoint pass with the 7 terminal rows."""
-        U = self._controls(U)
+        """∂r/∂U ``(2N + 7, 2N)``: the adjoint pass with the 7 terminal rows (``U`` one
+        control sequence ``(N, 2)``)."""
+        U = self._controls(U, batch=False)
         _, As, Bs = self._linearized_pass(U)
         N = self.n_steps
         jac = np.zeros((2 * N + 7, 2 * N))
@@ -231,7 +234,7 @@ class DiscSteering:
     def fd_gradient(self, U: Any, delta: float = 1e-6) -> np.ndarray:
         """∂C/∂U by central differences: the 4N perturbed control sequences integrated as
         one batch (the reference the adjoint gradient is compared with)."""
-        U = self._controls(U)
+        U = self._controls(U, batch=False)
         if not delta > 0:
             raise InputError(f"`delta` must be a positive step, got {delta!r}.")
         n = U.size
@@ -259,7 +262,7 @@ class DiscSteering:
         SteeringResult
         """
         N = self.n_steps
-        U0 = np.full((N, 2), 0.01) if U0 is None else self._controls(U0)
+        U0 = np.full((N, 2), 0.01) if U0 is None else self._controls(U0, batch=False)
         count = [0]
 
         def shaped(z: np.ndarray) -> np.ndarray:

@@ -37,6 +37,9 @@ def test_upright_linearization_unstable_and_lqr_stable():
     # right singular vectors of a 2 × 6 matrix (orthogonal to rounding, 6-term products)
     assert_rounding_close(E.T @ E, np.eye(4), n_terms=6, n_ops=2, scale=1.0)
     assert_rounding_close(E[[2, 5]], np.zeros((2, 4)), n_terms=6, n_ops=2, scale=1.0)
+    # the next node's basis spans the same space (a fixed point): Eᵀ E_next is orthogonal
+    assert_rounding_close(np.linalg.svd(E.T @ d["next_basis"], compute_uv=False), np.ones(4),
+                          n_terms=6, n_ops=4, scale=1.0)
     # The linearization is RATTLE (= Störmer–Verlet) on the linearized tangential dynamics
     # ẍ = (g/ℓ) x (twice, one per horizontal axis): its eigenvalues are λ and 1/λ with
     # λ + 1/λ = 2 + (ωh)², ω² = g/ℓ, each twice; equal to rounding (4 × 4 eigenproblem).

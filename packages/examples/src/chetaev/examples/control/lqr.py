@@ -138,8 +138,9 @@ def upright_gain(h: float = H, Q: Any = None, R: Any = None, *, g: float = _sp.G
     Returns
     -------
     dict
-        ``K`` (2, 4) the gain, ``basis`` E (6, 4), ``A``, ``B`` the linearization in the
-        tangent coordinates (4, 4), (4, 2), ``X`` the Riccati solution, ``rho_open`` and
+        ``K`` (2, 4) the gain, ``basis`` E (6, 4), ``next_basis`` the basis the step returns
+        at the next node (the same space at the fixed point), ``A``, ``B`` the linearization
+        in the tangent coordinates (4, 4), (4, 2), ``X`` the Riccati solution, ``rho_open`` and
         ``rho_closed`` the spectral radii of A and A − BK, ``system`` and ``method``.
 
     Raises
@@ -166,7 +167,7 @@ def upright_gain(h: float = H, Q: Any = None, R: Any = None, *, g: float = _sp.G
     A, B = E.T @ lin.A @ E, E.T @ lin.B
     X = solve_discrete_are(A, B, Q, R)
     K = np.linalg.solve(R + B.T @ X @ B, B.T @ X @ A)
-    return {"K": K, "basis": E, "A": A, "B": B, "X": X,
+    return {"K": K, "basis": E, "next_basis": lin.next_basis, "A": A, "B": B, "X": X,
             "rho_open": float(np.max(np.abs(np.linalg.eigvals(A)))),
             "rho_closed": float(np.max(np.abs(np.linalg.eigvals(A - B @ K)))),
             "system": system, "method": method}

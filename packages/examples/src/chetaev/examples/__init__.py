@@ -5,7 +5,7 @@ Every figure or claim of the five papers is a registered experiment (see
 ``report.md`` and ``results.json`` with the measured figures next to the papers' claims.
 """
 
-from . import experiments, models
+from . import control, experiments, models
 from ._registry import (
     PAPERS,
     Check,
@@ -29,6 +29,7 @@ __all__ = [
     "Result",
     "check_bound",
     "check_order",
+    "control",
     "experiment",
     "experiments",
     "fit_order",

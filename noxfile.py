@@ -77,7 +77,15 @@ nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
 
-def _install_local(session: nox.Session, *names: str, extra: str | None = None) -> None:
+# Extras of local dependencies installed only in a package's ``tests`` session (issue 17: the
+# nh compiled-backend tests build their systems with sympy and compile them with numba).
+TEST_DEP_EXTRAS: dict[str, dict[str, list[str]]] = {
+    "nh-integrators": {"discrete-lagrangian": ["symbolic", "fast"]},
+}
+
+
+def _install_local(session: nox.Session, *names: str, extra: str | None = None,
+                   dep_extras: dict[str, list[str]] | None = None) -> None:
     """Install local packages (non-editable) with all their local dependencies.
 
     Every path is passed to one ``pip install`` so pip resolves the
@@ -95,6 +103,9 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None) 
     if extra:
         for pkg in names:
             extras[pkg].insert(0, extra)
+    for dep, dep_extra in (dep_extras or {}).items():
+        if dep in extras:
+            extras[dep] += [e for e in dep_extra if e not in extras[dep]]
     args = []
     for pkg in wanted:
         path = f"./packages/{pkg}"
@@ -117,7 +128,7 @@ def _test_env() -> dict[str, str]:
 
 
 def _run_package_tests(session: nox.Session, package: str) -> None:
-    _install_local(session, package, extra="test")
+    _install_local(session, package, extra="test", dep_extras=TEST_DEP_EXTRAS.get(package))
     tests_dir = PACKAGES_DIR / package / "tests"
     # Run from a neutral directory so the source tree cannot shadow the wheel.
     session.chdir(session.create_tmp())

@@ -25,11 +25,12 @@ __all__ = ["compiled_plan"]
 
 _HOOKS = '''
 HAS_FORCE = True
+WK = N * NX + 4 * M * N * N + 4 * N * N + 16 * N + 4 * M * M + 8 * M
 
 
 @njit(cache=True)
-def hook_force(Qi, Vi, Lami, Fi):
-    G = np.empty((M, N))
+def hook_force(Qi, Vi, Lami, Fi, wk):
+    G = wk[:M * N].reshape((M, N))
     phi_v(Qi, Vi, G)
     for k in range(N):
         acc = 0.0
@@ -39,8 +40,8 @@ def hook_force(Qi, Vi, Lami, Fi):
 
 
 @njit(cache=True)
-def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl):
-    H = np.empty((M, N, N))
+def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
+    H = wk[:M * N * N].reshape((M, N, N))
     phi_vq(Qi, Vi, H)
     for r in range(N):
         for c in range(N):
@@ -55,7 +56,7 @@ def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl):
             for a in range(M):
                 acc += Lami[a] * H[a, r, c]
             Fv[r, c] = acc
-    G = np.empty((M, N))
+    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
     phi_v(Qi, Vi, G)
     for r in range(N):
         for a in range(M):
@@ -63,8 +64,7 @@ def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl):
 
 
 @njit(cache=True)
-def _stage_velocity(i, p, h, A, W, vc):
-    pk = np.empty(N)
+def _stage_velocity(i, p, h, A, W, pk, vc):
     for k in range(N):
         acc = 0.0
         for j in range(S):
@@ -78,25 +78,31 @@ def _stage_velocity(i, p, h, A, W, vc):
 
 
 @njit(cache=True)
-def hook_rows(q, p, h, A, Q, V, Lam, W, R):
-    vc = np.empty(N)
-    ph = np.empty(M)
+def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
+    vc = wk[:N]
+    pk = wk[N:2 * N]
+    ph = wk[2 * N:2 * N + M]
     for i in range(1, S):
-        _stage_velocity(i, p, h, A, W, vc)
+        _stage_velocity(i, p, h, A, W, pk, vc)
         phi(Q[i], vc, ph)
         for a in range(M):
             R[S * N + (i - 1) * M + a] = ph[a]
 
 
 @njit(cache=True)
-def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J):
-    vc = np.empty(N)
-    Cq = np.empty((M, N))
-    Cv = np.empty((M, N))
-    Cp = np.empty((M, N))
-    dpk = np.empty((N, NX))
+def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
+    vc = wk[:N]
+    pk = wk[N:2 * N]
+    o = 2 * N
+    Cq = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Cv = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Cp = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    dpk = wk[o:o + N * NX].reshape((N, NX))
     for i in range(1, S):
-        _stage_velocity(i, p, h, A, W, vc)
+        _stage_velocity(i, p, h, A, W, pk, vc)
         phi_q(Q[i], vc, Cq)
         phi_v(Q[i], vc, Cv)
         for a in range(M):
@@ -125,45 +131,59 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J):
 
 
 @njit(cache=True)
-def hook_first(q, v, lam, lam1):
+def hook_first(q, v, lam, lam1, wk):
     if RULE == 1:
         for a in range(M):
             lam1[a] = 0.0
         return
-    g = np.empty((N, N))
+    o = 0
+    g = wk[o:o + N * N].reshape((N, N))
+    o += N * N
+    d21 = wk[o:o + N * N].reshape((N, N))
+    o += N * N
+    d1 = wk[o:o + N]
+    o += N
+    f = wk[o:o + N]
+    o += N
+    a0 = wk[o:o + N]
+    o += N
+    col = wk[o:o + N]
+    o += N
+    rhs_n = wk[o:o + N]
+    o += N
+    Bv = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Bq = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    GB = wk[o:o + M * N].reshape((N, M))
+    o += M * N
+    C = wk[o:o + M * M].reshape((M, M))
+    o += M * M
+    rhs = wk[o:o + M]
+    o += M
+    out = wk[o:o + M]
     D22L(q, v, g)
-    d1 = np.empty(N)
     D1L(q, v, d1)
-    d21 = np.empty((N, N))
     D21L(q, v, d21)
-    f = np.empty(N)
     for r in range(N):
         acc = d1[r]
         for c in range(N):
             acc -= d21[r, c] * v[c]
         f[r] = acc
-    Bv = np.empty((M, N))
     phi_v(q, v, Bv)
-    Bq = np.empty((M, N))
     phi_q(q, v, Bq)
-    piv = np.empty(N, np.int64)
-    if not _lu_factor(g, piv):
+    piv = np.empty(N + M, np.int64)
+    if not _lu_factor(g, piv[:N]):
         for a in range(M):
             lam1[a] = math.nan
         return
-    a0 = np.empty(N)
-    _lu_solve(g, piv, f, a0)
-    GB = np.empty((N, M))
-    col = np.empty(N)
-    rhs_n = np.empty(N)
+    _lu_solve(g, piv[:N], f, a0)
     for a in range(M):
         for r in range(N):
             rhs_n[r] = Bv[a, r]
-        _lu_solve(g, piv, rhs_n, col)
+        _lu_solve(g, piv[:N], rhs_n, col)
         for r in range(N):
             GB[r, a] = col[r]
-    C = np.empty((M, M))
-    rhs = np.empty(M)
     for a in range(M):
         for b in range(M):
             acc = 0.0
@@ -174,13 +194,11 @@ def hook_first(q, v, lam, lam1):
         for r in range(N):
             acc += Bq[a, r] * v[r] + Bv[a, r] * a0[r]
         rhs[a] = acc
-    pm = np.empty(M, np.int64)
-    out = np.empty(M)
-    if not _lu_factor(C, pm):
+    if not _lu_factor(C, piv[N:]):
         for a in range(M):
             lam1[a] = math.nan
         return
-    _lu_solve(C, pm, rhs, out)
+    _lu_solve(C, piv[N:], rhs, out)
     for a in range(M):
         lam1[a] = -out[a]
 
@@ -216,7 +234,7 @@ def hook_scale(p, v, h, W):
 
 
 @njit(cache=True)
-def hook_velocity(q1, p1, v1):
+def hook_velocity(q1, p1, v1, wk):
     for k in range(N):
         acc = 0.0
         for l in range(N):
@@ -225,8 +243,8 @@ def hook_velocity(q1, p1, v1):
 
 
 @njit(cache=True)
-def hook_residual(q1, v1):
-    ph = np.empty(M)
+def hook_residual(q1, v1, wk):
+    ph = wk[:M]
     phi(q1, v1, ph)
     r = 0.0
     for a in range(M):

@@ -13,13 +13,14 @@ rows and their Jacobian; the given multipliers, the initial guess, the residual 
 inverse Legendre map and the post-condition residual), written as a source *piece* with
 fixed function names:
 
-``hook_force(Qi, Vi, Lami, Fi)``, ``hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl)``,
-``hook_rows(q, p, h, A, Q, V, Lam, W, R)``, ``hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J)``,
-``hook_first(q, v, lam, lam1)``, ``hook_guess(q, v, lam1, hist, nhist, vprev, x)``,
-``hook_scale(p, v, h, W)``, ``hook_velocity(q1, p1, v1)``, ``hook_residual(q1, v1)``
+``hook_force(Qi, Vi, Lami, Fi, wk)``, ``hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk)``,
+``hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)``,
+``hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)``, ``hook_first(q, v, lam, lam1, wk)``,
+``hook_guess(q, v, lam1, hist, nhist, vprev, x)``, ``hook_scale(p, v, h, W)``,
+``hook_velocity(q1, p1, v1, wk)``, ``hook_residual(q1, v1, wk)``
 
-and the constants ``HAS_FORCE, SIMPLIFIED, KF`` (number of free multiplier stages, the last
-``KF``). :data:`PLAIN_HOOKS` is the unconstrained VPRK's piece (the compiled
+(``wk``: a scratch array of ``WK`` floats, no allocation in the Newton loop) and the constants
+``HAS_FORCE, WK, SIMPLIFIED, KF`` (number of free multiplier stages, the last ``KF``). :data:`PLAIN_HOOKS` is the unconstrained VPRK's piece (the compiled
 ``StageHooks``); ``chetaev.nh_integrators`` supplies the nonholonomic rows of eq. (14).
 
 The Newton loop is the one rule of :func:`~chetaev.discrete_lagrangian.core._solver.newton_solve`
@@ -49,30 +50,31 @@ _OVERFLOW = float(np.sqrt(np.finfo(np.float64).max))
 #: for a Lagrangian quadratic in v; guess V_prev + (v_k − v_{k−1}) as ``VPRK._step_impl``).
 PLAIN_HOOKS = '''
 HAS_FORCE = False
+WK = N * N
 
 
 @njit(cache=True)
-def hook_force(Qi, Vi, Lami, Fi):
+def hook_force(Qi, Vi, Lami, Fi, wk):
     pass
 
 
 @njit(cache=True)
-def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl):
+def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
     pass
 
 
 @njit(cache=True)
-def hook_rows(q, p, h, A, Q, V, Lam, W, R):
+def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
     pass
 
 
 @njit(cache=True)
-def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J):
+def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
     pass
 
 
 @njit(cache=True)
-def hook_first(q, v, lam, lam1):
+def hook_first(q, v, lam, lam1, wk):
     pass
 
 
@@ -99,8 +101,8 @@ def hook_scale(p, v, h, W):
 
 
 @njit(cache=True)
-def hook_velocity(q1, p1, v1):
-    g = np.empty((N, N))
+def hook_velocity(q1, p1, v1, wk):
+    g = wk[:N * N].reshape((N, N))
     D22L(q1, p1, g)
     piv = np.empty(N, np.int64)
     if not _lu_factor(g, piv):
@@ -111,7 +113,7 @@ def hook_velocity(q1, p1, v1):
 
 
 @njit(cache=True)
-def hook_residual(q1, v1):
+def hook_residual(q1, v1, wk):
     return 0.0
 '''
 
@@ -182,7 +184,7 @@ def _maxabs(R):
 
 @njit(cache=True)
 def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, Fq, Fv, Fl,
-          D21, D22):
+          D21, D22, wk):
     for i in range(S):
         for k in range(N):
             V[i, k] = x[i * N + k]
@@ -202,7 +204,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
         D1L(Q[i], V[i], W[i])
         D2L(Q[i], V[i], D2[i])
         if HAS_FORCE:
-            hook_force(Q[i], V[i], Lam[i], F)
+            hook_force(Q[i], V[i], Lam[i], F, wk)
             for k in range(N):
                 W[i, k] += F[k]
     for i in range(S):
@@ -211,7 +213,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
             for j in range(S):
                 acc += AH[i, j] * W[j, k]
             R[i * N + k] = D2[i, k] - p[k] - h * acc
-    hook_rows(q, p, h, A, Q, V, Lam, W, R)
+    hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)
     if not want:
         return
     for j in range(S):
@@ -220,7 +222,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
         D21L(Q[j], V[j], D21[j])
         D22L(Q[j], V[j], D22[j])
         if HAS_FORCE:
-            hook_force_jac(Q[j], V[j], Lam[j], Fq, Fv, Fl[j])
+            hook_force_jac(Q[j], V[j], Lam[j], Fq, Fv, Fl[j], wk)
             for r in range(N):
                 for c in range(N):
                     Wq[j, r, c] += Fq[r, c]
@@ -253,7 +255,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
                     J[row, l * N + cc] += D21[i, r, cc] * c
             for cc in range(N):
                 J[row, i * N + cc] += D22[i, r, cc]
-    hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J)
+    hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)
 
 
 @njit(cache=True)
@@ -278,6 +280,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     piv = np.empty(NX, np.int64)
     dx = np.empty(NX)
     x = np.empty(NX)
+    wk = np.empty(WK)
     hist = np.zeros((3, NX))
     nhist = 0
     q = q0.copy()
@@ -295,11 +298,11 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     fail_thr = 0.0
     fail_it = 0
     for k in range(1, nsteps + 1):
-        hook_first(q, v, lam, lam1)
+        hook_first(q, v, lam, lam1, wk)
         hook_guess(q, v, lam1, hist, nhist, vprev, x)
         # Newton: the one stopping rule of newton_solve (unbatched)
         _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, not SIMPLIFIED, J, dW, Wq, Wv,
-              Fq, Fv, Fl, D21, D22)
+              Fq, Fv, Fl, D21, D22, wk)
         jfresh = not SIMPLIFIED
         thr = max(tolf * hook_scale(p, v, h, W), atol)
         r = _maxabs(R)
@@ -310,7 +313,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             if not have_lu:
                 if not jfresh:
                     _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, True, J, dW, Wq,
-                          Wv, Fq, Fv, Fl, D21, D22)
+                          Wv, Fq, Fv, Fl, D21, D22, wk)
                 if not _lu_factor(J, piv):
                     break
                 have_lu = True
@@ -320,7 +323,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             it += 1
             full = not SIMPLIFIED
             _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, full, J, dW, Wq, Wv, Fq,
-                  Fv, Fl, D21, D22)
+                  Fv, Fl, D21, D22, wk)
             jfresh = full
             rn = _maxabs(R)
             rate = rn / max(r, 1e-300)
@@ -350,7 +353,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
                 ap += BH[j] * W[j, c]
             q1[c] = q[c] + h * aq
             p1[c] = p[c] + h * ap
-        hook_velocity(q1, p1, v1)
+        hook_velocity(q1, p1, v1, wk)
         ok = True
         sq = 0.0
         sv = 0.0
@@ -365,7 +368,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         if not (sq < math.inf and sv < math.inf and sp < math.inf and sl < math.inf):
             status = 2
             break
-        cr = hook_residual(q1, v1)
+        cr = hook_residual(q1, v1, wk)
         cres[k - 1] = cr
         if not (cr <= cbound):
             status = 3

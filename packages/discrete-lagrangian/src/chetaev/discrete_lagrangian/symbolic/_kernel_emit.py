@@ -60,7 +60,7 @@ def emit_vector_kernels(sp: Any, qs: list, vs: list, L: Any, *, nonholonomic: li
     """The :class:`KernelSet` of a system on Rⁿ built by ``from_lagrangian``, or None when an
     expression has no ``math``-module form.
 
-    Kernels (``[i, j]`` as in :class:`~chetaev.discrete_lagrangian.core._interface.SystemInterface`):
+    Kernels (``[i, j]`` as in ``SystemInterface``):
     ``D1L, D2L`` ``(n,)``; ``D11L``, ``D12L = ∂D1L/∂v``, ``D21L = ∂D2L/∂q``, ``D22L``
     ``(n, n)``; for velocity constraints ``phi`` ``(m,)``, ``phi_q``, ``phi_v`` ``(m, n)``,
     ``phi_vq[a, i, j] = ∂²Φ_a/∂v_i∂q_j``, ``phi_vv`` ``(m, n, n)``; for holonomic constraints

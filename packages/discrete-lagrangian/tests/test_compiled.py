@@ -138,3 +138,24 @@ def test_compiled_newton_failure(pendulum2):
     m = VPRK(lobatto_iiia_iiib(3), newton=one, backend="numba")
     with pytest.raises(ConvergenceError):
         m.step(pendulum2, m.initial_state(pendulum2, Q0, V0), 0.1)
+
+
+def test_backend_survives_pickle_and_copy():
+    import copy
+    import pickle
+
+    m = VPRK(lobatto_iiia_iiib(3), backend="numpy")
+    assert pickle.loads(pickle.dumps(m)).backend == "numpy"
+    assert copy.deepcopy(m).backend == "numpy"
+    assert pickle.loads(pickle.dumps(VPRK(lobatto_iiia_iiib(3)))).backend == "auto"
+
+
+def test_continue_from_state(pendulum2):
+    """A run continued from ``traj.final_state()`` stays on the grid, compiled as numpy."""
+    a = _run(pendulum2, "numpy", n=20)
+    m = VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba")
+    b1 = integrate(pendulum2, m, Q0, V0, h=0.1, n_steps=10)
+    b2 = integrate(pendulum2, m, b1.final_state(), None, h=0.1, n_steps=10)
+    assert b2.stats["backend"] == "numba" and b2.t[-1] == a.t[-1]
+    assert b2.final_state().n == 20
+    assert np.max(np.abs(b2.q[-1] - a.q[-1])) <= AGREE

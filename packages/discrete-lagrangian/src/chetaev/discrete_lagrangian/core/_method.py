@@ -196,6 +196,13 @@ def _is_real(h: Any) -> bool:
     return True
 
 
+def _with_backend(factory: Any, args: tuple, backend: str) -> Any:
+    """Unpickling helper of :meth:`Method.__reduce_ex__`: the object with its backend."""
+    obj = factory(*args)
+    object.__setattr__(obj, "_backend", backend)
+    return obj
+
+
 class _MethodMeta(abc.ABCMeta):
     """Takes the keyword ``backend=`` (issue 17) off every method's constructor call, checks
     it once (:func:`~chetaev.discrete_lagrangian.core._backend.check_backend`) and stores it on
@@ -260,6 +267,15 @@ class Method(abc.ABC, metaclass=_MethodMeta):
     guarantees: ClassVar[Mapping[str, float] | None] = None
     negative_steps: ClassVar[bool] = True
     supports_forces: ClassVar[bool] = False
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickle (and copy) with the ``backend`` choice (attrs' slotted state holds only the
+        fields)."""
+        rv = super().__reduce_ex__(protocol)
+        backend = getattr(self, "_backend", "auto")
+        if backend == "auto" or not isinstance(rv, tuple) or len(rv) < 2:
+            return rv
+        return (_with_backend, (rv[0], tuple(rv[1]), backend), *rv[2:])
 
     @property
     def backend(self) -> str:

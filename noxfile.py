@@ -1,7 +1,7 @@
 """Sessions for the chetaev monorepo.
 
-``nox`` with no arguments runs every per-package ``tests`` session, the
-``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
+``nox`` with no arguments runs every per-package ``tests`` session, ``tests_fast`` (the
+compiled backend with numba), the ``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
 experiment matches its paper's claim). Each ``tests`` session builds a fresh virtualenv that
 holds only one package, its declared (local) dependencies and its ``[test]``
 extra, and runs that package's tests against the *installed* wheel. That is how
@@ -72,16 +72,9 @@ def _present(name: str) -> bool:
 PRESENT = [p for p in LOCAL_DEPS if _present(p)]
 
 # "demo" is the full main job (a few minutes): CI must see every experiment pass.
-nox.options.sessions = ["tests", "integration", "demo"]
+nox.options.sessions = ["tests", "tests_fast", "integration", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
-
-
-# Extras of local dependencies installed only in a package's ``tests`` session (issue 17: the
-# nh compiled-backend tests build their systems with sympy and compile them with numba).
-TEST_DEP_EXTRAS: dict[str, dict[str, list[str]]] = {
-    "nh-integrators": {"discrete-lagrangian": ["symbolic", "fast"]},
-}
 
 
 def _install_local(session: nox.Session, *names: str, extra: str | None = None,
@@ -128,7 +121,7 @@ def _test_env() -> dict[str, str]:
 
 
 def _run_package_tests(session: nox.Session, package: str) -> None:
-    _install_local(session, package, extra="test", dep_extras=TEST_DEP_EXTRAS.get(package))
+    _install_local(session, package, extra="test")
     tests_dir = PACKAGES_DIR / package / "tests"
     # Run from a neutral directory so the source tree cannot shadow the wheel.
     session.chdir(session.create_tmp())
@@ -143,6 +136,20 @@ def _run_package_tests(session: nox.Session, package: str) -> None:
 def tests(session: nox.Session, package: str) -> None:
     """Test one package in a virtualenv holding only it and its dependencies."""
     _run_package_tests(session, package)
+
+
+@nox.session
+def tests_fast(session: nox.Session) -> None:
+    """The compiled backend's tests (issue 17): discrete-lagrangian and nh-integrators with
+    the ``[fast]`` extra (numba). The other sessions run without numba, so ``backend="auto"``
+    stays on numpy there and no session pays the first-call compile."""
+    _install_local(session, "nh-integrators", extra="test",
+                   dep_extras={"discrete-lagrangian": ["test", "fast"]})
+    files = [str(PACKAGES_DIR / pkg / "tests" / "test_compiled.py")
+             for pkg in ("discrete-lagrangian", "nh-integrators")]
+    session.chdir(session.create_tmp())
+    session.run("python", "-m", "pytest", *files, "-q", "-p", "no:cacheprovider",
+                "--import-mode=importlib", *session.posargs, env=_test_env())
 
 
 # The Python versions every package supports (the classifiers of each pyproject.toml say the

@@ -1,7 +1,7 @@
 """Sessions for the chetaev monorepo.
 
-``nox`` with no arguments runs every per-package ``tests`` session, the
-``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
+``nox`` with no arguments runs every per-package ``tests`` session, ``tests_fast`` (the
+compiled backend with numba), the ``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
 experiment matches its paper's claim). Each ``tests`` session builds a fresh virtualenv that
 holds only one package, its declared (local) dependencies and its ``[test]``
 extra, and runs that package's tests against the *installed* wheel. That is how
@@ -72,12 +72,13 @@ def _present(name: str) -> bool:
 PRESENT = [p for p in LOCAL_DEPS if _present(p)]
 
 # "demo" is the full main job (a few minutes): CI must see every experiment pass.
-nox.options.sessions = ["tests", "integration", "demo"]
+nox.options.sessions = ["tests", "tests_fast", "integration", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
 
-def _install_local(session: nox.Session, *names: str, extra: str | None = None) -> None:
+def _install_local(session: nox.Session, *names: str, extra: str | None = None,
+                   dep_extras: dict[str, list[str]] | None = None) -> None:
     """Install local packages (non-editable) with all their local dependencies.
 
     Every path is passed to one ``pip install`` so pip resolves the
@@ -95,6 +96,9 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None) 
     if extra:
         for pkg in names:
             extras[pkg].insert(0, extra)
+    for dep, dep_extra in (dep_extras or {}).items():
+        if dep in extras:
+            extras[dep] += [e for e in dep_extra if e not in extras[dep]]
     args = []
     for pkg in wanted:
         path = f"./packages/{pkg}"
@@ -132,6 +136,20 @@ def _run_package_tests(session: nox.Session, package: str) -> None:
 def tests(session: nox.Session, package: str) -> None:
     """Test one package in a virtualenv holding only it and its dependencies."""
     _run_package_tests(session, package)
+
+
+@nox.session
+def tests_fast(session: nox.Session) -> None:
+    """The compiled backend's tests (issue 17): discrete-lagrangian and nh-integrators with
+    the ``[fast]`` extra (numba). The other sessions run without numba, so ``backend="auto"``
+    stays on numpy there and no session pays the first-call compile."""
+    _install_local(session, "nh-integrators", extra="test",
+                   dep_extras={"discrete-lagrangian": ["test", "fast"]})
+    files = [str(PACKAGES_DIR / pkg / "tests" / "test_compiled.py")
+             for pkg in ("discrete-lagrangian", "nh-integrators")]
+    session.chdir(session.create_tmp())
+    session.run("python", "-m", "pytest", *files, "-q", "-p", "no:cacheprovider",
+                "--import-mode=importlib", *session.posargs, env=_test_env())
 
 
 # The Python versions every package supports (the classifiers of each pyproject.toml say the

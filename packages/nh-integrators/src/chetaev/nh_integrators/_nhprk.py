@@ -285,6 +285,14 @@ class NonholonomicPRK(StageOrders, Method):
                 "only (the two forms are the same map). Use form='lagrangian'."
             )
 
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_nh`)."""
+        from ._compiled_nh import compiled_plan
+
+        return compiled_plan(self, system, iface)
+
     def _constants(self, h: float, model) -> tuple:
         """``(coeffs, hooks, consts)`` of the default path on the engine's per-step form
         (:func:`._equations.lagrangian_step`), built once per ``(h, model)``."""
@@ -543,6 +551,15 @@ class NonholonomicPRK(StageOrders, Method):
             If Newton does not converge for some trajectory of the batch.
         """
         forced = self._check_forced(system)
+        if not forced:
+            from chetaev.discrete_lagrangian.core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                from chetaev.discrete_lagrangian.core._compiled_prk import compiled_step
+
+                check_state(state, (system.system.n,), system.system.n, plan.m)
+                return compiled_step(plan, state, h)
         model = self._model(system)
         check_state(state, (model.n,), model.n, model.m)
         a, b, ahat, c = self._cache["tableau"]

@@ -172,6 +172,9 @@ class SystemInterface:
     #: ``ad(e_k)`` ``(n, n, n)`` on the algebra basis of ``group`` (read-only), None on a
     #: vector space; set from ``group``.
     ad_basis: Array | None = attrs.field(default=None, init=False)
+    #: The system's compiled-backend kernels (``core._kernels.KernelSet``: scalar source text
+    #: from the symbolic front-end, issue 17), None for a system of plain callables.
+    kernels: Any = None
 
     def __attrs_post_init__(self) -> None:
         group = self.group
@@ -324,7 +327,15 @@ def _build(obj: Any) -> SystemInterface:
         **_constraint_fields(con),
         **_mechanical_fields(inner, con),
         **_force_fields(inner),
+        kernels=_kernels_of(obj),
     )
+
+
+def _kernels_of(obj: Any) -> Any:
+    """The registered compiled-backend kernels of ``obj`` (issue 17), or None."""
+    from ._kernels import kernels_of
+
+    return kernels_of(obj)
 
 
 def _force_fields(inner: Any) -> dict[str, Any]:

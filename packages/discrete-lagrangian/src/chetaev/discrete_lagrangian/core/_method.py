@@ -201,7 +201,30 @@ def _is_real(h: Any) -> bool:
     return True
 
 
-class Method(abc.ABC):
+def _with_backend(factory: Any, args: tuple, backend: str) -> Any:
+    """Unpickling helper of :meth:`Method.__reduce_ex__`: the object with its backend."""
+    obj = factory(*args)
+    object.__setattr__(obj, "_backend", backend)
+    return obj
+
+
+class _MethodMeta(abc.ABCMeta):
+    """Takes the keyword ``backend=`` (issue 17) off every method's constructor call, checks
+    it once (:func:`~chetaev.discrete_lagrangian.core._backend.check_backend`) and stores it on
+    the instance: one mechanism for attrs and plain subclasses alike."""
+
+    def __call__(cls, *args: Any, backend: str = "auto", **kwargs: Any) -> Any:
+        from ._backend import check_backend
+
+        check_backend(backend, getattr(cls, "name", cls.__name__)
+                      if isinstance(getattr(cls, "name", None), str) else cls.__name__,
+                      bool(getattr(cls, "compiled_backend", False)))
+        obj = super().__call__(*args, **kwargs)
+        object.__setattr__(obj, "_backend", backend)
+        return obj
+
+
+class Method(abc.ABC, metaclass=_MethodMeta):
     """Base class of every integrator: public ``initial_state`` / ``step``, private hooks.
 
     Subclasses (usually frozen attrs classes holding the method's data) write:
@@ -238,14 +261,33 @@ class Method(abc.ABC):
         ``_initial_state_impl`` accept the keyword ``u=``); default False.
     """
 
-    __slots__ = ()
+    __slots__ = ("_backend",)
 
     name: ClassVar[str] = "Method"
+    #: Whether the method has a compiled (numba) path for some configurations (issue 17):
+    #: it then implements ``_compiled_plan(system, iface) -> (why_not, plan or None)``.
+    compiled_backend: ClassVar[bool] = False
     order: ClassVar[int | None] = None
     symmetric: ClassVar[bool] = False
     guarantees: ClassVar[Mapping[str, float] | None] = None
     negative_steps: ClassVar[bool] = True
     supports_forces: ClassVar[bool] = False
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickle (and copy) with the ``backend`` choice (attrs' slotted state holds only the
+        fields)."""
+        rv = super().__reduce_ex__(protocol)
+        backend = getattr(self, "_backend", "auto")
+        if backend == "auto" or not isinstance(rv, tuple) or len(rv) < 2:
+            return rv
+        return (_with_backend, (rv[0], tuple(rv[1]), backend), *rv[2:])
+
+    @property
+    def backend(self) -> str:
+        """The ``backend`` keyword of the constructor: ``"numpy"``, ``"numba"`` or ``"auto"``
+        (default; compiled when numba is installed, the system has kernels and the method a
+        compiled path, see :mod:`~chetaev.discrete_lagrangian.core._backend`)."""
+        return getattr(self, "_backend", "auto")
 
     # -- the public protocol -------------------------------------------------------------------
     def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0, *,

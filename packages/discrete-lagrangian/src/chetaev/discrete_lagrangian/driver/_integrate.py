@@ -72,6 +72,7 @@ import numpy as np
 
 from .._util._errors import ConvergenceError, InputError, PostConditionError
 from .._util._validation import as_float, as_int
+from ..core._backend import resolve_backend
 from ..core._method import Method
 from ..core._state import State
 from ..systems import _pickling  # noqa: F401  (registers the typed pickling errors of systems)
@@ -417,6 +418,10 @@ def integrate(
     warned: set[type] = set()
     if state.grid != grid:  # Method.step puts node k on the grid: t_k = t_ref + (k − k_ref)·h
         state = attrs.evolve(state, grid=grid)
+    plan = resolve_backend(method, system)  # issue 17: the compiled path, or None (numpy)
+    if plan is not None and U is None and callback is None and bar is None:
+        return _compiled_loop(system, method, plan, state, h, n_steps, save_every, grid,
+                              constraint_checks, wall)
     for k in range(1, n_steps + 1):
         try:
             new = (method.step(system, state, h) if U is None
@@ -496,6 +501,7 @@ def integrate(
         "n_rejected": n_rejected,
         "fd_second_derivatives": bool(getattr(system, "fd_second_derivatives", False)),
         "wall_time_s": time.perf_counter() - wall,
+        "backend": "numba" if plan is not None else "numpy",
     }
     if constraint_checks:
         stats["max_constraint_residual"] = max_constraint
@@ -510,6 +516,63 @@ def integrate(
         h=h,
         final=attrs.evolve(state, grid=grid),
         controls=None if U is None else U[:k],
+    )
+
+
+def _compiled_loop(system: Any, method: Any, plan: Any, state: State, h: float, n_steps: int,
+                   save_every: int, grid: tuple, checks: list, wall: float) -> Trajectory:
+    """The run of :func:`integrate` with the loop over the steps compiled (issue 17): the
+    same saved nodes, post-conditions (finiteness and overflow, the guaranteed constraint
+    level), messages and stats as the Python loop."""
+    from ..core._compiled_prk import run_compiled
+
+    bound = min((b for _, _, b in checks), default=math.inf)
+    what = checks[0][0] if checks else ""
+    out = run_compiled(plan, state, h, n_steps, save_every, bound)
+    k = out["done"]
+    t_ref, n_ref, _ = grid
+    n0 = state.n
+    steps = np.arange(0, k + 1, save_every)
+    if steps[-1] != k:
+        steps = np.append(steps, k)
+    t = t_ref + (n0 + steps - n_ref) * h
+    t[0] = state.t
+    fin = out["final"]
+    t_last = t_ref + (n0 + k - n_ref) * h if k else state.t
+    final = State(t=t_last, q=fin["q"], v=fin["v"], p=fin["p"], lam=fin["lam"], n=n0 + k,
+                  grid=grid, carry={}, info={})
+    success, status = out["status"] == 0, out["status"]
+    t_fail = t_ref + (n0 + k - n_ref) * h if k else state.t
+    if status == 1:
+        r, tol, it = out["fail"]
+        err = ConvergenceError(step=n0 + k, t=t_fail, residual=r, tol=tol, iterations=it,
+                               hint="halve h, or increase NewtonOptions(max_iter=...)")
+        message = MESSAGES["failed"].format(error=err)
+    elif status == 2:
+        message = MESSAGES["nonfinite"].format(n=n0 + k, t=t_fail, what="q, v, p or lam")
+    elif status == 3:
+        err = PostConditionError(step=n0 + k, t=t_fail, residual=out["fail"][0], tol=bound,
+                                 what=what)
+        message = MESSAGES["failed"].format(error=err)
+    else:
+        message = MESSAGES["success"].format(n=k, h=h, t=final.t)
+    its = out["its"]
+    stats = {
+        "n_steps": k,
+        "newton_iterations": int(its.sum()),
+        "max_newton_iterations": int(its.max()) if its.size else 0,
+        "max_residual": float(out["res"].max()) if its.size else 0.0,
+        "n_rejected": 0,
+        "fd_second_derivatives": bool(getattr(system, "fd_second_derivatives", False)),
+        "wall_time_s": time.perf_counter() - wall,
+        "backend": "numba",
+    }
+    if checks:
+        stats["max_constraint_residual"] = float(out["cres"].max()) if its.size else 0.0
+    return Trajectory(
+        t=t, q=out["q"], v=out["v"], p=out["p"], lam=out["lam"],
+        success=success, message=message, stats=stats, system=system,
+        method=str(method.name), h=h, final=final, controls=None,
     )
 
 

@@ -68,6 +68,29 @@ class VPRK(PairMethod):
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "VPRK"
     supports_forces = True
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)``: the compiled plan (issue 17) for a system with kernels,
+        unforced, whose Lagrangian is quadratic in v (explicit inverse Legendre map)."""
+        from ..core._compiled_prk import PLAIN_HOOKS, CompiledPlan, build_source
+
+        k = iface.kernels
+        if k.forced or iface.force is not None:
+            return "a forced system (external forces run on numpy for now)", None
+        if k.constraint is not None:
+            return "a constrained system", None
+        if not k.mechanical:
+            return "a Lagrangian that is not quadratic in v", None
+        hit = self._cache.get("compiled")
+        if hit is not None and hit[0] is k:
+            return "", hit[1]
+        c = self.coeffs
+        plan = CompiledPlan(source=build_source(k, c.s, 0, PLAIN_HOOKS, self.newton.simplified),
+                            a=c.a, ahat=c.ahat, b=c.b, bhat=c.bhat, m=0, options=self.newton,
+                            has_lam=False)
+        self._cache["compiled"] = (k, plan)
+        return "", plan
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
@@ -86,6 +109,14 @@ class VPRK(PairMethod):
 
         ``u``: the control of a forced system (the stage force F(Q^i, V^i, u) is added to W^i).
         """
+        if u is None:
+            from ..core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                from ..core._compiled_prk import compiled_step
+
+                return compiled_step(plan, state, h)
         s = self.coeffs.s
         q, p, v = state.q, state.p, state.v
         Vp = state.carry.get("V")

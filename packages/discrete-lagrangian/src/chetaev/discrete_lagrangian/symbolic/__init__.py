@@ -658,11 +658,27 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None, f
         b.on_first_state_rank(jac, "holonomic constraints", "q")
         con = _sy.HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
                                   b.function("hessian", "q", b.grad(J, qs), (m, n, n)), m=m)
-        return b.finish(_sy.ConstrainedSystem(system, con))
+        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(system, con)), F,
+                             holonomic=hol)
     if nh:
-        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(
-            b, nh, "q", lambda es: b.grad(es, qs))))
-    return b.finish(system)
+        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(
+            b, nh, "q", lambda es: b.grad(es, qs)))), F, nonholonomic=nh)
+    return _with_kernels(b, Le, b.finish(system), F)
+
+
+def _with_kernels(b: _Builder, L, system, F, **constraints):
+    """``system`` with its compiled-backend kernels registered (issue 17; none with array
+    parameters, which the scalar kernels do not take)."""
+    from ..core._kernels import register_kernels
+    from ._kernel_emit import emit_vector_kernels
+
+    if b.array_syms:
+        return system
+    inner = getattr(system, "system", system)
+    mass = np.asarray(inner.mass) if getattr(inner, "constant_mass", False) else None
+    register_kernels(system, emit_vector_kernels(b.sp, b.q, b.v, L, mass=mass,
+                                                 forced=F is not None, **constraints))
+    return system
 
 
 # ----------------------------------------------------------------------------- sympy.physics

@@ -1,0 +1,161 @@
+"""The compiled backend (issue 17): VPRK compiled with numba against its numpy path.
+
+The compiled step solves the same equations (paper Thm. 4.2) with the same unknowns, initial
+guess and Newton stopping rule as the numpy path, so with ``NewtonOptions(tol=1e-14)`` both
+stop within ``max(1e-14, 64 eps)·scale`` of the same root; over 100 steps they agree to 1e-12
+(the brief's bound; measured below 1e-15 on the double pendulum, single and batched). One
+generated module (double pendulum, Lobatto IIIA–IIIB(3)) is compiled per test session
+(numba's on-disk cache keeps it across sessions).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+sp = pytest.importorskip("sympy")
+
+from chetaev.discrete_lagrangian import (  # noqa: E402
+    VPRK,
+    ConvergenceError,
+    DiscreteEulerLagrange,
+    InputError,
+    NewtonOptions,
+    integrate,
+    reference_solution,
+)
+from chetaev.discrete_lagrangian.core._backend import BACKENDS, BackendError  # noqa: E402
+from chetaev.discrete_lagrangian.core._interface import interface_of  # noqa: E402
+from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
+from chetaev.discrete_lagrangian.testing import double_pendulum, fit_order  # noqa: E402
+from chetaev.rktableaux import lobatto_iiia_iiib  # noqa: E402
+
+AGREE = 1e-12  # the brief's bound for tol = 1e-14 over 100 steps
+TIGHT = NewtonOptions(tol=1e-14)
+Q0 = np.array([1.0, -0.5])
+V0 = np.array([0.3, 0.8])
+
+
+@pytest.fixture(scope="module")
+def pendulum2():
+    """The double pendulum (unit masses, lengths, g) from its symbolic Lagrangian: a
+    q-dependent mass matrix, so every kernel (D21L, D11L, ...) enters the step."""
+    t1, t2, w1, w2 = sp.symbols("theta1 theta2 omega1 omega2")
+    L = (w1**2 + w2**2 / 2 + w1 * w2 * sp.cos(t1 - t2)
+         + 2 * sp.cos(t1) + sp.cos(t2))
+    return from_lagrangian(L, [t1, t2], [w1, w2])
+
+
+def _run(system, backend, q0=Q0, v0=V0, n=100, h=0.1, newton=TIGHT):
+    method = VPRK(lobatto_iiia_iiib(3), newton=newton, backend=backend)
+    return integrate(system, method, q0, v0, h=h, n_steps=n)
+
+
+def test_kernels_exposed(pendulum2):
+    k = interface_of(pendulum2).kernels
+    assert k is not None and k.n == 2 and k.mechanical and k.constraint is None
+    assert interface_of(double_pendulum()).kernels is None
+
+
+def test_compiled_agrees_with_numpy_single(pendulum2):
+    a, b = _run(pendulum2, "numpy"), _run(pendulum2, "numba")
+    assert a.stats["backend"] == "numpy" and b.stats["backend"] == "numba"
+    assert a.success and b.success
+    for f in ("t", "q", "v", "p"):
+        assert np.max(np.abs(getattr(a, f) - getattr(b, f))) <= AGREE, f
+    assert b.lam is None and b.final_state().n == 100
+
+
+def test_compiled_agrees_with_numpy_batched(pendulum2):
+    rng = np.random.default_rng(7)
+    q0 = Q0 + 0.3 * rng.standard_normal((5, 2))
+    v0 = V0 + 0.3 * rng.standard_normal((5, 2))
+    a, b = _run(pendulum2, "numpy", q0, v0), _run(pendulum2, "numba", q0, v0)
+    assert b.q.shape == a.q.shape == (101, 5, 2)
+    for f in ("q", "v", "p"):
+        assert np.max(np.abs(getattr(a, f) - getattr(b, f))) <= AGREE, f
+
+
+def test_save_every_and_step(pendulum2):
+    a, b = _run(pendulum2, "numpy", n=10), _run(pendulum2, "numba", n=10)
+    c = integrate(pendulum2, VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba"),
+                  Q0, V0, h=0.1, n_steps=10, save_every=3)
+    assert np.allclose(c.t, a.t[[0, 3, 6, 9, 10]], rtol=0, atol=0)
+    assert np.max(np.abs(c.q - a.q[[0, 3, 6, 9, 10]])) <= AGREE
+    # Method.step runs the compiled step too (one call per step)
+    m = VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba")
+    st = m.initial_state(pendulum2, Q0, V0)
+    for _ in range(10):
+        st = m.step(pendulum2, st, 0.1)
+    assert st.info["backend"] == "numba"
+    assert np.max(np.abs(st.q - b.q[-1])) <= AGREE
+
+
+def test_order_compiled(pendulum2):
+    """Order 4 of Lobatto IIIA–IIIB(3) on the compiled backend, against DOP853."""
+    T = 1.0
+    ref = reference_solution(pendulum2, Q0, V0, [0.0, T])
+    hs = [0.1, 0.05, 0.025, 0.0125]
+    errs = []
+    for h in hs:
+        tr = _run(pendulum2, "numba", n=round(T / h), h=h, newton=NewtonOptions())
+        assert tr.stats["backend"] == "numba"
+        errs.append(max(np.max(np.abs(tr.q[-1] - ref.q[-1])),
+                        np.max(np.abs(tr.p[-1] - ref.p[-1]))))
+    # errors 1e-5 .. 1e-9, far above the round-off floor; band ±0.25 as test_orders.py
+    assert abs(fit_order(hs, errs, 1e-11) - 4) <= 0.25, errs
+
+
+def test_backend_selection(pendulum2):
+    assert _run(pendulum2, "auto", n=3).stats["backend"] == "numba"
+    assert _run(pendulum2, "numpy", n=3).stats["backend"] == "numpy"
+    plain = double_pendulum()
+    assert _run(plain, "auto", n=3).stats["backend"] == "numpy"
+    with pytest.raises(BackendError, match="from_lagrangian"):
+        _run(plain, "numba", n=3)
+
+
+def test_backend_errors():
+    assert BACKENDS == ("numpy", "numba", "auto")
+    with pytest.raises(BackendError, match="`backend`") as exc:
+        VPRK(lobatto_iiia_iiib(3), backend="fast")
+    assert isinstance(exc.value, InputError)
+    with pytest.raises(BackendError, match="no compiled path yet"):
+        DiscreteEulerLagrange(backend="numba")
+    assert DiscreteEulerLagrange(backend="numpy").backend == "numpy"
+    assert DiscreteEulerLagrange().backend == "auto"
+
+
+def test_compiled_newton_failure(pendulum2):
+    """A Newton failure in compiled code ends the run like the numpy path: success False
+    and the ConvergenceError message naming step, time and residual."""
+    one = NewtonOptions(max_iter=1, tol=1e-14)
+    a, b = _run(pendulum2, "numpy", n=5, newton=one), _run(pendulum2, "numba", n=5, newton=one)
+    assert not a.success and not b.success
+    assert "step 0" in b.message and "residual" in b.message
+    assert len(b.t) == len(a.t) == 1
+    m = VPRK(lobatto_iiia_iiib(3), newton=one, backend="numba")
+    with pytest.raises(ConvergenceError):
+        m.step(pendulum2, m.initial_state(pendulum2, Q0, V0), 0.1)
+
+
+def test_backend_survives_pickle_and_copy():
+    import copy
+    import pickle
+
+    m = VPRK(lobatto_iiia_iiib(3), backend="numpy")
+    assert pickle.loads(pickle.dumps(m)).backend == "numpy"
+    assert copy.deepcopy(m).backend == "numpy"
+    assert pickle.loads(pickle.dumps(VPRK(lobatto_iiia_iiib(3)))).backend == "auto"
+
+
+def test_continue_from_state(pendulum2):
+    """A run continued from ``traj.final_state()`` stays on the grid, compiled as numpy."""
+    a = _run(pendulum2, "numpy", n=20)
+    m = VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba")
+    b1 = integrate(pendulum2, m, Q0, V0, h=0.1, n_steps=10)
+    b2 = integrate(pendulum2, m, b1.final_state(), None, h=0.1, n_steps=10)
+    assert b2.stats["backend"] == "numba" and b2.t[-1] == a.t[-1]
+    assert b2.final_state().n == 20
+    assert np.max(np.abs(b2.q[-1] - a.q[-1])) <= AGREE

@@ -1,0 +1,292 @@
+"""The nonholonomic rows of eq. (14) for the compiled PRK engine (issue 17).
+
+The compiled twin of :class:`._equations.NonholonomicHooks` on the engine's per-step form
+(explicit ``FL^{-1}`` of a constant mass matrix, IIIA constraint momenta): the hooks piece of
+:mod:`chetaev.discrete_lagrangian.core._compiled_prk`, with
+
+- (i) the force ``D2Phi(Q^i, V^i)^T Lambda^i`` in ``W^i`` (14c) and its derivatives;
+- (ii) ``R2_i = Phi(Q^i, v_k^i)``, ``v_k^i = M^{-1} p_k^i``, ``p_k^i = p_k + h sum_j a_ij W^j``
+  (14d, 14e), i = 2..s, and their Jacobian ``Phi_q dQ^i/dx + Phi_v M^{-1} dp_k^i/dx``;
+- (iii) ``Lambda^1`` given: the continuous multiplier ``lambda(q_k, v_k)`` (rule
+  ``"continuous"``, the formula of ``ConstrainedSystem.multiplier``) or 0 (``"zero_first"``);
+- the initial guess of ``NonholonomicPRK._step_impl`` (``[v_k, Lambda^1]`` repeated, then
+  the polynomial extrapolation of the last solutions), its residual scale ``1 + max(|p|,
+  |v|)``, ``v_{k+1} = M^{-1} p_{k+1}``, ``lambda_{k+1} = Lambda^s`` and the post-condition
+  residual ``max |Phi(q_{k+1}, v_{k+1})|``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["compiled_plan"]
+
+_HOOKS = '''
+HAS_FORCE = True
+WK = N * NX + 4 * M * N * N + 4 * N * N + 16 * N + 4 * M * M + 8 * M
+
+
+@njit(cache=True)
+def hook_force(Qi, Vi, Lami, Fi, wk):
+    G = wk[:M * N].reshape((M, N))
+    phi_v(Qi, Vi, G)
+    for k in range(N):
+        acc = 0.0
+        for a in range(M):
+            acc += G[a, k] * Lami[a]
+        Fi[k] = acc
+
+
+@njit(cache=True)
+def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
+    H = wk[:M * N * N].reshape((M, N, N))
+    phi_vq(Qi, Vi, H)
+    for r in range(N):
+        for c in range(N):
+            acc = 0.0
+            for a in range(M):
+                acc += Lami[a] * H[a, r, c]
+            Fq[r, c] = acc
+    phi_vv(Qi, Vi, H)
+    for r in range(N):
+        for c in range(N):
+            acc = 0.0
+            for a in range(M):
+                acc += Lami[a] * H[a, r, c]
+            Fv[r, c] = acc
+    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
+    phi_v(Qi, Vi, G)
+    for r in range(N):
+        for a in range(M):
+            Fl[r, a] = G[a, r]
+
+
+@njit(cache=True)
+def _stage_velocity(i, p, h, A, W, pk, vc):
+    for k in range(N):
+        acc = 0.0
+        for j in range(S):
+            acc += A[i, j] * W[j, k]
+        pk[k] = p[k] + h * acc
+    for k in range(N):
+        acc = 0.0
+        for l in range(N):
+            acc += MINV[k, l] * pk[l]
+        vc[k] = acc
+
+
+@njit(cache=True)
+def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
+    vc = wk[:N]
+    pk = wk[N:2 * N]
+    ph = wk[2 * N:2 * N + M]
+    for i in range(1, S):
+        _stage_velocity(i, p, h, A, W, pk, vc)
+        phi(Q[i], vc, ph)
+        for a in range(M):
+            R[S * N + (i - 1) * M + a] = ph[a]
+
+
+@njit(cache=True)
+def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
+    vc = wk[:N]
+    pk = wk[N:2 * N]
+    o = 2 * N
+    Cq = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Cv = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Cp = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    dpk = wk[o:o + N * NX].reshape((N, NX))
+    for i in range(1, S):
+        _stage_velocity(i, p, h, A, W, pk, vc)
+        phi_q(Q[i], vc, Cq)
+        phi_v(Q[i], vc, Cv)
+        for a in range(M):
+            for k in range(N):
+                acc = 0.0
+                for l in range(N):
+                    acc += Cv[a, l] * MINV[l, k]
+                Cp[a, k] = acc
+        for k in range(N):
+            for col in range(NX):
+                acc = 0.0
+                for j in range(S):
+                    acc += A[i, j] * dW[j, k, col]
+                dpk[k, col] = h * acc
+        row0 = S * N + (i - 1) * M
+        for a in range(M):
+            for col in range(NX):
+                acc = 0.0
+                for k in range(N):
+                    acc += Cp[a, k] * dpk[k, col]
+                J[row0 + a, col] = acc
+            for l in range(S):
+                c = h * A[i, l]
+                for cc in range(N):
+                    J[row0 + a, l * N + cc] += Cq[a, cc] * c
+
+
+@njit(cache=True)
+def hook_first(q, v, lam, lam1, wk):
+    if RULE == 1:
+        for a in range(M):
+            lam1[a] = 0.0
+        return
+    o = 0
+    g = wk[o:o + N * N].reshape((N, N))
+    o += N * N
+    d21 = wk[o:o + N * N].reshape((N, N))
+    o += N * N
+    d1 = wk[o:o + N]
+    o += N
+    f = wk[o:o + N]
+    o += N
+    a0 = wk[o:o + N]
+    o += N
+    col = wk[o:o + N]
+    o += N
+    rhs_n = wk[o:o + N]
+    o += N
+    Bv = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    Bq = wk[o:o + M * N].reshape((M, N))
+    o += M * N
+    GB = wk[o:o + M * N].reshape((N, M))
+    o += M * N
+    C = wk[o:o + M * M].reshape((M, M))
+    o += M * M
+    rhs = wk[o:o + M]
+    o += M
+    out = wk[o:o + M]
+    D22L(q, v, g)
+    D1L(q, v, d1)
+    D21L(q, v, d21)
+    for r in range(N):
+        acc = d1[r]
+        for c in range(N):
+            acc -= d21[r, c] * v[c]
+        f[r] = acc
+    phi_v(q, v, Bv)
+    phi_q(q, v, Bq)
+    piv = np.empty(N + M, np.int64)
+    if not _lu_factor(g, piv[:N]):
+        for a in range(M):
+            lam1[a] = math.nan
+        return
+    _lu_solve(g, piv[:N], f, a0)
+    for a in range(M):
+        for r in range(N):
+            rhs_n[r] = Bv[a, r]
+        _lu_solve(g, piv[:N], rhs_n, col)
+        for r in range(N):
+            GB[r, a] = col[r]
+    for a in range(M):
+        for b in range(M):
+            acc = 0.0
+            for r in range(N):
+                acc += Bv[a, r] * GB[r, b]
+            C[a, b] = acc
+        acc = 0.0
+        for r in range(N):
+            acc += Bq[a, r] * v[r] + Bv[a, r] * a0[r]
+        rhs[a] = acc
+    if not _lu_factor(C, piv[N:]):
+        for a in range(M):
+            lam1[a] = math.nan
+        return
+    _lu_solve(C, piv[N:], rhs, out)
+    for a in range(M):
+        lam1[a] = -out[a]
+
+
+@njit(cache=True)
+def hook_guess(q, v, lam1, hist, nhist, vprev, x):
+    if nhist >= 3:
+        for i in range(NX):
+            x[i] = 3.0 * hist[0, i] - 3.0 * hist[1, i] + hist[2, i]
+    elif nhist == 2:
+        for i in range(NX):
+            x[i] = 2.0 * hist[0, i] - hist[1, i]
+    elif nhist == 1:
+        for i in range(NX):
+            x[i] = hist[0, i]
+    else:
+        for i in range(S):
+            for k in range(N):
+                x[i * N + k] = v[k]
+        for r in range(S - 1):
+            for a in range(M):
+                x[S * N + r * M + a] = lam1[a]
+
+
+@njit(cache=True)
+def hook_scale(p, v, h, W):
+    mp = 0.0
+    mv = 0.0
+    for k in range(N):
+        mp = max(mp, abs(p[k]))
+        mv = max(mv, abs(v[k]))
+    return 1.0 + max(mp, mv)
+
+
+@njit(cache=True)
+def hook_velocity(q1, p1, v1, wk):
+    for k in range(N):
+        acc = 0.0
+        for l in range(N):
+            acc += MINV[k, l] * p1[l]
+        v1[k] = acc
+
+
+@njit(cache=True)
+def hook_residual(q1, v1, wk):
+    ph = wk[:M]
+    phi(q1, v1, ph)
+    r = 0.0
+    for a in range(M):
+        if not (abs(ph[a]) <= r):
+            r = abs(ph[a])
+    return r
+'''
+
+_RULES = {"continuous": 0, "zero_first": 1}
+
+
+def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
+    """``(why_not, plan)`` of :class:`NonholonomicPRK` on ``system`` (issue 17): the
+    Lagrangian form with IIIA constraint momenta, the explicit ``FL^{-1}`` of a constant mass
+    matrix, a velocity constraint, no external force, the rules ``"continuous"`` and
+    ``"zero_first"`` (``"carry"`` needs the per-step multiplier-mode monitor)."""
+    from chetaev.discrete_lagrangian.core._compiled_prk import CompiledPlan, build_source
+
+    k = iface.kernels
+    if method.form != "lagrangian":
+        return "form='hamiltonian'", None
+    if k.forced or iface.force is not None:
+        return "a forced system (external forces run on numpy for now)", None
+    if k.constraint != "velocity":
+        return "a system without a velocity constraint", None
+    if k.mass is None or method.implicit_velocity:
+        return "a system without a constant mass matrix (implicit FL^-1)", None
+    if method.constraint_momenta != "iiia":
+        return "constraint_momenta='iiib_rejected'", None
+    if method.multiplier_rule not in _RULES:
+        return f"multiplier_rule={method.multiplier_rule!r}", None
+    hit = method._cache.get("compiled")
+    if hit is not None and hit[0] is k:
+        return "", hit[1]
+    a, b, ahat, _c = method._cache["tableau"]
+    s = a.shape[0]
+    minv = np.linalg.inv(np.array(k.mass, dtype=float))
+    consts = (f"MINV = np.array({minv.tolist()!r})\n"
+              f"RULE = {_RULES[method.multiplier_rule]}\n")
+    simplified = method.jacobian_reuse != "iteration"
+    source = build_source(k, s, s - 1, _HOOKS, simplified, consts)
+    plan = CompiledPlan(source=source, a=a, ahat=ahat, b=b, bhat=b.copy(), m=int(k.m),
+                        options=method.newton, has_lam=True)
+    method._cache["compiled"] = (k, plan)
+    return "", plan

@@ -1,0 +1,68 @@
+"""``chetaev.discrete_lagrangian.extending``: the pieces a method written in another package
+builds on.
+
+The integrators of ``chetaev.nh_integrators`` and ``chetaev.gni`` are written on the numerical
+core of this package (see the architecture page of the docs): they read systems through the
+system interface, add external forces through the forcing hooks of the PRK engines, linearize
+their steps through the implicit-function-theorem helpers, and pick the compiled backend
+through the same resolver as the methods of this package. This module is the one public door
+to those pieces, so that no package imports another package's private modules; a method
+written outside the project uses the same names.
+
+System interface
+    :func:`interface_of`, :class:`SystemInterface`.
+External forces (issue 20)
+    :func:`forced_hooks` (wrap a method's stage hooks with the stage force of a forced
+    system, vector space or group), :func:`discrete_work` (the work of the discrete force over
+    a step), :func:`forced_multiplier` (the consistent multiplier of the forced constrained
+    equations).
+Step linearizations (issue 20)
+    :class:`StepLinearization`, :class:`LinearizationNotSupportedError`,
+    :func:`tangent_fields`, :func:`velocity_constraint_tangent_basis`,
+    :func:`lie_step_jacobians`, :func:`control_jacobian`, :class:`QColumns`,
+    :func:`constant_tangents`, :func:`no_controls`.
+Compiled backend (issue 17)
+    :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
+    :class:`CompiledPlan`, :func:`build_source`.
+"""
+
+from __future__ import annotations
+
+from .core._backend import BackendError, resolve_backend
+from .core._compiled_prk import CompiledPlan, build_source, compiled_step
+from .core._forcing import discrete_work, forced_hooks
+from .core._interface import SystemInterface, interface_of
+from .core._linearization import (
+    LinearizationNotSupportedError,
+    StepLinearization,
+    lie_step_jacobians,
+    tangent_fields,
+    velocity_constraint_tangent_basis,
+)
+from .core._linearization import _control_jacobian as control_jacobian
+from .core._linearization import _QColumns as QColumns
+from .core._prk import _constant_tangents as constant_tangents
+from .methods._constrained_prk import _forced_multiplier as forced_multiplier
+from .methods._vprk import _no_controls as no_controls
+
+__all__ = [
+    "BackendError",
+    "CompiledPlan",
+    "LinearizationNotSupportedError",
+    "QColumns",
+    "StepLinearization",
+    "SystemInterface",
+    "build_source",
+    "compiled_step",
+    "constant_tangents",
+    "control_jacobian",
+    "discrete_work",
+    "forced_hooks",
+    "forced_multiplier",
+    "interface_of",
+    "lie_step_jacobians",
+    "no_controls",
+    "resolve_backend",
+    "tangent_fields",
+    "velocity_constraint_tangent_basis",
+]

@@ -130,8 +130,8 @@ def test_forced_linearization_matches_finite_differences(model, variant, batched
     the IFT (∂f_d⁻/∂q_{k+1} with the step's Newton matrix, ∂f_d⁺ with p⁺), B = ∂(q_{k+1},
     v_{k+1})/∂u. [A B] against central differences at fixed λ_k (bound ``step_fd_rtol``,
     1.4e-8; measured worst 1.5e-10 of max|[A B]|, affine, euler_a, single;
-    OPENBLAS_NUM_THREADS=1 and unset: 1/90 of the bound). With the force left out of the IFT the deviation was 0.025 (the registry's
-    midpoint-affine problem)."""
+    OPENBLAS_NUM_THREADS=1 and unset: 1/90 of the bound). With the force left out of the
+    IFT the deviation was 0.025 (the registry's midpoint-affine problem)."""
     method, system, state, u = _forced_setup(model, variant, batched)
     lin, err = step_linearization_error(method, system, state, H, u)
     assert (lin.A.shape, lin.B.shape) == ((*state.q.shape[:-1], 6, 6),

@@ -367,13 +367,22 @@ class LieNonholonomicPRK(StageOrders, Method):
         direct μ_k-dependence of the IIIA momenta Mⁱ, eq. 5 of the note). Λ¹ follows the
         rule: ``"carry"`` holds λ_k (A is the partial derivative at fixed λ_k),
         ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"`` λ(g_k, η_k)
-        with η_k = Fℓ⁻¹(g_k, μ_k), its derivative by central differences of the closed-form
-        multiplier (the one piece not from the Newton matrix; it needs the constraint's
-        second derivatives in g), chained through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/
-        ``next_basis``: orthonormal bases (2d − m columns) of the tangent spaces of
-        {φ(g, Fℓ⁻¹(g, μ)) = 0} in these coordinates; every step ends on that set. Systems on
-        groups take no forces yet: ``B`` has zero columns (it follows from the stage force's
-        control Jacobian ``force_jacobians`` of the system interface once it exists).
+        with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative by central differences of the
+        closed-form multiplier (the one piece not from the Newton matrix; it needs the
+        constraint's second derivatives in g, ∂(φ_g η)/∂g and ∂φ_η/∂g, which the constraint
+        interface does not provide, and for a general ℓ third derivatives of ℓ), chained
+        through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/``next_basis``: orthonormal bases
+        (2d − m columns) of the tangent spaces of {φ(g, Fℓ⁻¹(g, μ)) = 0} in these
+        coordinates; every step ends on that set.
+
+        For a forced system the IFT solves with the step's own forced hooks
+        (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`): the
+        force's left-trivialized g- and η-derivatives are in the Newton matrix and
+        ``B = ∂(ζ_{k+1}, δμ_{k+1})/∂u`` ``(..., 2d, n_controls)`` follows from F_u in Fⁱ;
+        the ``"continuous"`` Λ¹ is the multiplier of the forced equations at u, and its
+        exact u-derivative −C⁻¹φ_η D₂₂ℓ⁻¹F_u
+        (:func:`~chetaev.discrete_lagrangian.core._forcing.forced_multiplier_control_jacobian`)
+        enters B (zero columns without a force).
         """
         from chetaev.discrete_lagrangian.core._linearization import (
             LinearizationNotSupportedError,

@@ -9,9 +9,9 @@ bound ``step_fd_rtol(h)``, derived in ``packages/discrete-lagrangian/tests/
 test_linearization.py``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8 at h = 0.2)
 on the particle of the docs' theory page (linear and affine constraint with q-dependent mu(q),
 nonlinear potential) and on the same constraint with a q-dependent mass matrix M(q), for the
-four variants, single and batched. Measured worst deviation over the 24 cases
-(OPENBLAS_NUM_THREADS=1 and unset): 1.3e-10 of max|A| (affine, euler_b, single), 1/110 of the
-bound.
+four variants, single and batched, unforced and forced (F = −c(1 + |q|²)v + u·b: A and B).
+Measured worst deviation over the 24 unforced cases (OPENBLAS_NUM_THREADS=1 and unset):
+1.3e-10 of max|A| (affine, euler_b, single), 1/110 of the bound.
 """
 
 import attrs
@@ -85,6 +85,58 @@ def test_linearization_matches_finite_differences(model, variant, batched):
     lin, err = step_linearization_error(method, system, state, H)
     assert (lin.coordinates, lin.A.shape, lin.B.shape[-1]) == (
         "(q, v)", (*state.q.shape[:-1], 6, 6), 0)
+    assert err <= step_fd_rtol(H), (model, variant, batched, err)
+
+
+C = 0.3
+B_DIR = np.array([1.0, 0.5, -0.2])
+
+
+def _force(q, v, u):
+    """F = −c(1 + |q|²)v + u·b: configuration-, velocity- and control-dependent."""
+    return -C * (1.0 + np.sum(q * q, -1))[..., None] * v + u[..., :1] * B_DIR
+
+
+def _force_derivatives(q, v, u):
+    w = 1.0 + np.sum(q * q, -1)
+    Fq = -2.0 * C * v[..., :, None] * q[..., None, :]
+    Fv = -C * w[..., None, None] * np.eye(3)
+    return Fq, Fv, np.broadcast_to(B_DIR[:, None], (*w.shape, 3, 1))
+
+
+def _forced_setup(model, variant, batched):
+    """The models with :func:`_force` (exact derivatives, one control), control 0.7
+    (batched: 0.7 and −0.4 at two nodes with λ_k from steps)."""
+    system, q0, v0 = _problem(model)
+    system = attrs.evolve(system, system=attrs.evolve(
+        system.system, force=_force, force_derivatives=_force_derivatives, n_controls=1))
+    method = GNI(variant)
+    u = np.array([0.7])
+    s1 = method.step(system, method.initial_state(system, q0, v0, u=u), 0.1, u=u)
+    if batched:
+        s2 = method.step(system, s1, 0.1, u=u)
+        lam = np.stack([s1.lam, s2.lam])
+        s1 = attrs.evolve(method.initial_state(system, np.stack([s1.q, s2.q]),
+                                               np.stack([s1.v, s2.v])), lam=lam)
+        u = np.array([[0.7], [-0.4]])
+    return method, system, s1, u
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("model", ["linear", "affine", "varying-mass"])
+def test_forced_linearization_matches_finite_differences(model, variant, batched):
+    """The forced GNI (issue 20): the discrete forces' partials in q_k, q_{k+1} and u enter
+    the IFT (∂f_d⁻/∂q_{k+1} with the step's Newton matrix, ∂f_d⁺ with p⁺), B = ∂(q_{k+1},
+    v_{k+1})/∂u. [A B] against central differences at fixed λ_k (bound ``step_fd_rtol``,
+    1.4e-8; measured worst 1.5e-10 of max|[A B]|, affine, euler_a, single;
+    OPENBLAS_NUM_THREADS=1 and unset: 1/90 of the bound). With the force left out of the
+    IFT the deviation was 0.025 (the registry's midpoint-affine problem)."""
+    method, system, state, u = _forced_setup(model, variant, batched)
+    lin, err = step_linearization_error(method, system, state, H, u)
+    assert (lin.A.shape, lin.B.shape) == ((*state.q.shape[:-1], 6, 6),
+                                          (*state.q.shape[:-1], 6, 1))
+    assert lin.B_tangent.shape == (*state.q.shape[:-1], 5, 1)
     assert err <= step_fd_rtol(H), (model, variant, batched, err)
 
 

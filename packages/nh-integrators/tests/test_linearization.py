@@ -10,7 +10,8 @@ of eq. (14) (App. D) by the implicit function theorem, against central finite di
 * the general Lagrangian with a constraint nonlinear in v (implicit v_k^i unknowns) with
   F = −c(1 + |q|²)v + u·b;
 * the multiplier rules ``"continuous"``, ``"carry"``, ``"zero_first"``, the IIIB variant
-  and the Hamiltonian form (the same map, eq. (15), App. E).
+  and the Hamiltonian form (the same map, eq. (15), App. E; forced too, measured worst
+  3.0e-11 of max|[A B]|).
 
 The finite-difference bound is ``chetaev.discrete_lagrangian.testing.step_fd_rtol(h)``
 (derived in ``packages/discrete-lagrangian/tests/test_linearization.py``: central
@@ -36,7 +37,10 @@ at h = 0.2; the continuous rule's dλ is a central difference of the closed-form
   (weighted_sum: its own test, the rule is near-degenerate there);
 * the same disc as a general trivialized Lagrangian with a quartic kinetic term (the
   inner-stage η unknowns of the Lagrangian form; the Hamiltonian form's numerical Fℓ⁻¹);
-* the ball on a turntable on SO(3)×R² (§7.5: affine constraints depending on g).
+* the ball on a turntable on SO(3)×R² (§7.5: affine constraints depending on g);
+* forced (``test_lie_forced_*``): the disc models with the g-, η- and u-dependent force
+  ``_disc_force`` (a control component along the constraint, so the forced continuous Λ¹
+  depends on u), every method above, A and B.
 
 Measured worst deviation over these cases (48 single and batched linearizations, h = 0.2;
 OPENBLAS_NUM_THREADS=1 and unset): 2.0e-11 of max|A| (disc, Lobatto 2 / exp, batched),
@@ -133,8 +137,6 @@ def _cases():
     for model in MODELS:
         for name in METHODS:
             for kind in KINDS:
-                if name == "hamiltonian" and kind != "unforced":
-                    continue  # the Hamiltonian form takes no forces (ForcesNotSupportedError)
                 if model == "general" and name in ("hamiltonian",):
                     continue  # needs an explicit FL^-1 in its own residual: covered below
                 yield model, name, kind
@@ -248,13 +250,82 @@ def _lie_setup(model, name, batched):
 @pytest.mark.parametrize("model", list(LIE_MODELS))
 def test_lie_linearization_matches_finite_differences(model, name, batched):
     """A against central differences of the step in the retraction's chart (module
-    docstring); B has zero columns (no forces on groups yet)."""
+    docstring); B has zero columns (an unforced system)."""
     method, system, state = _lie_setup(model, name, batched)
     lin, err = step_linearization_error(method, system, state, H_LIE)
     d = state.p.shape[-1]
     assert lin.coordinates == "(xi, mu)"
     assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
     assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 0)
+    assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
+
+
+KAPPA = 0.8  # the control's lateral component: the forced continuous Λ¹ moves with u
+
+
+def _disc_force(g, eta, u):
+    """F(g, η, u) = (−c(1 + x² + y²)v₁ + u, κu, −cω + u/2) on SE(2): configuration- and
+    velocity-dependent, and with a control component along the constraint (v₂ = 0), so the
+    multiplier of the forced equations depends on u."""
+    x, y = g[..., 0, 2], g[..., 1, 2]
+    w = 1.0 + x * x + y * y
+    u0 = u[..., 0]
+    return np.stack(np.broadcast_arrays(-C * w * eta[..., 0] + u0, KAPPA * u0,
+                                        -C * eta[..., 2] + 0.5 * u0), axis=-1)
+
+
+def _disc_force_derivatives(g, eta, u):
+    """Left-trivialized: g exp(ε) moves (x, y) by R(θ)(ε₁, ε₂), so
+    ∂(x² + y²)/∂ε = 2(x cos θ + y sin θ, −x sin θ + y cos θ, 0)."""
+    x, y, c, sn = g[..., 0, 2], g[..., 1, 2], g[..., 0, 0], g[..., 1, 0]
+    w = 1.0 + x * x + y * y
+    batch = np.broadcast_shapes(w.shape, eta.shape[:-1], u.shape[:-1])
+    Fg = np.zeros((*batch, 3, 3))
+    Fg[..., 0, 0] = -2.0 * C * eta[..., 0] * (x * c + y * sn)
+    Fg[..., 0, 1] = -2.0 * C * eta[..., 0] * (-x * sn + y * c)
+    Fv = np.zeros((*batch, 3, 3))
+    Fv[..., 0, 0] = -C * w
+    Fv[..., 2, 2] = -C
+    Fu = np.broadcast_to(np.array([[1.0], [KAPPA], [0.5]]), (*batch, 3, 1))
+    return Fg, Fv, Fu
+
+
+def _lie_forced_setup(model, name, batched):
+    """The disc models with :func:`_disc_force` (exact derivatives, one control) and the
+    control 0.7 (batched: 0.7 and −0.4, the second member one step later)."""
+    system, g0, eta0 = LIE_MODELS[model]()
+    system = attrs.evolve(system, system=attrs.evolve(
+        system.system, force=_disc_force, force_derivatives=_disc_force_derivatives,
+        n_controls=1))
+    kw = dict(LIE_METHODS[name])
+    method = LieNonholonomicPRK(lobatto_iiia_iiib(kw.pop("pair")), **kw)
+    u = np.array([0.7])
+    if batched:
+        s1 = method.step(system, method.initial_state(system, g0, eta0, u=u), 0.1, u=u)
+        g0, eta0 = np.stack([g0, s1.q]), np.stack([eta0, s1.v])
+        u = np.array([[0.7], [-0.4]])
+    return method, system, method.initial_state(system, g0, eta0, u=u), u
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("name", list(LIE_METHODS))
+@pytest.mark.parametrize("model", ["disc", "disc-nonlinear", "general"])
+def test_lie_forced_linearization_matches_finite_differences(model, name, batched):
+    """Forced LieNonholonomicPRK (issue 20): the IFT runs with the step's forced hooks (the
+    force's left-trivialized g- and η-derivatives in the Newton matrix, B from F_u), and the
+    ``"continuous"`` Λ¹ is the multiplier of the forced equations, whose exact u-derivative
+    −C⁻¹φ_η G⁻¹F_u enters B. [A B] against central differences of the step in the
+    retraction's chart (bound ``step_fd_rtol(h)``, 1.4e-8; measured worst 1.9e-11 of
+    max|[A B]|, disc-nonlinear, s = 3 / Cayley, batched (OPENBLAS_NUM_THREADS=1 and unset),
+    1/740 of the bound). With the IFT blind to the force the deviation was 0.058 (Lobatto 3
+    / Cayley on the forced disc of ``test_lie_forces``); without Λ¹'s u-derivative it is
+    0.018 (general ℓ, s = 2 / exp)."""
+    method, system, state, u = _lie_forced_setup(model, name, batched)
+    lin, err = step_linearization_error(method, system, state, H_LIE, u)
+    d = state.p.shape[-1]
+    assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
+    assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 1)
+    assert lin.B_tangent.shape == (*state.p.shape[:-1], 2 * d - 1, 1)
     assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
 
 

@@ -560,7 +560,15 @@ class GNI(Method):
         theorem; ``coordinates == "(q, v)"``. ``basis``/``next_basis``: orthonormal bases
         (2n − m columns) of the tangent spaces of {mu(q) v + a(q) = 0}; every step ends on
         that set. Needs a mechanical system with the mass matrix as the metric (∂G/∂q·v =
-        D21L) and the momentum form; the GNI takes no forces, so ``B`` has zero columns.
+        D21L) and the momentum form.
+
+        For a forced system the step's forced transform −D1 L_d − f_d⁻ = p⁻ and
+        p⁺ = D2 L_d + f_d⁺ (module docstring; Marsden & West 2001 §3.2) are differentiated
+        with the discrete forces' partial derivatives in q_k, q_{k+1} and u
+        (:func:`_gni_force_partials`): ∂f_d⁻/∂q_{k+1} joins the step's Newton matrix,
+        and ``B = ∂(q_{k+1}, v_{k+1})/∂u`` ``(..., 2n, n_controls)`` follows from
+        ∂f_d^∓/∂u through the same solve and the node's KKT system (zero columns without a
+        force).
         """
         from chetaev.discrete_lagrangian.core._linearization import (
             LinearizationNotSupportedError,
@@ -582,14 +590,25 @@ class GNI(Method):
         n = q.shape[-1]
         batch = np.broadcast_shapes(q.shape[:-1], v.shape[:-1], q1.shape[:-1])
         d11, d12, d22 = _gni_ld_hessians(self.discrete_lagrangian, iface, q, q1, h)
+        d21 = np.swapaxes(d12, -1, -2)  # ∂(D2 L_d)/∂q_k
+        forcing = _forcing(self.discrete_lagrangian, iface, u)
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        dmu = dpu = np.zeros((*batch, n, n_u))
+        if forcing is not None:  # the forced transform: f_d⁻ in the solve, f_d⁺ in p⁺
+            dm0, dm1, dmu, dp0, dp1, dpu = _gni_force_partials(
+                self.discrete_lagrangian, forcing[0], q, q1, h, u)
+            d11, d12 = d11 + dm0, d12 + dm1
+            d21, d22 = d21 + dp0, d22 + dp1
         G = metric(iface, q)
         Ag = np.asarray(iface.A_grad(q), dtype=float)  # [a, i, j] = ∂mu_ai/∂q_j
         dpm_dq = iface.D21L(q, v) + 0.5 * h * np.einsum("...aij,...a->...ij", Ag, lam)
         rhs = np.concatenate([np.broadcast_to(d11 + dpm_dq, (*batch, n, n)),
-                              np.broadcast_to(G, (*batch, n, n))], axis=-1)
-        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (..., n, 2n)
+                              np.broadcast_to(G, (*batch, n, n)),
+                              np.broadcast_to(dmu, (*batch, n, n_u))], axis=-1)
+        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (..., n, 2n + n_u)
         dpp = d22 @ dq1
-        dpp[..., :n] += np.swapaxes(d12, -1, -2)
+        dpp[..., :n] += d21
+        dpp[..., 2 * n:] += dpu
         # v1 from [[G1, mu1ᵀ], [mu1, 0]] (v1, c) = (p⁺, −a1): differentiate the KKT system
         G1 = metric(iface, q1)
         mu1, _ = constraint_parts(iface, q1)
@@ -605,12 +624,12 @@ class GNI(Method):
                                                         -1, -2)], -1),
                             np.concatenate([np.broadcast_to(mu1, (*batch, m, n)),
                                             np.zeros((*batch, m, m))], -1)], -2)
-        dv1 = np.linalg.solve(K, np.concatenate([np.broadcast_to(top, (*batch, n, 2 * n)),
-                                                 np.broadcast_to(low, (*batch, m, 2 * n))],
+        k = 2 * n + n_u
+        dv1 = np.linalg.solve(K, np.concatenate([np.broadcast_to(top, (*batch, n, k)),
+                                                 np.broadcast_to(low, (*batch, m, k))],
                                                 -2))[..., :n, :]
-        A = np.concatenate([dq1, dv1], axis=-2)
-        n_u = int(getattr(system, "n_controls", 0) or 0)
-        B = np.zeros((*A.shape[:-1], n_u))
+        full = np.concatenate([dq1, dv1], axis=-2)
+        A, B = full[..., : 2 * n], full[..., 2 * n:]
         E0 = _gni_tangent_basis(iface, q, v)
         E1 = _gni_tangent_basis(iface, q1, v1)
         return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
@@ -675,6 +694,36 @@ def _gni_ld_hessians(dl, iface, q0, q1, h):
             "derivatives) for the step linearization."
         )
     return inner.D11(iface, q0, q1, h), d12, inner.D22(iface, q0, q1, h)
+
+
+def _gni_force_partials(dl, fsys, q0, q1, h, u):
+    """``(∂f_d⁻/∂q0, ∂f_d⁻/∂q1, ∂f_d⁻/∂u, ∂f_d⁺/∂q0, ∂f_d⁺/∂q1, ∂f_d⁺/∂u)`` of the step's
+    discrete forces (``(..., n, n)`` and ``(..., n, n_u)``). The endpoint α family,
+    f_d⁻ = h(1−α)F(q0, v̄, u), f_d⁺ = hαF(q1, v̄, u), v̄ = (q1 − q0)/h::
+
+        ∂f_d⁻/∂(q0, q1, u) = (1−α)(hF_q − F_v, F_v, hF_u) at (q0, v̄)
+        ∂f_d⁺/∂(q0, q1, u) = α(−F_v, hF_q + F_v, hF_u) at (q1, v̄)
+
+    (F_q, F_v, F_u from ``force_jacobians``); other discrete Lagrangians give their own
+    ``force_partials`` (``chetaev.discrete_lagrangian.DiscreteLagrangian``)."""
+    if isinstance(dl, AlphaDiscreteLagrangian):
+        a = dl.alpha
+        vb = (q1 - q0) / h
+        Fq0, Fv0, Fu0 = fsys.force_jacobians(q0, vb, u)
+        Fq1, Fv1, Fu1 = fsys.force_jacobians(q1, vb, u)
+        return ((1.0 - a) * (h * Fq0 - Fv0), (1.0 - a) * Fv0, h * (1.0 - a) * Fu0,
+                -a * Fv1, a * (h * Fq1 + Fv1), h * a * Fu1)
+    inner = getattr(dl, "inner", dl)
+    if not hasattr(inner, "force_partials"):
+        from chetaev.discrete_lagrangian.core._linearization import (
+            LinearizationNotSupportedError,
+        )
+
+        raise LinearizationNotSupportedError(
+            f"GNI: the discrete Lagrangian {type(inner).__name__} has no force_partials (the "
+            "discrete forces' derivatives) for the forced step linearization."
+        )
+    return inner.force_partials(fsys, q0, q1, h, u)
 
 
 def _gni_tangent_basis(iface, q, v):

@@ -22,7 +22,11 @@ from chetaev.discrete_lagrangian import (
     State,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.core._forcing import discrete_work, forced_hooks
+from chetaev.discrete_lagrangian.core._forcing import (
+    discrete_work,
+    forced_hooks,
+    forced_multiplier_control_jacobian,
+)
 from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from ._lie_core import RANK_RTOL, _GroupOps, _LieModel, lie_nh_newton
@@ -363,15 +367,23 @@ class LieNonholonomicPRK(StageOrders, Method):
         direct μ_k-dependence of the IIIA momenta Mⁱ, eq. 5 of the note). Λ¹ follows the
         rule: ``"carry"`` holds λ_k (A is the partial derivative at fixed λ_k),
         ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"`` λ(g_k, η_k)
-        with η_k = Fℓ⁻¹(g_k, μ_k), its derivative by central differences of the closed-form
-        multiplier (the one piece not from the Newton matrix; it needs the constraint's
-        second derivatives in g), chained through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/
-        ``next_basis``: orthonormal bases (2d − m columns) of the tangent spaces of
-        {φ(g, Fℓ⁻¹(g, μ)) = 0} in these coordinates; every step ends on that set. Systems on
-        groups take no forces yet: ``B`` has zero columns (it follows from the stage force's
-        control Jacobian ``force_jacobians`` of the system interface once it exists).
+        with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative by central differences of the
+        closed-form multiplier (the one piece not from the Newton matrix; it needs the
+        constraint's second derivatives in g, ∂(φ_g η)/∂g and ∂φ_η/∂g, which the constraint
+        interface does not provide, and for a general ℓ third derivatives of ℓ), chained
+        through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/``next_basis``: orthonormal bases
+        (2d − m columns) of the tangent spaces of {φ(g, Fℓ⁻¹(g, μ)) = 0} in these
+        coordinates; every step ends on that set.
+
+        For a forced system the IFT solves with the step's own forced hooks
+        (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`): the
+        force's left-trivialized g- and η-derivatives are in the Newton matrix and
+        ``B = ∂(ζ_{k+1}, δμ_{k+1})/∂u`` ``(..., 2d, n_controls)`` follows from F_u in Fⁱ;
+        the ``"continuous"`` Λ¹ is the multiplier of the forced equations at u, and its
+        exact u-derivative −C⁻¹φ_η D₂₂ℓ⁻¹F_u
+        (:func:`~chetaev.discrete_lagrangian.core._forcing.forced_multiplier_control_jacobian`)
+        enters B (zero columns without a force).
         """
-        from chetaev.discrete_lagrangian import interface_of
         from chetaev.discrete_lagrangian.core._linearization import (
             LinearizationNotSupportedError,
             StepLinearization,
@@ -396,6 +408,11 @@ class LieNonholonomicPRK(StageOrders, Method):
             if legendre_inv is None:
                 legendre_inv = _NumericalLegendreInverse(model, eta)
         hooks = LieNonholonomicHooks(model, s, rule == "weighted_sum", legendre_inv)
+        nh_hooks = hooks
+        forced = _forced(system)
+        # the step's own forced hooks: F(Gⁱ, Ωⁱ, u) and its g-, η-derivatives enter the IFT's
+        # Newton matrix as they enter the step's, and its F_u gives B
+        hooks = forced_hooks(system, hooks, u, s, lie=True)
 
         def lam1_of(gg, ee):
             if rule == "carry":
@@ -403,19 +420,15 @@ class LieNonholonomicPRK(StageOrders, Method):
                         else np.zeros((*batch, m)))
             if rule == "zero_first":
                 return np.zeros((*ee.shape[:-1], m))
-            return np.asarray(system.multiplier(gg, ee), dtype=float)
+            lam = np.asarray(system.multiplier(gg, ee), dtype=float)
+            if forced:  # as the step: the multiplier of the forced equations at u
+                lam = _forced_multiplier(system, gg, ee, lam, u)
+            return lam
 
         lam_fixed = None
         if rule != "weighted_sum":
             lam1 = lam1_of(g, eta)
             lam_fixed = np.broadcast_to(lam1[..., None, :], (*lam1.shape[:-1], s, m))
-        force_u = None
-        jac = getattr(interface_of(system), "force_jacobians", None)
-        if u is not None and jac is not None:  # the stage force's F_u, once groups take forces
-            def force_u(G, Om):
-                uu = np.asarray(u, dtype=float)
-                return jac(G, Om, np.broadcast_to(uu[..., None, :],
-                                                  (*Om.shape[:-1], uu.shape[-1])))[2]
         x = new.carry.get("x")
         if x is None:
             raise LinearizationNotSupportedError(
@@ -425,13 +438,15 @@ class LieNonholonomicPRK(StageOrders, Method):
         A, dz_dlam, B = lie_step_jacobians(
             np.asarray(x, dtype=float), g, mu, h, _coefficients(a, b),
             engine_view(model, ops.group), ops.retraction, hooks, lam_fixed,
-            mu_rows=lambda ev: _lie_mu_rows(hooks, ev), force_u=force_u)
+            mu_rows=lambda ev: _lie_mu_rows(nh_hooks, ev))
+        n_u = int(getattr(system, "n_controls", 0) or 0)
+        if B.shape[-1] != n_u:  # an unforced system: no control columns
+            B = np.zeros((*A.shape[:-1], n_u))
         if rule == "continuous":
             dlam = _lie_multiplier_derivative(lam1_of, ops, g, eta)  # (..., m, 2d) in (ε, η)
             A = A + dz_dlam @ _lie_chain_velocity(dlam, model, g, eta)
-        n_u = int(getattr(system, "n_controls", 0) or 0)
-        if B.shape[-1] != n_u:
-            B = np.zeros((*A.shape[:-1], n_u))
+            if forced and n_u:  # Λ¹ of the forced equations moves with u
+                B = B + dz_dlam @ forced_multiplier_control_jacobian(system, g, eta, u)
         E0 = _lie_tangent_basis(model, g, eta)
         E1 = _lie_tangent_basis(model, np.asarray(new.q), np.asarray(new.v))
         return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",

@@ -22,7 +22,10 @@ from chetaev.discrete_lagrangian import (
     newton_solve,
     prk_residual,
 )
-from chetaev.discrete_lagrangian.core._forcing import forced_hooks
+from chetaev.discrete_lagrangian.core._forcing import (
+    forced_hooks,
+    forced_multiplier_control_jacobian,
+)
 from chetaev.discrete_lagrangian.core._interface import interface_of
 from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
@@ -446,10 +449,13 @@ class NonholonomicPRK(StageOrders, Method):
         (:func:`_nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
         state's λ_k fixed (A is the partial derivative at fixed λ_k), ``"zero_first"`` has
         Λ¹ = 0, ``"continuous"`` (default) has Λ¹ = λ(q_k, v_k) (of the forced equations at
-        ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its derivative is the one
-        piece not taken from the Newton matrix, central differences of the closed-form
-        multiplier (its q-derivative needs ∂²Φ/∂q², which the constraint interface does
-        not provide), chained through dv = G⁻¹(dp − D21L dq); it enters z at O(h).
+        ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its (q, v)-derivative is the
+        one piece not taken from the Newton matrix, central differences of the closed-form
+        multiplier (it needs ∂²Φ/∂q² and ∂Φ_v/∂q, which the constraint interface does not
+        provide, and for a q-dependent mass ∂D22L/∂q and ∂(D21L v)/∂q, third derivatives of
+        L that no system provides), chained through dv = G⁻¹(dp − D21L dq); it enters z at
+        O(h). Its u-derivative is exact, ∂Λ¹/∂u = −C⁻¹Φ_v G⁻¹F_u (the forced multiplier is
+        affine in F).
         ``basis``/``next_basis``: orthonormal bases (2n − m columns) of the tangent spaces
         of {Φ(q, FL⁻¹(q, p)) = 0} at both nodes (:func:`~chetaev.discrete_lagrangian.core.
         _linearization.velocity_constraint_tangent_basis`); every step ends on that set, so
@@ -509,7 +515,7 @@ class NonholonomicPRK(StageOrders, Method):
         A = np.concatenate([dz_dq, dz_dp], axis=-1)
         B = dz_du
         if not carried and self.multiplier_rule != "zero_first":
-            dlam_dqv, dlam_du = _multiplier_derivatives(lam1_of, q, v, u, forced)
+            dlam_dqv = _multiplier_derivatives(lam1_of, q, v, u)
             G = np.asarray(model.D22L(q, v), dtype=float)
             D21 = np.asarray(model.D21L(q, v), dtype=float)
             # v = FL⁻¹(q, p): dv = G⁻¹ (dp − D21L dq)
@@ -518,8 +524,8 @@ class NonholonomicPRK(StageOrders, Method):
             dlam_dqp = np.concatenate([dlam_dqv[..., :n], np.zeros(dlam_dqv[..., :n].shape)],
                                       axis=-1) + dlam_dqv[..., n:] @ dv_dqp
             A = A + dz_dlam @ dlam_dqp
-            if dlam_du is not None and B.shape[-1]:
-                B = B + dz_dlam @ dlam_du
+            if forced and B.shape[-1]:  # exact: Λ¹ of the forced equations is affine in F
+                B = B + dz_dlam @ forced_multiplier_control_jacobian(system, q, v, u)
         B = _no_controls(B, A, system)
         E0 = velocity_constraint_tangent_basis(system, q, v)
         E1 = velocity_constraint_tangent_basis(system, new.q, new.v)
@@ -903,12 +909,13 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     return z[..., :n], z[..., K:K + n], z[..., n:K], z[..., K + n:]
 
 
-def _multiplier_derivatives(lam1_of, q, v, u, forced: bool):
-    """``(dΛ¹/d(q, v) (..., m, 2n), dΛ¹/du (..., m, n_u) or None)`` of the continuous rule's
-    Λ¹ = λ(q, v) (forced: at ``u``), by central differences of that closed-form function
-    (step δ = eps^(1/3) max(1, |x_j|), error O(δ²) + O(eps/δ) ≈ 1e-10 relative; the one
-    derivative of the linearization not taken from the Newton matrix, see
-    :meth:`NonholonomicPRK._step_linearization_impl`)."""
+def _multiplier_derivatives(lam1_of, q, v, u):
+    """dΛ¹/d(q, v) ``(..., m, 2n)`` of the continuous rule's Λ¹ = λ(q, v) (forced: at ``u``),
+    by central differences of that closed-form function (step δ = eps^(1/3) max(1, |x_j|),
+    error O(δ²) + O(eps/δ) ≈ 1e-10 relative; the one derivative of the linearization not
+    taken from the Newton matrix, see :meth:`NonholonomicPRK._step_linearization_impl`).
+    The u-derivative of the forced Λ¹ is exact
+    (:func:`~chetaev.discrete_lagrangian.core._forcing.forced_multiplier_control_jacobian`)."""
     n = q.shape[-1]
     qv = np.concatenate(np.broadcast_arrays(q, v), axis=-1)
     base = np.cbrt(np.finfo(float).eps)
@@ -922,13 +929,4 @@ def _multiplier_derivatives(lam1_of, q, v, u, forced: bool):
     def f_qv(z):
         return lam1_of(z[..., :n], z[..., n:], u)
 
-    dqv = np.stack([column(f_qv, qv, j) for j in range(2 * n)], axis=-1)
-    if not forced or u is None:
-        return dqv, None
-    uu = np.asarray(u, dtype=float)
-    ub = np.broadcast_to(uu, (*q.shape[:-1], uu.shape[-1])).copy()
-
-    def f_u(w):
-        return lam1_of(q, v, w)
-
-    return dqv, np.stack([column(f_u, ub, j) for j in range(ub.shape[-1])], axis=-1)
+    return np.stack([column(f_qv, qv, j) for j in range(2 * n)], axis=-1)

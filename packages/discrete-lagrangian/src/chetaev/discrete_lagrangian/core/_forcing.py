@@ -31,7 +31,13 @@ import numpy as np
 from ._interface import interface_of
 from ._prk import StageHooks
 
-__all__ = ["ForcedLieStageHooks", "ForcedStageHooks", "discrete_work", "forced_hooks"]
+__all__ = [
+    "ForcedLieStageHooks",
+    "ForcedStageHooks",
+    "discrete_work",
+    "forced_hooks",
+    "forced_multiplier_control_jacobian",
+]
 
 
 class ForcedStageHooks:
@@ -232,3 +238,20 @@ def discrete_work(hooks: Any, ev: Any) -> np.ndarray | None:
     else:
         return None
     return ev.h * np.einsum("i,...i->...", ev.coeffs.b, np.einsum("...ij,...ij->...i", F, V))
+
+
+def forced_multiplier_control_jacobian(system: Any, q: np.ndarray, v: np.ndarray,
+                                       u: Any) -> np.ndarray:
+    """∂λ/∂u ``(..., m, n_controls)`` of the multiplier of the forced constrained equations.
+
+    The forced multiplier is λ(q, v) − C⁻¹ Φ_v G⁻¹ F(q, v, u) with G = D₂₂L(q, v),
+    Φ_v = ∂Φ/∂v and C = Φ_v G⁻¹ Φ_vᵀ (the force adds G⁻¹F to the unconstrained acceleration
+    of ``ConstrainedSystem.multiplier``, paper §3; on a group the same with the
+    left-trivialized F(g, η, u)); it is affine in F, so ∂λ/∂u = −C⁻¹ Φ_v G⁻¹ F_u exactly
+    (F_u from the system's ``force_jacobians``).
+    """
+    G = np.asarray(system.D22L(q, v), dtype=float)
+    B = np.asarray(system.constraint.dphi_dv(q, v), dtype=float)
+    Fu = np.asarray(system.force_jacobians(q, v, u)[2], dtype=float)
+    C = B @ np.linalg.solve(G, np.swapaxes(B, -1, -2))
+    return -np.linalg.solve(C, B @ np.linalg.solve(G, Fu))

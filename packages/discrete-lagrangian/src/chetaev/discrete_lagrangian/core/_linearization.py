@@ -40,6 +40,7 @@ import attrs
 import numpy as np
 
 from .._util._errors import InputError
+from ._forcing import ForcedLieStageHooks, ForcedStageHooks
 from ._interface import interface_of
 from ._prk import PRKCoefficients, StageHooks, _constant_tangents, _layout, prk_residual
 from ._state import State
@@ -99,11 +100,16 @@ class StepLinearization:
 
 
 def _control_jacobian(hooks: Any, ev: Any) -> np.ndarray | None:
-    """F_u at the stages ``(..., s, n, n_u)`` of a forced hooks object (None: no force)."""
-    jac = getattr(hooks, "_jac", None)
-    if jac is None:
+    """F_u at the stages ``(..., s, n, n_u)`` of a forced hooks object (None: no force); on a
+    group (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`) the
+    left-trivialized F_u(Gⁱ, Ωⁱ, u) ``(..., s, d, n_u)``."""
+    if isinstance(hooks, ForcedLieStageHooks):
+        X, V = ev.G, ev.Omega
+    elif isinstance(hooks, ForcedStageHooks):
+        X, V = ev.Q, ev.V
+    else:
         return None
-    return np.asarray(jac(ev.Q, ev.V, hooks._u_at(ev.Q))[2], dtype=float)
+    return np.asarray(hooks._jac(X, V, hooks._u_at(V))[2], dtype=float)
 
 
 class _QColumns:
@@ -293,8 +299,8 @@ def _zero_coadjoint(f: np.ndarray) -> np.ndarray:
 
 def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
                        coeffs: PRKCoefficients, system: Any, tau: Any, hooks: Any = None,
-                       lam_fixed: np.ndarray | None = None, mu_rows: Any = None,
-                       force_u: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       lam_fixed: np.ndarray | None = None,
+                       mu_rows: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Jacobians of one Lie-group PRK step (paper eqs. (24)–(27), Thm. 6.1; §6.3, §6.4) by
     the implicit function theorem, in the left-trivialized tangent coordinates.
 
@@ -316,14 +322,14 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     ----------
     x, g, mu, h, coeffs, system, tau, hooks, lam_fixed
         As for :func:`~chetaev.discrete_lagrangian.core._lie_prk.lie_prk_residual` (``x``
-        converged).
+        converged; ``hooks`` the step's own, wrapped by
+        :func:`~chetaev.discrete_lagrangian.core._forcing.forced_hooks` for a forced system:
+        the force's g- and η-derivatives enter the Newton matrix through its
+        ``force_jacobian`` and the control column through its F_u).
     mu_rows : callable, optional
         ``ev ↦ (..., E, d)``: the derivative of the hooks' equations in μ_k where they read
         μ_k directly (the nonholonomic IIIA momenta Mⁱ); None: they see μ_k only through
         μ_{k+1} and Ñʲ.
-    force_u : callable, optional
-        ``(G, Omega) ↦ (..., s, d, n_u)``: the stage force's derivative in the control
-        (left-trivialized at Gⁱ); None: no control (B has zero columns).
 
     Returns
     -------
@@ -340,12 +346,13 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     Dx = stage_derivatives(ev, view, tau, hooks)
     dR = Dx["dR"]
     Jx = dR.reshape((*dR.shape[:-3], s * d, dR.shape[-1]))
-    if hooks is not None:
-        Jx = _cat([Jx, hooks.equations_jacobian(ev, Dx)], axis=-2)
+    dE = None if hooks is None else hooks.equations_jacobian(ev, Dx)
+    if dE is not None:  # (a forced hooks object without inner hooks has no equations)
+        Jx = _cat([Jx, dE], axis=-2)
     m, free, e = _hook_shape(hooks, s)
     fixed = [i for i in range(s) if not free[i]] if m else []
     nl = len(fixed) * m
-    Fu = None if force_u is None else np.asarray(force_u(ev.G, ev.Omega), dtype=float)
+    Fu = _control_jacobian(hooks, ev)  # (..., s, d, n_u): the stage force's F_u
     nu = 0 if Fu is None else int(Fu.shape[-1])
     K = 2 * d + nl + nu
     batch = np.broadcast_shapes(Jx.shape[:-2], ev.mu1.shape[:-1])
@@ -384,7 +391,7 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     dRt = (dPi - (np.swapaxes(ev.extra["dL_xi"], -1, -2) @ dmu1)[..., None, :, :]
            + h * np.einsum("ij,...jpU->...ipU", w, dN))
     rows = [np.broadcast_to(dRt, (*batch, s, d, K)).reshape((*batch, s * d, K))]
-    if hooks is not None:
+    if dE is not None:
         zero = np.zeros((s, d, K))
         Dt = dict(Dx, dR=dRt, dH=zero, dLam=dLam, dX=np.zeros((e, K)), dXi=zero,
                   dxi=np.zeros((d, K)), zeta=zeta, zeta_xi=zxi, dOm=dOm, dNt=dY, dmu1=dmu1,

@@ -277,10 +277,13 @@ class LieVPRK(PairMethod):
         coordinates, Aᵀ Ω(μ_{k+1}) A = Ω(μ_k) with Ω(μ) = [[C(μ), I], [−I, 0]],
         C(μ)_ij = ⟨ad*_{e_i} μ, e_j⟩ = ⟨μ, [e_i, e_j]⟩ (ω = −dθ of θ = ⟨μ, g⁻¹dg⟩); it
         depends on μ, and A is not symplectic for the constant Ω (C = 0) unless the group
-        is abelian (measured in ``tests/test_linearization.py``). Systems on
-        groups take no forces yet: ``B`` has zero columns (n_controls = 0), and it follows
-        from the stage force's control Jacobian once the system interface has one
-        (``force_jacobians``). With a holonomic constraint (§6.3) the multipliers Λ¹..Λˢ are
+        is abelian (measured in ``tests/test_linearization.py``). For a forced system the
+        IFT solves with the step's forced hooks
+        (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`): the
+        force's left-trivialized g- and η-derivatives are in the Newton matrix, and
+        ``B = ∂(ζ_{k+1}, δμ_{k+1})/∂u`` ``(..., 2d, n_controls)`` follows from the stage
+        force's F_u(Gⁱ, Ωⁱ, u) in Fⁱ of eqs. (26)–(27) (zero columns without a force).
+        With a holonomic constraint (§6.3) the multipliers Λ¹..Λˢ are
         among the unknowns of the IFT solve and ``basis``/``next_basis`` are orthonormal
         bases (2d − 2m columns) of the tangent spaces of {Φ(g) = 0, J(g) Fℓ⁻¹(g, μ) = 0} in
         the coordinates (ε, δμ) (:func:`_lie_holonomic_basis`).
@@ -309,20 +312,17 @@ class LieVPRK(PairMethod):
             x = np.concatenate([np.broadcast_to(x, (*batch, x.shape[-1])),
                                 np.broadcast_to(Lam, (*batch, *Lam.shape[-2:])).reshape(
                                     (*batch, -1))], axis=-1)
-        force_u = None
-        jac = getattr(view, "force_jacobians", None)
-        if u is not None and jac is not None:  # the stage force's F_u (left-trivialized)
-            def force_u(G, Om):
-                uu = np.asarray(u, dtype=float)
-                return jac(G, Om, np.broadcast_to(uu[..., None, :], (*Om.shape[:-1],
-                                                                     uu.shape[-1])))[2]
+        holonomic = hooks is not None
+        # the step's own hooks: a forced system's stage force (and its g-, η- and
+        # u-derivatives) enter the IFT as they enter the step's Newton matrix
+        hooks = forced_hooks(system, hooks, u, self.coeffs.s, lie=True)
         A, _, B = lie_step_jacobians(x, np.asarray(state.q, dtype=float),
                                      np.asarray(state.p, dtype=float), h, self.coeffs, system,
-                                     self._tau(system.group), hooks, force_u=force_u)
+                                     self._tau(system.group), hooks)
         n_u = int(getattr(system, "n_controls", 0) or 0)
-        if B.shape[-1] != n_u:
+        if B.shape[-1] != n_u:  # an unforced system: no control columns
             B = np.zeros((*A.shape[:-1], n_u))
-        if hooks is None:
+        if not holonomic:
             return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)")
         E0 = _lie_holonomic_basis(system, np.asarray(state.q), np.asarray(state.v))
         E1 = _lie_holonomic_basis(system, np.asarray(new.q), np.asarray(new.v))

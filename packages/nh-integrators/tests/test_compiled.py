@@ -16,7 +16,7 @@ pytest.importorskip("numba")
 sp = pytest.importorskip("sympy")
 
 from chetaev.discrete_lagrangian import NewtonOptions, integrate, reference_solution  # noqa: E402
-from chetaev.discrete_lagrangian.core._backend import BackendError  # noqa: E402
+from chetaev.discrete_lagrangian.extending import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import (  # noqa: E402
     fit_order,

@@ -15,7 +15,7 @@ External forces (issue 20)
     :func:`forced_hooks` (wrap a method's stage hooks with the stage force of a forced
     system, vector space or group), :func:`discrete_work` (the work of the discrete force over
     a step), :func:`forced_multiplier` (the consistent multiplier of the forced constrained
-    equations).
+    equations) and :func:`forced_multiplier_control_jacobian` (its derivative in the control).
 Step linearizations (issue 20)
     :class:`StepLinearization`, :class:`LinearizationNotSupportedError`,
     :func:`tangent_fields`, :func:`velocity_constraint_tangent_basis`,
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
 from .core._compiled_prk import CompiledPlan, build_source, compiled_step
-from .core._forcing import discrete_work, forced_hooks
+from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
 from .core._linearization import (
     LinearizationNotSupportedError,
@@ -59,6 +59,7 @@ __all__ = [
     "discrete_work",
     "forced_hooks",
     "forced_multiplier",
+    "forced_multiplier_control_jacobian",
     "interface_of",
     "lie_step_jacobians",
     "no_controls",

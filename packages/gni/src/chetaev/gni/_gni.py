@@ -28,7 +28,7 @@ from chetaev.discrete_lagrangian import (
     interface_of,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
+from chetaev.discrete_lagrangian.extending import forced_multiplier
 
 from ._discrete_lagrangians import (
     AlphaDiscreteLagrangian,
@@ -419,7 +419,7 @@ class GNI(Method):
         )
         lam0 = np.asarray(iface.multiplier(q0, v0), dtype=float)
         if iface.force is not None and (u is not None or not iface.n_controls):
-            lam0 = _forced_multiplier(system, q0, v0, lam0, u)
+            lam0 = forced_multiplier(system, q0, v0, lam0, u)
         G = metric(iface, q0, self.metric)
         return State(t=float(t0), q=q0, v=v0, p=_mv(G, v0), lam=lam0, n=0, carry={}, info={})
 
@@ -570,7 +570,7 @@ class GNI(Method):
         ∂f_d^∓/∂u through the same solve and the node's KKT system (zero columns without a
         force).
         """
-        from chetaev.discrete_lagrangian.core._linearization import (
+        from chetaev.discrete_lagrangian.extending import (
             LinearizationNotSupportedError,
             StepLinearization,
             tangent_fields,
@@ -685,9 +685,7 @@ def _gni_ld_hessians(dl, iface, q0, q1, h):
         return d11, d12, d22
     inner = getattr(dl, "inner", dl)
     if not (hasattr(inner, "D11") and hasattr(inner, "D22")):
-        from chetaev.discrete_lagrangian.core._linearization import (
-            LinearizationNotSupportedError,
-        )
+        from chetaev.discrete_lagrangian.extending import LinearizationNotSupportedError
 
         raise LinearizationNotSupportedError(
             f"GNI: the discrete Lagrangian {type(inner).__name__} has no D11/D22 (second "
@@ -715,9 +713,7 @@ def _gni_force_partials(dl, fsys, q0, q1, h, u):
                 -a * Fv1, a * (h * Fq1 + Fv1), h * a * Fu1)
     inner = getattr(dl, "inner", dl)
     if not hasattr(inner, "force_partials"):
-        from chetaev.discrete_lagrangian.core._linearization import (
-            LinearizationNotSupportedError,
-        )
+        from chetaev.discrete_lagrangian.extending import LinearizationNotSupportedError
 
         raise LinearizationNotSupportedError(
             f"GNI: the discrete Lagrangian {type(inner).__name__} has no force_partials (the "

@@ -261,7 +261,7 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     Lagrangian form with IIIA constraint momenta, the explicit ``FL^{-1}`` of a constant mass
     matrix, a velocity constraint, no external force, the rules ``"continuous"`` and
     ``"zero_first"`` (``"carry"`` needs the per-step multiplier-mode monitor)."""
-    from chetaev.discrete_lagrangian.core._compiled_prk import CompiledPlan, build_source
+    from chetaev.discrete_lagrangian.extending import CompiledPlan, build_source
 
     k = iface.kernels
     if method.form != "lagrangian":

@@ -22,12 +22,12 @@ from chetaev.discrete_lagrangian import (
     State,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.core._forcing import (
+from chetaev.discrete_lagrangian.extending import (
     discrete_work,
     forced_hooks,
+    forced_multiplier,
     forced_multiplier_control_jacobian,
 )
-from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from ._lie_core import RANK_RTOL, _GroupOps, _LieModel, lie_nh_newton
 from ._nhprk import _forced
@@ -327,7 +327,7 @@ class LieNonholonomicPRK(StageOrders, Method):
         if lam0 is None:
             lam = np.asarray(system.multiplier(g0, eta0), dtype=float)
             if _forced(system) and (u is not None or not system.n_controls):
-                lam = _forced_multiplier(system, g0, eta0, lam, u)
+                lam = forced_multiplier(system, g0, eta0, lam, u)
         else:
             lam = real_array(lam0, "lam0")
             if lam.ndim == 0 or lam.shape[-1] != model.m:
@@ -384,7 +384,7 @@ class LieNonholonomicPRK(StageOrders, Method):
         (:func:`~chetaev.discrete_lagrangian.core._forcing.forced_multiplier_control_jacobian`)
         enters B (zero columns without a force).
         """
-        from chetaev.discrete_lagrangian.core._linearization import (
+        from chetaev.discrete_lagrangian.extending import (
             LinearizationNotSupportedError,
             StepLinearization,
             lie_step_jacobians,
@@ -422,7 +422,7 @@ class LieNonholonomicPRK(StageOrders, Method):
                 return np.zeros((*ee.shape[:-1], m))
             lam = np.asarray(system.multiplier(gg, ee), dtype=float)
             if forced:  # as the step: the multiplier of the forced equations at u
-                lam = _forced_multiplier(system, gg, ee, lam, u)
+                lam = forced_multiplier(system, gg, ee, lam, u)
             return lam
 
         lam_fixed = None
@@ -488,7 +488,7 @@ class LieNonholonomicPRK(StageOrders, Method):
         elif rule == "continuous":
             lam1 = np.asarray(system.multiplier(g, eta), dtype=float)
             if forced:  # the multiplier of the forced equations at the step's control
-                lam1 = _forced_multiplier(system, g, eta, lam1, u)
+                lam1 = forced_multiplier(system, g, eta, lam1, u)
         else:
             lam1 = None
         nlam = s if lam1 is None else s - 1

@@ -22,12 +22,12 @@ from chetaev.discrete_lagrangian import (
     newton_solve,
     prk_residual,
 )
-from chetaev.discrete_lagrangian.core._forcing import (
+from chetaev.discrete_lagrangian.extending import (
     forced_hooks,
+    forced_multiplier,
     forced_multiplier_control_jacobian,
+    interface_of,
 )
-from chetaev.discrete_lagrangian.core._interface import interface_of
-from chetaev.discrete_lagrangian.methods._constrained_prk import _forced_multiplier
 
 from . import _equations as eq
 from ._adapter import constraint_dim, stage_model
@@ -424,7 +424,7 @@ class NonholonomicPRK(StageOrders, Method):
         if lam0 is None:
             lam = np.asarray(system.multiplier(q0, v0), dtype=np.float64)
             if _forced(system) and (u is not None or not system.n_controls):
-                lam = _forced_multiplier(system, q0, v0, lam, u)
+                lam = forced_multiplier(system, q0, v0, lam, u)
         else:
             lam = _as_batch_vector(lam0, "lam0", m)
             try:
@@ -461,13 +461,13 @@ class NonholonomicPRK(StageOrders, Method):
         _linearization.velocity_constraint_tangent_basis`); every step ends on that set, so
         A and B map into ``next_basis``'s span.
         """
-        from chetaev.discrete_lagrangian.core._linearization import (
+        from chetaev.discrete_lagrangian.extending import (
             LinearizationNotSupportedError,
             StepLinearization,
+            no_controls,
             tangent_fields,
             velocity_constraint_tangent_basis,
         )
-        from chetaev.discrete_lagrangian.methods._vprk import _no_controls
 
         model = self._model(system)
         a, _b, ahat, _c = self._cache["tableau"]
@@ -507,7 +507,7 @@ class NonholonomicPRK(StageOrders, Method):
             if self.multiplier_rule == "zero_first":
                 return np.zeros((*qq.shape[:-1], m))
             lam = np.asarray(system.multiplier(qq, vv), dtype=np.float64)
-            return _forced_multiplier(system, qq, vv, lam, uu) if forced else lam
+            return forced_multiplier(system, qq, vv, lam, uu) if forced else lam
 
         lam1 = lam1_of(q, v, u)
         dz_dq, dz_dp, dz_dlam, dz_du = _nh_step_jacobians(x, q, p, lam1, h, coeffs, model,
@@ -526,7 +526,7 @@ class NonholonomicPRK(StageOrders, Method):
             A = A + dz_dlam @ dlam_dqp
             if forced and B.shape[-1]:  # exact: Λ¹ of the forced equations is affine in F
                 B = B + dz_dlam @ forced_multiplier_control_jacobian(system, q, v, u)
-        B = _no_controls(B, A, system)
+        B = no_controls(B, A, system)
         E0 = velocity_constraint_tangent_basis(system, q, v)
         E1 = velocity_constraint_tangent_basis(system, new.q, new.v)
         return StepLinearization(state=new, A=A, B=B, **tangent_fields(E0, E1, A, B))
@@ -558,11 +558,11 @@ class NonholonomicPRK(StageOrders, Method):
         """
         forced = self._check_forced(system)
         if not forced:
-            from chetaev.discrete_lagrangian.core._backend import resolve_backend
+            from chetaev.discrete_lagrangian.extending import resolve_backend
 
             plan = resolve_backend(self, system)
             if plan is not None:  # the compiled step (issue 17)
-                from chetaev.discrete_lagrangian.core._compiled_prk import compiled_step
+                from chetaev.discrete_lagrangian.extending import compiled_step
 
                 check_state(state, (system.system.n,), system.system.n, plan.m)
                 return compiled_step(plan, state, h)
@@ -578,7 +578,7 @@ class NonholonomicPRK(StageOrders, Method):
         elif self.multiplier_rule != "zero_first":  # "continuous", or no carried value yet
             lam = np.asarray(system.multiplier(q, v), dtype=np.float64)
             if forced:  # the multiplier of the forced equations at the step's control
-                lam = _forced_multiplier(system, q, v, lam, u)
+                lam = forced_multiplier(system, q, v, lam, u)
         else:
             lam = np.zeros((*q.shape[:-1], model.m))
         carry = state.carry
@@ -843,7 +843,7 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     external force for a forced system). With z = (q_{k+1}, p_{k+1}) and R(x; q_k, p_k, Λ¹, u)
     = 0 the step's equations, dx/dθ = −J⁻¹ ∂R/∂θ (J the Newton matrix ∂R/∂x) and
     dz/dθ = ∂z/∂x dx/dθ + ∂z/∂θ. ∂R/∂(q_k, Λ¹) are the engine's own Jacobian columns
-    (``_QColumns(hooks, n + m, before=True)``: ∂Q^i/∂q_k = ∂q_{k+1}/∂q_k = I, ∂Λ¹/∂Λ¹ = I,
+    (``QColumns(hooks, n + m, before=True)``: ∂Q^i/∂q_k = ∂q_{k+1}/∂q_k = I, ∂Λ¹/∂Λ¹ = I,
     eq. (14a, c), in K = n + m columns before the implicit v_k^i);
     ∂R/∂(p_k, u) are built from ∂P^i/∂p_k = ∂p_k^i/∂p_k = ∂p_{k+1}/∂p_k = I, ∂W^i/∂u = F_u
     (eq. 14b–d) and the hooks' rows in p_k^i (:func:`_momentum_rows`).
@@ -855,8 +855,7 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
         The derivative in the given Λ¹ (chained by the caller with the multiplier rule).
     dz_du : ndarray (..., 2n, n_u)
     """
-    from chetaev.discrete_lagrangian.core._linearization import _control_jacobian, _QColumns
-    from chetaev.discrete_lagrangian.core._prk import _constant_tangents
+    from chetaev.discrete_lagrangian.extending import QColumns, constant_tangents, control_jacobian
 
     s, n, m = coeffs.s, model.n, model.m
     inner = getattr(hooks, "inner", hooks)
@@ -865,19 +864,19 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     c0 = N - e
     K = n + m
     free = np.asarray(hooks.free, dtype=bool)
-    dV, dQ, dLam, dq1 = _constant_tangents(coeffs, n, m, free, h, e + K)
+    dV, dQ, dLam, dq1 = constant_tangents(coeffs, n, m, free, h, e + K)
     eye = np.eye(n)
     dQ[:, :, c0:c0 + n] = eye
     dq1[:, c0:c0 + n] = eye
     dLam[0, :, c0 + n:c0 + K] = np.eye(m)
     lead = x.shape[:-1]
     xq = np.concatenate([x[..., :c0], np.zeros((*lead, K)), x[..., c0:]], axis=-1)
-    _, J, ev = prk_residual(xq, q, p, h, coeffs, model, _QColumns(hooks, K, before=True),
+    _, J, ev = prk_residual(xq, q, p, h, coeffs, model, QColumns(hooks, K, before=True),
                             np.asarray(lam1)[..., None, :], True, (dV, dQ, dLam, dq1))
     keep = np.r_[0:c0, c0 + K:N + K]
     Jx, Rql = J[..., keep], J[..., c0:c0 + K]
     batch = np.broadcast_shapes(Jx.shape[:-2], q.shape[:-1], p.shape[:-1])
-    Fu = _control_jacobian(hooks, ev)  # (..., s, n, n_u) or None
+    Fu = control_jacobian(hooks, ev)  # (..., s, n, n_u) or None
     nu = 0 if Fu is None else Fu.shape[-1]
     L = n + nu
     # ∂R/∂(p, u): R1 = D2L − P^i (14b), hooks' rows through p_k^i (14d, e)

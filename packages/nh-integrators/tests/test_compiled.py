@@ -113,3 +113,18 @@ def test_backend_selection(particle):
     assert _run(particle, "auto", n=2, multiplier_rule="carry").stats["backend"] == "numpy"
     with pytest.raises(BackendError, match="hamiltonian"):
         _run(particle, "numba", n=2, form="hamiltonian")
+
+
+def test_step_linearization_of_a_compiled_method(particle):
+    """A method that steps compiled still linearizes: ``step_linearization`` takes its step on
+    the numpy path (the compiled step keeps no Newton matrix), so it returns the same
+    linearization as ``backend="numpy"``, against central differences within ``step_fd_rtol``."""
+    from chetaev.discrete_lagrangian.testing import step_fd_rtol, step_linearization_error
+
+    method = NonholonomicPRK(3, backend="numba")
+    state = method.initial_state(particle, Q0, V0)
+    assert method.step(particle, state, 0.1).carry == {}  # compiled: no recorded unknowns
+    lin, err = step_linearization_error(method, particle, state, 0.1)
+    assert err <= step_fd_rtol(0.1)
+    ref = NonholonomicPRK(3, backend="numpy").step_linearization(particle, state, 0.1)
+    assert np.array_equal(lin.A, ref.A)

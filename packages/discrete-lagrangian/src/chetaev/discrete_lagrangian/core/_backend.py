@@ -14,11 +14,30 @@ configuration (no external forces yet); otherwise numpy. ``"numba"`` raises
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from .._util._errors import InputError
 
-__all__ = ["BACKENDS", "BackendError", "check_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "BackendError", "check_backend", "numpy_only", "resolve_backend"]
+
+# Set by numpy_only(): resolve_backend then chooses numpy whatever the method's backend.
+_NUMPY_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("chetaev_numpy_only",
+                                                                   default=False)
+
+
+@contextlib.contextmanager
+def numpy_only() -> Iterator[None]:
+    """Within the block every step runs on the numpy path (the reference), whatever the
+    method's ``backend``: used by ``Method.step_linearization``, which reads the converged
+    unknowns that the numpy step records in ``State.carry``."""
+    token = _NUMPY_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _NUMPY_ONLY.reset(token)
 
 #: The values of the ``backend`` keyword.
 BACKENDS = ("numpy", "numba", "auto")
@@ -71,7 +90,7 @@ def resolve_backend(method: Any, system: Any) -> Any:
         compiled path.
     """
     choice = getattr(method, "backend", "auto")
-    if choice == "numpy" or not getattr(method, "compiled_backend", False):
+    if choice == "numpy" or _NUMPY_ONLY.get() or not getattr(method, "compiled_backend", False):
         return None
     from ._interface import interface_of
     from ._kernels import numba_available

@@ -374,7 +374,8 @@ class Method(abc.ABC, metaclass=_MethodMeta):
         The Jacobians of the step map (q_k, p_k, u) ↦ (q_{k+1}, p_{k+1}) at ``state``, from
         the converged Newton matrix of the step by the implicit function theorem (no finite
         differences; :mod:`~chetaev.discrete_lagrangian.core._linearization`), batched over
-        the leading axes of the state.
+        the leading axes of the state. The step is taken on the numpy path whatever the
+        method's ``backend`` (the compiled step keeps no Newton matrix).
 
         Parameters
         ----------
@@ -404,7 +405,10 @@ class Method(abc.ABC, metaclass=_MethodMeta):
                 "LieNonholonomicPRK or GNI."
             )
         h = check_step_size(h, self.negative_steps)
-        new = self.step(system, state, h, u=u)
+        from ._backend import numpy_only
+
+        with numpy_only():  # the linearization reads the numpy step's converged unknowns
+            new = self.step(system, state, h, u=u)
         if u is not None or _forced(system):
             u = check_control(system, state.q, u)
         return self._step_linearization_impl(system, state, h, u, new)

@@ -91,8 +91,8 @@ def _install_local(session: nox.Session, *names: str, extra: str | None = None,
                 wanted.append(pkg)
     extras: dict[str, list[str]] = {pkg: [] for pkg in wanted}
     for pkg in wanted:
-        for dep, dep_extras in LOCAL_DEP_EXTRAS.get(pkg, {}).items():
-            extras[dep] += [e for e in dep_extras if e not in extras[dep]]
+        for dep, required in LOCAL_DEP_EXTRAS.get(pkg, {}).items():
+            extras[dep] += [e for e in required if e not in extras[dep]]
     if extra:
         for pkg in names:
             extras[pkg].insert(0, extra)

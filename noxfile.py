@@ -1,11 +1,11 @@
 """Sessions for the chetaev monorepo.
 
 ``nox`` with no arguments runs every per-package ``tests`` session, ``tests_fast`` (the
-compiled backend with numba), the ``integration`` session and the full ``demo`` (the paper reproductions; it fails unless every
-experiment matches its paper's claim). Each ``tests`` session builds a fresh virtualenv that
-holds only one package, its declared (local) dependencies and its ``[test]``
-extra, and runs that package's tests against the *installed* wheel. That is how
-we prove every package installs and works on its own.
+compiled backend with numba), the ``integration`` session and the full ``demo`` (the paper
+reproductions; it fails unless every experiment matches its paper's claim). Each ``tests``
+session builds a fresh virtualenv that holds only one package, its declared (local)
+dependencies and its ``[test]`` extra, and runs that package's tests against the *installed*
+wheel. That is how we prove every package installs and works on its own.
 
 Other sessions: ``lint`` (ruff), ``docs`` (Sphinx, warnings are errors),
 ``demo`` (the paper reproductions), ``bench`` (timed benchmarks).

@@ -41,8 +41,13 @@ from chetaev.discrete_lagrangian import (
     integrate,
 )
 from chetaev.discrete_lagrangian import discretization_maps as dm
-from chetaev.discrete_lagrangian.testing import fit_order, spherical_pendulum
-from scipy.integrate import solve_ivp
+from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
+    fit_order,
+    run_with_work,
+    sine_controls,
+    spherical_pendulum,
+)
 
 FLOOR = 1e-11
 T = 2.0
@@ -103,19 +108,14 @@ def rhs(t, y, u):
 
 
 def _controls(N, amplitude):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 @functools.cache
 def reference_nodes(N, amplitude):
     """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
-    tg, U = _controls(N, amplitude)
-    ys = [np.concatenate([Q0, V0])]
-    for k in range(N):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k, 0],),
-                            method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
+    return controlled_reference(rhs, np.concatenate([Q0, V0]), *_controls(N, amplitude),
+                                scalar=True)
 
 
 METHODS = {
@@ -132,12 +132,8 @@ METHODS = {
 
 
 def _run_with_work(method, system, U, h):
-    st = method.initial_state(system, Q0, V0, u=U[0])
-    work = [0.0]
-    for k in range(len(U)):
-        st = method.step(system, st, h, u=U[k])
-        work.append(work[-1] + float(st.info["work"]))
-    return st, np.array(work)
+    states, work = run_with_work(method, system, Q0, V0, U, h)
+    return states[-1], work
 
 
 @pytest.mark.parametrize("amplitude", [0.0, 0.5], ids=["dissipation", "control"])

@@ -25,8 +25,12 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConstrainedSystem, integrate
 from chetaev.discrete_lagrangian.discretization_maps import LieDiscretizationMapMethod
-from chetaev.discrete_lagrangian.testing import fit_order
-from scipy.integrate import solve_ivp
+from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
+    fit_order,
+    run_with_work,
+    sine_controls,
+)
 
 
 def _load(name: str):
@@ -79,27 +83,19 @@ def rhs(t, y, u):
 
 
 def _controls(N, amplitude):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 @functools.cache
 def reference_nodes(N, amplitude):
-    tg, U = _controls(N, amplitude)
-    ys = [np.concatenate([LIE.R0.ravel(), LIE.W0])]
-    for k in range(N):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k, 0],),
-                            method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
+    """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
+    return controlled_reference(rhs, np.concatenate([LIE.R0.ravel(), LIE.W0]),
+                                *_controls(N, amplitude), scalar=True)
 
 
 def _run_with_work(method, system, q0, v0, U, h):
-    st = method.initial_state(system, q0, v0, u=U[0])
-    work = [0.0]
-    for k in range(len(U)):
-        st = method.step(system, st, h, u=U[k])
-        work.append(work[-1] + float(st.info["work"]))
-    return st, np.array(work)
+    states, work = run_with_work(method, system, q0, v0, U, h)
+    return states[-1], work
 
 
 CASES = [("euler_a", "cayley", 1), ("euler_b", "cayley", 1), ("lobatto2", "cayley", 2),

@@ -56,14 +56,15 @@ from chetaev.discrete_lagrangian import (
 from chetaev.discrete_lagrangian import discretization_maps as dm
 from chetaev.discrete_lagrangian.testing import (
     assert_rounding_close,
+    controlled_reference,
     fit_order,
     henon_heiles,
     newton_residual_bound,
+    sine_controls,
     spherical_pendulum,
 )
 from chetaev.liegroups import SO3
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib
-from scipy.integrate import solve_ivp
 
 FLOOR = 1e-11
 T = 2.0
@@ -116,15 +117,6 @@ def sp_rhs(t, y, u):
     return np.concatenate([v, Ft - (v @ v + q @ Ft) / (q @ q) * q])
 
 
-def reference_nodes(rhs, y0, tg, U):
-    """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
-    ys = [np.asarray(y0, dtype=float)]
-    for k in range(len(tg) - 1):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k],), method="DOP853",
-                            rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
-
-
 Q0_SP = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
 CASES = {
     "vprk-lobatto3": (VPRK(lobatto_iiia_iiib(3)), forced_hh, hh_rhs,
@@ -145,8 +137,7 @@ CASES = {
 
 
 def _controls(N, amplitude=0.5):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 @pytest.mark.parametrize("amplitude", [0.0, 0.5], ids=["dissipation", "control"])
@@ -169,7 +160,7 @@ def test_forced_orders_energy_and_work(case, amplitude):
             st = method.step(system, st, T / N, u=U[k])
             work.append(work[-1] + float(st.info["work"]))
         np.testing.assert_array_equal(st.q, traj.q[-1])
-        Y = reference_nodes(rhs, np.concatenate([q0, v0]), tg, U[:, 0])
+        Y = controlled_reference(rhs, np.concatenate([q0, v0]), tg, U[:, 0])
         E = system.energy(traj.q, traj.v)
         E_ref = system.energy(Y[:, :n], Y[:, n:])
         hs.append(T / N)
@@ -548,7 +539,7 @@ def test_forced_double_pendulum_order(general):
     for N in NS:
         tg, U = _controls(N)
         traj = integrate(system, VPRK(gauss(2)), q0, v0, h=T / N, n_steps=N, controls=U)
-        Y = reference_nodes(rhs, np.concatenate([q0, v0]), tg, U[:, 0])
+        Y = controlled_reference(rhs, np.concatenate([q0, v0]), tg, U[:, 0])
         hs.append(T / N)
         errs.append(np.max(np.abs(np.concatenate([traj.q, traj.v], -1) - Y)))
     slope = fit_order(hs, errs, floor=FLOOR)

@@ -43,13 +43,14 @@ from chetaev.discrete_lagrangian import (
     integrate,
 )
 from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
     fit_order,
     heavy_top,
     newton_residual_bound,
+    sine_controls,
 )
 from chetaev.liegroups import SO3
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib
-from scipy.integrate import solve_ivp
 
 FLOOR = 1e-11
 T = 2.0
@@ -99,18 +100,8 @@ def top_energy(R, eta, mgl):
     return 0.5 * np.sum(INERTIA * eta * eta, axis=-1) + mgl * Gam @ CHI
 
 
-def reference_nodes(rhs, y0, tg, U):
-    """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
-    ys = [np.asarray(y0, dtype=float)]
-    for k in range(len(tg) - 1):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k],), method="DOP853",
-                            rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
-
-
 def _controls(N, amplitude=0.5):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 CASES = {
@@ -135,7 +126,7 @@ def run_case(case, amplitude):
             st = method.step(system, st, T / N, u=U[k])
             work.append(work[-1] + float(st.info["work"]))
         np.testing.assert_array_equal(st.q, traj.q[-1])
-        Y = reference_nodes(top_rhs(mgl), np.concatenate([R0.ravel(), ETA0]), tg, U[:, 0])
+        Y = controlled_reference(top_rhs(mgl), np.concatenate([R0.ravel(), ETA0]), tg, U[:, 0])
         Rr, er = Y[:, :9].reshape(-1, 3, 3), Y[:, 9:]
         E = top_energy(traj.q, traj.v, mgl)
         E_ref = top_energy(Rr, er, mgl)
@@ -325,7 +316,7 @@ def run_constrained(s, amplitude, ns):
             st = method.step(system, st, T / N, u=U[k])
             work.append(work[-1] + float(st.info["work"]))
         np.testing.assert_array_equal(st.q, traj.q[-1])
-        Y = reference_nodes(constrained_rhs, np.concatenate([R.ravel(), eta]), tg, U[:, 0])
+        Y = controlled_reference(constrained_rhs, np.concatenate([R.ravel(), eta]), tg, U[:, 0])
         Rr, er = Y[:, :9].reshape(-1, 3, 3), Y[:, 9:]
         E = top_energy(traj.q, traj.v, 1.0)
         hs.append(T / N)

@@ -30,10 +30,14 @@ import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConstrainedSystem, integrate
-from chetaev.discrete_lagrangian.testing import fit_order
+from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
+    fit_order,
+    run_with_work,
+    sine_controls,
+)
 from chetaev.gni import GNI, Composition, ReducedGNI
 from chetaev.gni.testing import nonholonomic_particle
-from scipy.integrate import solve_ivp
 
 FLOOR = 1e-11
 T = 2.0
@@ -83,12 +87,8 @@ def _rhs(problem):
 
 def reference_nodes(problem, tg, U):
     """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
-    rhs = _rhs(problem)
-    ys = [np.concatenate([problem.q0, problem.v0])]
-    for k in range(len(tg) - 1):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k, 0],),
-                            method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
+    return controlled_reference(_rhs(problem), np.concatenate([problem.q0, problem.v0]), tg, U,
+                                scalar=True)
 
 
 METHODS = {
@@ -102,19 +102,7 @@ METHODS = {
 
 
 def _controls(N, amplitude):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
-
-
-def _run_with_work(method, system, q0, v0, U, h):
-    """States of a step-by-step run and the accumulated discrete work."""
-    st = method.initial_state(system, q0, v0, u=U[0])
-    states, work = [st], [0.0]
-    for k in range(len(U)):
-        st = method.step(system, st, h, u=U[k])
-        states.append(st)
-        work.append(work[-1] + float(st.info["work"]))
-    return states, np.array(work)
+    return sine_controls(N, T, amplitude)
 
 
 @pytest.mark.parametrize("affine", [False, True], ids=["linear", "affine"])
@@ -132,7 +120,7 @@ def test_forced_orders_energy_and_work(case, amplitude, affine):
         traj = integrate(system, method, problem.q0, problem.v0, h=T / N, n_steps=N,
                          controls=U)
         assert traj.success, traj.message
-        states, work = _run_with_work(method, system, problem.q0, problem.v0, U, T / N)
+        states, work = run_with_work(method, system, problem.q0, problem.v0, U, T / N)
         np.testing.assert_array_equal(states[-1].q, traj.q[-1])
         Y = reference_nodes(problem, tg, U)
         E = system.energy(traj.q, traj.v)

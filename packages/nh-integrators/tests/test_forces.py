@@ -43,10 +43,15 @@ from chetaev.discrete_lagrangian import (
     MechanicalSystem,
     integrate,
 )
-from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound, rounding_bound
+from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
+    fit_order,
+    newton_residual_bound,
+    rounding_bound,
+    sine_controls,
+)
 from chetaev.nh_integrators import NonholonomicPRK
 from chetaev.nh_integrators.testing import chaotic_system
-from scipy.integrate import solve_ivp
 
 FLOOR = 1e-11
 T = 2.0
@@ -101,19 +106,14 @@ def rhs(t, y, u):
 
 
 def _controls(N, amplitude):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 @functools.cache
 def reference_nodes(N: int, amplitude: float) -> np.ndarray:
     """DOP853 restarted on every step interval [t_k, t_{k+1}] with the control U[k]."""
-    tg, U = _controls(N, amplitude)
-    ys = [np.concatenate([Q0, V0])]
-    for k in range(N):
-        ys.append(solve_ivp(rhs, (tg[k], tg[k + 1]), ys[-1], args=(U[k, 0],),
-                            method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(ys)
+    return controlled_reference(rhs, np.concatenate([Q0, V0]), *_controls(N, amplitude),
+                                scalar=True)
 
 
 def _run(method, system, N, U):

@@ -50,7 +50,12 @@ from chetaev.discrete_lagrangian import (
     TrivializedMechanicalSystem,
     integrate,
 )
-from chetaev.discrete_lagrangian.testing import fit_order, newton_residual_bound
+from chetaev.discrete_lagrangian.testing import (
+    controlled_reference,
+    fit_order,
+    newton_residual_bound,
+    sine_controls,
+)
 from chetaev.liegroups import SE2
 from chetaev.nh_integrators import LieNonholonomicPRK
 from chetaev.nh_integrators.testing import disc_initial, vertical_disc, vertical_disc_general
@@ -103,16 +108,12 @@ def disc_energy(x, y, v1, om, eps=0.0):
 
 
 def reference_nodes(z0, tg, U, eps=0.0):
-    zs = [np.asarray(z0, dtype=float)]
-    for k in range(len(tg) - 1):
-        zs.append(solve_ivp(disc_rhs, (tg[k], tg[k + 1]), zs[-1], args=(U[k], eps),
-                            method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1])
-    return np.array(zs)
+    """DOP853 restarted on every step interval with the control U[k] (ε fixed)."""
+    return controlled_reference(lambda t, z, u: disc_rhs(t, z, u, eps), z0, tg, U)
 
 
 def _controls(N, amplitude=0.5):
-    tg = np.linspace(0.0, T, N + 1)
-    return tg, amplitude * np.sin(3.0 * tg[:-1])[:, None]
+    return sine_controls(N, T, amplitude)
 
 
 CASES = {

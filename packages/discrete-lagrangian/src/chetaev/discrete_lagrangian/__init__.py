@@ -11,6 +11,7 @@ from ._util._errors import (
     UnpicklableError,
 )
 from ._version import __version__ as __version__
+from .core._backend import BackendError
 from .core._interface import SystemInterface, interface_of
 from .core._lie_prk import (
     LieStageEvaluation,
@@ -70,6 +71,7 @@ __all__ = [
     "OVERFLOW_BOUND",
     "POSTCONDITION_FACTOR",
     "VPRK",
+    "BackendError",
     "ConstrainedPRK",
     "ConstrainedSystem",
     "ConstraintViolationError",

@@ -25,6 +25,7 @@ __all__ = [
     "assert_rounding_close",
     "assert_systems_agree",
     "cartesian_pendulum",
+    "controlled_reference",
     "double_pendulum",
     "fit_order",
     "free_rigid_body",
@@ -35,6 +36,8 @@ __all__ = [
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
     "rounding_bound",
+    "run_with_work",
+    "sine_controls",
     "spherical_pendulum",
     "step_fd_rtol",
     "step_finite_differences",
@@ -459,3 +462,55 @@ def step_linearization_error(method: Any, system: Any, state: Any, h: float, u: 
     AB = np.concatenate([lin.A, lin.B], -1)
     fd = step_finite_differences(method, system, state, h, u, lin.coordinates, delta)
     return lin, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))
+
+
+def sine_controls(n_steps: int, t_end: float, amplitude: float = 0.5,
+                  frequency: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+    """The step grid and a smooth scalar control for the forced tests.
+
+    Returns ``(t, U)``: ``t = linspace(0, t_end, n_steps + 1)`` and
+    ``U[k] = amplitude · sin(frequency · t_k)``, shape ``(n_steps, 1)`` (the control held over
+    step ``k``, as ``integrate(..., controls=U)`` takes it; ``amplitude = 0`` gives the unforced
+    control of a purely dissipative test).
+    """
+    t = np.linspace(0.0, float(t_end), int(n_steps) + 1)
+    return t, float(amplitude) * np.sin(float(frequency) * t[:-1])[:, None]
+
+
+def controlled_reference(rhs: Any, y0: Any, t: Any, controls: Any, *, scalar: bool = False,
+                         rtol: float = 1e-13, atol: float = 1e-13) -> np.ndarray:
+    """The reference solution of a controlled ODE at the step nodes ``t``.
+
+    DOP853 (``scipy.integrate.solve_ivp``) is restarted on every interval ``[t_k, t_{k+1}]``
+    with the control ``controls[k]`` held constant (passed as ``rhs(t, y, u)``; with
+    ``scalar=True`` as ``controls[k, 0]``), so the reference has the same zero-order-hold
+    control as the discrete forced equations and its accuracy does not suffer from the
+    control's jumps. Returns the states at the ``len(t)`` nodes, shape ``(len(t), len(y0))``.
+    """
+    from scipy.integrate import solve_ivp
+
+    U = np.asarray(controls, dtype=float)
+    ys = [np.asarray(y0, dtype=float)]
+    for k in range(len(t) - 1):
+        u = U[k, 0] if scalar else U[k]
+        ys.append(solve_ivp(rhs, (t[k], t[k + 1]), ys[-1], args=(u,), method="DOP853",
+                            rtol=rtol, atol=atol).y[:, -1])
+    return np.array(ys)
+
+
+def run_with_work(method: Any, system: Any, q0: Any, v0: Any, controls: Any,
+                  h: float) -> tuple[list, np.ndarray]:
+    """Step ``method`` with the controls ``controls[k]`` and accumulate the discrete work.
+
+    Returns the states ``[s_0, ..., s_N]`` and the cumulative work ``W_k = Σ_{j<k}
+    info["work"]_j`` of the forced steps (``W_0 = 0``), for the work–energy check
+    ``E_k − E_0 ≈ W_k`` to the method's order.
+    """
+    U = np.asarray(controls, dtype=float)
+    st = method.initial_state(system, q0, v0, u=U[0])
+    states, work = [st], [0.0]
+    for k in range(len(U)):
+        st = method.step(system, st, h, u=U[k])
+        states.append(st)
+        work.append(work[-1] + float(st.info["work"]))
+    return states, np.array(work)

@@ -16,8 +16,8 @@ turntable on SO(3)×R² (§7.5), the heavy top on SO(3).
 
 Figures:
 
-1. µs per step of one trajectory: ``NonholonomicPRK`` Lobatto IIIA-IIIB s = 3, h = 0.1, and
-   DOP853 per accepted step (at rtol 1e-6);
+1. µs per step of one trajectory through ``integrate``: ``NonholonomicPRK`` Lobatto IIIA-IIIB
+   s = 3, h = 0.1, and DOP853 per accepted step (at rtol 1e-6);
 2. time to reach an error of 1e-6 and 1e-9 at T = 10 (max over q at T against DOP853 at rtol
    1e-13 with the hand-written RHS): chetaev with the best (s, h) of s = 2, 3, 4 and
    h = 10 / N on a geometric grid, run through ``integrate`` (initial state included);
@@ -31,6 +31,12 @@ Figures:
 5. chaotic ensemble of 10⁴ members (§7.3), T = 10: batched NH-PRK s = 3, h = 0.1, µs per
    trajectory-step, against one stacked DOP853 (the whole ensemble as one ODE, the RHS
    vectorised over members) at rtol 1e-6, its time per member and h = 0.1 step.
+
+``--backend`` (default ``auto``) is passed to every chetaev method: the vector-space models
+are the symbolic ones of ``chetaev.examples.models`` (``from_lagrangian``: exact derivatives
+and, with numba installed, compiled kernels), so ``auto`` runs the compiled step where the
+method has one and numpy elsewhere; every row says which backend ran
+(``sol.stats["backend"]``). ``--backend numpy`` times the reference path on the same systems.
 
 ``--quick`` shortens everything (fewer h, T = 100 for the CVT, 10³ members, fewer repeats) to
 check that the script runs and its numbers are sane; the figures of record come from a full
@@ -56,6 +62,21 @@ from chetaev.rktableaux import lobatto_iiia_iiib
 from scipy.integrate import solve_ivp
 
 __all__ = ["HAND_RHS", "main"]
+
+#: The ``backend`` given to every chetaev method (``--backend``).
+BACKEND = "auto"
+
+
+def _method(cls, *args, **kw):
+    """``cls(*args, backend=BACKEND, **kw)``, or without ``backend`` in a tree that has none."""
+    try:
+        return cls(*args, backend=BACKEND, **kw)
+    except TypeError:
+        return cls(*args, **kw)
+
+
+def _backend_of(sol) -> str:
+    return str(sol.stats.get("backend", "numpy"))
 
 # ---------------------------------------------------------------- hand-written right-hand sides
 # Each takes y = (q, v) of shape (..., 2n) (batch axes leading) and returns ẏ. Mass matrix I,
@@ -156,13 +177,19 @@ HAND_RHS = {"particle": particle_rhs, "chaotic": chaotic_rhs, "CVT": cvt_rhs,
 
 
 def _vector_models():
-    ch = nht.chaotic_system()
+    """The models; the symbolic ones of ``chetaev.examples.models`` (compiled kernels with
+    numba) where that package is importable, else the hand-coded ones of ``nh.testing``."""
+    try:
+        from chetaev.examples.models import chaotic, cvt, nonholonomic_particle
+        particle, ch, cv_sys = nonholonomic_particle.system(), chaotic.system(), cvt.system()
+    except ImportError:  # a tree without the examples package
+        particle, ch, cv_sys = nht.particle_system(), nht.chaotic_system(), nht.cvt_system()
     cq, cv = nht.chaotic_ensemble(9)
     return {
         "spherical pendulum": (dlt.spherical_pendulum(), None, None),
-        "particle": (nht.particle_system(), nht.PARTICLE_Q0.copy(), nht.PARTICLE_V0.copy()),
+        "particle": (particle, nht.PARTICLE_Q0.copy(), nht.PARTICLE_V0.copy()),
         "chaotic": (ch, cq[3].copy(), cv[3].copy()),
-        "CVT": (nht.cvt_system(), nht.CVT_Q0.copy(), nht.CVT_V0_LOW.copy()),
+        "CVT": (cv_sys, nht.CVT_Q0.copy(), nht.CVT_V0_LOW.copy()),
     }
 
 
@@ -237,12 +264,11 @@ def _best_interleaved(runs, repeats):
 
 
 def _per_step_us(method, system, q0, v0, h, n):
-    st = method.initial_state(system, q0, v0)
-    for _ in range(3):
-        st = method.step(system, st, h)
+    """µs per step of one trajectory run through ``integrate`` (``n`` steps, initial state
+    included, after one warm-up run that also pays a compiled backend's first call)."""
+    integrate(system, method, q0, v0, h=h, n_steps=2)
     t0 = time.process_time()
-    for _ in range(n):
-        st = method.step(system, st, h)
+    integrate(system, method, q0, v0, h=h, n_steps=n)
     return (time.process_time() - t0) / n * 1e6
 
 
@@ -257,7 +283,7 @@ def fig_single_and_accuracy(quick, out):
           f"accepted step at rtol 1e-6) and CPU ms to reach an error (max over q at T)")
     print(f"{'model':9s} {'NH µs':>7s} {'DOP µs':>7s} {'(acc)':>7s} | {'target':>7s} "
           f"{'NH (s, N)':>10s} {'NH ms':>8s} {'DOP rtol':>9s} {'DOP ms':>8s} {'(acc) ms':>9s} "
-          f"{'NH/DOP':>7s}")
+          f"{'NH/DOP':>7s} backend")
     for name in ("particle", "chaotic"):
         system, q0, v0 = _vector_models()[name]
         f, fa = HAND_RHS[name], _acc_rhs(system)
@@ -265,8 +291,8 @@ def fig_single_and_accuracy(quick, out):
         y0 = np.r_[q0, v0]
         ref, _ = _dop(f, y0, T, 1e-13)
         q_ref = ref.y[:n, -1]
-        pair3 = NonholonomicPRK(lobatto_iiia_iiib(3))
-        nh_us = min(_per_step_us(pair3, system, q0, v0, 0.1, 50 if quick else 300)
+        pair3 = _method(NonholonomicPRK, lobatto_iiia_iiib(3))
+        nh_us = min(_per_step_us(pair3, system, q0, v0, 0.1, 100 if quick else 2000)
                     for _ in range(repeats))
         d6, _ = _dop(f, y0, T, 1e-6)
         dop_us, acc_us = (t * 1e6 / (d6.t.size - 1) for t in _best_interleaved(
@@ -274,7 +300,7 @@ def fig_single_and_accuracy(quick, out):
         for target in (1e-6, 1e-9):
             best = None  # (time, s, N)
             for s in stages:
-                method = NonholonomicPRK(lobatto_iiia_iiib(s))
+                method = _method(NonholonomicPRK, lobatto_iiia_iiib(s))
                 for N in grid:
                     sol, t = _nh(system, method, q0, v0, T / N, T)
                     if np.abs(sol.q[-1] - q_ref).max() <= target:
@@ -291,17 +317,18 @@ def fig_single_and_accuracy(quick, out):
                 print(f"{name:9s} target {target:.0e} not reached")
                 continue
             _, s, N = best
-            method = NonholonomicPRK(lobatto_iiia_iiib(s))
+            method = _method(NonholonomicPRK, lobatto_iiia_iiib(s))
+            ran = _backend_of(_nh(system, method, q0, v0, T / N, T)[0])
             t_nh, t_dop, t_acc = _best_interleaved(
                 [partial(_nh, system, method, q0, v0, T / N, T),
                  partial(_dop, f, y0, T, rtol), partial(_dop, fa, y0, T, rtol)], repeats)
             print(f"{name:9s} {nh_us:7.1f} {dop_us:7.1f} {acc_us:7.1f} | {target:7.0e} "
                   f"{f'({s}, {N})':>10s} {1e3 * t_nh:8.2f} {rtol:9.1e} {1e3 * t_dop:8.2f} "
-                  f"{1e3 * t_acc:9.2f} {t_nh / t_dop:7.2f}", flush=True)
+                  f"{1e3 * t_acc:9.2f} {t_nh / t_dop:7.2f} {ran}", flush=True)
             out.setdefault("accuracy", []).append(dict(
                 model=name, nh_step_us=nh_us, dop_step_us=dop_us, dop_acc_step_us=acc_us,
                 target=target, s=s, N=int(N), nh_s=t_nh, dop_rtol=rtol, dop_s=t_dop,
-                dop_acc_s=t_acc))
+                dop_acc_s=t_acc, backend=ran))
 
 
 def fig_cvt(quick, out):
@@ -328,16 +355,17 @@ def fig_cvt(quick, out):
     print(f"{'s':>3s} {'NH s':>8s} {'NH |dE|':>9s} {'DOP |dE|':>10s} {'at rtol':>8s} "
           f"{'ratio':>8s}")
     for s in (2, 3, 4):
-        sol, t = _nh(system, NonholonomicPRK(lobatto_iiia_iiib(s)), q0, v0, h, T,
-                     save_every=every)
-        e_nh = dE(sol.q, sol.v)
+        method = _method(NonholonomicPRK, lobatto_iiia_iiib(s))
+        integrate(system, method, q0, v0, h=h, n_steps=2)  # a compiled backend's first call
+        sol, t = _nh(system, method, q0, v0, h, T, save_every=every)
+        e_nh, ran = dE(sol.q, sol.v), _backend_of(sol)
         # DOP853's best error among its runs that took at most the NH-PRK's time
         within = [(e, r) for r, td, e in dop if td <= t]
         e_dop, r_dop = min(within) if within else (np.nan, np.nan)
-        print(f"{s:3d} {t:8.2f} {e_nh:9.1e} {e_dop:10.1e} {r_dop:8.0e} {e_dop / e_nh:8.1f}",
-              flush=True)
+        print(f"{s:3d} {t:8.2f} {e_nh:9.1e} {e_dop:10.1e} {r_dop:8.0e} {e_dop / e_nh:8.1f} "
+              f"{ran}", flush=True)
         out.setdefault("cvt", []).append(dict(s=s, T=T, nh_s=t, nh_dE=e_nh, dop_dE=e_dop,
-                                              dop_rtol=r_dop, dop=dop))
+                                              dop_rtol=r_dop, dop=dop, backend=ran))
 
 
 def fig_lie(quick, out):
@@ -349,7 +377,7 @@ def fig_lie(quick, out):
     print(f"\n4. Lie groups, T = {T:g} (Cayley, Lobatto 3): error at T = max over (g, η) "
           f"against DOP853 at rtol 1e-13; DOP853 at the loosest rtol = 10^(-k/2) reaching it")
     print(f"{'model':9s} {'h':>5s} {'µs/step':>8s} {'error':>8s} {'NH ms':>8s} "
-          f"{'DOP rtol':>9s} {'DOP ms':>8s} {'NH/DOP':>7s}")
+          f"{'DOP rtol':>9s} {'DOP ms':>8s} {'NH/DOP':>7s} backend")
 
     def ball_y0():
         return np.r_[gb[:3, :3].ravel(), gb[3:5, 5], gb[:3, :3] @ eb[:3], eb[3:]]
@@ -361,17 +389,18 @@ def fig_lie(quick, out):
     def top_state(y):
         return y
 
-    cases = [("ball", ball, LieNonholonomicPRK(3), gb, eb, 0.1, ball_y0(), ball_state,
+    cases = [("ball", ball, _method(LieNonholonomicPRK, 3), gb, eb, 0.1, ball_y0(), ball_state,
               lambda g, e: np.r_[g[:3, :3].ravel(), g[3:5, 5], e]),
-             ("heavy top", top, LieVPRK(lobatto_iiia_iiib(3)), R0, W0, 0.05,
+             ("heavy top", top, _method(LieVPRK, lobatto_iiia_iiib(3)), R0, W0, 0.05,
               np.r_[R0.ravel(), W0], top_state, lambda g, e: np.r_[g.ravel(), e])]
     for name, system, method, g0, e0, h, y0, to_state, nh_state in cases:
         f = HAND_RHS[name]
         ref, _ = _dop(f, y0, T, 1e-13)
         x_ref = to_state(ref.y[:, -1])
-        us = min(_per_step_us(method, system, g0, e0, h, 10 if quick else 50)
+        us = min(_per_step_us(method, system, g0, e0, h, 20 if quick else 200)
                  for _ in range(repeats))
         sol, _ = _nh(system, method, g0, e0, h, T)
+        ran = _backend_of(sol)
         err = float(np.max(np.abs(nh_state(sol.q[-1], sol.v[-1]) - x_ref)))
         rtol = None
         for k in range(6, 27):
@@ -382,23 +411,26 @@ def fig_lie(quick, out):
         t_nh, t_dop = _best_interleaved([partial(_nh, system, method, g0, e0, h, T),
                                          partial(_dop, f, y0, T, rtol)], repeats)
         print(f"{name:9s} {h:5.2f} {us:8.1f} {err:8.1e} {1e3 * t_nh:8.1f} {rtol:9.1e} "
-              f"{1e3 * t_dop:8.2f} {t_nh / t_dop:7.1f}", flush=True)
+              f"{1e3 * t_dop:8.2f} {t_nh / t_dop:7.1f} {ran}", flush=True)
         out.setdefault("lie", []).append(dict(model=name, h=h, step_us=us, error=err,
-                                              nh_s=t_nh, dop_rtol=rtol, dop_s=t_dop))
+                                              nh_s=t_nh, dop_rtol=rtol, dop_s=t_dop,
+                                              backend=ran))
 
 
 def fig_ensemble(quick, out):
     B = 1000 if quick else 10_000
     T, h = (2.0 if quick else 10.0), 0.1
     n_steps = round(T / h)
-    system = nht.chaotic_system()
+    system = _vector_models()["chaotic"][0]
     q, v = nht.chaotic_ensemble(B - 1)
     y0 = np.concatenate([q, v], -1)
 
     def stacked(y):
         return chaotic_rhs(y.reshape(B, 14)).ravel()
 
-    method = NonholonomicPRK(lobatto_iiia_iiib(3))
+    method = _method(NonholonomicPRK, lobatto_iiia_iiib(3))
+    # not timed: a compiled backend's first call (the batched module) and the backend name
+    ran = _backend_of(_nh(system, method, q[:2], v[:2], h, 2 * h)[0])
     t_nh, t_dop = _best_interleaved(
         [partial(_nh, system, method, q, v, h, T), partial(_dop, stacked, y0.ravel(), T, 1e-6)],
         1)
@@ -406,15 +438,21 @@ def fig_ensemble(quick, out):
     per_dop = t_dop / (B * n_steps) * 1e6
     print(f"\n5. chaotic ensemble, B = {B}, T = {T:g}, h = {h}: NH-PRK s = 3 batched "
           f"{per_nh:.2f} µs per trajectory-step ({t_nh:.2f} s); stacked DOP853 rtol 1e-6 "
-          f"{t_dop:.2f} s = {per_dop:.2f} µs per member and h-step; ratio {t_nh / t_dop:.2f}")
-    out["ensemble"] = dict(B=B, T=T, nh_s=t_nh, dop_s=t_dop, nh_us=per_nh, dop_us=per_dop)
+          f"{t_dop:.2f} s = {per_dop:.2f} µs per member and h-step; ratio {t_nh / t_dop:.2f} "
+          f"(backend {ran})")
+    out["ensemble"] = dict(B=B, T=T, nh_s=t_nh, dop_s=t_dop, nh_us=per_nh, dop_us=per_dop,
+                           backend=ran)
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="short run: check the script")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    ap.add_argument("--backend", choices=("auto", "numpy", "numba"), default="auto",
+                    help="the chetaev methods' backend (default auto)")
     args = ap.parse_args(argv)
+    global BACKEND
+    BACKEND = args.backend
     rng = np.random.default_rng(0)
     worst = _check_hand_rhs(rng)
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
@@ -424,7 +462,7 @@ def main(argv=None) -> dict:
     print(f"# hand-written RHS == system.acceleration on 100 random states of each model: "
           f"worst relative difference {worst:.1e}")
     system, q0, v0 = _vector_models()["particle"]
-    stats = integrate(system, NonholonomicPRK(lobatto_iiia_iiib(3)), q0, v0, h=0.1,
+    stats = integrate(system, _method(NonholonomicPRK, lobatto_iiia_iiib(3)), q0, v0, h=0.1,
                       n_steps=2).stats
     backend = stats.get("backend", "numpy (no backend choice in this tree)")
     print(f"# NonholonomicPRK backend (sol.stats['backend']): {backend}")

@@ -329,5 +329,7 @@ def test_bad_force_arguments_raise():
         bad.generalized_force(X0, np.zeros(5))
     system = model(False)
     with pytest.raises(InputError, match="n_controls=1"):
+        system.generalized_force(X0, np.zeros(5))
+    with pytest.raises(InputError, match="n_controls=1"):
         ReducedGNI().step(system, ReducedGNI().initial_state(system, X0,
                                                              consistent_v0(system, X0)), 0.1)

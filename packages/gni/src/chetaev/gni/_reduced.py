@@ -264,15 +264,12 @@ class ReducedSystem:
         """``u`` as a float array ``(..., n_controls)`` (``(0,)`` when None without
         controls)."""
         m = self.n_controls
-        if u is None:
-            if m:
-                raise InputError(
-                    f"This system has n_controls={m}: pass the control u of shape (..., {m})."
-                )
+        if u is None and not m:
             return np.zeros((0,))
-        u = np.asarray(u, dtype=float)
-        if u.ndim == 0 or u.shape[-1] != m:
-            raise InputError(f"u must have shape (..., {m}) (n_controls={m}); got {u.shape}")
+        u = None if u is None else np.asarray(u, dtype=float)
+        if u is None or u.ndim == 0 or u.shape[-1] != m:
+            raise InputError(f"the control u must have shape (..., {m}) (n_controls={m}); got "
+                             f"{'None' if u is None else u.shape}")
         return u
 
     def generalized_force(self, x, v, u=None):
@@ -658,7 +655,7 @@ class ReducedGNI(Method):
         """One step (class docstring); ``u`` the control of a forced system."""
         tau = self._tau(system)
         forced = system.has_force
-        n, N = system.n_shape, system.N
+        n = system.n_shape
         G = system.metric
         x = state.q
         K = system.K(x)

@@ -100,9 +100,9 @@ class ReducedSystem:
         multiplier; central differences when omitted.
     derivative_check : bool, keyword-only, default True
         Compare every supplied derivative (``potential_grad``, ``constraint_matrix_grad``,
-        ``constraint_affine_grad``, ``potential_hessian``) with a central finite difference
-        once, before the first step (:meth:`check_derivatives`); ``False`` skips it (e.g.
-        for a non-smooth model).
+        ``constraint_affine_grad``, ``potential_hessian``, ``force_derivatives``) with a
+        central finite difference once, before the first step (:meth:`check_derivatives`);
+        ``False`` skips it (e.g. for a non-smooth model).
     potential_hessian : callable ``x -> (..., n, n)``, keyword-only, optional
         ``∂²V/∂x²``, used only by :meth:`ReducedGNI.step_linearization` (central
         differences of ``potential_grad`` when omitted).
@@ -173,8 +173,10 @@ class ReducedSystem:
         """Compare every supplied derivative with a central finite difference at ``x``.
 
         ``potential_grad`` against ``potential`` (when both are given),
-        ``constraint_matrix_grad`` against ``constraint_matrix`` and
-        ``constraint_affine_grad`` against ``constraint_affine``, at the shape point ``x``
+        ``constraint_matrix_grad`` against ``constraint_matrix``,
+        ``constraint_affine_grad`` against ``constraint_affine``, ``potential_hessian``
+        against ``potential_grad`` and ``force_derivatives`` against ``force`` (in
+        ``(x, v, u)``, at a fixed generic ``v`` and ``u``), at the shape point ``x``
         and two nearby points, with the derived tolerance of
         :func:`chetaev.discrete_lagrangian.compare_derivative`. Runs whatever the
         constructor's ``derivative_check`` (which only switches off the automatic check
@@ -213,6 +215,20 @@ class ReducedSystem:
         if self.potential_hessian is not None and self.potential_grad is not None:
             compare_derivative("potential_hessian", self.grad_V, self.hess_V, x0,
                                of="potential_grad", owner=own)
+        if self.force_derivatives is not None:
+            # (F_x, F_v, F_u) together in z = (x, v, u), at a generic velocity and control
+            N, m = self.N, self.n_controls
+            z0 = np.concatenate([x0, np.linspace(0.3, 0.7, N), np.full(m, 0.2)])
+
+            def F(z):
+                return self.generalized_force(z[..., :n], z[..., n:n + N], z[..., n + N:])
+
+            def dF(z):
+                return np.concatenate(self.force_jacobians(
+                    z[..., :n], z[..., n:n + N], z[..., n + N:]), axis=-1)
+
+            compare_derivative("force_derivatives", F, dF, z0, of="force", wrt="(x, v, u)",
+                               owner=own)
 
     # ------------------------------------------------------------------ pieces
     @property
@@ -632,18 +648,22 @@ class ReducedGNI(Method):
         return State(t=float(t0), q=x0, v=v0, p=_mv(system.metric, v0), lam=lam0, n=0,
                      carry={"g": g0, "xi": None}, info={})
 
-    def state_from_points(self, system, x0, x1, xi0, h, t0: float = 0.0, g0=None) -> State:
+    def state_from_points(self, system, x0, x1, xi0, h, t0: float = 0.0, g0=None,
+                          u=None) -> State:
         """The state at node 1 from the discrete start ``(x0, x1, ξ0)``, e.g. the paper's
         ``x1 = x0 + h ẋ0``, ``ω_0 = ω(0)`` (paper §7.4, Exp. 2), or a consistent ``x1 = x(h)``,
-        ``ω_0 = ω(h/2)``."""
+        ``ω_0 = ω(h/2)``; for a forced system ``p⁺_1`` includes the right discrete force
+        ``f_d⁺`` of the first step with the control ``u`` (class docstring)."""
         tau = self._tau(system)
         h = check_step_size(h)
         x0 = as_points(x0, name="x0", n=system.n_shape)
         x1 = as_points(x1, name="x1", n=system.n_shape)
         xi0 = as_points(xi0, name="xi0", n=system.group.dim)
         _verify_once(system, x0)
-        u = np.concatenate([(x1 - x0) / h, xi0], axis=-1)
-        p_plus = _legendre_plus(system, tau, x1, u, h)
+        w = np.concatenate([(x1 - x0) / h, xi0], axis=-1)
+        p_plus = _legendre_plus(system, tau, x1, w, h)
+        if system.has_force:
+            p_plus = p_plus + 0.5 * h * system.generalized_force(x1, w, u)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, system.metric, system.K(x1), h,
                                                   system.a(x1))
         g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)

@@ -28,6 +28,7 @@ from chetaev.discrete_lagrangian import (
     TrivializedMechanicalSystem,
     integrate,
 )
+from chetaev.gni import ReducedSystem
 
 
 def _load_registry() -> Any:
@@ -42,7 +43,7 @@ def _load_registry() -> Any:
 _REGISTRY = _load_registry()
 CASES, IDS = _REGISTRY.CASES, _REGISTRY.IDS
 _SYSTEMS = (LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
-            TrivializedMechanicalSystem)
+            TrivializedMechanicalSystem, ReducedSystem)
 
 
 def _damping(q, v, u):
@@ -50,8 +51,8 @@ def _damping(q, v, u):
 
 
 def _forced(system: Any) -> Any:
-    """The registry's system with F = −0.1 v + u (one control), or None for a system of
-    another kind (DSOCS, a reduced system)."""
+    """The registry's system with F = −0.1 v + u (one control; on a reduced system
+    ``v = (ẋ, ξ)``), or None for a system of another kind (DSOCS)."""
     if isinstance(system, _SYSTEMS):
         return attrs.evolve(system, force=_damping, n_controls=1)
     if isinstance(system, ConstrainedSystem) and isinstance(system.system, _SYSTEMS):
@@ -101,17 +102,18 @@ def test_nonholonomic_prk_takes_forces_in_its_lagrangian_form() -> None:
 
 def test_gni_and_discretization_maps_take_forces() -> None:
     """Issue 20: every GNI case (all variants, the composition) and every discretization-map
-    case (vector space and Lie group) of the registry takes forces; ReducedGNI (its own
-    ReducedSystem has no force=) and DSOCS (a DSOCS system: L_d, D_K, D_V, no force) do not."""
-    prefixes = ("GNI-", "dmap-", "LieDmap-")
+    case (vector space and Lie group) of the registry takes forces, and so does ReducedGNI
+    (``ReducedSystem(force=...)``); DSOCS (a DSOCS system: L_d, D_K, D_V, no force) does
+    not."""
+    prefixes = ("GNI-", "dmap-", "LieDmap-", "ReducedGNI")
     cases = [(name, make_method()) for name, make_method, _ in CASES
              if name.startswith(prefixes)]
     assert len(cases) >= 10
     for name, method in cases:
         assert method.supports_forces, name
     refused = [(name, make_method()) for name, make_method, _ in CASES
-               if name.startswith(("ReducedGNI", "DSOCS"))]
-    assert len(refused) == 2
+               if name.startswith("DSOCS")]
+    assert len(refused) == 1
     for name, method in refused:
         assert not method.supports_forces, name
 

@@ -41,6 +41,7 @@ from chetaev.discrete_lagrangian import (
     TrivializedMechanicalSystem,
 )
 from chetaev.discrete_lagrangian.testing import step_fd_rtol, step_linearization_error
+from chetaev.gni import ReducedSystem
 
 
 def _load(path: Path, name: str) -> Any:
@@ -84,8 +85,9 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
         assert issubclass(LinearizationNotSupportedError, InputError)
         return
     assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem,
-                               TrivializedLagrangianSystem, TrivializedMechanicalSystem)), name
-    on_group = getattr(system, "group", None) is not None
+                               TrivializedLagrangianSystem, TrivializedMechanicalSystem,
+                               ReducedSystem)), name
+    on_group = _configuration_ndim(system) > 1
     forced = _FORCES._forced(system)
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
     for batched in (False, True):
@@ -99,15 +101,26 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
             assert err <= step_fd_rtol(h), (name, batched, u, err)
 
 
+def _configuration_ndim(system: Any) -> int:
+    """Trailing axes of one configuration of the system's states: 1 on a vector space and
+    for a ``ReducedSystem`` (its states hold the shape coordinates x), ``len(group.shape)``
+    on a group."""
+    base = system.system if isinstance(system, ConstrainedSystem) else system
+    group = getattr(base, "group", None)
+    if group is None or isinstance(base, ReducedSystem):
+        return 1
+    return len(tuple(group.shape))
+
+
 def _nonlinear_forced(system: Any) -> Any:
     """``system`` with the configuration-, velocity- and control-dependent force
     F = −0.1(1 + s(q)²)v + u·b, s(q) the first coordinate (on a group the entry (0, −1) of
-    the element: a translation of SE(2), a rotation entry of SO(3)), b = (1, 0.5, 0, ...);
-    no ``force_derivatives`` (the system's central differences in the Newton matrix and the
-    linearization), or None for a system of another kind."""
+    the element: a translation of SE(2), a rotation entry of SO(3); on a ``ReducedSystem``
+    the first shape coordinate, v = (ẋ, ξ)), b = (1, 0.5, 0, ...); no ``force_derivatives``
+    (the system's central differences in the Newton matrix and the linearization), or None
+    for a system of another kind."""
     base = system.system if isinstance(system, ConstrainedSystem) else system
-    group = getattr(base, "group", None)
-    gnd = 1 if group is None else len(tuple(group.shape))
+    gnd = _configuration_ndim(system)
 
     def force(q, v, u):
         q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
@@ -117,7 +130,7 @@ def _nonlinear_forced(system: Any) -> Any:
         return -0.1 * (1.0 + sq * sq)[..., None] * v + u[..., :1] * b
 
     if not isinstance(base, (LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
-                             TrivializedMechanicalSystem)):
+                             TrivializedMechanicalSystem, ReducedSystem)):
         return None
     forced = attrs.evolve(base, force=force, n_controls=1)
     return attrs.evolve(system, system=forced) if base is not system else forced
@@ -141,7 +154,7 @@ def test_forced_linearization_every_pair(name: str, make_method, make_problem) -
         pytest.skip("the method does not take forces or has no step linearization")
     forced = _nonlinear_forced(system)
     assert forced is not None, name
-    on_group = getattr(system, "group", None) is not None
+    on_group = _configuration_ndim(system) > 1
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
     for batched in (False, True):
         qb = np.stack([q0, q0 if not on_group else system.group.compose(q0, q0)]) \

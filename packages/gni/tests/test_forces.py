@@ -204,7 +204,7 @@ def test_two_step_form_with_varying_control_gives_the_momentum_nodes():
     assert np.max(np.abs(a.v - b.v)) < 1e-10
 
 
-def test_reduced_gni_refuses_forces():
-    """ReducedGNI runs on its own ReducedSystem, which has no force (not a system of the
-    issue's force= keyword): it keeps raising ForcesNotSupportedError."""
-    assert ReducedGNI().supports_forces is False
+def test_reduced_gni_takes_forces():
+    """ReducedGNI takes the force of ``ReducedSystem(force=...)`` (issue 20; its forced
+    dynamics and linearization are checked in ``test_reduced_forces``)."""
+    assert ReducedGNI().supports_forces is True

@@ -9,7 +9,8 @@ bound ``step_fd_rtol(h)``, derived in ``packages/discrete-lagrangian/tests/
 test_linearization.py``: (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|A|, 1.4e-8 at h = 0.2)
 on the particle of the docs' theory page (linear and affine constraint with q-dependent mu(q),
 nonlinear potential) and on the same constraint with a q-dependent mass matrix M(q), for the
-four variants, single and batched, unforced and forced (F = −c(1 + |q|²)v + u·b: A and B).
+four variants, single and batched, unforced and forced (F = −c(1 + |q|²)v + u·b: A and B);
+the two-step form (the momentum form's map, its look-ahead point a function of the node).
 Measured worst deviation over the 24 unforced cases (OPENBLAS_NUM_THREADS=1 and unset):
 1.3e-10 of max|A| (affine, euler_b, single), 1/110 of the bound.
 """
@@ -168,10 +169,37 @@ def test_tangent_space_is_mapped_into_tangent_space(model):
 
 
 def test_unsupported_configurations_raise():
-    """The two-step form and a metric override are refused (LinearizationNotSupportedError,
-    an InputError naming what to use)."""
+    """A metric override is refused (LinearizationNotSupportedError, an InputError naming
+    what to use)."""
     system, q0, v0 = _problem("linear")
-    for method in (GNI("rattle", form="two_step"), GNI("rattle", metric=lambda q: np.eye(3))):
-        state = method.initial_state(system, q0, v0)
-        with pytest.raises(LinearizationNotSupportedError, match="form='momentum'"):
-            method.step_linearization(system, state, H)
+    method = GNI("rattle", metric=lambda q: np.eye(3))
+    state = method.initial_state(system, q0, v0)
+    with pytest.raises(LinearizationNotSupportedError, match="no metric= override"):
+        method.step_linearization(system, state, H)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize("forced", [False, True], ids=["unforced", "forced"])
+@pytest.mark.parametrize("model", ["affine", "varying-mass"])
+def test_two_step_form_linearization(model, forced, batched):
+    """The two-step form (its state carries the look-ahead point, a function of the node):
+    [A B] in (q, v) at fixed λ_k against central differences of its step (bound
+    ``step_fd_rtol``, 1.4e-8; measured worst 1.2e-10, margin 120) from a state whose
+    look-ahead point was carried from the previous step, and equal to the momentum form's
+    linearization of the same node up to the two solves' Newton tolerance (1e-12 each, times
+    an O(1) condition: bound 1e-10·max|[A B]|; measured worst 1.2e-12 relative,
+    varying-mass, forced; margin 86; OPENBLAS_NUM_THREADS=1 and unset)."""
+    method, system, state, u = (_forced_setup(model, "rattle", batched) if forced
+                                else (*_setup(model, "rattle", batched), None))
+    two = GNI("rattle", form="two_step")
+    kw = {} if u is None else {"u": u}
+    s0 = two.initial_state(system, state.q, state.v, **kw)
+    s0 = attrs.evolve(s0, lam=state.lam)
+    s1 = two.step(system, s0, H, **kw)  # a node whose carry holds the look-ahead point
+    assert s1.carry.get("q_next") is not None
+    lin, err = step_linearization_error(two, system, s1, H, u)
+    assert lin.coordinates == "(q, v)" and err <= step_fd_rtol(H), err
+    ref = method.step_linearization(system, attrs.evolve(s1, carry={}), H, u)
+    AB = np.concatenate([lin.A, lin.B], -1)
+    gap = np.max(np.abs(AB - np.concatenate([ref.A, ref.B], -1)))
+    assert gap <= 1e-10 * np.max(np.abs(AB)), gap

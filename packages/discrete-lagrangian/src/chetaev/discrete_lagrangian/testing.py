@@ -440,9 +440,10 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
 
         x0, y0 = np.asarray(state.q), np.asarray(state.v if velocity else state.p)
     n = x0.shape[-1]
+    k = n + np.shape(y0)[-1]  # 2n, or n + N for a reduced state (shape x, velocity (ẋ, ξ))
     cols = []
-    for j in range(2 * n):
-        e = np.zeros(2 * n)
+    for j in range(k):
+        e = np.zeros(k)
         e[j] = delta
         cols.append((f(x0 + e[:n], y0 + e[n:], u) - f(x0 - e[:n], y0 - e[n:], u))
                     / (2 * delta))

@@ -560,7 +560,18 @@ class GNI(Method):
         theorem; ``coordinates == "(q, v)"``. ``basis``/``next_basis``: orthonormal bases
         (2n − m columns) of the tangent spaces of {mu(q) v + a(q) = 0}; every step ends on
         that set. Needs a mechanical system with the mass matrix as the metric (∂G/∂q·v =
-        D21L) and the momentum form.
+        D21L).
+
+        ``form="two_step"``: its state carries the look-ahead point q_{k+1}, but that point is
+        a function of the node, q_{k+1}(q_k, v_k, λ_k), the solution of the momentum form's
+        −D1 L_d(q_k, q_{k+1}) = p⁻_k (the step computes it so whenever the carried point is
+        missing, stale in h or computed with another control; on a consistent state the two
+        forms give the same nodes, tested). The one-step map in the state's coordinates
+        (q, v) at fixed λ_k is therefore the momentum form's, and so is its Jacobian: the
+        same formulas, evaluated at the two-step form's converged next node (q_{k+1},
+        v_{k+1}, λ_{k+1}) (equal to the momentum form's to the Newton tolerance). A
+        perturbation of (q_k, v_k) moves the look-ahead point with it (it is not an
+        independent coordinate of the state).
 
         For a forced system the step's forced transform −D1 L_d − f_d⁻ = p⁻ and
         p⁺ = D2 L_d + f_d⁺ (module docstring; Marsden & West 2001 §3.2) are differentiated
@@ -577,12 +588,14 @@ class GNI(Method):
         )
 
         iface = _interface(system)
-        if self.form != "momentum" or self.metric is not None or iface.potential is None \
+        if self.metric is not None or iface.potential is None \
                 or not iface.has_second_derivatives:
             raise LinearizationNotSupportedError(
-                f"{self.name}: step_linearization needs form='momentum', the system's mass "
-                "matrix as the metric (no metric= override) and a mechanical system with "
-                "second derivatives (L = v·M(q)v/2 − V(q))."
+                f"{self.name}: step_linearization needs the system's mass matrix as the "
+                "metric (no metric= override: the node's projection must be the KKT system of "
+                "the Lagrangian's Legendre transform) and a mechanical system with second "
+                "derivatives (L = v·M(q)v/2 − V(q)); use GNI(variant) without metric= on a "
+                "MechanicalSystem."
             )
         q, v = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
         lam = np.asarray(state.lam, dtype=float)

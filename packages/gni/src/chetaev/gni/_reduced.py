@@ -53,16 +53,21 @@ def _fd(f, x, eps=1e-6):
     return np.stack(cols, axis=-1)
 
 
-def _as_dimension(n) -> int:
-    if isinstance(n, (bool, np.bool_, str, bytes)) or np.iscomplexobj(n):
-        raise InputError(f"n_shape must be a non-negative integer; got {n!r}")
-    try:
-        val = float(n)
-    except (TypeError, ValueError):
-        raise InputError(f"n_shape must be a non-negative integer; got {n!r}") from None
-    if not (val.is_integer() and val >= 0):
-        raise InputError(f"n_shape must be a non-negative integer; got {n!r}")
-    return int(val)
+def _count(name: str) -> Callable[[Any], int]:
+    """Converter of a non-negative integer argument ``name`` (``n_shape``, ``n_controls``)."""
+
+    def convert(n) -> int:
+        if isinstance(n, (bool, np.bool_, str, bytes)) or np.iscomplexobj(n):
+            raise InputError(f"{name} must be a non-negative integer; got {n!r}")
+        try:
+            val = float(n)
+        except (TypeError, ValueError):
+            raise InputError(f"{name} must be a non-negative integer; got {n!r}") from None
+        if not (val.is_integer() and val >= 0):
+            raise InputError(f"{name} must be a non-negative integer; got {n!r}")
+        return int(val)
+
+    return convert
 
 
 def _as_metric(G) -> np.ndarray:
@@ -95,12 +100,37 @@ class ReducedSystem:
         multiplier; central differences when omitted.
     derivative_check : bool, keyword-only, default True
         Compare every supplied derivative (``potential_grad``, ``constraint_matrix_grad``,
-        ``constraint_affine_grad``) with a central finite difference once, before the first
-        step (:meth:`check_derivatives`); ``False`` skips it (e.g. for a non-smooth model).
+        ``constraint_affine_grad``, ``potential_hessian``, ``force_derivatives``) with a
+        central finite difference once, before the first step (:meth:`check_derivatives`);
+        ``False`` skips it (e.g. for a non-smooth model).
+    potential_hessian : callable ``x -> (..., n, n)``, keyword-only, optional
+        ``∂²V/∂x²``, used only by :meth:`ReducedGNI.step_linearization` (central
+        differences of ``potential_grad`` when omitted).
+    force : callable ``force(x, v, u) -> (..., N)``, keyword-only, optional
+        External force on the reduced system (issue 20), the same convention as
+        ``chetaev.discrete_lagrangian.MechanicalSystem(force=)`` with ``q = x`` the shape
+        coordinates and ``v = (ẋ, ξ)``: a covector ``(F_x, F_ξ)``, ``F_x`` the generalized
+        force on the shape space and ``F_ξ ∈ 𝔤*`` the left-trivialized force (torque in the
+        body frame) on the group, ``F_ξ·η = F_g·(g η)``. It depends on the group element
+        only through the reduced variables (a G-invariant force, as the Lagrangian and the
+        constraints are: otherwise the system does not reduce to TRⁿ × 𝔤). It enters the
+        reduced Lagrange–d'Alembert–Poincaré equations (paper §7.2 with the
+        Lagrange–d'Alembert force term; Marsden & West 2001 §3.2)
+        ``d/dt ∂l/∂ẋ − ∂l/∂x = F_x + μᵀλ``, ``d/dt ∂l/∂ξ − ad*_ξ ∂l/∂ξ = F_ξ + ηᵀλ``.
+        ``u`` is the control ``(..., n_controls)`` (an empty ``(..., 0)`` array when
+        ``n_controls=0``), held constant over a step. :class:`ReducedGNI` takes it as the
+        trapezoidal discrete force (its class docstring).
+    force_derivatives : callable, keyword-only, optional
+        ``(x, v, u) -> (F_x, F_v, F_u)`` of shapes ``(..., N, n)``, ``(..., N, N)``,
+        ``(..., N, n_controls)`` (exact Jacobians for the Newton matrix and the step
+        linearization); central differences of ``force`` when omitted
+        (:meth:`force_jacobians`).
+    n_controls : int, keyword-only
+        Number of control inputs (default 0; needs ``force``).
     """
 
     group: Any
-    n_shape: int = attrs.field(converter=_as_dimension)
+    n_shape: int = attrs.field(converter=_count("n_shape"))
     metric: np.ndarray = attrs.field(converter=_as_metric)
     constraint_matrix: Any = attrs.field()
     constraint_affine: Callable | None = None
@@ -109,8 +139,20 @@ class ReducedSystem:
     constraint_matrix_grad: Callable | None = None
     constraint_affine_grad: Callable | None = None
     derivative_check: bool = attrs.field(default=True, kw_only=True)
+    potential_hessian: Callable | None = attrs.field(default=None, kw_only=True)
+    force: Callable | None = attrs.field(default=None, kw_only=True)
+    force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
+    n_controls: int = attrs.field(default=0, kw_only=True, converter=_count("n_controls"))
 
     def __attrs_post_init__(self):
+        for name in ("potential_hessian", "force", "force_derivatives"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise InputError(f"{name} must be None or a callable; got {getattr(self, name)!r}")
+        if self.force is None and (self.force_derivatives is not None or self.n_controls):
+            raise InputError(
+                "force_derivatives and n_controls need a force: pass "
+                "ReducedSystem(..., force=callable(x, v, u))"
+            )
         if not hasattr(self.group, "dim") or not hasattr(self.group, "compose"):
             raise InputError(
                 f"group must be a chetaev.liegroups group (e.g. SO3); got {self.group!r}"
@@ -131,8 +173,10 @@ class ReducedSystem:
         """Compare every supplied derivative with a central finite difference at ``x``.
 
         ``potential_grad`` against ``potential`` (when both are given),
-        ``constraint_matrix_grad`` against ``constraint_matrix`` and
-        ``constraint_affine_grad`` against ``constraint_affine``, at the shape point ``x``
+        ``constraint_matrix_grad`` against ``constraint_matrix``,
+        ``constraint_affine_grad`` against ``constraint_affine``, ``potential_hessian``
+        against ``potential_grad`` and ``force_derivatives`` against ``force`` (in
+        ``(x, v, u)``, at a fixed generic ``v`` and ``u``), at the shape point ``x``
         and two nearby points, with the derived tolerance of
         :func:`chetaev.discrete_lagrangian.compare_derivative`. Runs whatever the
         constructor's ``derivative_check`` (which only switches off the automatic check
@@ -168,11 +212,136 @@ class ReducedSystem:
             compare_derivative("constraint_affine_grad", self.a,
                                lambda y: np.asarray(self.constraint_affine_grad(y), float),
                                x0, of="constraint_affine", owner=own)
+        if self.potential_hessian is not None and self.potential_grad is not None:
+            compare_derivative("potential_hessian", self.grad_V, self.hess_V, x0,
+                               of="potential_grad", owner=own)
+        if self.force_derivatives is not None:
+            # (F_x, F_v, F_u) together in z = (x, v, u), at a generic velocity and control
+            N, m = self.N, self.n_controls
+            z0 = np.concatenate([x0, np.linspace(0.3, 0.7, N), np.full(m, 0.2)])
+
+            def F(z):
+                return self.generalized_force(z[..., :n], z[..., n:n + N], z[..., n + N:])
+
+            def dF(z):
+                return np.concatenate(self.force_jacobians(
+                    z[..., :n], z[..., n:n + N], z[..., n + N:]), axis=-1)
+
+            compare_derivative("force_derivatives", F, dF, z0, of="force", wrt="(x, v, u)",
+                               owner=own)
 
     # ------------------------------------------------------------------ pieces
     @property
     def N(self) -> int:
         return self.n_shape + self.group.dim
+
+    #: Trailing axes of one configuration of the state (``q = x`` on the shape space Rⁿ,
+    #: although the system carries a ``group``): the batch rule of controls.
+    configuration_ndim = 1
+
+    def hess_V(self, x):
+        """``∂²V/∂x²`` ``(..., n, n)``: ``potential_hessian``, else central differences of
+        ``potential_grad`` (zero without a potential)."""
+        x = np.asarray(x, dtype=float)
+        n = self.n_shape
+        if self.potential_hessian is not None:
+            return np.broadcast_to(np.asarray(self.potential_hessian(x), dtype=float),
+                                   (*x.shape[:-1], n, n))
+        if self.potential_grad is None:
+            return np.zeros((*x.shape[:-1], n, n))
+        return _fd(self.grad_V, x)
+
+    def dK(self, x):
+        """``∂K/∂x`` ``(..., m, N, n)``: ``constraint_matrix_grad``, else central differences
+        (zero for a constant matrix)."""
+        x = np.asarray(x, dtype=float)
+        if self.constraint_matrix_grad is not None:
+            return np.asarray(self.constraint_matrix_grad(x), dtype=float)
+        if callable(self.constraint_matrix):
+            return _fd(self.K, x)
+        return np.zeros((*self.K(x).shape, self.n_shape))
+
+    def da(self, x):
+        """``∂a/∂x`` ``(..., m, n)`` (None for linear constraints)."""
+        if self.constraint_affine is None:
+            return None
+        x = np.asarray(x, dtype=float)
+        if self.constraint_affine_grad is not None:
+            return np.asarray(self.constraint_affine_grad(x), dtype=float)
+        return _fd(self.a, x)
+
+    # ------------------------------------------------------------------ forces (issue 20)
+    @property
+    def has_force(self) -> bool:
+        """True when the system carries an external force ``force(x, v, u)``."""
+        return self.force is not None
+
+    def _control(self, u):
+        """``u`` as a float array ``(..., n_controls)`` (``(0,)`` when None without
+        controls)."""
+        m = self.n_controls
+        if u is None and not m:
+            return np.zeros((0,))
+        u = None if u is None else np.asarray(u, dtype=float)
+        if u is None or u.ndim == 0 or u.shape[-1] != m:
+            raise InputError(f"the control u must have shape (..., {m}) (n_controls={m}); got "
+                             f"{'None' if u is None else u.shape}")
+        return u
+
+    def generalized_force(self, x, v, u=None):
+        """The external force ``(F_x, F_ξ)(x, v, u)`` ``(..., N)`` (zero without ``force=``)."""
+        x = np.asarray(x, dtype=float)
+        v = np.asarray(v, dtype=float)
+        u = self._control(u)
+        batch = np.broadcast_shapes(x.shape[:-1], v.shape[:-1], u.shape[:-1])
+        if self.force is None:
+            return np.zeros((*batch, self.N))
+        F = np.asarray(self.force(x, v, u), dtype=float)
+        try:
+            return np.broadcast_to(F, (*batch, self.N))
+        except ValueError:
+            raise InputError(
+                f"force must return shape (..., {self.N}) = (..., n_shape + group.dim) "
+                f"broadcasting with the batch {batch}; it returned {F.shape}"
+            ) from None
+
+    def force_jacobians(self, x, v, u=None):
+        """``(F_x, F_v, F_u)``: ``[..., i, j] = ∂F_i/∂x_j, ∂F_i/∂v_j, ∂F_i/∂u_j``.
+
+        Shapes ``(..., N, n)``, ``(..., N, N)``, ``(..., N, n_controls)``. From
+        ``force_derivatives`` when given (exact); otherwise central differences of
+        ``force`` (~1e-10 relative, the scheme of the other finite-difference derivatives of
+        this module, as ``chetaev.discrete_lagrangian.MechanicalSystem.force_jacobians``
+        does).
+        """
+        x = np.asarray(x, dtype=float)
+        v = np.asarray(v, dtype=float)
+        u = self._control(u)
+        n, N, m = self.n_shape, self.N, self.n_controls
+        batch = np.broadcast_shapes(x.shape[:-1], v.shape[:-1], u.shape[:-1])
+        shapes = ((*batch, N, n), (*batch, N, N), (*batch, N, m))
+        if self.force is None:
+            return tuple(np.zeros(sh) for sh in shapes)
+        if self.force_derivatives is not None:
+            out = self.force_derivatives(x, v, u)
+            if not isinstance(out, (tuple, list)) or len(out) != 3:
+                raise InputError("force_derivatives must return the tuple (F_x, F_v, F_u)")
+            res = []
+            for name, blk, sh in zip(("F_x", "F_v", "F_u"), out, shapes):
+                try:
+                    res.append(np.broadcast_to(np.asarray(blk, dtype=float), sh))
+                except ValueError:
+                    raise InputError(
+                        f"force_derivatives must return {name} of shape (..., {sh[-2]}, "
+                        f"{sh[-1]}); got {np.shape(blk)}"
+                    ) from None
+            return tuple(res)
+        xb, vb = np.broadcast_to(x, (*batch, n)), np.broadcast_to(v, (*batch, N))
+        ub = np.broadcast_to(u, (*batch, m))
+        Fx = _fd(lambda y: self.generalized_force(y, vb, ub), xb) if n else np.zeros(shapes[0])
+        Fv = _fd(lambda w: self.generalized_force(xb, w, ub), vb)
+        Fu = _fd(lambda c: self.generalized_force(xb, vb, c), ub) if m else np.zeros(shapes[2])
+        return Fx, Fv, Fu
 
     @property
     def n(self) -> int:
@@ -223,48 +392,49 @@ class ReducedSystem:
         return 0.5 * np.einsum("...i,ij,...j->...", v, self.metric, v) + self.V(x)
 
     # ------------------------------------------------------------------ continuous model
-    def _force(self, x, v):
+    def _force(self, x, v, u=None):
+        """``(−∇V, ad*_ξ ∂l/∂ξ) + F(x, v, u)``; the external force is left out when the
+        system needs a control and ``u`` is None (the unforced multiplier of ``initial_state``
+        without ``u``, as for the GNI)."""
         n = self.n_shape
         pi = _mv(self.metric, v)[..., n:]
         ad = self.group.ad(v[..., n:])
-        return np.concatenate([-self.grad_V(x), np.einsum("...ji,...j->...i", ad, pi)], axis=-1)
+        out = np.concatenate([-self.grad_V(x), np.einsum("...ji,...j->...i", ad, pi)], axis=-1)
+        if self.force is not None and (u is not None or not self.n_controls):
+            out = out + self.generalized_force(x, v, u)
+        return out
 
-    def multiplier(self, x, v):
-        """Continuous λ of ``d/dt ∂l/∂ẋ − ∂l/∂x = μᵀλ``, ``d/dt ∂l/∂ξ − ad*_ξ ∂l/∂ξ = ηᵀλ``."""
+    def multiplier(self, x, v, u=None):
+        """Continuous λ of ``d/dt ∂l/∂ẋ − ∂l/∂x = F_x + μᵀλ``,
+        ``d/dt ∂l/∂ξ − ad*_ξ ∂l/∂ξ = F_ξ + ηᵀλ`` (the force at the control ``u``)."""
         x = np.asarray(x, dtype=float)
         v = np.asarray(v, dtype=float)
         n = self.n_shape
         K = self.K(x)
         xdot = v[..., :n]
-        if self.constraint_matrix_grad is not None:
-            dK = np.asarray(self.constraint_matrix_grad(x))
-        elif callable(self.constraint_matrix):
-            dK = _fd(self.K, x)
-        else:
-            dK = np.zeros((*K.shape, n))
-        rhs = np.einsum("...aik,...k,...i->...a", dK, xdot, v)
+        rhs = np.einsum("...aik,...k,...i->...a", self.dK(x), xdot, v)
         if self.constraint_affine is not None:
-            da = (np.asarray(self.constraint_affine_grad(x)) if self.constraint_affine_grad
-                  is not None else _fd(self.a, x))
-            rhs = rhs + _mv(da, xdot)
+            rhs = rhs + _mv(self.da(x), xdot)
         GinvKT = np.linalg.solve(self.metric, np.swapaxes(K, -1, -2))
         C = K @ GinvKT
-        rhs = rhs + _mv(K, np.linalg.solve(self.metric, self._force(x, v)[..., None])[..., 0])
+        rhs = rhs + _mv(K, np.linalg.solve(self.metric, self._force(x, v, u)[..., None])[..., 0])
         return -np.linalg.solve(C, rhs[..., None])[..., 0]
 
-    def rhs(self, x, v):
-        """``(ẋ, v̇)`` of the continuous reduced Lagrange–d'Alembert–Poincaré equations."""
-        lam = self.multiplier(x, v)
-        f = self._force(x, v) + np.einsum("...ai,...a->...i", self.K(x), lam)
+    def rhs(self, x, v, u=None):
+        """``(ẋ, v̇)`` of the continuous reduced Lagrange–d'Alembert–Poincaré equations (with
+        the external force at the control ``u``)."""
+        lam = self.multiplier(x, v, u)
+        f = self._force(x, v, u) + np.einsum("...ai,...a->...i", self.K(x), lam)
         return v[..., : self.n_shape], np.linalg.solve(self.metric, f[..., None])[..., 0]
 
-    def reference(self, x0, v0, t, rtol=1e-13, atol=1e-13):
-        """``(x, v)`` at the times ``t`` from scipy DOP853 on :meth:`rhs` (unbatched)."""
+    def reference(self, x0, v0, t, rtol=1e-13, atol=1e-13, u=None):
+        """``(x, v)`` at the times ``t`` from scipy DOP853 on :meth:`rhs` (unbatched); ``u``
+        the control, constant or a callable of the time."""
         t = np.atleast_1d(np.asarray(t, dtype=float))
         n = self.n_shape
 
-        def f(_, y):
-            xd, vd = self.rhs(y[:n], y[n:])
+        def f(time, y):
+            xd, vd = self.rhs(y[:n], y[n:], u(time) if callable(u) else u)
             return np.concatenate([xd, vd])
 
         sol = solve_ivp(f, (0.0, t[-1]), np.concatenate([x0, v0]), method="DOP853",
@@ -323,6 +493,42 @@ def _legendre_plus(system, tau, x1, u, h):
     return np.concatenate([px, ps], axis=-1)
 
 
+def _legendre_jacobian(system, tau, w, h, side):
+    """``∂F l_d^∓/∂w`` ``(..., N, N)`` of :func:`_legendre_minus` (``side="minus"``) or
+    :func:`_legendre_plus` (``"plus"``) in the velocity unknown ``w = ((x_{k+1} − x_k)/h, ξ_k)``
+    at fixed end points (the potential terms depend on the end points only): the metric and,
+    in the 𝔤* rows, ``(dτ⁻¹)ᵀ G̃_s· + h ∂_σ[(dτ⁻¹_σ)ᵀ (G̃w)_s]`` from the retraction's
+    derivative terms (``dR_inv``/``dR_inv_deriv`` for F l_d^−, ``dL_inv``/``dL_inv_deriv`` for
+    F l_d^+)."""
+    n, N = system.n_shape, system.N
+    G = system.metric
+    sig = h * w[..., n:]
+    D, dD = (tau.dR_inv, tau.dR_inv_deriv) if side == "minus" else (tau.dL_inv, tau.dL_inv_deriv)
+    J = np.empty((*w.shape, N))
+    J[..., :n, :] = G[:n, :]
+    J[..., n:, :] = np.einsum("...ji,...jk->...ik", D(sig), G[n:, :])
+    # d/dσ of (dτ⁻¹(σ)ᵀ g)_j = grad_σ <g, dτ⁻¹(σ) e_j>, g = (G̃w)_s
+    J[..., n:, n:] += h * dD(sig[..., None, :], np.eye(system.group.dim),
+                             _mv(G, w)[..., None, n:])
+    return J
+
+
+def _reduced_tangent_basis(system, x, v):
+    """Orthonormal basis ``(..., n + N, n + N − m)`` of the tangent space at ``(x, v)`` of the
+    constraint set {K(x) v + a(x) = 0} ⊂ Rⁿ × R^N: the kernel of ``[∂(Kv + a)/∂x, K]`` (last
+    right singular vectors)."""
+    K = system.K(x)
+    dq = np.einsum("...aij,...i->...aj", system.dK(x), v)
+    da = system.da(x)
+    if da is not None:
+        dq = dq + da
+    batch = np.broadcast_shapes(dq.shape[:-2], K.shape[:-2])
+    Cmat = np.concatenate([np.broadcast_to(dq, (*batch, *dq.shape[-2:])),
+                           np.broadcast_to(K, (*batch, *K.shape[-2:]))], axis=-1)
+    _, _, Vt = np.linalg.svd(Cmat, full_matrices=True)
+    return np.swapaxes(Vt[..., K.shape[-2]:, :], -1, -2)
+
+
 def reduced_gni_residual(system, tau, x_prev, u_prev, x, u, h):
     """Residual of the reduced GNI (30a) and the corrected (30b)/(38b) at node ``x_k``.
 
@@ -366,6 +572,23 @@ class ReducedGNI(Method):
     ``p⁻_k − p⁺_k = h Kᵀλ_k``; ``carry["g"]`` is the group element ``W_k`` and
     ``carry["xi"]`` the increment ``ξ_{k−1} = σ_{k−1}/h`` of the last step (the paper's ω_{k−1}).
 
+    **External forces** (issue 20). For a system built with ``ReducedSystem(force=...)`` (the
+    force ``F = (F_x, F_ξ)`` of the reduced Lagrange–d'Alembert–Poincaré equations, see
+    :class:`ReducedSystem`; control ``u`` held over the step) the step is the reduced GNI of
+    the forced discrete equations: the discrete Lagrange–d'Alembert principle
+    ``δΣ l_d + Σ (f_d⁻·(δx_k, η_k) + f_d⁺·(δx_{k+1}, η_{k+1})) = 0`` (Marsden & West 2001 §3.2;
+    variations left-trivialized, ``η = g⁻¹δg``) with the trapezoidal discrete forces of the
+    §7.2 quadrature, ``f_d⁻ = (h/2) F(x_k, w_k, u)``, ``f_d⁺ = (h/2) F(x_{k+1}, w_k, u)``,
+    ``w_k = ((x_{k+1} − x_k)/h, ξ_k)`` (the endpoint rule of the GNI's RATTLE variant). They
+    enter the discrete Legendre transforms, ``F l_d^−(x_k, x_{k+1}, σ_k) − f_d⁻ = p⁻_k`` and
+    ``p⁺_{k+1} = F l_d^+ + f_d⁺``; the reflection (30b)/(38b) is unchanged. The order 2 is
+    kept; ``info["work"] = (f_d⁻ + f_d⁺)·w_k`` is the discrete work of the step, and
+    ``λ_0`` the multiplier of the forced continuous equations at ``u``.
+
+    **Step linearization** (issue 20): :meth:`step_linearization` in the state's
+    coordinates ``(q, v) = (x_k, (ẋ_k, ξ_k))`` at fixed λ_k (``coordinates == "(q, v)"``, as
+    for :class:`~chetaev.gni.GNI`), see :meth:`_step_linearization_impl`.
+
     Parameters
     ----------
     retraction : "cayley" (the paper's choice) or "exp".
@@ -384,6 +607,7 @@ class ReducedGNI(Method):
         return 2
 
     symmetric = True
+    supports_forces = True
 
     @property
     def name(self) -> str:
@@ -403,12 +627,13 @@ class ReducedGNI(Method):
             )
         return make_retraction(system.group, self.retraction)
 
-    def initial_state(self, system, q0, v0, t0: float = 0.0, g0=None) -> State:
+    def initial_state(self, system, q0, v0, t0: float = 0.0, g0=None, *, u=None) -> State:
         """Node 0 from ``x0`` and a consistent ``v0 = (ẋ0, ξ0)``; ``λ_0`` is the continuous
-        multiplier; ``g0`` defaults to the identity."""
-        return super().initial_state(system, q0, v0, t0, g0=g0)
+        multiplier (of the forced equations at the control ``u`` for a forced system);
+        ``g0`` defaults to the identity."""
+        return super().initial_state(system, q0, v0, t0, g0=g0, u=u)
 
-    def _initial_state_impl(self, system, q0, v0, t0: float, g0=None) -> State:
+    def _initial_state_impl(self, system, q0, v0, t0: float, g0=None, u=None) -> State:
         self._tau(system)
         x0 = as_points(q0, name="q0 (shape coordinates x0)", n=system.n_shape)
         v0 = as_points(v0, name="v0 = (xdot0, xi0)", n=system.N)
@@ -419,22 +644,26 @@ class ReducedGNI(Method):
         )
         x0, v0 = broadcast_pair(x0, v0, ("q0", "v0"))
         g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)
-        lam0 = system.multiplier(x0, v0)
+        lam0 = system.multiplier(x0, v0, u)
         return State(t=float(t0), q=x0, v=v0, p=_mv(system.metric, v0), lam=lam0, n=0,
                      carry={"g": g0, "xi": None}, info={})
 
-    def state_from_points(self, system, x0, x1, xi0, h, t0: float = 0.0, g0=None) -> State:
+    def state_from_points(self, system, x0, x1, xi0, h, t0: float = 0.0, g0=None,
+                          u=None) -> State:
         """The state at node 1 from the discrete start ``(x0, x1, ξ0)``, e.g. the paper's
         ``x1 = x0 + h ẋ0``, ``ω_0 = ω(0)`` (paper §7.4, Exp. 2), or a consistent ``x1 = x(h)``,
-        ``ω_0 = ω(h/2)``."""
+        ``ω_0 = ω(h/2)``; for a forced system ``p⁺_1`` includes the right discrete force
+        ``f_d⁺`` of the first step with the control ``u`` (class docstring)."""
         tau = self._tau(system)
         h = check_step_size(h)
         x0 = as_points(x0, name="x0", n=system.n_shape)
         x1 = as_points(x1, name="x1", n=system.n_shape)
         xi0 = as_points(xi0, name="xi0", n=system.group.dim)
         _verify_once(system, x0)
-        u = np.concatenate([(x1 - x0) / h, xi0], axis=-1)
-        p_plus = _legendre_plus(system, tau, x1, u, h)
+        w = np.concatenate([(x1 - x0) / h, xi0], axis=-1)
+        p_plus = _legendre_plus(system, tau, x1, w, h)
+        if system.has_force:
+            p_plus = p_plus + 0.5 * h * system.generalized_force(x1, w, u)
         v1, lam1, p_bar = node_from_post_momentum(p_plus, system.metric, system.K(x1), h,
                                                   system.a(x1))
         g0 = system.group.identity(x0.shape[:-1]) if g0 is None else _as_element(g0, system)
@@ -442,14 +671,15 @@ class ReducedGNI(Method):
         return State(t=float(t0) + h, q=x1, v=v1, p=p_bar, lam=lam1, n=1,
                      carry={"g": g1, "xi": xi0}, info={})
 
-    def _step_impl(self, system, state: State, h) -> State:
+    def _step_impl(self, system, state: State, h, u=None) -> State:
+        """One step (class docstring); ``u`` the control of a forced system."""
         tau = self._tau(system)
-        n, N = system.n_shape, system.N
+        forced = system.has_force
+        n = system.n_shape
         G = system.metric
         x = state.q
         K = system.K(x)
         p_minus, _ = pre_post_from_node(state.v, state.lam, G, K, h)
-        eye = np.eye(system.group.dim)
 
         gv_x = 0.5 * h * system.grad_V(x)
         cache: dict = {}
@@ -461,20 +691,19 @@ class ReducedGNI(Method):
                 cache["key"], cache["D"] = key, tau.dR_inv(h * u[..., n:])
             return cache["D"]
 
-        def fun(u):
-            Gu = _mv(G, u)
+        def fun(w):
+            Gu = _mv(G, w)
             px = Gu[..., :n] + gv_x
-            ps = np.einsum("...ji,...j->...i", _D(u), Gu[..., n:])
-            return np.concatenate([px, ps], axis=-1) - p_minus
+            ps = np.einsum("...ji,...j->...i", _D(w), Gu[..., n:])
+            out = np.concatenate([px, ps], axis=-1) - p_minus
+            if forced:  # F l_d^− − f_d⁻ = p⁻ (class docstring)
+                out = out - 0.5 * h * system.generalized_force(x, w, u)
+            return out
 
-        def jac(u):
-            w = _mv(G, u)[..., n:]
-            J = np.empty((*u.shape, N))
-            J[..., :n, :] = G[:n, :]
-            J[..., n:, :] = np.einsum("...ji,...jk->...ik", _D(u), G[n:, :])
-            # d/dσ of (dR_inv(σ)ᵀ w)_j = grad_σ <w, dR_inv(σ) e_j>
-            rows = tau.dR_inv_deriv(h * u[..., None, n:], eye, w[..., None, :])
-            J[..., n:, n:] += h * rows
+        def jac(w):
+            J = _legendre_jacobian(system, tau, w, h, "minus")
+            if forced:
+                J = J - 0.5 * h * system.force_jacobians(x, w, u)[1]
             return J
 
         # Warm start: one fixed-point sweep with the previous increment's dτ⁻¹ (O(h²) close).
@@ -482,6 +711,8 @@ class ReducedGNI(Method):
         sig_guess = h * (state.v[..., n:] if xi_prev is None else xi_prev)
         rhs = p_minus.copy()
         rhs[..., :n] -= 0.5 * h * system.grad_V(x)
+        if forced:
+            rhs = rhs + 0.5 * h * system.generalized_force(x, state.v, u)
         rhs[..., n:] = np.linalg.solve(
             np.swapaxes(tau.dR_inv(sig_guess), -1, -2), rhs[..., n:, None]
         )[..., 0]
@@ -502,16 +733,108 @@ class ReducedGNI(Method):
             )
         # One more correction takes the solve from the tolerance to round-off (the chord
         # iteration contracts at rate O(h²)), which keeps the exact invariants at round-off.
-        u = res.x - np.linalg.solve(J0, fun(res.x)[..., None])[..., 0]
-        x1 = x + h * u[..., :n]
-        sigma = h * u[..., n:]
-        p_plus = _legendre_plus(system, tau, x1, u, h)
+        w = res.x - np.linalg.solve(J0, fun(res.x)[..., None])[..., 0]
+        x1 = x + h * w[..., :n]
+        sigma = h * w[..., n:]
+        p_plus = _legendre_plus(system, tau, x1, w, h)
+        if forced:  # p⁺ = F l_d^+ + f_d⁺
+            f_minus = 0.5 * h * system.generalized_force(x, w, u)
+            f_plus = 0.5 * h * system.generalized_force(x1, w, u)
+            p_plus = p_plus + f_plus
         v1, lam1, p_bar = node_from_post_momentum(p_plus, G, system.K(x1), h, system.a(x1))
         g = state.carry.get("g")
         g1 = None if g is None else system.group.compose(g, tau(sigma), check=False)
         info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
+        if forced:
+            info["work"] = np.einsum("...i,...i->...", f_minus + f_plus, w)
         return State(t=state.t + h, q=x1, v=v1, p=p_bar, lam=lam1, n=state.n + 1,
-                     carry={"g": g1, "xi": u[..., n:]}, info=info)
+                     carry={"g": g1, "xi": w[..., n:]}, info=info)
+
+    def _step_linearization_impl(self, system, state: State, h, u, new: State):
+        """``(A, B)`` of the step in the state's coordinates ``(q, v)`` at fixed λ_k, and in
+        tangent bases of the constraint set (issue 20).
+
+        The step (class docstring; paper Def. 7.1, (30)/(38)) maps the node
+        ``(x_k, v_k, λ_k)``, ``v = (ẋ, ξ)``, to ``(x_{k+1}, v_{k+1}, λ_{k+1})``:
+        ``p⁻ = G̃ v_k + (h/2) K(x_k)ᵀ λ_k``; ``R(w) = F l_d^−(x_k, w) − f_d⁻(x_k, w, u) − p⁻ = 0``
+        for ``w = ((x_{k+1} − x_k)/h, ξ_k)`` (the step's Newton unknown);
+        ``x_{k+1} = x_k + h w_x``; ``p⁺ = F l_d^+(x_{k+1}, w) + f_d⁺(x_{k+1}, w, u)`` and
+        ``v_{k+1}`` from the node's KKT system ``[[G̃, Kᵀ], [K, 0]] (v_{k+1}, c) = (p⁺, −a)``
+        at ``x_{k+1}`` (``c = −(h/2) λ_{k+1}``, :func:`node_from_post_momentum`). By the
+        implicit function theorem ``dw = −(∂R/∂w)⁻¹ ∂R/∂(x_k, v_k, u)`` with ``∂R/∂w`` the
+        exact Newton matrix (:func:`_legendre_jacobian`, the force's ``F_v``), and the rest
+        is chained. ``A = ∂(x_{k+1}, v_{k+1})/∂(x_k, v_k)`` ``(..., n + N, n + N)``,
+        ``B = ∂(x_{k+1}, v_{k+1})/∂u`` ``(..., n + N, n_controls)`` (zero columns without
+        a force), ``coordinates == "(q, v)"`` (λ_k is a state of its own, carried from the
+        previous step, as for :class:`~chetaev.gni.GNI`). The group element does not enter:
+        the reduced step is G-invariant (``g_{k+1} = g_k τ(h ξ_k)`` is reconstructed).
+        ``basis``/``next_basis``: orthonormal bases (``n + N − m`` columns) of the tangent
+        spaces of {K(x) v + a(x) = 0}, on which every node lies.
+
+        Second derivatives used: ``potential_hessian`` (central differences of
+        ``potential_grad`` when omitted), ``constraint_matrix_grad`` and
+        ``constraint_affine_grad`` (central differences when omitted) and the force's
+        :meth:`ReducedSystem.force_jacobians`.
+        """
+        from chetaev.discrete_lagrangian.extending import StepLinearization, tangent_fields
+
+        tau = self._tau(system)
+        n, N = system.n_shape, system.N
+        G = system.metric
+        x, v = np.asarray(state.q, dtype=float), np.asarray(state.v, dtype=float)
+        lam = np.asarray(state.lam, dtype=float)
+        x1, v1 = np.asarray(new.q, dtype=float), np.asarray(new.v, dtype=float)
+        batch = np.broadcast_shapes(x.shape[:-1], v.shape[:-1], x1.shape[:-1])
+        w = np.concatenate([np.broadcast_to((x1 - x) / h, (*batch, n)),
+                            np.broadcast_to(new.carry["xi"], (*batch, N - n))], axis=-1)
+        m_u = system.n_controls if system.has_force else 0
+        k = n + N + m_u
+        # ∂R/∂w (the Newton matrix) and ∂R/∂(x_k, v_k, u)
+        Jw = _legendre_jacobian(system, tau, w, h, "minus")
+        Rth = np.zeros((*batch, N, k))
+        Rth[..., :n, :n] = 0.5 * h * system.hess_V(x)
+        Rth[..., :n] -= 0.5 * h * np.einsum("...aij,...a->...ij", system.dK(x), lam)
+        Rth[..., :, n: n + N] = -G
+        Jp = _legendre_jacobian(system, tau, w, h, "plus")
+        dp_x1 = np.zeros((*batch, N, n))
+        dp_x1[..., :n, :] = -0.5 * h * system.hess_V(x1)
+        dp_u = np.zeros((*batch, N, m_u))
+        if system.has_force:
+            Fx0, Fv0, Fu0 = system.force_jacobians(x, w, u)
+            Fx1, Fv1, Fu1 = system.force_jacobians(x1, w, u)
+            Jw = Jw - 0.5 * h * Fv0
+            Rth[..., :n] -= 0.5 * h * Fx0
+            Rth[..., n + N:] = -0.5 * h * Fu0
+            Jp = Jp + 0.5 * h * Fv1
+            dp_x1 = dp_x1 + 0.5 * h * Fx1
+            dp_u = 0.5 * h * Fu1
+        dw = -np.linalg.solve(np.broadcast_to(Jw, (*batch, N, N)), Rth)  # (..., N, k)
+        dx1 = h * dw[..., :n, :]
+        dx1[..., :, :n] += np.eye(n)
+        dpp = Jp @ dw + dp_x1 @ dx1
+        dpp[..., n + N:] += dp_u
+        # v_{k+1} from [[G̃, K1ᵀ], [K1, 0]] (v1, c) = (p⁺, −a1): differentiate the KKT system
+        K1 = np.broadcast_to(system.K(x1), (*batch, *system.K(x1).shape[-2:]))
+        m = K1.shape[-2]
+        c = -0.5 * h * np.asarray(new.lam, dtype=float)
+        dK1 = system.dK(x1)
+        top = dpp - np.einsum("...aij,...a->...ij", dK1, c) @ dx1
+        low = -np.einsum("...aij,...i->...aj", dK1, v1) @ dx1
+        da1 = system.da(x1)
+        if da1 is not None:
+            low = low - da1 @ dx1
+        KKT = np.concatenate([
+            np.concatenate([np.broadcast_to(G, (*batch, N, N)), np.swapaxes(K1, -1, -2)], -1),
+            np.concatenate([K1, np.zeros((*batch, m, m))], -1)], -2)
+        dv1 = np.linalg.solve(KKT, np.concatenate([np.broadcast_to(top, (*batch, N, k)),
+                                                   np.broadcast_to(low, (*batch, m, k))],
+                                                  -2))[..., :N, :]
+        full = np.concatenate([dx1, dv1], axis=-2)
+        A, B = full[..., : n + N], full[..., n + N:]
+        E0 = _reduced_tangent_basis(system, x, v)
+        E1 = _reduced_tangent_basis(system, x1, v1)
+        return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
+                                 **tangent_fields(E0, E1, A, B))
 
 
 def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, newton=None):

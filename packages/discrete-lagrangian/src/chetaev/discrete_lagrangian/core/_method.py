@@ -94,6 +94,18 @@ def _unsupported(method: Method, system: Any, u: Any) -> ForcesNotSupportedError
     )
 
 
+def configuration_ndim(system: Any) -> int:
+    """Trailing axes of one configuration ``q`` of a state of ``system``: the system's
+    ``configuration_ndim`` when it declares one (``chetaev.gni.ReducedSystem``: its states
+    hold the shape coordinates, although it carries a group), else 1 on a vector space and
+    ``len(group.shape)`` on a group. The leading axes are the batch (of controls too)."""
+    nd = getattr(system, "configuration_ndim", None)
+    if nd is not None:
+        return int(nd)
+    group = getattr(system, "group", None)
+    return 1 if group is None else len(tuple(group.shape))
+
+
 def check_control(system: Any, q: Any, u: Any) -> Any:
     """The control ``u`` of a step as a float array ``(..., n_controls)`` (or None).
 
@@ -133,8 +145,7 @@ def check_control(system: Any, q: Any, u: Any) -> Any:
         )
     if not np.all(np.isfinite(u)):
         raise InputError("The control `u` must be finite, but it holds NaN or inf.")
-    group = getattr(system, "group", None)
-    qb = np.shape(q)[: np.ndim(q) - (1 if group is None else len(tuple(group.shape)))]
+    qb = np.shape(q)[: np.ndim(q) - configuration_ndim(system)]
     try:
         ok = np.broadcast_shapes(qb, u.shape[:-1]) == qb
     except ValueError:

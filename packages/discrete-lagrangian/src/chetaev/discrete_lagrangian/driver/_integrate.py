@@ -610,9 +610,10 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
     if not np.all(np.isfinite(U)):
         bad = int(U.size - np.count_nonzero(np.isfinite(U)))
         raise InputError(f"`controls` must be finite, but {bad} of its entries are NaN or inf.")
-    group = getattr(system, "group", None)
+    from ..core._method import configuration_ndim
+
     q = np.asarray(state.q)
-    qb = q.shape[: q.ndim - (1 if group is None else len(tuple(group.shape)))]
+    qb = q.shape[: q.ndim - configuration_ndim(system)]
     try:
         ok = np.broadcast_shapes(qb, U.shape[1:-1]) == qb
     except ValueError:

@@ -49,6 +49,7 @@ import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
+    DerivativeError,
     InputError,
     LinearizationNotSupportedError,
     MechanicalSystem,
@@ -265,6 +266,20 @@ def test_tangent_basis_of_a_discrete_nonholonomic_dsocs():
     np.testing.assert_allclose(lin.A_tangent, lin.next_basis.T @ lin.A @ lin.basis)
 
 
+def test_wrong_force_derivatives_are_reported_before_the_first_step():
+    """``force_derivatives`` is checked against central differences of ``force`` once, before
+    the first step (DerivativeError naming it)."""
+
+    def wrong(q, v, u):
+        Fq, Fv, Fu = force_derivatives(q, v, u)
+        return Fq, 2.0 * Fv, Fu
+
+    system = forced_particle(force_derivatives=wrong)
+    with pytest.raises(DerivativeError, match="force_derivatives"):
+        integrate(system, DSOCSIntegrator(), Q0, V0, h=0.05, n_steps=2,
+                  controls=np.zeros((2, 1)))
+
+
 def test_forced_input_errors():
     """Bad forced input raises InputError subclasses naming the argument and the fix."""
     Ld = TwoPointLagrangian(lambda a, b: b - a, lambda a, b: a - b)
@@ -273,8 +288,10 @@ def test_forced_input_errors():
         DSOCS(Ld, None, V, force=force)
     with pytest.raises(DSOCSInputError, match="need a force"):
         DSOCS(Ld, None, V, n_controls=1)
-    with pytest.raises(DSOCSInputError, match="callable"):
+    with pytest.raises(DSOCSInputError, match=r"^force_derivatives must be a callable"):
         forced_particle(force_derivatives=3)
+    with pytest.raises(DSOCSInputError, match=r"^force must be a callable"):
+        attrs.evolve(curvature_particle_dsocs(k_var, closed_form=False), force=np.zeros(2))
     system = forced_particle()
     method = DSOCSIntegrator()
     with pytest.raises(InputError, match="n_controls=1"):

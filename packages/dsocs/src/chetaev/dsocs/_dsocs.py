@@ -169,7 +169,8 @@ def _optional_step(h):
 def _optional_callable(_inst, attribute, value):
     if value is not None and not callable(value):
         raise DSOCSInputError(
-            f"{attribute.name} must be a callable or None; got {type(value).__name__}."
+            f"{attribute.name.lstrip('_')} must be a callable or None; got "
+            f"{type(value).__name__}."
         )
 
 
@@ -439,7 +440,8 @@ class DSOCS:
         (eq. (2)); the kinematic constraint's ``jacobian`` (D_1g, D_2g, D_3g) against ``g``;
         and, for a DSOCS built by :meth:`from_continuous`, the SOCS (its
         ``constraint_jacobian`` and its Lagrangian system) at the central-difference image
-        ``(q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²)`` (§4.1.2 (3)). Pieces the package
+        ``(q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²)`` (§4.1.2 (3)), and for a forced DSOCS
+        the force and its ``force_derivatives`` (the forced system's check). Pieces the package
         derives itself (finite-difference fallbacks) are not checked. ``DSOCSIntegrator``
         runs this once per DSOCS before the first step unless ``derivative_check=False``.
 
@@ -468,6 +470,11 @@ class DSOCS:
             check_kinematic(K, q0, q1, q2, "KinematicConstraint")
         if self.socs is not None and self.h is not None:
             self.socs.check_derivatives(*central_difference(q0, q1, q2, self.h))
+        if self._forced_system is not None and self.h is not None:
+            # the external force: its shape and its force_derivatives (issue 20), by the
+            # forced continuous system's own check
+            q, v, _ = central_difference(q0, q1, q2, self.h)
+            self._forced_system.check_derivatives(q, v)
 
     # -- the equations of Theorem 3.3 ------------------------------------------------------
     def force(self, q0, q1, q2) -> np.ndarray:
@@ -624,8 +631,10 @@ class DSOCS:
         return np.concatenate([self.kinematic_constraint.jacobian_q2(q0, q1, q2), dbeta], -2)
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0, method=None):
-        """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)``.
+    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0, method=None,
+             u=None):
+        """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)`` (``u``: the control of
+        a forced DSOCS).
 
         A convenience for :meth:`DSOCSIntegrator.solve` ``(self, q0, q1, self.h, ...)``
         with ``method`` (default: ``DSOCSIntegrator()``, whose unset options take this
@@ -640,7 +649,7 @@ class DSOCS:
 
         self._pieces()
         method = DSOCSIntegrator() if method is None else method
-        return method.solve(self, q0, q1, self.h, guess, step_index=step_index, t=t)
+        return method.solve(self, q0, q1, self.h, guess, step_index=step_index, t=t, u=u)
 
     def trajectory(self, q0, q1, n_steps: int, *, method=None) -> np.ndarray:
         """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics).

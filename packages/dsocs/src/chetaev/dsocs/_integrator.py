@@ -46,7 +46,8 @@ Gauss–Newton step) and J_u = E·∂p_F/∂u. Coordinates: the two-step state (
 ``state.q``, ``state.carry["q_next"]``), ``coordinates == "(q, q_next)"``: ``A =
 ∂(q_{k+1}, q_{k+2})/∂(q_k, q_{k+1}) = [[0, I], [dq_{k+2}/dq_k, dq_{k+2}/dq_{k+1}]]`` (Thm 5.1's
 flow Jacobian) and ``B = [[0], [dq_{k+2}/du]]``. A state that carries no q_{k+1} yet (node 0
-of a family, where the step applies the start) is linearized in its (q, v),
+of a family, or of a forced DSOCS given no control at t0: the step applies the start) is
+linearized in its (q, v),
 ``coordinates == "(q, v)"``, through the start q_1(q_0, v_0, u) (``"paper"``: q_0 + h v_0;
 ``"second_order"``: + ½h² a_0 with ∂a_0 by the implicit function theorem on the continuous
 equations (1), their Jacobians by central differences) to (q_1, v_1 = (q_2 − q_0)/(2h)). For a
@@ -178,6 +179,10 @@ class DSOCSIntegrator(Method):
     Options left ``None`` take the DSOCS's compatibility defaults (:class:`DSOCS`
     ``tol``, ``max_iter``, ``max_deflations``, ``root_filter``, ``solver``, bound to its
     ``h``), else the defaults above: the method's own value wins.
+
+    External forces and controls (``supports_forces``), ``info["work"]`` and
+    ``step_linearization`` (coordinates ``"(q, q_next)"``, or ``"(q, v)"`` through the
+    start): module docstring.
 
     Order: 2 with ``start="second_order"`` (central-difference scheme, symmetric), 1 with
     ``start="paper"`` (see the docs' theory page). Constraint D_K and β = 0 hold to solver

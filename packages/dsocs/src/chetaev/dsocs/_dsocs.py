@@ -327,7 +327,8 @@ class DSOCS:
     _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True,
                                                       validator=_optional_callable)
     n_controls: int = attrs.field(default=0, kw_only=True, validator=_count(0))
-    lagrangian_scale: float = attrs.field(default=1.0, kw_only=True, converter=float)
+    lagrangian_scale: float = attrs.field(default=1.0, kw_only=True,
+                                          converter=lambda x: as_step(x, "lagrangian_scale"))
     #: the continuous system carrying the force (built from ``socs.system``), or None
     _forced_system: object = attrs.field(default=None, init=False, repr=False)
 

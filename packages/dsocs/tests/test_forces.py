@@ -180,6 +180,24 @@ def test_forced_continuous_system_gives_its_force_to_the_dsocs():
     assert np.max(np.abs(free.q - runs[0].q)) > 1e-3  # the force acts
 
 
+def test_lagrangian_scale_scales_the_discrete_force_alike():
+    """L_d = s·L(q0, v̄) with s = 3: eq. (4) is homogeneous in (L_d, p_F), so the forced
+    trajectory is the s = 1 one to the Newton tolerance (bound 1e-11: tol 1e-12 on O(1)
+    nodes, times 10; measured 1.0e-15). An unscaled force would act as F/3 here and move
+    the nodes by O(1e-2)."""
+    family = curvature_particle_dsocs(k_var, closed_form=False)
+    socs = family.socs
+    scaled = DSOCS.from_continuous(socs.system, socs.constraint, socs.variations,
+                                   constraint_jacobian=socs.constraint_jacobian,
+                                   variations_depend_on=("v",), scale=3.0, force=force,
+                                   n_controls=1)
+    assert scaled.at(0.05).lagrangian_scale == 3.0
+    U = np.full((20, 1), 0.3)
+    a = integrate(forced_particle(), DSOCSIntegrator(), Q0, V0, h=0.05, n_steps=20, controls=U)
+    b = integrate(scaled, DSOCSIntegrator(), Q0, V0, h=0.05, n_steps=20, controls=U)
+    np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-11)
+
+
 def test_zero_force_is_the_unforced_dsocs_bitwise():
     """F ≡ 0 adds exact zeros to eq. (4) and its Newton matrix: the unforced numbers."""
     family = curvature_particle_dsocs(k_var, closed_form=False)
@@ -204,7 +222,8 @@ def test_step_linearization_against_finite_differences(start, batched):
     q0 = np.stack([Q0, Q0 + 0.1]) if batched else Q0
     v0 = np.stack([V0, 0.5 * V0 + 0.2]) if batched else V0
     u = np.array([[0.2], [-0.3]]) if batched else np.array([0.2])
-    for system, uu in ((unforced, None), (forced, u)):
+    exact = forced_particle(force_derivatives=force_derivatives)
+    for system, uu in ((unforced, None), (forced, u), (exact, u)):
         s0 = method.initial_state(system, q0, v0, u=uu)
         lin0, err0 = step_linearization_error(method, system, s0, h, uu)
         assert lin0.coordinates == "(q, v)"

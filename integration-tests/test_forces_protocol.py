@@ -52,8 +52,11 @@ def _damping(q, v, u):
 
 def _forced(system: Any) -> Any:
     """The registry's system with F = −0.1 v + u (one control; on a reduced system
-    ``v = (ẋ, ξ)``), or None for a system of another kind (DSOCS)."""
-    if isinstance(system, _SYSTEMS):
+    ``v = (ẋ, ξ)``; a DSOCS takes ``force=`` itself, issue 20), or None for a system of
+    another kind."""
+    from chetaev.dsocs import DSOCS
+
+    if isinstance(system, (*_SYSTEMS, DSOCS)):
         return attrs.evolve(system, force=_damping, n_controls=1)
     if isinstance(system, ConstrainedSystem) and isinstance(system.system, _SYSTEMS):
         return attrs.evolve(system, system=attrs.evolve(system.system, force=_damping,
@@ -100,22 +103,14 @@ def test_nonholonomic_prk_takes_forces_in_its_lagrangian_form() -> None:
         assert method.supports_forces, name
 
 
-def test_gni_and_discretization_maps_take_forces() -> None:
-    """Issue 20: every GNI case (all variants, the composition) and every discretization-map
-    case (vector space and Lie group) of the registry takes forces, and so does ReducedGNI
-    (``ReducedSystem(force=...)``); DSOCS (a DSOCS system: L_d, D_K, D_V, no force) does
-    not."""
-    prefixes = ("GNI-", "dmap-", "LieDmap-", "ReducedGNI")
-    cases = [(name, make_method()) for name, make_method, _ in CASES
-             if name.startswith(prefixes)]
-    assert len(cases) >= 10
-    for name, method in cases:
-        assert method.supports_forces, name
-    refused = [(name, make_method()) for name, make_method, _ in CASES
-               if name.startswith("DSOCS")]
-    assert len(refused) == 1
-    for name, method in refused:
-        assert not method.supports_forces, name
+def test_every_registry_method_takes_forces() -> None:
+    """Issue 20: every method of the registry takes forces (``supports_forces``): the GNI
+    cases (all variants, the composition), the discretization maps (vector space and Lie
+    group), ReducedGNI (``ReducedSystem(force=...)``) and DSOCS (``DSOCS(force=...)``) as well
+    as the PRK methods; each is stepped with a force above."""
+    assert len(CASES) >= 20
+    for name, make_method, _ in CASES:
+        assert make_method().supports_forces, name
 
 
 def test_lie_group_prks_take_forces() -> None:

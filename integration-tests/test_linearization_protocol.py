@@ -2,12 +2,14 @@
 
 For each pair of ``test_protocol.CASES``: a method that implements
 ``step_linearization`` (VPRK, ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK,
-LieVPRK, LieNonholonomicPRK, GNI) gives Jacobians A = ∂(q1, p1)/∂(q0, p0) and B = ∂(q1, p1)/∂u
-that agree with central finite differences of ``step`` on the registry's problem, unforced
-and (for the methods that take forces) with F = −0.1 v + u, single and batched (two
-members); on a group in the tangent coordinates of the method's retraction,
+LieVPRK, LieNonholonomicPRK, GNI, DSOCSIntegrator) gives Jacobians A = ∂(q1, p1)/∂(q0, p0)
+and B = ∂(q1, p1)/∂u that agree with central finite differences of ``step`` on the
+registry's problem, unforced and (for the methods that take forces) with F = −0.1 v + u,
+single and batched (two members); on a group in the tangent coordinates of the method's retraction,
 (g τ(ε), μ + δμ); the GNI in its state's (q, v) at fixed λ_k
-(``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``).
+(``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``); the
+DSOCS at node 0 of its family in (q, v) through its start (after a step: the two-step state
+(q, q_next), tested in packages/dsocs/tests/test_forces.py).
 Every other method raises ``LinearizationNotSupportedError`` (an ``InputError``). Every pair
 whose method takes forces and linearizes is also run with a nonlinear configuration-dependent
 force and a control (``test_forced_linearization_every_pair``): the forced Lie methods and the
@@ -16,9 +18,9 @@ forced GNI linearize the forced step equations (issue 20).
 The bound ``step_fd_rtol(h)`` is derived in ``packages/discrete-lagrangian/tests/
 test_linearization.py``: central differences (δ = 1e-5) of the step solved at the rounding
 floor, (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]| (5.7e-8 at the registry's h = 0.05,
-2.9e-8 at h = 0.1). Measured worst over the registry (46 linearizations, OPENBLAS_NUM_THREADS=1
+2.9e-8 at h = 0.1). Measured worst over the registry (50 linearizations, OPENBLAS_NUM_THREADS=1
 and unset): 4.4e-10 (ConstrainedPRK-2, unforced, batched), 1/130 of its bound; NonholonomicPRK
-1.1e-10, LieVPRK 2.2e-11, LieNonholonomicPRK 2.9e-11, GNI 1.3e-10.
+1.1e-10, LieVPRK 2.2e-11, LieNonholonomicPRK 2.9e-11, GNI 1.3e-10, DSOCS 1.6e-11.
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ def test_linearization_or_refusal(name: str, make_method, make_problem) -> None:
             method.step_linearization(system, s0, h)
         assert issubclass(LinearizationNotSupportedError, InputError)
         return
+    from chetaev.dsocs import DSOCS
+
     assert isinstance(system, (LagrangianSystem, MechanicalSystem, ConstrainedSystem,
                                TrivializedLagrangianSystem, TrivializedMechanicalSystem,
-                               ReducedSystem)), name
+                               ReducedSystem, DSOCS)), name
     on_group = _configuration_ndim(system) > 1
     forced = _FORCES._forced(system)
     q0, v0 = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
@@ -129,8 +133,10 @@ def _nonlinear_forced(system: Any) -> Any:
         b[:2] = (1.0, 0.5)[: v.shape[-1]]
         return -0.1 * (1.0 + sq * sq)[..., None] * v + u[..., :1] * b
 
+    from chetaev.dsocs import DSOCS
+
     if not isinstance(base, (LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
-                             TrivializedMechanicalSystem, ReducedSystem)):
+                             TrivializedMechanicalSystem, ReducedSystem, DSOCS)):
         return None
     forced = attrs.evolve(base, force=force, n_controls=1)
     return attrs.evolve(system, system=forced) if base is not system else forced
@@ -144,10 +150,10 @@ def test_forced_linearization_every_pair(name: str, make_method, make_problem) -
     in the Newton matrix of the IFT; a control, so B is checked): [A B] against central
     differences of the step, single and batched, bound ``step_fd_rtol(h)`` (5.7e-8 at the
     registry's h = 0.05; the force's central-difference Jacobian, ~1e-10 relative, enters
-    at O(h)). Measured worst over the 16 pairs (single and batched, OPENBLAS_NUM_THREADS=1
+    at O(h)). Measured worst over the 17 pairs (single and batched, OPENBLAS_NUM_THREADS=1
     and unset): 2.1e-10 (GNI-euler_a), 1/270 of the bound; LieVPRK 1.7e-11,
     LieNonholonomicPRK 2.2e-11, NonholonomicPRK (both forms) 1.0e-10, ConstrainedPRK 5.0e-11,
-    DEL 4.1e-11, VPRK 5.5e-12."""
+    DEL 4.1e-11, VPRK 5.5e-12, DSOCS 1.2e-11."""
     method = make_method()
     system, q0, v0, h = make_problem()
     if not (_implements(method) and method.supports_forces):

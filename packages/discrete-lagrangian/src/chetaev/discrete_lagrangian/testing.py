@@ -394,12 +394,13 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
     ----------
     method, system, state, h, u
         As for ``method.step``.
-    coordinates : {"(q, p)", "(q, v)", "(xi, mu)"}
+    coordinates : {"(q, p)", "(q, v)", "(xi, mu)", "(q, q_next)"}
         ``"(q, p)"``: the map ``(q, p, u) -> (q1, p1)`` with ``v = FL⁻¹(q, p)``; the columns
         of u follow those of (q, p). ``"(q, v)"``: ``(q, v) -> (q1, v1)``, the state's other
         entries (λ_k) held. ``"(xi, mu)"``: on a group, ``(ε, δμ) -> (τ⁻¹(g1⁻¹ g1'), μ1')``
         for the state ``(g τ(ε), μ + δμ)`` with ``η = Fℓ⁻¹(g τ(ε), μ + δμ)`` and τ the
-        method's retraction.
+        method's retraction. ``"(q, q_next)"``: a two-step method's ``(q_k, q_{k+1}) ->
+        (q_{k+1}, q_{k+2})``, q_{k+1} in ``state.carry["q_next"]`` (``DSOCSIntegrator``).
     delta : float
         The step δ.
 
@@ -427,6 +428,14 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
             return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
 
         x0, y0 = np.zeros(np.shape(state.p)), np.zeros(np.shape(state.p))
+    elif coordinates == "(q, q_next)":  # a two-step method's state (q_k, q_{k+1}) (DSOCS)
+
+        def f(a, b, uu):
+            st = attrs.evolve(state, q=a, carry={**state.carry, "q_next": b})
+            new = tight.step(system, st, h, u=uu)
+            return np.concatenate([new.q, new.carry["q_next"]], -1)
+
+        x0, y0 = np.asarray(state.q), np.asarray(state.carry["q_next"])
     else:
         velocity = coordinates == "(q, v)"
 

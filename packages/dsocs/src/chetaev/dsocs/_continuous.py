@@ -138,15 +138,24 @@ class SOCS:
             ) / (2 * e)
         return np.asarray(sysm.D1L(q, v)) - dLv
 
-    def residual(self, q, v, a) -> np.ndarray:
-        """Equations (1) in coordinates: [c(q,v,a); E(q,v,a)·D_EL L(q,v,a)]."""
+    def residual(self, q, v, a, force=None) -> np.ndarray:
+        """Equations (1) in coordinates: [c(q,v,a); E(q,v,a)·D_EL L(q,v,a)].
+
+        ``force``: an external force F (..., n) at (q, v) (issue 20): the forced equations
+        (Lagrange–d'Alembert with F) E·(D_EL L + F) = 0.
+        """
         c = np.asarray(self.constraint(q, v, a), float)
         E = np.asarray(self.variations(q, v, a), float)
         el = self.euler_lagrange(q, v, a)
+        if force is not None:
+            el = el + np.asarray(force, float)
         return np.concatenate([c, np.einsum("...rn,...n->...r", E, el)], -1)
 
-    def acceleration(self, q, v, a_guess=None, tol: float = 1e-13, max_iter: int = 50):
-        """Solve eq. (1) for the acceleration a at (q, v) (Newton on ``residual``).
+    def acceleration(self, q, v, a_guess=None, tol: float = 1e-13, max_iter: int = 50,
+                     force=None):
+        """Solve eq. (1) for the acceleration a at (q, v) (Newton on ``residual``; ``force``:
+        the external force F(q, v, u) (..., n) of the forced equations, fixed during the
+        solve since it does not depend on a).
 
         Raises
         ------
@@ -157,10 +166,11 @@ class SOCS:
         q, v = (np.asarray(x, float) for x in (q, v))
         a0 = np.zeros_like(q) if a_guess is None else np.asarray(a_guess, float)
         qe, ve = q[..., None, :], v[..., None, :]
+        fe = None if force is None else np.asarray(force, float)[..., None, :]
         res = newton_solve(
-            lambda a: self.residual(q, v, a),
+            lambda a: self.residual(q, v, a, force),
             a0,
-            lambda a: fd_jacobian(lambda x: self.residual(qe, ve, x), a),
+            lambda a: fd_jacobian(lambda x: self.residual(qe, ve, x, fe), a),
             NewtonOptions(tol=tol, max_iter=max_iter),
             gauss_newton=True,
             damped=True,

@@ -8,6 +8,32 @@ eqs. (2)–(4), Thm. 3.3)
 
 E spanning D_V|(q_{k−1}, q_k, q_{k+1}) (eq. (3)). The flow Jacobian, the rank conditions of
 Theorem 5.1 and the two-form identity of Theorem 5.3 are provided as diagnostics.
+
+**External forces** (issue 20). A DSOCS built with ``force=F(q, v, u)`` (see :class:`DSOCS`)
+follows the discrete Lagrange–d'Alembert principle of Marsden & West 2001 §3.2 restricted to
+D_V: for every k and every δq_k ∈ D_V|(q_{k−1}, q_k, q_{k+1}),
+
+    δ Σ_j L_d(q_j, q_{j+1}) + (s/h) Σ_j [f_d⁻(q_j, q_{j+1})·δq_j + f_d⁺(q_j, q_{j+1})·δq_{j+1}] = 0,
+
+so that eq. (4) becomes E·[D2L_d(q_{k−1}, q_k) + D1L_d(q_k, q_{k+1}) + p_F] = 0 with the
+discrete force at the middle point
+
+    p_F = (s/h)[f_d⁺(q_{k−1}, q_k) + f_d⁻(q_k, q_{k+1})]
+        = s·½[F(q_k, (q_k − q_{k−1})/h, u) + F(q_k, (q_{k+1} − q_k)/h, u)],
+
+f_d^± the trapezoidal left and right discrete forces f_d⁻ = (h/2)F(q0, v̄, u),
+f_d⁺ = (h/2)F(q1, v̄, u), v̄ = (q1 − q0)/h, of
+:meth:`chetaev.discrete_lagrangian.DiscreteLagrangian.forces` (``"trapezoidal"``), and s/h the
+normalization of the paper's L_d = s·L(q0, v̄) (no factor h, §4.1.2; s = ``lagrangian_scale``,
+1 in the paper), which is (s/h) times the ``"alpha"``-0 rule h·L(q0, v̄). The left-rectangle
+forces of that rule (f_d⁻ = hF(q0, v̄, u), f_d⁺ = 0) would put F(q_k, (q_{k+1} − q_k)/h) into
+eq. (4): a forward difference of the velocity, O(h) off, which makes the scheme first order
+for any velocity-dependent force; the trapezoidal pair averages the backward and forward
+differences, F(q_k, ·) at the central difference (q_{k+1} − q_{k−1})/(2h) of φ_{D_K} up to
+O(h²) (exactly for F affine in v), and a velocity-independent force gives the same s·F(q_k)
+as both rules and as the potential term of L_d. The order of the unforced scheme is kept
+(2, symmetric, for the paper's mechanical L). The control u is the one of the step that
+solves this equation for q_{k+1} (held over the dual cell [t_k − h/2, t_k + h/2]).
 """
 
 from __future__ import annotations
@@ -20,7 +46,7 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import register_picklable
+from chetaev.discrete_lagrangian import DiscreteLagrangian, register_picklable
 
 from ._constraints import KinematicConstraint, VariationalConstraint
 from ._continuous import SOCS, lagrangian_functions
@@ -35,6 +61,8 @@ _AT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: the step options a DSOCS still accepts for compatibility: they are the method's
 _STEP_OPTIONS = ("solver", "root_filter", "tol", "max_iter", "max_deflations")
+#: the two-point quadrature of the discrete forces (module docstring)
+_FORCE_RULE = DiscreteLagrangian("trapezoidal")
 #: True while the package itself builds a DSOCS with a step or step options (no warning)
 _QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("dsocs_quiet", default=False)
 
@@ -141,7 +169,8 @@ def _optional_step(h):
 def _optional_callable(_inst, attribute, value):
     if value is not None and not callable(value):
         raise DSOCSInputError(
-            f"{attribute.name} must be a callable or None; got {type(value).__name__}."
+            f"{attribute.name.lstrip('_')} must be a callable or None; got "
+            f"{type(value).__name__}."
         )
 
 
@@ -248,6 +277,26 @@ class DSOCS:
     discretization : callable, keyword-only, optional
         ``discretization(h)`` → the DSOCS at step ``h`` (set by :meth:`from_continuous`
         without ``h``); such a DSOCS holds no pieces itself (use :meth:`at`).
+    force : callable, keyword-only, optional
+        External generalized force ``force(q, v, u)`` → ``(..., n)`` of the continuous
+        system (issue 20), with the conventions of
+        :class:`chetaev.discrete_lagrangian.MechanicalSystem` (broadcasting over leading
+        axes; ``u`` the control ``(..., n_controls)``, an empty ``(..., 0)`` array without
+        controls, held over a step). It enters eq. (4) as the discrete force p_F of the
+        module docstring (forced discrete Lagrange–d'Alembert principle, Marsden & West
+        2001 §3.2) and the continuous equations (1) as E·(D_EL L + F) = 0. Needs the
+        continuous Lagrangian system (a DSOCS of :meth:`from_continuous`): the force is
+        evaluated by that system with ``attrs.evolve(system, force=..., ...)``, so that
+        ``attrs.evolve(dsocs, force=..., n_controls=...)`` works on a DSOCS and on a family.
+    force_derivatives : callable, keyword-only, optional
+        ``(q, v, u)`` → ``(F_q, F_v, F_u)``, exact Jacobians of ``force``; **without it the
+        system's central differences** (``MechanicalSystem.force_jacobians``, ~1e-10
+        relative) are used in the Newton matrix and the step linearization.
+    n_controls : int, keyword-only
+        Number of control inputs (default 0).
+    lagrangian_scale : float, keyword-only
+        s of L_d = s·L(q0, (q1 − q0)/h) (set by :meth:`from_continuous` from its ``scale``):
+        the discrete force is scaled alike (default 1, the paper's normalization).
 
     Notes
     -----
@@ -273,8 +322,18 @@ class DSOCS:
     derivative_check: bool = attrs.field(default=True, kw_only=True)
     discretization: Callable | None = attrs.field(default=None, kw_only=True,
                                                   validator=_optional_callable)
+    _force: Callable | None = attrs.field(default=None, kw_only=True,
+                                          validator=_optional_callable)
+    _force_derivatives: Callable | None = attrs.field(default=None, kw_only=True,
+                                                      validator=_optional_callable)
+    n_controls: int = attrs.field(default=0, kw_only=True, validator=_count(0))
+    lagrangian_scale: float = attrs.field(default=1.0, kw_only=True,
+                                          converter=lambda x: as_step(x, "lagrangian_scale"))
+    #: the continuous system carrying the force (built from ``socs.system``), or None
+    _forced_system: object = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        self._init_force()
         if self.discretization is None and (self.discrete_lagrangian is None
                                             or self.variational_constraint is None):
             raise DSOCSInputError(
@@ -284,6 +343,51 @@ class DSOCS:
         names = [n for n in ("h", *_STEP_OPTIONS) if getattr(self, n) is not None]
         # caller -> attrs __init__ -> here
         _warn_compat(names, "DSOCS(...)", stacklevel=3)
+
+    def _init_force(self) -> None:
+        """Check ``force``/``force_derivatives``/``n_controls`` and build the forced continuous
+        system that evaluates them (class docstring)."""
+        f = self._force
+        if f is None:
+            if self._force_derivatives is not None or self.n_controls:
+                raise DSOCSInputError(
+                    "force_derivatives and n_controls need a force: pass "
+                    "force=callable(q, v, u) -> (..., n)."
+                )
+            return
+        system = getattr(self.socs, "system", None)
+        if system is None:
+            raise DSOCSInputError(
+                "force= needs the continuous Lagrangian system the DSOCS discretizes: build "
+                "the DSOCS with DSOCS.from_continuous(system, ..., force=...) (the discrete "
+                "force is the quadrature of F(q, v, u) along (q0, (q1 - q0)/h))."
+            )
+        if self.discretization is None and self.h is None:
+            raise DSOCSInputError(
+                "a forced DSOCS needs its step h (the discrete force depends on it): build it "
+                "with DSOCS.from_continuous(...) and use dsocs.at(h), or integrate the family."
+            )
+        try:
+            forced = attrs.evolve(system, force=f, force_derivatives=self._force_derivatives,
+                                  n_controls=self.n_controls)
+        except (TypeError, AttributeError, attrs.exceptions.NotAnAttrsClassError) as exc:
+            raise DSOCSInputError(
+                "force= needs a chetaev.discrete_lagrangian system (MechanicalSystem, "
+                "LagrangianSystem) as the continuous system of the DSOCS; got "
+                f"{type(system).__name__} ({exc})."
+            ) from None
+        object.__setattr__(self, "_forced_system", forced)
+
+    @property
+    def has_force(self) -> bool:
+        """True when the DSOCS carries an external force ``force(q, v, u)`` (issue 20)."""
+        return self._force is not None
+
+    @property
+    def forced_system(self):
+        """The continuous Lagrangian system with the external force (None without force):
+        its ``generalized_force`` and ``force_jacobians`` evaluate F, F_q, F_v, F_u."""
+        return self._forced_system
 
     def at(self, h: float) -> DSOCS:
         """The DSOCS at step ``h``: Theorem 3.3's pieces as functions of (q0, q1, q2) there.
@@ -301,7 +405,15 @@ class DSOCS:
         if self.h is None and self.discretization is not None:
             cache = _AT_CACHE.setdefault(self, {})
             if h not in cache:
-                cache[h] = self.discretization(h)
+                member = self.discretization(h)
+                if (member._force is not self._force or member.n_controls != self.n_controls
+                        or member._force_derivatives is not self._force_derivatives):
+                    # the family's force (e.g. attrs.evolve(family, force=...)) on its member
+                    with _quiet():
+                        member = attrs.evolve(member, force=self._force,
+                                              force_derivatives=self._force_derivatives,
+                                              n_controls=self.n_controls)
+                cache[h] = member
             return cache[h]
         if self.h is not None and not np.isclose(h, self.h, rtol=1e-12, atol=0.0):
             raise DSOCSInputError(
@@ -329,7 +441,8 @@ class DSOCS:
         (eq. (2)); the kinematic constraint's ``jacobian`` (D_1g, D_2g, D_3g) against ``g``;
         and, for a DSOCS built by :meth:`from_continuous`, the SOCS (its
         ``constraint_jacobian`` and its Lagrangian system) at the central-difference image
-        ``(q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²)`` (§4.1.2 (3)). Pieces the package
+        ``(q1, (q2 − q0)/(2h), (q2 − 2q1 + q0)/h²)`` (§4.1.2 (3)), and for a forced DSOCS
+        the force and its ``force_derivatives`` (the forced system's check). Pieces the package
         derives itself (finite-difference fallbacks) are not checked. ``DSOCSIntegrator``
         runs this once per DSOCS before the first step unless ``derivative_check=False``.
 
@@ -358,6 +471,11 @@ class DSOCS:
             check_kinematic(K, q0, q1, q2, "KinematicConstraint")
         if self.socs is not None and self.h is not None:
             self.socs.check_derivatives(*central_difference(q0, q1, q2, self.h))
+        if self._forced_system is not None and self.h is not None:
+            # the external force: its shape and its force_derivatives (issue 20), by the
+            # forced continuous system's own check
+            q, v, _ = central_difference(q0, q1, q2, self.h)
+            self._forced_system.check_derivatives(q, v)
 
     # -- the equations of Theorem 3.3 ------------------------------------------------------
     def force(self, q0, q1, q2) -> np.ndarray:
@@ -366,9 +484,59 @@ class DSOCS:
         Ld = self.discrete_lagrangian
         return np.asarray(Ld.D2(q0, q1), float) + np.asarray(Ld.D1(q1, q2), float)
 
-    def beta(self, q0, q1, q2) -> np.ndarray:
-        """φ∘β(q0, q1, q2): the components of β (eq. (3)) in the chosen trivialization."""
-        return self.variational_constraint.components(q0, q1, q2, self.force(q0, q1, q2))
+    def external_force(self, q0, q1, q2, u=None) -> np.ndarray:
+        """The discrete external force at q1, p_F = (s/h)[f_d⁺(q0, q1) + f_d⁻(q1, q2)]
+        (module docstring; zero without ``force``), (..., n)."""
+        self._pieces()
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        if self._forced_system is None:
+            return np.zeros(q1.shape)
+        h, sysf = self.h, self._forced_system
+        fp = _FORCE_RULE.forces(sysf, q0, q1, h, u)[1]
+        fm = _FORCE_RULE.forces(sysf, q1, q2, h, u)[0]
+        return (self.lagrangian_scale / h) * (fp + fm)
+
+    def external_force_jacobians(self, q0, q1, q2, u=None):
+        """(∂p_F/∂q0, ∂p_F/∂q1, ∂p_F/∂q2, ∂p_F/∂u), (..., n, n) and (..., n, n_controls),
+        from :meth:`~chetaev.discrete_lagrangian.DiscreteLagrangian.force_partials` of the
+        two intervals (the system's ``force_jacobians``: exact or central differences)."""
+        self._pieces()
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        n = q1.shape[-1]
+        if self._forced_system is None:
+            z = np.zeros((*q1.shape[:-1], n, n))
+            return z, z, z, np.zeros((*q1.shape[:-1], n, 0))
+        h, sysf, c = self.h, self._forced_system, self.lagrangian_scale / self.h
+        _, _, _, dp0, dp1, dpu = _FORCE_RULE.force_partials(sysf, q0, q1, h, u)
+        dm0, dm1, dmu, _, _, _ = _FORCE_RULE.force_partials(sysf, q1, q2, h, u)
+        return c * dp0, c * (dp1 + dm0), c * dm1, c * (dpu + dmu)
+
+    def discrete_work(self, q0, q1, u0=None, u1=None) -> np.ndarray:
+        """The discrete work over [t0, t0 + h], (f_d⁻(q0, q1; u0) + f_d⁺(q0, q1; u1))·(q1 − q0)/h
+        (the trapezoidal forces of the module docstring; ``u0``, ``u1`` the controls of the
+        equations at q0 and q1), (...): ≈ ∫F·v dt, the energy change of the step."""
+        self._pieces()
+        q0, q1 = np.broadcast_arrays(np.asarray(q0, float), np.asarray(q1, float))
+        if self._forced_system is None:
+            return np.zeros(q0.shape[:-1])
+        h, sysf = self.h, self._forced_system
+        fm = _FORCE_RULE.forces(sysf, q0, q1, h, u0)[0]
+        fp = _FORCE_RULE.forces(sysf, q0, q1, h, u1)[1]
+        return np.einsum("...i,...i->...", fm + fp, (q1 - q0) / h)
+
+    def total_force(self, q0, q1, q2, u=None) -> np.ndarray:
+        """p + p_F: the covector eq. (4) restricts to D_V (``force`` plus
+        ``external_force``)."""
+        p = self.force(q0, q1, q2)
+        if self._forced_system is None:
+            return p
+        return p + self.external_force(q0, q1, q2, u)
+
+    def beta(self, q0, q1, q2, u=None) -> np.ndarray:
+        """φ∘β(q0, q1, q2): the components of β (eq. (3)) in the chosen trivialization
+        (with the discrete external force at control ``u`` for a forced DSOCS)."""
+        return self.variational_constraint.components(q0, q1, q2,
+                                                      self.total_force(q0, q1, q2, u))
 
     def constraint_residual(self, q0, q1, q2) -> np.ndarray:
         """g(q0, q1, q2), (..., m) (zero on D_K)."""
@@ -377,10 +545,10 @@ class DSOCS:
             return np.zeros((*np.broadcast_shapes(np.shape(q0), np.shape(q2))[:-1], 0))
         return self.kinematic_constraint.residual(q0, q1, q2)
 
-    def residual(self, q0, q1, q2) -> np.ndarray:
-        """Eq. (4) stacked: [g; φ∘β] → (..., m + r)."""
+    def residual(self, q0, q1, q2, u=None) -> np.ndarray:
+        """Eq. (4) stacked: [g; φ∘β] → (..., m + r) (forced: control ``u``)."""
         return np.concatenate(
-            [self.constraint_residual(q0, q1, q2), self.beta(q0, q1, q2)], axis=-1
+            [self.constraint_residual(q0, q1, q2), self.beta(q0, q1, q2, u)], axis=-1
         )
 
     def force_jacobians(self, q0, q1, q2):
@@ -396,13 +564,16 @@ class DSOCS:
             Ld.d12(q1, q2),
         )
 
-    def jacobians(self, q0, q1, q2):
-        """Slot derivatives (D_1, D_2, D_3) of eq. (4), each (..., m + r, n)."""
+    def jacobians(self, q0, q1, q2, u=None):
+        """Slot derivatives (D_1, D_2, D_3) of eq. (4), each (..., m + r, n) (forced:
+        control ``u``)."""
         q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
         V = self.variational_constraint
-        p = self.force(q0, q1, q2)
+        p = self.total_force(q0, q1, q2, u)
         E = V.matrix(q0, q1, q2)
         dp = self.force_jacobians(q0, q1, q2)
+        if self._forced_system is not None:
+            dp = tuple(a + b for a, b in zip(dp, self.external_force_jacobians(q0, q1, q2, u)))
         dbeta = [E @ d for d in dp]
         for slot in V_depends(V):
             dbeta[slot] = dbeta[slot] + V.matrix_jvp(q0, q1, q2, p, slot)
@@ -433,22 +604,38 @@ class DSOCS:
         x = np.asarray(nodes, float)
         return self.residual(x[:-2], x[1:-1], x[2:])
 
-    def jacobian_q2(self, q0, q1, q2) -> np.ndarray:
+    def control_jacobian(self, q0, q1, q2, u=None) -> np.ndarray:
+        """∂(eq. (4))/∂u, (..., m + r, n_controls): E·∂p_F/∂u (g does not depend on u)."""
+        q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
+        E = self.variational_constraint.matrix(q0, q1, q2)
+        dbeta = E @ self.external_force_jacobians(q0, q1, q2, u)[3]
+        if self.kinematic_constraint is None:
+            return dbeta
+        m = self.constraint_residual(q0, q1, q2).shape[-1]
+        return np.concatenate([np.zeros((*dbeta.shape[:-2], m, dbeta.shape[-1])), dbeta], -2)
+
+    def jacobian_q2(self, q0, q1, q2, u=None) -> np.ndarray:
         """D_3 of eq. (4) only, (..., m + r, n): the Newton matrix of the step."""
         self._pieces()
         q0, q1, q2 = np.broadcast_arrays(*(np.asarray(x, float) for x in (q0, q1, q2)))
         V = self.variational_constraint
         E = V.matrix(q0, q1, q2)
-        dbeta = E @ self.discrete_lagrangian.d12(q1, q2)
+        d3 = self.discrete_lagrangian.d12(q1, q2)
+        if self._forced_system is not None:
+            c = self.lagrangian_scale / self.h
+            d3 = d3 + c * _FORCE_RULE.force_minus_dq1(self._forced_system, q1, q2, self.h, u)
+        dbeta = E @ d3
         if 2 in V_depends(V):
-            dbeta = dbeta + V.matrix_jvp(q0, q1, q2, self.force(q0, q1, q2), 2)
+            dbeta = dbeta + V.matrix_jvp(q0, q1, q2, self.total_force(q0, q1, q2, u), 2)
         if self.kinematic_constraint is None:
             return dbeta
         return np.concatenate([self.kinematic_constraint.jacobian_q2(q0, q1, q2), dbeta], -2)
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0, method=None):
-        """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)``.
+    def step(self, q0, q1, guess=None, *, step_index: int = 0, t: float = 0.0, method=None,
+             u=None):
+        """Solve eq. (4) for q2 given (q0, q1); returns ``(q2, info)`` (``u``: the control of
+        a forced DSOCS).
 
         A convenience for :meth:`DSOCSIntegrator.solve` ``(self, q0, q1, self.h, ...)``
         with ``method`` (default: ``DSOCSIntegrator()``, whose unset options take this
@@ -463,7 +650,7 @@ class DSOCS:
 
         self._pieces()
         method = DSOCSIntegrator() if method is None else method
-        return method.solve(self, q0, q1, self.h, guess, step_index=step_index, t=t)
+        return method.solve(self, q0, q1, self.h, guess, step_index=step_index, t=t, u=u)
 
     def trajectory(self, q0, q1, n_steps: int, *, method=None) -> np.ndarray:
         """Nodes q_0 .. q_N from (q0, q1): array (N + 1, ..., n) (no driver, no diagnostics).
@@ -606,12 +793,21 @@ class DSOCS:
             (D_1g = −c_v/(2h) + c_a/h², D_2g = c_q − 2c_a/h², D_3g = c_v/(2h) + c_a/h²).
         variations_depend_on : subset of ("q", "v", "a")
             What ``variations`` depends on (() for a constant basis); saves derivatives.
-        **kwargs : passed to the DSOCS (name, derivative_check, and the deprecated
-            options solver, root_filter, tol, ...: they belong to ``DSOCSIntegrator``).
+        **kwargs : passed to the DSOCS (name, derivative_check, ``force``,
+            ``force_derivatives``, ``n_controls``, and the deprecated options solver,
+            root_filter, tol, ...: they belong to ``DSOCSIntegrator``). A ``system`` built
+            with ``force=`` gives the DSOCS its force (unless ``force=`` is passed here).
         """
         _warn_compat([n for n in ("h", *_STEP_OPTIONS)
                       if (h if n == "h" else kwargs.get(n)) is not None],
                      "DSOCS.from_continuous(...)", stacklevel=2)
+        if getattr(system, "has_force", False) is True and kwargs.get("force") is None:
+            # a forced continuous system: its force (evaluated by the system itself) is the
+            # DSOCS's force, never silently dropped
+            kwargs.update(force=system.generalized_force,
+                          force_derivatives=system.force_jacobians,
+                          n_controls=int(system.n_controls))
+        kwargs.setdefault("lagrangian_scale", scale)
         funcs = lagrangian_functions(system)
         dep = set(variations_depend_on)
         unknown = dep - {"q", "v", "a"}

@@ -282,3 +282,27 @@ def test_trivialized_mechanical_system_is_exact_without_the_keyword(batch):
     g = SO3.random(rng, batch)
     eta = rng.standard_normal((*batch, 3))
     _check(system, g, eta, None, SO3, batch)
+
+
+def test_user_kkt_derivatives_are_checked_at_the_first_state():
+    """A user's ``kkt_derivatives`` are compared with central differences of G, f and c once
+    at the first state (the derivative check's derived tolerance): the correct ones pass, one
+    block scaled by 1.01 raises ``DerivativeError`` naming it; ``derivative_check=False``
+    skips the check."""
+    from chetaev.discrete_lagrangian import DerivativeError
+
+    sym = varying_mass()
+    # a user's callable (the generated one is exact by construction and not checked)
+    good = attrs.evolve(sym, kkt_derivatives=lambda q, v: sym.kkt_derivatives(q, v))
+    q0 = np.array([0.3, -0.4, 0.1])
+    v0 = np.array([0.5, 0.8, -0.4 * 0.5 + np.sin(0.3) / 3])
+    good.check_initial(q0, v0)  # what a method's initial_state runs
+    for k, name in enumerate(("dG", "df", "dc")):
+        def wrong(q, v, k=k):
+            out = list(sym.kkt_derivatives(q, v))
+            out[k] = 1.01 * out[k]
+            return tuple(out)
+
+        with pytest.raises(DerivativeError, match=rf"kkt_derivatives \({name}\)"):
+            attrs.evolve(sym, kkt_derivatives=wrong).check_initial(q0, v0)
+        attrs.evolve(sym, kkt_derivatives=wrong, derivative_check=False).check_initial(q0, v0)

@@ -438,6 +438,8 @@ class _KKTDerivatives:
     generated blocks (picklable through their source)."""
 
     __slots__ = ("dc", "df", "dg")
+    #: exact by construction: ``ConstrainedSystem`` does not difference-check it
+    generated = True
 
     def __init__(self, dg, df, dc) -> None:
         self.dg, self.df, self.dc = dg, df, dc

@@ -25,6 +25,7 @@ For a holonomic constraint ``velocity_residual(q, v) = ∂Φ/∂q · v`` is the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -114,6 +115,37 @@ def _kkt_exact(system: Any) -> set[str]:
             and not callable(con.a):
         out.add("dc")
     return out
+
+
+def _check_kkt(sysm: Any, con: Any, kkt: Callable, q0: Any, v0: Any) -> None:
+    """``kkt_derivatives`` against central differences of G = D22L, f (the force-free
+    right-hand side) and c = (∂Φ/∂q)v at the first configuration of ``(q0, v0)``
+    (:func:`~._derivcheck.compare_derivative`, its derived tolerance; on a group the
+    v-columns only, the differences being taken on a vector space)."""
+    from ._derivcheck import compare_derivative
+
+    group = getattr(sysm, "group", None)
+    v = np.asarray(v0, dtype=float).reshape(-1, np.shape(v0)[-1])[0]
+    n = v.shape[-1]
+    qshape = (n,) if group is None else tuple(group.shape)
+    q = np.asarray(q0, dtype=float).reshape(-1, *qshape)[0]
+
+    def c_of(qq, vv):
+        return np.einsum("...aj,...j->...a", con.dphi_dq(qq, vv), vv)
+
+    blocks = (("dG", sysm.D22L, "D22L"), ("df", sysm.force_free_rhs, "the right-hand side f"),
+              ("dc", c_of, "c = (dPhi/dq) v"))
+    for k, (name, f, of) in enumerate(blocks):
+        what = f"kkt_derivatives ({name})"
+        if group is None:
+            compare_derivative(what, lambda z, f=f: f(z[..., :n], z[..., n:]),
+                               lambda z, k=k: kkt(z[..., :n], z[..., n:])[k],
+                               np.concatenate([q, v]), of=of, wrt="(q, v)",
+                               owner="ConstrainedSystem")
+        else:
+            compare_derivative(what, lambda e, f=f: f(q, e),
+                               lambda e, k=k: np.asarray(kkt(q, e)[k])[..., n:], v, of=of,
+                               wrt="v", owner="ConstrainedSystem")
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
@@ -479,9 +511,10 @@ class ConstrainedSystem(_CheckMixin):
         blocks it cannot get exactly by central differences and says so
         (:attr:`multiplier_jacobian_fd`). The symbolic front-end
         (:func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian`,
-        ``from_trivialized_lagrangian``) supplies it, generated exactly by sympy. Not
-        compared with finite differences before the first step (unlike the other
-        derivatives): the tests of the linearization are that check.
+        ``from_trivialized_lagrangian``) supplies it, generated exactly by sympy. A
+        user's is compared, once at the first state a method sees, with central
+        differences of G, f and c (``DerivativeError``; on a group the v-columns only;
+        ``derivative_check=False`` skips it).
 
     The equations of motion are  d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, Φ = 0 (holonomic:
     (∂Φ/∂q)ᵀλ, with the hidden constraint ∂Φ/∂q·v = 0). The system methods (``D1L``,
@@ -499,6 +532,12 @@ class ConstrainedSystem(_CheckMixin):
                 "`kkt_derivatives` must be callable (q, v) -> (dG, df, dc) (see "
                 f"ConstrainedSystem.multiplier_jacobian), got {self.kkt_derivatives!r}."
             )
+        if self.kkt_derivatives is not None and self.derivative_check and \
+                not getattr(self.kkt_derivatives, "generated", False):  # sympy's are exact
+            from ._derivcheck import register_first_state_check
+
+            register_first_state_check(self, functools.partial(
+                _check_kkt, self.system, self.constraint, self.kkt_derivatives))
         for attr in ("D1L", "D2L", "D22L", "n"):
             if not hasattr(self.system, attr):
                 raise InputError(

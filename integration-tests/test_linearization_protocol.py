@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
+    ForcesNotSupportedError,
     InputError,
     LagrangianSystem,
     LinearizationNotSupportedError,
@@ -142,7 +143,52 @@ def _nonlinear_forced(system: Any) -> Any:
     return attrs.evolve(system, system=forced) if base is not system else forced
 
 
-@pytest.mark.parametrize(("name", "make_method", "make_problem"), CASES, ids=IDS)
+def _linearizes_with_forces(make_method) -> bool:
+    """Whether the pair's method implements ``step_linearization`` and takes forces."""
+    method = make_method()
+    return _implements(method) and method.supports_forces is True
+
+
+# selected at collection time (no pair skips at run time); a method that gains a
+# linearization or forces joins automatically
+FORCED_CASES = [case for case in CASES if _linearizes_with_forces(case[1])]
+FORCED_IDS = [case[0] for case in FORCED_CASES]
+
+
+def test_forced_linearization_selection() -> None:
+    """The pairs of :func:`test_forced_linearization_every_pair` are what its docstring says:
+    every pair of the registry whose method takes forces and implements
+    ``step_linearization``, and no other. A selected method declares both; each pair left
+    out is refused, by ``step_linearization`` (``LinearizationNotSupportedError``) or, for a
+    forced system, by ``ForcesNotSupportedError``; every class of the module docstring's
+    list that takes forces is among the selected (VPRK, ConstrainedPRK,
+    DiscreteEulerLagrange, NonholonomicPRK in both forms, LieVPRK, LieNonholonomicPRK,
+    GNI)."""
+    selected = set(FORCED_IDS)
+    assert len(selected) == len(FORCED_IDS)
+    for name, make_method, make_problem in CASES:
+        method = make_method()
+        if name in selected:
+            assert _implements(method) and method.supports_forces is True, name
+            continue
+        system, q0, v0, h = make_problem()
+        if not _implements(method):
+            with pytest.raises(LinearizationNotSupportedError):
+                method.step_linearization(system, method.initial_state(system, q0, v0), h)
+        else:
+            forced = _FORCES._forced(system)
+            with pytest.raises(ForcesNotSupportedError):
+                method.step_linearization(forced, method.initial_state(forced, q0, v0), h,
+                                          u=np.array([0.2]))
+    classes = {type(make_method()).__name__ for _, make_method, _ in FORCED_CASES}
+    assert {"VPRK", "ConstrainedPRK", "DiscreteEulerLagrange", "NonholonomicPRK", "LieVPRK",
+            "LieNonholonomicPRK", "GNI"} <= classes, classes
+    forms = {make_method().form for name, make_method, _ in FORCED_CASES
+             if name.startswith("NHPRK")}
+    assert forms == {"lagrangian", "hamiltonian"}, forms
+
+
+@pytest.mark.parametrize(("name", "make_method", "make_problem"), FORCED_CASES, ids=FORCED_IDS)
 def test_forced_linearization_every_pair(name: str, make_method, make_problem) -> None:
     """Every (method, forced problem) pair of the registry whose method takes forces and
     implements ``step_linearization``, with the nonlinear force of
@@ -156,8 +202,6 @@ def test_forced_linearization_every_pair(name: str, make_method, make_problem) -
     DEL 4.1e-11, VPRK 5.5e-12, DSOCS 1.2e-11."""
     method = make_method()
     system, q0, v0, h = make_problem()
-    if not (_implements(method) and method.supports_forces):
-        pytest.skip("the method does not take forces or has no step linearization")
     forced = _nonlinear_forced(system)
     assert forced is not None, name
     on_group = _configuration_ndim(system) > 1

@@ -30,7 +30,7 @@ from chetaev.discrete_lagrangian.extending import (
 )
 
 from ._lie_core import RANK_RTOL, _GroupOps, _LieModel, lie_nh_newton
-from ._nhprk import _forced
+from ._nhprk import _forced, _linearization_fd
 from ._rules import (
     DEFAULT_MULTIPLIER_RULE,
     MULTIPLIER_RULES,
@@ -367,13 +367,18 @@ class LieNonholonomicPRK(StageOrders, Method):
         direct μ_k-dependence of the IIIA momenta Mⁱ, eq. 5 of the note). Λ¹ follows the
         rule: ``"carry"`` holds λ_k (A is the partial derivative at fixed λ_k),
         ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"`` λ(g_k, η_k)
-        with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative by central differences of the
-        closed-form multiplier (the one piece not from the Newton matrix; it needs the
-        constraint's second derivatives in g, ∂(φ_g η)/∂g and ∂φ_η/∂g, which the constraint
-        interface does not provide, and for a general ℓ third derivatives of ℓ), chained
-        through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). ``basis``/``next_basis``: orthonormal bases
-        (2d − m columns) of the tangent spaces of {φ(g, Fℓ⁻¹(g, μ)) = 0} in these
-        coordinates; every step ends on that set.
+        with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative the implicit derivative of the
+        multiplier's KKT system in the Euler–Poincaré form (paper §6;
+        :meth:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian`, the
+        g-columns left-trivialized, which is the ε-derivative through any retraction at
+        ε = 0), chained through δη = (D₂₂ℓ)⁻¹(δμ − D₂₁ℓ ε). It needs derivatives one
+        order above the Newton matrix (∂D₂₂ℓ, ∂f, ∂(φ_g η)/∂g): exact for a system from
+        :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (or built
+        with ``kkt_derivatives=``) and, without them, for a trivialized mechanical system
+        with ``potential_hess`` and a constant constraint matrix; otherwise central
+        differences of those blocks, listed in ``finite_differences`` of the result.
+        ``basis``/``next_basis``: orthonormal bases (2d − m columns) of the tangent spaces
+        of {φ(g, Fℓ⁻¹(g, μ)) = 0} in these coordinates; every step ends on that set.
 
         For a forced system the IFT solves with the step's own forced hooks
         (:class:`~chetaev.discrete_lagrangian.core._forcing.ForcedLieStageHooks`): the
@@ -443,14 +448,17 @@ class LieNonholonomicPRK(StageOrders, Method):
         if B.shape[-1] != n_u:  # an unforced system: no control columns
             B = np.zeros((*A.shape[:-1], n_u))
         if rule == "continuous":
-            dlam = _lie_multiplier_derivative(lam1_of, ops, g, eta)  # (..., m, 2d) in (ε, η)
+            # (..., m, 2d) in (ε, η), exact from the KKT system where the system provides it
+            dlam = system.multiplier_jacobian(g, eta, u if forced else None)
             A = A + dz_dlam @ _lie_chain_velocity(dlam, model, g, eta)
             if forced and n_u:  # Λ¹ of the forced equations moves with u
                 B = B + dz_dlam @ forced_multiplier_control_jacobian(system, g, eta, u)
         E0 = _lie_tangent_basis(model, g, eta)
         E1 = _lie_tangent_basis(model, np.asarray(new.q), np.asarray(new.v))
         return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",
-                                 **tangent_fields(E0, E1, A, B))
+                                 **tangent_fields(E0, E1, A, B),
+                                 finite_differences=_linearization_fd(
+                                     system, rule == "continuous"))
 
     def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
         """One step of App. F; returns the state at ``t + h`` (``u``: the control of a forced
@@ -640,28 +648,6 @@ def _lie_mu_rows(hooks: Any, ev: Any) -> np.ndarray:
         rows.append(np.broadcast_to(-dMi, (*lead, s - 1, d, d)).reshape(
             (*lead, (s - 1) * d, d)))
     return np.concatenate(rows, axis=-2)
-
-
-def _lie_multiplier_derivative(lam1_of: Any, ops: Any, g: np.ndarray,
-                               eta: np.ndarray) -> np.ndarray:
-    """dλ/d(ε, η) ``(..., m, 2d)`` of the continuous rule's Λ¹ = λ(g τ(ε), η), by central
-    differences of the closed-form multiplier (δ = eps^(1/3) (max(1, |η_j|) for η), error
-    O(δ²) + O(eps/δ) ≈ 1e-10 relative)."""
-    d = eta.shape[-1]
-    base = np.cbrt(np.finfo(float).eps)
-    cols = []
-    for j in range(d):
-        e = np.zeros(d)
-        e[j] = base
-        gp = ops.compose(g, ops.tau(e))
-        gm = ops.compose(g, ops.tau(-e))
-        cols.append((lam1_of(gp, eta) - lam1_of(gm, eta)) / (2.0 * base))
-    for j in range(d):
-        dj = base * np.maximum(1.0, np.abs(eta[..., j]))
-        e = np.zeros(eta.shape)
-        e[..., j] = dj
-        cols.append((lam1_of(g, eta + e) - lam1_of(g, eta - e)) / (2.0 * dj[..., None]))
-    return np.stack(cols, axis=-1)
 
 
 def _lie_velocity_chain(model: Any, g: np.ndarray, eta: np.ndarray) -> np.ndarray:

@@ -449,13 +449,17 @@ class NonholonomicPRK(StageOrders, Method):
         (:func:`_nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
         state's λ_k fixed (A is the partial derivative at fixed λ_k), ``"zero_first"`` has
         Λ¹ = 0, ``"continuous"`` (default) has Λ¹ = λ(q_k, v_k) (of the forced equations at
-        ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its (q, v)-derivative is the
-        one piece not taken from the Newton matrix, central differences of the closed-form
-        multiplier (it needs ∂²Φ/∂q² and ∂Φ_v/∂q, which the constraint interface does not
-        provide, and for a q-dependent mass ∂D22L/∂q and ∂(D21L v)/∂q, third derivatives of
-        L that no system provides), chained through dv = G⁻¹(dp − D21L dq); it enters z at
-        O(h). Its u-derivative is exact, ∂Λ¹/∂u = −C⁻¹Φ_v G⁻¹F_u (the forced multiplier is
-        affine in F).
+        ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its (q, v)-derivative is
+        the implicit derivative of the multiplier's KKT system
+        (:meth:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian`, paper
+        §3), chained through dv = G⁻¹(dp − D21L dq); it enters z at O(h). That needs
+        derivatives one order above the Newton matrix (∂D22L/∂(q, v), ∂f/∂(q, v),
+        ∂²Φ/∂q²·v): exact for a system from
+        :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (or one built with
+        ``ConstrainedSystem(..., kkt_derivatives=...)``), central differences of those
+        blocks otherwise, listed in ``finite_differences`` of the result
+        (``"multiplier:dc"``, ...). Its u-derivative is exact, ∂Λ¹/∂u = −C⁻¹Φ_v G⁻¹F_u (the
+        forced multiplier is affine in F).
         ``basis``/``next_basis``: orthonormal bases (2n − m columns) of the tangent spaces
         of {Φ(q, FL⁻¹(q, p)) = 0} at both nodes (:func:`~chetaev.discrete_lagrangian.core.
         _linearization.velocity_constraint_tangent_basis`); every step ends on that set, so
@@ -514,8 +518,9 @@ class NonholonomicPRK(StageOrders, Method):
                                                          hooks, implicit, momenta)
         A = np.concatenate([dz_dq, dz_dp], axis=-1)
         B = dz_du
-        if not carried and self.multiplier_rule != "zero_first":
-            dlam_dqv = _multiplier_derivatives(lam1_of, q, v, u)
+        continuous = not carried and self.multiplier_rule != "zero_first"
+        if continuous:  # exact from the KKT system (ConstrainedSystem.multiplier_jacobian)
+            dlam_dqv = system.multiplier_jacobian(q, v, u if forced else None)
             G = np.asarray(model.D22L(q, v), dtype=float)
             D21 = np.asarray(model.D21L(q, v), dtype=float)
             # v = FL⁻¹(q, p): dv = G⁻¹ (dp − D21L dq)
@@ -529,7 +534,8 @@ class NonholonomicPRK(StageOrders, Method):
         B = no_controls(B, A, system)
         E0 = velocity_constraint_tangent_basis(system, q, v)
         E1 = velocity_constraint_tangent_basis(system, new.q, new.v)
-        return StepLinearization(state=new, A=A, B=B, **tangent_fields(E0, E1, A, B))
+        return StepLinearization(state=new, A=A, B=B, **tangent_fields(E0, E1, A, B),
+                                 finite_differences=_linearization_fd(system, continuous))
 
     def check_step(
         self, system: Any, previous: State, state: State, h: float
@@ -908,24 +914,16 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     return z[..., :n], z[..., K:K + n], z[..., n:K], z[..., K + n:]
 
 
-def _multiplier_derivatives(lam1_of, q, v, u):
-    """dΛ¹/d(q, v) ``(..., m, 2n)`` of the continuous rule's Λ¹ = λ(q, v) (forced: at ``u``),
-    by central differences of that closed-form function (step δ = eps^(1/3) max(1, |x_j|),
-    error O(δ²) + O(eps/δ) ≈ 1e-10 relative; the one derivative of the linearization not
-    taken from the Newton matrix, see :meth:`NonholonomicPRK._step_linearization_impl`).
-    The u-derivative of the forced Λ¹ is exact
-    (:func:`~chetaev.discrete_lagrangian.core._forcing.forced_multiplier_control_jacobian`)."""
-    n = q.shape[-1]
-    qv = np.concatenate(np.broadcast_arrays(q, v), axis=-1)
-    base = np.cbrt(np.finfo(float).eps)
-
-    def column(f, x, j):
-        d = base * np.maximum(1.0, np.abs(x[..., j]))
-        e = np.zeros(x.shape)
-        e[..., j] = d
-        return (f(x + e) - f(x - e)) / (2.0 * d[..., None])
-
-    def f_qv(z):
-        return lam1_of(z[..., :n], z[..., n:], u)
-
-    return np.stack([column(f_qv, qv, j) for j in range(2 * n)], axis=-1)
+def _linearization_fd(system: Any, continuous: bool) -> tuple[str, ...]:
+    """``StepLinearization.finite_differences`` of a nonholonomic method: the system's
+    finite-difference second derivatives of L and force Jacobians (in the Newton matrix) and,
+    for the ``"continuous"`` rule, the blocks of dΛ¹/d(q, v) formed by central differences
+    (:attr:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian_fd`)."""
+    out = []
+    if getattr(system, "fd_second_derivatives", False):
+        out.append("second_derivatives")
+    if _forced(system) and getattr(system.system, "fd_force_derivatives", False):
+        out.append("force_jacobians")
+    if continuous:
+        out += [f"multiplier:{k}" for k in system.multiplier_jacobian_fd]
+    return tuple(out)

@@ -87,6 +87,14 @@ class StepLinearization:
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None
         ``next_basisᵀ B``.
+    finite_differences : tuple of str
+        The derivatives of the linearization (or of its Newton matrix) that were central
+        finite differences, not exact (empty: none that the method knows of). The
+        nonholonomic methods' ``"continuous"`` rule names the blocks of the multiplier's
+        derivative as ``"multiplier:dG"`` etc.
+        (:attr:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian_fd`), and
+        ``"second_derivatives"`` / ``"force_jacobians"`` for a system whose second
+        derivatives of L or force Jacobians are finite differences.
     """
 
     state: State
@@ -97,6 +105,7 @@ class StepLinearization:
     next_basis: np.ndarray | None = None
     A_tangent: np.ndarray | None = None
     B_tangent: np.ndarray | None = None
+    finite_differences: tuple[str, ...] = ()
 
 
 def _control_jacobian(hooks: Any, ev: Any) -> np.ndarray | None:

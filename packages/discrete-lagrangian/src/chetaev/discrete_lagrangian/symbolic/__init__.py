@@ -433,6 +433,63 @@ def _force_kwargs(b: _Builder, F) -> dict:
     }
 
 
+class _KKTDerivatives:
+    """``(q, v) -> (dG, df, dc)`` of ``ConstrainedSystem(kkt_derivatives=...)`` from the
+    generated blocks (picklable through their source)."""
+
+    __slots__ = ("dc", "df", "dg")
+    #: exact by construction: ``ConstrainedSystem`` does not difference-check it
+    generated = True
+
+    def __init__(self, dg, df, dc) -> None:
+        self.dg, self.df, self.dc = dg, df, dc
+
+    def __call__(self, q, v):
+        return self.dg(q, v), self.df(q, v), self.dc(q, v)
+
+
+def _kkt_derivatives(b: _Builder, L, c) -> _KKTDerivatives:
+    """The exact derivatives in (q, v) of the data of the multiplier's KKT system
+    (:meth:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian`): G = ∂²L/∂q̇²,
+    the force-free right-hand side f = ∂L/∂q − (∂²L/∂q̇∂q) q̇ (on a group, eq. of §6,
+    f = ad*_η ∂ℓ/∂η + L*_g D₁ℓ − D₂₁ℓ η with left-trivialized g-derivatives) and the
+    constraint's c = (∂Φ/∂q) q̇ (entries ``c``), differentiated once more by sympy: third
+    derivatives of L and second q-derivatives of Φ, which no numerical system provides."""
+    sp = b.sp
+    n, m = len(b.v), len(c)
+    on_group = b.group is not None
+    qgrad = b.ltgrad if on_group else (lambda es: b.grad(es, b.q))
+
+    def dx(exprs):  # [..., k] over the stacked (q, v): q-columns first
+        dq, dv = qgrad(exprs), b.grad(exprs, b.v)
+        return [e for i in range(len(exprs)) for e in (dq[i * n:(i + 1) * n]
+                                                      + dv[i * n:(i + 1) * n])]
+
+    G = b.grad(b.grad([L], b.v), b.v)
+    d2 = b.grad([L], b.v)
+    d21 = qgrad(d2)  # [i, j] = ∂(∂L/∂v_i)/∂q_j
+    f = [e - sum((d21[i * n + j] * b.v[j] for j in range(n)), sp.Integer(0))
+         for i, e in enumerate(qgrad([L]))]
+    if on_group:  # + ad*_η ∂ℓ/∂η = Σ_j ad(η)[j, i] (∂ℓ/∂η)_j, ad(η) = Σ_k η_k ad(e_k)
+        adk = np.asarray(b.group.ad(np.eye(n), check=False), dtype=float)
+        for i in range(n):
+            f[i] += sum((sp.nsimplify(adk[k, j, i]) * b.v[k] * d2[j]
+                         for k in range(n) for j in range(n) if adk[k, j, i] != 0),
+                        sp.Integer(0))
+    args = "gv" if on_group else "qv"
+    return _KKTDerivatives(b.function("kkt_dG", args, dx(G), (n, n, 2 * n)),
+                           b.function("kkt_df", args, dx(f), (n, 2 * n)),
+                           b.function("kkt_dc", args, dx(c), (m, 2 * n)))
+
+
+def _velocity_c(b: _Builder, phis, qgrad) -> list:
+    """c = (∂Φ/∂q)·v of velocity constraints Φ(q, v) (on a group, left-trivialized)."""
+    n = len(b.v)
+    dq = qgrad(phis)
+    return [sum((dq[a * n + j] * b.v[j] for j in range(n)), b.sp.Integer(0))
+            for a in range(len(phis))]
+
+
 def _vector_system(b: _Builder, L, F=None):
     n = len(b.q)
     fkw = _force_kwargs(b, F)
@@ -658,11 +715,18 @@ def from_lagrangian(L, q, qdot, *, holonomic=(), nonholonomic=(), params=None, f
         b.on_first_state_rank(jac, "holonomic constraints", "q")
         con = _sy.HolonomicConstraint(b.function("phi", "q", hol, (m,)), jac,
                                   b.function("hessian", "q", b.grad(J, qs), (m, n, n)), m=m)
-        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(system, con)), F,
-                             holonomic=hol)
+        # the velocity form Φ̃ = (∂Φ/∂q) q̇, c = (∂Φ̃/∂q) q̇
+        vform = [sum((J[a * n + i] * vs[i] for i in range(n)), sp.Integer(0))
+                 for a in range(m)]
+        kkt = _kkt_derivatives(b, Le, _velocity_c(b, vform, lambda es: b.grad(es, qs)))
+        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(
+            system, con, kkt_derivatives=kkt)), F, holonomic=hol)
     if nh:
-        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(
-            b, nh, "q", lambda es: b.grad(es, qs)))), F, nonholonomic=nh)
+        qgrad = lambda es: b.grad(es, qs)  # noqa: E731
+        kkt = _kkt_derivatives(b, Le, _velocity_c(b, nh, qgrad))
+        return _with_kernels(b, Le, b.finish(_sy.ConstrainedSystem(
+            system, _velocity_constraint(b, nh, "q", qgrad), kkt_derivatives=kkt)), F,
+            nonholonomic=nh)
     return _with_kernels(b, Le, b.finish(system), F)
 
 
@@ -843,7 +907,9 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
           for i, e in enumerate(_as_expr_list(nonholonomic))]
     system = _group_system(b, le, d, F)
     if nh:
-        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad)))
+        kkt = _kkt_derivatives(b, le, _velocity_c(b, nh, b.ltgrad))
+        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad),
+                                              kkt_derivatives=kkt))
     return b.finish(system)
 
 

@@ -25,6 +25,7 @@ For a holonomic constraint ``velocity_residual(q, v) = ∂Φ/∂q · v`` is the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -93,6 +94,60 @@ class _CheckMixin:
         check_derivatives(self, q, v)
 
 
+def _kkt_exact(system: Any) -> set[str]:
+    """The blocks of ``ConstrainedSystem.multiplier_jacobian`` that follow exactly from the
+    system's own derivatives (without ``kkt_derivatives``): ``"dG"`` (a mechanical system
+    with a constant mass, or ``mass_grad``; constant on a group), ``"df"`` (besides, a
+    constant mass and ``potential_hess``: f = −∇V (+ ad*_η 𝕀η)) and ``"dc"`` (a constant
+    ``A`` with a constant or no ``a``: c = 0)."""
+    out: set[str] = set()
+    sysm, con = system.system, system.constraint
+    on_group = getattr(sysm, "group", None) is not None
+    if getattr(sysm, "is_mechanical", False):
+        if on_group:
+            out.add("dG")
+        elif sysm.constant_mass or getattr(sysm, "_mass_grad", None) is not None:
+            out.add("dG")
+        if (on_group or sysm.constant_mass) and getattr(sysm, "_potential_hess", None) \
+                is not None:
+            out.add("df")
+    if getattr(con, "is_linear_in_velocity", False) and not callable(con.A) \
+            and not callable(con.a):
+        out.add("dc")
+    return out
+
+
+def _check_kkt(sysm: Any, con: Any, kkt: Callable, q0: Any, v0: Any) -> None:
+    """``kkt_derivatives`` against central differences of G = D22L, f (the force-free
+    right-hand side) and c = (∂Φ/∂q)v at the first configuration of ``(q0, v0)``
+    (:func:`~._derivcheck.compare_derivative`, its derived tolerance; on a group the
+    v-columns only, the differences being taken on a vector space)."""
+    from ._derivcheck import compare_derivative
+
+    group = getattr(sysm, "group", None)
+    v = np.asarray(v0, dtype=float).reshape(-1, np.shape(v0)[-1])[0]
+    n = v.shape[-1]
+    qshape = (n,) if group is None else tuple(group.shape)
+    q = np.asarray(q0, dtype=float).reshape(-1, *qshape)[0]
+
+    def c_of(qq, vv):
+        return np.einsum("...aj,...j->...a", con.dphi_dq(qq, vv), vv)
+
+    blocks = (("dG", sysm.D22L, "D22L"), ("df", sysm.force_free_rhs, "the right-hand side f"),
+              ("dc", c_of, "c = (dPhi/dq) v"))
+    for k, (name, f, of) in enumerate(blocks):
+        what = f"kkt_derivatives ({name})"
+        if group is None:
+            compare_derivative(what, lambda z, f=f: f(z[..., :n], z[..., n:]),
+                               lambda z, k=k: kkt(z[..., :n], z[..., n:])[k],
+                               np.concatenate([q, v]), of=of, wrt="(q, v)",
+                               owner="ConstrainedSystem")
+        else:
+            compare_derivative(what, lambda e, f=f: f(q, e),
+                               lambda e, k=k: np.asarray(kkt(q, e)[k])[..., n:], v, of=of,
+                               wrt="v", owner="ConstrainedSystem")
+
+
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr = np.array(arr)
     arr.setflags(write=False)
@@ -151,6 +206,11 @@ class HolonomicConstraint(_CheckMixin):
     @property
     def fd_hessian(self) -> bool:
         """True when the Hessian is formed by finite differences."""
+        return self._hessian is None
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when ∂Φ_v/∂q (the Hessian of Φ) is formed by finite differences."""
         return self._hessian is None
 
     def phi(self, q):
@@ -260,6 +320,12 @@ class LinearVelocityConstraint(_CheckMixin):
                 f"A constant `A` must be an (m, n) matrix (one row per constraint; a single "
                 f"constraint may be an (n,) vector), got shape {np.shape(self.A)}."
             )
+
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when ∂Φ_v/∂q = ∂A/∂q is formed by finite differences (a callable ``A``
+        without ``dA``)."""
+        return callable(self.A) and self.dA is None
 
     @property
     def is_affine(self) -> bool:
@@ -381,6 +447,11 @@ class VelocityConstraint(_CheckMixin):
                 raise InputError(f"`{name[1:]}` must be callable (q, v) -> array, got {f!r}.")
             object.__setattr__(self, name, _wrap(f, self.vectorized, (c, 1)))
 
+    @property
+    def fd_second_derivatives(self) -> bool:
+        """True when ∂Φ_v/∂q or ∂Φ_v/∂v is formed by finite differences."""
+        return self._d2phi_dvdq is None or self._d2phi_dv2 is None
+
     def residual(self, q, v):
         """Φ(q, v), shape (..., m)."""
         return np.asarray(self._phi(q, v), dtype=float)
@@ -429,6 +500,21 @@ class ConstrainedSystem(_CheckMixin):
         False skips the finite-difference check of every user derivative (system and
         constraint) that ``integrate`` runs once before the first step. Each system and
         constraint constructor takes the same keyword for its own derivatives.
+    kkt_derivatives : callable, optional
+        ``(q, v)`` ↦ ``(dG, df, dc)``, the exact derivatives in the stacked ``x = (q, v)``
+        (2n directions; the q-directions left-trivialized on a group) of the data of the
+        multiplier's KKT system (:meth:`multiplier_jacobian`): ``dG (..., n, n, 2n)`` of
+        G = D22L, ``df (..., n, 2n)`` of the force-free right-hand side f
+        (:meth:`force_free_rhs`) and ``dc (..., m, 2n)`` of c = (∂Φ/∂q)·v. They are one
+        derivative order above the Newton matrix (third derivatives of L, second
+        q-derivatives of Φ). Optional: without it :meth:`multiplier_jacobian` forms the
+        blocks it cannot get exactly by central differences and says so
+        (:attr:`multiplier_jacobian_fd`). The symbolic front-end
+        (:func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian`,
+        ``from_trivialized_lagrangian``) supplies it, generated exactly by sympy. A
+        user's is compared, once at the first state a method sees, with central
+        differences of G, f and c (``DerivativeError``; on a group the v-columns only;
+        ``derivative_check=False`` skips it).
 
     The equations of motion are  d/dt ∂L/∂v − ∂L/∂q = (∂Φ/∂v)ᵀλ, Φ = 0 (holonomic:
     (∂Φ/∂q)ᵀλ, with the hidden constraint ∂Φ/∂q·v = 0). The system methods (``D1L``,
@@ -438,8 +524,20 @@ class ConstrainedSystem(_CheckMixin):
     system: Any = attrs.field()
     constraint: Any = attrs.field()
     derivative_check: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    kkt_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
+        if self.kkt_derivatives is not None and not callable(self.kkt_derivatives):
+            raise InputError(
+                "`kkt_derivatives` must be callable (q, v) -> (dG, df, dc) (see "
+                f"ConstrainedSystem.multiplier_jacobian), got {self.kkt_derivatives!r}."
+            )
+        if self.kkt_derivatives is not None and self.derivative_check and \
+                not getattr(self.kkt_derivatives, "generated", False):  # sympy's are exact
+            from ._derivcheck import register_first_state_check
+
+            register_first_state_check(self, functools.partial(
+                _check_kkt, self.system, self.constraint, self.kkt_derivatives))
         for attr in ("D1L", "D2L", "D22L", "n"):
             if not hasattr(self.system, attr):
                 raise InputError(
@@ -515,12 +613,20 @@ class ConstrainedSystem(_CheckMixin):
         external force (see :meth:`multiplier`)."""
         return self._multiplier_and_acc(q, v)[1]
 
-    def _multiplier_and_acc(self, q, v):
+    def _multiplier_and_acc(self, q, v, force=None):
+        """``(λ, a)`` of the KKT system G a = f + Bᵀλ, B a = −(∂Φ/∂q)v (f: the force-free
+        right-hand side plus ``force``); :meth:`multiplier_jacobian` also takes C."""
+        lam, acc, _ = self._kkt_solve(q, v, force)
+        return lam, acc
+
+    def _kkt_solve(self, q, v, force=None):
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
         sysm = self.system
         G = sysm.D22L(q, v)
         f = sysm.force_free_rhs(q, v)
+        if force is not None:
+            f = f + force
         B = self.constraint.dphi_dv(q, v)  # (..., m, n)
         Bq = self.constraint.dphi_dq(q, v)  # (..., m, n)
         a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
@@ -539,7 +645,163 @@ class ConstrainedSystem(_CheckMixin):
             )
         lam = -np.linalg.solve(C, rhs[..., None])[..., 0]
         acc = a0 + np.einsum("...ia,...a->...i", GinvBt, lam)
-        return lam, acc
+        return lam, acc, C
+
+    # --- the multiplier's derivative (issue 20) -----------------------------------------
+    @property
+    def multiplier_jacobian_fd(self) -> tuple[str, ...]:
+        """The blocks of :meth:`multiplier_jacobian` formed by central finite differences
+        (empty: it is exact to rounding).
+
+        ``"dG"`` ∂D22L/∂(q, v), ``"df"`` ∂f/∂(q, v) (f the force-free right-hand side),
+        ``"dc"`` ∂((∂Φ/∂q)v)/∂q: exact from ``kkt_derivatives=`` or, without it, where they
+        follow from the system's own derivatives (a :class:`MechanicalSystem` with a constant
+        mass or ``mass_grad`` has an exact ``dG``; with a constant mass and
+        ``potential_hess`` an exact ``df``; a trivialized mechanical system likewise; a
+        constant ``A`` with a constant or no ``a`` has ``dc = 0``). ``"dB"`` ∂Φ_v/∂(q, v):
+        the constraint's second derivatives (its ``hessian``, ``dA``, ``d2phi_dvdq`` /
+        ``d2phi_dv2``). ``"dF"``: the force's Jacobians (a force without
+        ``force_derivatives``).
+        """
+        out = []
+        if self.kkt_derivatives is None:
+            exact = _kkt_exact(self)
+            out += [k for k in ("dG", "df", "dc") if k not in exact]
+        if getattr(self.constraint, "fd_second_derivatives", True):
+            out.append("dB")
+        if self.has_force and getattr(self.system, "fd_force_derivatives", False):
+            out.append("dF")
+        return tuple(out)
+
+    def multiplier_jacobian(self, q, v, u=None) -> np.ndarray:
+        """dλ/d(q, v) ``(..., m, 2n)`` of the continuous multiplier (:meth:`multiplier`; for a
+        system built with ``force=``, the multiplier of the forced equations at the control
+        ``u``), columns ``(q, v)`` (on a group the q-columns are left-trivialized:
+        d/dε λ(g·exp(ε e_j), η)|₀).
+
+        λ and the constrained acceleration a solve the KKT system of the constrained
+        Euler–Lagrange equations (paper §3, eq. (3.2); on a group the Euler–Poincaré form
+        of §6)::
+
+            G a − Bᵀλ = f + F,   B a = −c,
+            G = D22L, B = ∂Φ/∂v, f = D1L − D21L v (+ ad*_v D2L), c = (∂Φ/∂q) v.
+
+        Differentiating it in a direction x_k of (q, v) (implicit function theorem: the
+        KKT matrix is nonsingular where C = B G⁻¹ Bᵀ is)::
+
+            G da − Bᵀ dλ = r₁ = d(f + F) − dG a + dBᵀ λ,   B da = r₂ = −dc − dB a,
+            dλ = C⁻¹ (r₂ − B G⁻¹ r₁).
+
+        ``dB`` comes from the constraint's second derivatives, ``dF`` from
+        ``force_jacobians``, and ``dG``, ``df``, ``dc`` (one derivative order above the
+        Newton matrix) from ``kkt_derivatives=`` when the system has it: **for exact
+        derivatives build the system with** :func:`chetaev.discrete_lagrangian.symbolic.
+        from_lagrangian` (or ``from_trivialized_lagrangian``), which generates them with
+        sympy, **or pass** ``kkt_derivatives=`` (and the constraint's second derivatives,
+        and ``force_derivatives``). Otherwise the blocks listed in
+        :attr:`multiplier_jacobian_fd` are central differences (one broadcast call each,
+        ~1e-10 relative).
+
+        Raises
+        ------
+        InputError
+            ``kkt_derivatives`` returned something else than three arrays of the shapes
+            above.
+        SingularMatrixError
+            C singular (dependent constraints), as :meth:`multiplier`.
+        """
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        sysm, con = self.system, self.constraint
+        forced = self.has_force
+        F = sysm.generalized_force(q, v, u) if forced else None
+        lam, acc, C = self._kkt_solve(q, v, F)
+        G = np.asarray(sysm.D22L(q, v), dtype=float)
+        B = np.asarray(con.dphi_dv(q, v), dtype=float)
+        n, m = G.shape[-1], B.shape[-2]
+        batch = np.broadcast_shapes(lam.shape[:-1], acc.shape[:-1], G.shape[:-2], B.shape[:-2])
+        dG, df, dc = self._kkt_blocks(q, v, batch, n, m)
+        if forced:
+            Fq, Fv, _ = sysm.force_jacobians(q, v, u)
+            df = df + np.concatenate(np.broadcast_arrays(Fq, Fv), axis=-1)
+        dB = np.concatenate(np.broadcast_arrays(np.asarray(con.d2phi_dvdq(q, v), dtype=float),
+                                                np.asarray(con.d2phi_dv2(q, v), dtype=float)),
+                            axis=-1)
+        r1 = (df - np.einsum("...ijk,...j->...ik", dG, acc)
+              + np.einsum("...aik,...a->...ik", dB, lam))
+        r2 = -dc - np.einsum("...aik,...i->...ak", dB, acc)
+        return np.linalg.solve(C, r2 - B @ np.linalg.solve(G, r1))
+
+    def _kkt_blocks(self, q, v, batch, n: int, m: int):
+        """``(dG, df, dc)`` of :meth:`multiplier_jacobian`: from ``kkt_derivatives``, from
+        the system's own derivatives where they give them exactly, else central
+        differences."""
+        shapes = ((*batch, n, n, 2 * n), (*batch, n, 2 * n), (*batch, m, 2 * n))
+        if self.kkt_derivatives is not None:
+            out = self.kkt_derivatives(q, v)
+            if not isinstance(out, (tuple, list)) or len(out) != 3:
+                raise InputError(
+                    "`kkt_derivatives` must return the tuple (dG, df, dc) of shapes "
+                    f"(..., {n}, {n}, {2 * n}), (..., {n}, {2 * n}), (..., {m}, {2 * n}); got "
+                    f"{type(out).__name__}."
+                )
+            res = []
+            for name, blk, shape in zip(("dG", "df", "dc"), out, shapes):
+                blk = np.asarray(blk, dtype=float)
+                try:
+                    res.append(np.broadcast_to(blk, shape))
+                except ValueError:
+                    raise InputError(
+                        f"`kkt_derivatives` must return {name} of shape (..., "
+                        f"{', '.join(map(str, shape[len(batch):]))}) (batch {batch}), got "
+                        f"shape {blk.shape}."
+                    ) from None
+            return tuple(res)
+        sysm, con, group = self.system, self.constraint, self.group
+        exact = _kkt_exact(self)
+        perturb = _perturb(group)
+        qscale = None if group is not None else q
+
+        def fd_q(fun, out_ndim):
+            return fd_jacobian(lambda qq: fun(qq, v), q, n, perturb=perturb, batch_shape=batch,
+                               out_ndim=out_ndim, scale=qscale)
+
+        def fd_qv(fun, out_ndim):
+            Jv = fd_jacobian(lambda vv: fun(q, vv), v, n, batch_shape=batch, out_ndim=out_ndim,
+                             scale=v)
+            return np.concatenate(np.broadcast_arrays(fd_q(fun, out_ndim), Jv), axis=-1)
+
+        zeros = np.zeros((*batch, n, n))
+        if "dG" not in exact:
+            dG = fd_qv(sysm.D22L, 2)
+        elif group is None:
+            dG = np.concatenate(np.broadcast_arrays(np.asarray(sysm.dM(q), dtype=float),
+                                                    np.zeros((*batch, n, n, n))), axis=-1)
+        else:
+            dG = np.zeros(shapes[0])
+        if "df" not in exact:
+            df = fd_qv(sysm.force_free_rhs, 1)
+        else:
+            fq = -np.asarray(sysm.hessV(q), dtype=float)
+            fv = zeros
+            if group is not None:  # f_η of ad*_η 𝕀η: ad(e_k)ᵀ𝕀η + ad(η)ᵀ𝕀e_k
+                inertia = np.asarray(sysm.inertia, dtype=float)
+                adk = np.asarray(group.ad(np.eye(n), check=False), dtype=float)
+                fv = (np.einsum("kji,...j->...ik", adk, v @ inertia.T)
+                      + np.swapaxes(np.asarray(group.ad(v, check=False), dtype=float),
+                                    -1, -2) @ inertia)
+            df = np.concatenate(np.broadcast_arrays(fq, fv), axis=-1)
+        # c = (∂Φ/∂q)v: ∂c/∂v exact from the constraint's first and mixed derivatives
+        Bq = np.asarray(con.dphi_dq(q, v), dtype=float)
+        cv = np.einsum("...akj,...j->...ak", np.asarray(con.d2phi_dvdq(q, v), dtype=float),
+                       v) + Bq
+        if "dc" in exact:
+            cq = np.zeros((*batch, m, n))
+        else:
+            cq = fd_q(lambda qq, vv: np.einsum("...aj,...j->...a", con.dphi_dq(qq, vv), vv), 1)
+        dc = np.concatenate(np.broadcast_arrays(cq, cv), axis=-1)
+        return (np.broadcast_to(dG, shapes[0]), np.broadcast_to(df, shapes[1]),
+                np.broadcast_to(dc, shapes[2]))
 
     # --- residuals and checks ------------------------------------------------------------
     def residual(self, q, v):

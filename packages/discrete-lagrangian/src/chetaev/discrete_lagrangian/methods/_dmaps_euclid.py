@@ -321,25 +321,6 @@ def _batch_eye(batch: tuple, n: int) -> np.ndarray:
     return np.broadcast_to(np.eye(n), (*batch, n, n))
 
 
-def _projection_jacobian(iface: SystemInterface, q1: np.ndarray, p1s: np.ndarray,
-                         dq1: np.ndarray, dp1s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(p1, dp1)`` of the projection p1 = p1* + G(q1)ᵀμ, G(q1)M⁻¹p1 = 0 (Phase 2, paper
-    §5.1–5.2) and its derivative along the tangents ``dq1``, ``dp1s`` ``(..., n, K)``.
-
-    Differentiating both equations: dp1 = T + G1ᵀdμ with T = dp1* + (Σ_a μ_a ∇²φ_a) dq1 and
-    C dμ = −G1M⁻¹T − (Σ_i v1_i ∇²φ_{a,i·}) dq1, C = G1M⁻¹G1ᵀ, v1 = M⁻¹p1. The null-space
-    form's p1 (paper (4.9)) is the same map."""
-    G1 = iface.holonomic_jacobian(q1)
-    p1, mu = K.project_momentum(p1s, G1, iface.mass_inv)
-    H1 = np.asarray(iface.holonomic_hessian(q1), dtype=float)  # (..., k, n, n)
-    v1 = K._mv(iface.mass_inv, p1)
-    T = dp1s + np.einsum("...aij,...a->...ij", H1, mu) @ dq1
-    GM = G1 @ iface.mass_inv
-    W = np.einsum("...aij,...i->...aj", H1, v1) @ dq1
-    dmu = -np.linalg.solve(GM @ np.swapaxes(G1, -1, -2), GM @ T + W)
-    return p1, T + np.swapaxes(G1, -1, -2) @ dmu
-
-
 def _force_partials(system: Any, ld: DiscreteLagrangian, q0, q1, h: float, u: Any,
                     batch: tuple, n: int) -> tuple:
     """The discrete forces' partials ``(dm0, dm1, dmu, dp0, dp1, dpu)``
@@ -367,7 +348,8 @@ def node_step_jacobians(iface: SystemInterface, system: Any, quad, state: State,
     so d(q1, ν) = −J⁻¹ ∂R/∂(q0, p0, u). The null-space form (4.7) solves the same map; its
     multiplier is recovered from G(q0)ᵀν = h(−D1 L_d − f_d⁻ − p0) (least squares, exact at
     the solution). Phase 2: p1* = D2 L_d + f_d⁺, chained through
-    :func:`_projection_jacobian`. L_d is the method's quadrature as a
+    :func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.project_momentum_jacobian`.
+    L_d is the method's quadrature as a
     :class:`DiscreteLagrangian` (θ rule or trapezoidal, :func:`_ld_of`).
     """
     q0, p0 = np.asarray(state.q, dtype=float), np.asarray(state.p, dtype=float)
@@ -402,7 +384,9 @@ def node_step_jacobians(iface: SystemInterface, system: Any, quad, state: State,
     if getattr(system, "has_force", False) is True:
         p1s = p1s + ld.forces(system, q0, q1, h, u)[1]
         dp1s[..., 2 * n:] += dpu
-    _, dp1 = _projection_jacobian(iface, q1, p1s, dq1, dp1s)
+    _, dp1 = K.project_momentum_jacobian(p1s, iface.holonomic_jacobian(q1),
+                                         np.asarray(iface.holonomic_hessian(q1), dtype=float),
+                                         iface.mass_inv, dq1, dp1s)
     full = np.concatenate([dq1, dp1], axis=-2)
     return full[..., : 2 * n], full[..., 2 * n:]
 

@@ -29,6 +29,7 @@ equations.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 
@@ -575,9 +576,9 @@ class ComposedSteps(Method):
             return self._members()
         return tuple((attrs.evolve(m, newton=newton), c) for m, c in self._members())
 
+    @abc.abstractmethod
     def _members(self) -> tuple:
         """``((method, fraction), ...)`` as constructed."""
-        raise NotImplementedError
 
     def _carried_jacobians(self, method: Method, system: Any, state: State, h: float, u: Any,
                            lin: StepLinearization) -> tuple | None:
@@ -783,15 +784,23 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     symmetric = True
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
 
-    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
-        iface = euclidean_interface(system)
-        q0, p0 = state.q, state.p
+    def _equations(self, system: Any, iface: SystemInterface, q0, p0, h: float, u: Any):
+        """``(fun, jac, fa, fb)``: the residual of the joint solve (class docstring) in
+        x = (q_{1/2}, q1, λ, μ), its Jacobian and the forcings of the two half steps.
+
+        Jacobian (rows r1, r2, φ(q_{1/2}), φ(q1); columns q_{1/2}, q1, λ, μ)::
+
+            [[M − (h/2)∂f_a⁻/∂q_{1/2}, 0, −G0ᵀ, 0],
+             [2M + Σ_a μ_a ∇²φ_a(q_{1/2}), −M, 0, G(q_{1/2})ᵀ],
+             [G(q_{1/2}), 0, 0, 0], [0, G(q1), 0, 0]]
+        """
         m = q0.shape[-1]
         G0 = iface.holonomic_jacobian(q0)
         k = G0.shape[-2]
         M = iface.mass
         hh = 0.5 * h
         f0 = iface.potential_grad(q0)
+        jac_phi, phi = iface.holonomic_jacobian, iface.holonomic_phi
         # the forces of Euler A (θ = 0) on [q0, q_{1/2}] and Euler B (θ = 1) on [q_{1/2}, q1]:
         # f_d⁺ of A and f_d⁻ of B vanish, so the middle equation has no force
         fa = _forcing(system, u, DiscreteLagrangian("alpha", 0.0))
@@ -803,14 +812,40 @@ class ExtrinsicEulerBA(_EuclideanMethod):
             r1 = K._mv(M, qm - q0) + hh * hh * f0 - K._mtv(G0, lam) - hh * p0
             if fa is not None:
                 r1 = r1 - hh * fa.forces(q0, qm, hh)[0]
-            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(iface.holonomic_jacobian(qm), mu)
-            phi = iface.holonomic_phi
+            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(jac_phi(qm), mu)
             return np.concatenate([r1, r2, phi(qm), phi(q1)], axis=-1)
 
+        def jac(x):
+            qm, q1, mu = x[..., :m], x[..., m:2 * m], x[..., 2 * m + k:]
+            batch = np.broadcast_shapes(x.shape[:-1], q0.shape[:-1])
+            J = np.zeros((*batch, 2 * m + 2 * k, 2 * m + 2 * k))
+            J[..., :m, :m] = M
+            if fa is not None:
+                J[..., :m, :m] -= hh * fa.minus_dq1(q0, qm, hh)
+            J[..., :m, 2 * m:2 * m + k] = -np.swapaxes(G0, -1, -2)
+            Gm = jac_phi(qm)
+            J[..., m:2 * m, :m] = 2.0 * M + np.einsum(
+                "...aij,...a->...ij", iface.holonomic_hessian(qm), mu)
+            J[..., m:2 * m, m:2 * m] = -M
+            J[..., m:2 * m, 2 * m + k:] = np.swapaxes(Gm, -1, -2)
+            J[..., 2 * m:2 * m + k, :m] = Gm
+            J[..., 2 * m + k:, m:2 * m] = jac_phi(q1)
+            return J
+
+        return fun, jac, fa, fb
+
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        iface = euclidean_interface(system)
+        q0, p0 = state.q, state.p
+        m = q0.shape[-1]
+        k = iface.holonomic_jacobian(q0).shape[-2]
+        M = iface.mass
+        hh = 0.5 * h
+        fun, jac, fa, fb = self._equations(system, iface, q0, p0, h, u)
         qg = q0 + hh * K._mv(iface.mass_inv, p0)
         x0 = np.concatenate([qg, q0 + h * K._mv(iface.mass_inv, p0),
                              np.zeros((*q0.shape[:-1], 2 * k))], axis=-1)
-        res = _solve(fun, None, x0, self.newton, state, _scale(iface, q0))
+        res = _solve(fun, jac, x0, self.newton, state, _scale(iface, q0))
         qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
         p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
         info = _info(res)
@@ -820,7 +855,52 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         p1, _ = K.project_momentum(p1s, iface.holonomic_jacobian(q1), iface.mass_inv)
         v1 = K._mv(iface.mass_inv, p1)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1,
-                            info=info, lam=_node_multiplier(iface, q1, v1, fb))
+                            info=info, lam=_node_multiplier(iface, q1, v1, fb),
+                            carry={"x": res.x})
+
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) by the implicit function theorem on the joint solve's Newton
+        matrix (:meth:`_equations`), and in the tangent bases.
+
+        Parameter columns of the residual: ∂r1/∂q0 = −M + (h/2)²∇²V(q0) − Σ_a λ_a ∇²φ_a(q0)
+        − (h/2)∂f_a⁻/∂q0, ∂r1/∂p0 = −(h/2)I, ∂r1/∂u = −(h/2)∂f_a⁻/∂u, ∂r2/∂q0 = −M; then
+        p1* = M(q1 − q_{1/2})/(h/2) − (h/2)∇V(q1) + f_b⁺ projected onto Leg(TN)
+        (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.project_momentum_jacobian`).
+        """
+        iface = euclidean_interface(system)
+        q0, p0 = np.asarray(state.q, dtype=float), np.asarray(state.p, dtype=float)
+        x = np.asarray(new.carry["x"], dtype=float)
+        m = q0.shape[-1]
+        k = iface.holonomic_jacobian(q0).shape[-2]
+        M = iface.mass
+        hh = 0.5 * h
+        _, jac, _, _ = self._equations(system, iface, q0, p0, h, u)
+        J = jac(x)
+        batch = J.shape[:-2]
+        qm, q1, lam = x[..., :m], x[..., m:2 * m], x[..., 2 * m:2 * m + k]
+        fa, fb = (DiscreteLagrangian("alpha", a) for a in (0.0, 1.0))
+        am0, _, amu, _, _, _ = _force_partials(system, fa, q0, qm, hh, u, batch, m)
+        _, _, _, bp0, bp1, bpu = _force_partials(system, fb, qm, q1, hh, u, batch, m)
+        nu = amu.shape[-1]
+        R = np.zeros((*batch, 2 * m + 2 * k, 2 * m + nu))
+        R[..., :m, :m] = (-M + hh * hh * iface.potential_hess(q0) - np.einsum(
+            "...aij,...a->...ij", iface.holonomic_hessian(q0), lam) - hh * am0)
+        R[..., :m, m:2 * m] = -hh * np.eye(m)
+        R[..., :m, 2 * m:] = -hh * amu
+        R[..., m:2 * m, :m] = -M
+        dx = -np.linalg.solve(J, R)
+        dqm, dq1 = dx[..., :m, :], dx[..., m:2 * m, :]
+        p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
+        dp1s = (M / hh - hh * iface.potential_hess(q1) + bp1) @ dq1 + (-M / hh + bp0) @ dqm
+        if getattr(system, "has_force", False) is True:
+            p1s = p1s + DiscreteLagrangian("alpha", 1.0).forces(system, qm, q1, hh, u)[1]
+            dp1s[..., 2 * m:] += bpu
+        _, dp1 = K.project_momentum_jacobian(
+            p1s, iface.holonomic_jacobian(q1), np.asarray(iface.holonomic_hessian(q1), float),
+            iface.mass_inv, dq1, dp1s)
+        full = np.concatenate([dq1, dp1], axis=-2)
+        return self._linearization(system, state, new, full[..., : 2 * m], full[..., 2 * m:])
 
 
 # --------------------------------------------------------------------------------------------
@@ -888,4 +968,49 @@ class StageConstrainedBaseline(_EuclideanMethod):
             p1 = p1 + forcing.forces(q0, q1, h)[1]
             info["work"] = forcing.work(q0, q1, h)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(iface.mass_inv, p1),
-                            n=state.n + 1, info=info, lam=nu / (h * h))  # stage multiplier
+                            n=state.n + 1, info=info, lam=nu / (h * h),  # stage multiplier
+                            carry={"x": res.x})
+
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) by the implicit function theorem on the step's Newton matrix
+        (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.stage_phase1_jacobian`
+        with the midpoint force's ∂f_d⁻/∂q1); no tangent bases (the nodes are off the
+        constraint set, the defect the baseline shows).
+
+        With S = (h²/4)∇²V(q_m) − ¼Σ_a ν_a ∇²φ_a(q_m) (so ∂r1/∂q1 = M + S − h∂f_d⁻/∂q1):
+        ∂r1/∂q0 = −M + S − h∂f_d⁻/∂q0, ∂r2/∂q0 = ½G(q_m), ∂r1/∂p0 = −hI,
+        ∂r1/∂u = −h∂f_d⁻/∂u; p1 = MΔ/h − (h/2)∇V(q_m) + G(q_m)ᵀν/(2h) + f_d⁺ gives
+        ∂p1/∂q1 = (M − S)/h + ∂f_d⁺/∂q1, ∂p1/∂q0 = −(M + S)/h + ∂f_d⁺/∂q0,
+        ∂p1/∂ν = G(q_m)ᵀ/(2h), ∂p1/∂u = ∂f_d⁺/∂u.
+        """
+        iface = euclidean_interface(system)
+        q0 = np.asarray(state.q, dtype=float)
+        x = np.asarray(new.carry["x"], dtype=float)
+        m = q0.shape[-1]
+        M = iface.mass
+        q1, nu = x[..., :m], x[..., m:]
+        k = nu.shape[-1]
+        qm = 0.5 * (q0 + q1)
+        J = K.stage_phase1_jacobian(x, q0, h, M, iface.potential_hess,
+                                    iface.holonomic_jacobian, iface.holonomic_hessian)
+        batch = np.broadcast_shapes(J.shape[:-2], q0.shape[:-1])
+        J = np.array(np.broadcast_to(J, (*batch, m + k, m + k)))
+        S = J[..., :m, :m] - M
+        dm0, dm1, dmu, dp0, dp1, dpu = _force_partials(
+            system, DiscreteLagrangian("midpoint"), q0, q1, h, u, batch, m)
+        n_u = dmu.shape[-1]
+        J[..., :m, :m] -= h * dm1
+        R = np.zeros((*batch, m + k, 2 * m + n_u))
+        R[..., :m, :m] = -M + S - h * dm0
+        R[..., m:, :m] = J[..., m:, :m]
+        R[..., :m, m:2 * m] = -h * np.eye(m)
+        R[..., :m, 2 * m:] = -h * dmu
+        dx = -np.linalg.solve(J, R)
+        dq1, dnu = dx[..., :m, :], dx[..., m:, :]
+        dp = ((M - S) / h + dp1) @ dq1 + np.swapaxes(iface.holonomic_jacobian(qm), -1, -2) \
+            @ dnu / (2.0 * h)
+        dp[..., :m] += -(M + S) / h + dp0
+        dp[..., 2 * m:] += dpu
+        full = np.concatenate([dq1, dp], axis=-2)
+        return StepLinearization(state=new, A=full[..., : 2 * m], B=full[..., 2 * m:])

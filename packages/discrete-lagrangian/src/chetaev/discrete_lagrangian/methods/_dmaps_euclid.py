@@ -25,6 +25,13 @@ stage point for the baseline). These are the left and right discrete forces
 ``info["work"]`` is the discrete work ``(f_d⁻ + f_d⁺)·Δ/h`` of the step (summed over the
 sub-steps of a composition), and ``State.lam`` the multiplier of the forced continuous
 equations.
+
+Step linearizations (issue 20): every method here has ``step_linearization`` in the
+coordinates (q, p), from its converged Newton matrix by the implicit function theorem
+(:func:`node_step_jacobians` for the θ-maps and RATTLE, the joint solve of
+:class:`ExtrinsicEulerBA`, the stage solve of :class:`StageConstrainedBaseline`), with the
+tangent bases of {φ = 0, G M⁻¹p = 0} for the methods whose nodes lie on that set; a
+composition chains its members' linearizations (:class:`ComposedSteps`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
-from chetaev.discrete_lagrangian import Method, NewtonOptions
+from chetaev.discrete_lagrangian import Method, NewtonOptions, State
 from chetaev.discrete_lagrangian.extending import ComposedSteps
 
 from ._errors import InputError
@@ -107,7 +109,8 @@ class Composition(ComposedSteps):
     def _members(self) -> tuple:
         return tuple(zip(self.methods, self.fractions))
 
-    def _carried_jacobians(self, method, system, state, h, u, lin):
+    def _carried_jacobians(self, method: Method, system: Any, state: State, h: float, u: Any,
+                           lin: Any) -> tuple | None:
         """The GNI's carried multiplier λ_k in the chain rule (``ComposedSteps``).
 
         A GNI step reads λ_k only through p⁻_k = G(q_k) v_k + (h/2) mu(q_k)ᵀ λ_k (Def. 4.1,

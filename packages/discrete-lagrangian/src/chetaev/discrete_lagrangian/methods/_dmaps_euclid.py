@@ -551,6 +551,11 @@ _TRIPLE_JUMP = (
 )
 
 
+def _has_newton(method: Method) -> bool:
+    """Whether ``method`` is an attrs class with a ``newton`` field."""
+    return attrs.has(type(method)) and "newton" in attrs.fields_dict(type(method))
+
+
 class ComposedSteps(Method):
     """The step and the step linearization of a composition ``Ψ_{c_r h} ∘ … ∘ Ψ_{c_1 h}``
     (paper (5.7)–(5.10); HLW §II.4), written once for :class:`Composition` and
@@ -577,11 +582,13 @@ class ComposedSteps(Method):
 
     def _factors(self) -> tuple:
         """``((method, fraction), ...)`` in the order of application: the subclass's
-        ``_members()``, each member with the composition's ``newton`` options when given."""
+        ``_members()``, each member with the composition's ``newton`` options when given
+        (members without a ``newton`` field keep theirs)."""
         newton = getattr(self, "newton", None)
         if newton is None:
             return self._members()
-        return tuple((attrs.evolve(m, newton=newton), c) for m, c in self._members())
+        return tuple((attrs.evolve(m, newton=newton) if _has_newton(m) else m, c)
+                     for m, c in self._members())
 
     @abc.abstractmethod
     def _members(self) -> tuple:

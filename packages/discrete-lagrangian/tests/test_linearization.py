@@ -48,6 +48,7 @@ from chetaev.discrete_lagrangian import (
     LieVPRK,
     LinearizationNotSupportedError,
     MechanicalSystem,
+    Method,
     NewtonOptions,
     StepLinearization,
 )
@@ -533,9 +534,16 @@ def test_lie_vprk_forced_holonomic_linearization():
 
 
 # -- methods without it and bad input -------------------------------------------------------------
+class _NoLinearization(dm.Rattle):
+    """A method written outside the project without the linearization hook: its
+    ``_step_linearization_impl`` is the base class's (every method of the project has one)."""
+
+    _step_linearization_impl = Method._step_linearization_impl
+
+
 def test_methods_without_linearization_raise():
     system = spherical_pendulum()
-    method = dm.rattle()
+    method = _NoLinearization()
     q0, v0 = _sp_data(False)
     state = method.initial_state(system, q0, v0)
     with pytest.raises(LinearizationNotSupportedError, match="does not implement"):

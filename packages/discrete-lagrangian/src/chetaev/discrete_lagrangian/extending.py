@@ -21,6 +21,9 @@ Step linearizations (issue 20)
     :func:`tangent_fields`, :func:`velocity_constraint_tangent_basis`,
     :func:`lie_step_jacobians`, :func:`control_jacobian`, :class:`QColumns`,
     :func:`constant_tangents`, :func:`no_controls`.
+Compositions
+    :class:`ComposedSteps` (the step and the chain-rule step linearization of a composition
+    of methods, shared by ``discretization_maps.Composition`` and ``chetaev.gni.Composition``).
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
     :class:`CompiledPlan`, :func:`build_source`.
@@ -43,11 +46,13 @@ from .core._linearization import _control_jacobian as control_jacobian
 from .core._linearization import _QColumns as QColumns
 from .core._prk import _constant_tangents as constant_tangents
 from .methods._constrained_prk import _forced_multiplier as forced_multiplier
+from .methods._dmaps_euclid import ComposedSteps
 from .methods._vprk import _no_controls as no_controls
 
 __all__ = [
     "BackendError",
     "CompiledPlan",
+    "ComposedSteps",
     "LinearizationNotSupportedError",
     "QColumns",
     "StepLinearization",

@@ -39,6 +39,7 @@ __all__ = [
     "phase1_nullspace_residual",
     "phase1_residual",
     "project_momentum",
+    "project_momentum_jacobian",
     "right_momentum",
     "stage_phase1_jacobian",
     "stage_phase1_residual",
@@ -219,6 +220,25 @@ def project_momentum(p: Array, G: Array, Minv: Array) -> tuple[Array, Array]:
     C = GMinv @ np.swapaxes(G, -1, -2)
     mu = -np.linalg.solve(C, _mv(GMinv, p)[..., None])[..., 0]
     return p + _mtv(G, mu), mu
+
+
+def project_momentum_jacobian(p: Array, G: Array, H: Array, Minv: Array, dq: Array,
+                              dp: Array) -> tuple[Array, Array]:
+    """:func:`project_momentum` and its derivative: ``(p⁺, dp⁺)`` (step linearizations).
+
+    ``p⁺ = p + Gᵀμ`` with ``G M⁻¹ p⁺ = 0``; ``H[..., a, i, j] = ∂G_ai/∂q_j`` (on a group the
+    left-trivialized derivative), ``dq`` ``(..., n, K)`` the variation of the point (ζ on a
+    group) and ``dp`` ``(..., n, K)`` that of ``p``. Differentiating both equations:
+    ``dp⁺ = T + Gᵀdμ`` with ``T = dp + (Σ_a μ_a H_a) dq`` and
+    ``C dμ = −G M⁻¹ T − (Σ_i v_i H_{·i·}) dq``, ``C = G M⁻¹ Gᵀ``, ``v = M⁻¹p⁺``.
+    """
+    p1, mu = project_momentum(p, G, Minv)
+    v1 = _mv(Minv, p1)
+    T = dp + np.einsum("...aij,...a->...ij", H, mu) @ dq
+    GM = G @ Minv
+    W = np.einsum("...aij,...i->...aj", H, v1) @ dq
+    dmu = -np.linalg.solve(GM @ np.swapaxes(G, -1, -2), GM @ T + W)
+    return p1, T + np.swapaxes(G, -1, -2) @ dmu
 
 
 def nullspace_momentum(D2: Array, P1: Array, M: Array) -> Array:

@@ -25,10 +25,18 @@ stage point for the baseline). These are the left and right discrete forces
 ``info["work"]`` is the discrete work ``(f_d⁻ + f_d⁺)·Δ/h`` of the step (summed over the
 sub-steps of a composition), and ``State.lam`` the multiplier of the forced continuous
 equations.
+
+Step linearizations (issue 20): every method here has ``step_linearization`` in the
+coordinates (q, p), from its converged Newton matrix by the implicit function theorem
+(:func:`node_step_jacobians` for the θ-maps and RATTLE, the joint solve of
+:class:`ExtrinsicEulerBA`, the stage solve of :class:`StageConstrainedBaseline`), with the
+tangent bases of {φ = 0, G M⁻¹p = 0} for the methods whose nodes lie on that set; a
+composition chains its members' linearizations (:class:`ComposedSteps`).
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +47,12 @@ from .._util._errors import InputError
 from ..core import _dmaps_kernels as K
 from ..core._dmaps_problem import euclidean_interface, initial_euclidean_state
 from ..core._interface import SystemInterface
+from ..core._linearization import (
+    LinearizationNotSupportedError,
+    StepLinearization,
+    tangent_fields,
+    tangent_linearization,
+)
 from ..core._method import Method
 from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ..core._state import State
@@ -47,6 +61,7 @@ from ._constrained_prk import _forced_multiplier
 from ._del import DiscreteLagrangian
 
 __all__ = [
+    "ComposedSteps",
     "Composition",
     "DiscretizationMap",
     "DiscretizationMapMethod",
@@ -310,6 +325,80 @@ def node_step(
                         lam=_node_multiplier(iface, q1, v1, forcing))
 
 
+def _batch_eye(batch: tuple, n: int) -> np.ndarray:
+    return np.broadcast_to(np.eye(n), (*batch, n, n))
+
+
+def _force_partials(system: Any, ld: DiscreteLagrangian, q0, q1, h: float, u: Any,
+                    batch: tuple, n: int) -> tuple:
+    """The discrete forces' partials ``(dm0, dm1, dmu, dp0, dp1, dpu)``
+    (:meth:`DiscreteLagrangian.force_partials`), zeros for an unforced system."""
+    nu = int(getattr(system, "n_controls", 0) or 0)
+    if getattr(system, "has_force", False) is not True:
+        z, zu = np.zeros((*batch, n, n)), np.zeros((*batch, n, nu))
+        return z, z, zu, z, z, zu
+    return ld.force_partials(system, q0, q1, h, u)
+
+
+def node_step_jacobians(iface: SystemInterface, system: Any, quad, state: State, new: State,
+                        h: float, u: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)`` of :func:`node_step` in (q, p) by the implicit function theorem (issue 20).
+
+    Phase 1 is R(q1, ν; q0, p0, u) = 0 with R = [h(−D1 L_d − f_d⁻ − p0) − G(q0)ᵀν, φ(q1)]
+    (paper (4.4), :func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.phase1_residual`,
+    the forced form of the module docstring), J = ∂R/∂(q1, ν) its Newton matrix
+    (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.phase1_jacobian` with the
+    force's ∂f_d⁻/∂q1), and
+
+        ∂R/∂q0 = [−h(D11 L_d + ∂f_d⁻/∂q0) − Σ_a ν_a ∇²φ_a(q0), 0],
+        ∂R/∂p0 = [−h I, 0],   ∂R/∂u = [−h ∂f_d⁻/∂u, 0],
+
+    so d(q1, ν) = −J⁻¹ ∂R/∂(q0, p0, u). The null-space form (4.7) solves the same map; its
+    multiplier is recovered from G(q0)ᵀν = h(−D1 L_d − f_d⁻ − p0) (least squares, exact at
+    the solution). Phase 2: p1* = D2 L_d + f_d⁺, chained through
+    :func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.project_momentum_jacobian`.
+    L_d is the method's quadrature as a
+    :class:`DiscreteLagrangian` (θ rule or trapezoidal, :func:`_ld_of`).
+    """
+    q0, p0 = np.asarray(state.q, dtype=float), np.asarray(state.p, dtype=float)
+    q1 = np.asarray(new.q, dtype=float)
+    n = q0.shape[-1]
+    ld = _ld_of(quad)
+    batch = np.broadcast_shapes(q0.shape[:-1], p0.shape[:-1], q1.shape[:-1])
+    dm0, dm1, dmu, dp0, dp1, dpu = _force_partials(system, ld, q0, q1, h, u, batch, n)
+    nu = dmu.shape[-1]
+    G0 = iface.holonomic_jacobian(q0)
+    k = G0.shape[-2]
+    r1 = -h * (ld.D1(system, q0, q1, h) + p0)
+    if getattr(system, "has_force", False) is True:
+        r1 = r1 - h * ld.forces(system, q0, q1, h, u)[0]
+    G0T = np.swapaxes(G0, -1, -2)
+    nu_ = np.linalg.solve(G0 @ G0T, G0 @ r1[..., None])[..., 0]  # G0ᵀν = r1 (least squares)
+    x = np.concatenate([q1, np.broadcast_to(nu_, (*batch, k))], axis=-1)
+    J = K.phase1_jacobian(x, q0, h, iface.mass, quad, iface.potential_hess, G0,
+                          iface.holonomic_jacobian)
+    J = np.array(np.broadcast_to(J, (*batch, n + k, n + k)))
+    J[..., :n, :n] -= h * dm1
+    H0 = np.asarray(iface.holonomic_hessian(q0), dtype=float)
+    Rq0 = -h * (ld.D11(system, q0, q1, h) + dm0) - np.einsum("...aij,...a->...ij", H0, nu_)
+    top = np.concatenate([np.broadcast_to(Rq0, (*batch, n, n)), -h * _batch_eye(batch, n),
+                          np.broadcast_to(-h * dmu, (*batch, n, nu))], axis=-1)
+    rhs = np.concatenate([top, np.zeros((*batch, k, 2 * n + nu))], axis=-2)
+    dq1 = -np.linalg.solve(J, rhs)[..., :n, :]  # (..., n, 2n + nu)
+    p1s = ld.D2(system, q0, q1, h)
+    d12 = ld.D12(system, q0, q1, h)
+    dp1s = (ld.D22(system, q0, q1, h) + dp1) @ dq1
+    dp1s[..., :n] += np.swapaxes(d12, -1, -2) + dp0
+    if getattr(system, "has_force", False) is True:
+        p1s = p1s + ld.forces(system, q0, q1, h, u)[1]
+        dp1s[..., 2 * n:] += dpu
+    _, dp1 = K.project_momentum_jacobian(p1s, iface.holonomic_jacobian(q1),
+                                         np.asarray(iface.holonomic_hessian(q1), dtype=float),
+                                         iface.mass_inv, dq1, dp1s)
+    full = np.concatenate([dq1, dp1], axis=-2)
+    return full[..., : 2 * n], full[..., 2 * n:]
+
+
 class _EuclideanMethod(Method):
     """Shared ``initial_state`` for the vector-space methods."""
 
@@ -331,6 +420,13 @@ class _EuclideanMethod(Method):
         """Constraint levels held at every node and the tolerance they are solved to (the
         post-condition :func:`~chetaev.discrete_lagrangian.integrate` checks)."""
         return {"position": self.newton.tol, "velocity": self.newton.tol}
+
+    def _linearization(self, system: Any, state: State, new: State, A: np.ndarray,
+                       B: np.ndarray) -> StepLinearization:
+        """``StepLinearization`` in (q, p) with the tangent bases of {φ = 0, G M⁻¹p = 0}
+        (:func:`~chetaev.discrete_lagrangian.core._linearization.tangent_linearization`)."""
+        return StepLinearization(state=new, A=A, B=B,
+                                 **tangent_linearization(system, state, new, A, B))
 
 
 @attrs.frozen
@@ -394,6 +490,13 @@ class DiscretizationMapMethod(_EuclideanMethod):
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
                          forcing=_forcing(system, u, _ld_of(quad)))
 
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) and in the tangent bases (:func:`node_step_jacobians`)."""
+        A, B = node_step_jacobians(euclidean_interface(system), system,
+                                   K.ThetaQuadrature(self.theta), state, new, h, u)
+        return self._linearization(system, state, new, A, B)
+
 
 @attrs.frozen
 class Rattle(_EuclideanMethod):
@@ -425,6 +528,13 @@ class Rattle(_EuclideanMethod):
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
                          forcing=_forcing(system, u, _ld_of(quad)))
 
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) and in the tangent bases (:func:`node_step_jacobians`)."""
+        A, B = node_step_jacobians(euclidean_interface(system), system,
+                                   K.TrapezoidQuadrature(), state, new, h, u)
+        return self._linearization(system, state, new, A, B)
+
 
 def rattle(newton: NewtonOptions | None = None) -> Rattle:
     """RATTLE (5.16)–(5.18): see :class:`Rattle`."""
@@ -441,14 +551,130 @@ _TRIPLE_JUMP = (
 )
 
 
+def _has_newton(method: Method) -> bool:
+    """Whether ``method`` is an attrs class with a ``newton`` field."""
+    return attrs.has(type(method)) and "newton" in attrs.fields_dict(type(method))
+
+
+class ComposedSteps(Method):
+    """The step and the step linearization of a composition ``Ψ_{c_r h} ∘ … ∘ Ψ_{c_1 h}``
+    (paper (5.7)–(5.10); HLW §II.4), written once for :class:`Composition` and
+    ``chetaev.gni.Composition``: a subclass supplies its ``methods`` and their step
+    fractions as :meth:`_factors`.
+
+    Step: the members are applied in order, the j-th with step ``c_j h`` and the control ``u``
+    of the step (held over the whole step); ``info`` sums the Newton iterations and the
+    discrete works (``"work"``) and keeps the largest residual.
+
+    Linearization (issue 20): the chain rule over the sub-steps,
+    ``A = A_r ⋯ A_1``, ``B = Σ_j A_r ⋯ A_{j+1} B_j`` (u held over the step), each ``(A_j,
+    B_j)`` the member's own ``step_linearization`` at its sub-step (implicit function
+    theorem on its Newton matrix), in the members' common ``coordinates``. A member whose
+    step also reads a state entry outside those coordinates (the GNI's carried multiplier
+    λ_k) supplies ``_carried_jacobians(system, state, h, u, lin) -> (A_c, B_c, L_x, L_c,
+    L_u)``: ``A_c = ∂x_{k+1}/∂c_k``, ``L = ∂c_{k+1}/∂(x_k, c_k, u)``, and the chain runs on
+    the extended coordinates (x, c), the result read at fixed c_0 (as the state's other
+    entries are held by ``step_finite_differences``). With a constraint, ``basis`` is the
+    first member's and ``next_basis`` the last member's.
+    """
+
+    __slots__ = ()
+
+    def _factors(self) -> tuple:
+        """``((method, fraction), ...)`` in the order of application: the subclass's
+        ``_members()``, each member with the composition's ``newton`` options when given
+        (members without a ``newton`` field keep theirs)."""
+        newton = getattr(self, "newton", None)
+        if newton is None:
+            return self._members()
+        return tuple((attrs.evolve(m, newton=newton) if _has_newton(m) else m, c)
+                     for m, c in self._members())
+
+    @abc.abstractmethod
+    def _members(self) -> tuple:
+        """``((method, fraction), ...)`` as constructed."""
+
+    def _carried_jacobians(self, method: Method, system: Any, state: State, h: float, u: Any,
+                           lin: StepLinearization) -> tuple | None:
+        """``(A_c, L_x, L_c, L_u)`` of a member whose step reads a state entry c outside
+        ``lin.coordinates`` (class docstring), or None (the default: no such entry)."""
+        return None
+
+    @property
+    def supports_forces(self) -> bool:  # type: ignore[override]
+        """True when every factor takes external forces (the control of the step is passed
+        to every factor, held constant over the whole step)."""
+        return all(m.supports_forces for m, _ in self._factors())
+
+    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
+        return self._factors()[0][0].initial_state(system, q0, v0, t0, u=u)
+
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        s = state
+        iters = 0
+        resid = None
+        work = None
+        for method, c in self._factors():
+            s = method.step(system, attrs.evolve(s, n=state.n), c * h, u=u)
+            iters += int(np.max(s.info.get("newton_iterations", 0)))
+            r = s.info.get("residual")
+            if r is not None:
+                resid = float(r) if resid is None else max(resid, float(r))
+            if "work" in s.info:
+                work = s.info["work"] if work is None else work + s.info["work"]
+        info = dict(s.info)
+        info["newton_iterations"] = iters
+        if resid is not None:
+            info["residual"] = resid
+        if work is not None:
+            info["work"] = work
+        return attrs.evolve(s, t=state.t + h, n=state.n + 1, info=info)
+
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) of the composed step by the chain rule (class docstring)."""
+        s = state
+        A = B = E0 = E1 = coords = None
+        kinds = set()
+        for method, c in self._factors():
+            sub = attrs.evolve(s, n=state.n)
+            lin = method.step_linearization(system, sub, c * h, u=u)
+            carried = self._carried_jacobians(method, system, sub, c * h, u, lin)
+            kinds.add((lin.coordinates, carried is not None))
+            if len(kinds) > 1:
+                raise LinearizationNotSupportedError(
+                    f"{self.name}: the members linearize in different coordinates "
+                    f"({sorted(kinds)}); compose methods of one state type."
+                )
+            Aj, Bj = lin.A, lin.B
+            if carried is not None:
+                Ac, Lx, Lc, Lu = carried
+                Aj = np.concatenate([np.concatenate([Aj, Ac], -1),
+                                     np.concatenate([Lx, Lc], -1)], -2)
+                Bj = np.concatenate([Bj, Lu], -2)
+            if A is None:
+                A, B, coords, E0 = Aj, Bj, lin.coordinates, lin.basis
+            else:
+                A, B = Aj @ A, Aj @ B + Bj
+            E1 = lin.next_basis
+            s = lin.state
+        nx = lin.A.shape[-1]
+        A, B = A[..., :nx, :nx], B[..., :nx, :]
+        fields = {} if E0 is None or E1 is None else tangent_fields(E0, E1, A, B)
+        return StepLinearization(state=new, A=A, B=B, coordinates=coords, **fields)
+
+
 @attrs.frozen
-class Composition(Method):
+class Composition(ComposedSteps):
     """Composition ``Ψ_{γ_s h} ∘ … ∘ Ψ_{γ_1 h}`` of one-step methods (paper (5.7)–(5.10)).
 
     The methods are applied in the order given, the i-th with step ``weights[i]·h``.  Each
     factor projects its momentum onto ``Leg(TN)``; by Lemma 4.3 this makes the extrinsic
     composition (5.7) and the intrinsic one (5.8) the same map (paper §5.2, Ex. 5.1), so a
-    single mechanism serves both.
+    single mechanism serves both. Step and linearization: :class:`ComposedSteps`.
+
+    ``newton``: Newton options given to every member (each member's ``newton`` replaced;
+    None, the default: the members' own).
     """
 
     methods: tuple = attrs.field(converter=tuple)
@@ -456,6 +682,8 @@ class Composition(Method):
     order: int | None = None
     symmetric: bool = False
     name: str = "composition"
+    newton: NewtonOptions | None = attrs.field(default=None, validator=attrs.validators.optional(
+        is_newton_options))
 
     def __attrs_post_init__(self) -> None:
         if len(self.methods) == 0:
@@ -471,14 +699,8 @@ class Composition(Method):
                 f"{self.weights} with sum {sum(self.weights)!r}."
             )
 
-    @property
-    def supports_forces(self) -> bool:  # type: ignore[override]
-        """True when every factor takes external forces (the control of the step is passed
-        to every factor, held constant over the whole step)."""
-        return all(m.supports_forces for m in self.methods)
-
-    def _initial_state_impl(self, system, q0, v0, t0: float = 0.0, u: Any = None) -> State:
-        return self.methods[0].initial_state(system, q0, v0, t0, u=u)
+    def _members(self) -> tuple:
+        return tuple(zip(self.methods, self.weights))
 
     @property
     def guarantees(self) -> dict[str, float]:
@@ -486,22 +708,6 @@ class Composition(Method):
         claims = [m.guarantees or {} for m in self.methods]
         return {level: max(c[level] for c in claims)
                 for level in ("position", "velocity") if all(level in c for c in claims)}
-
-    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
-        s = state
-        iters = 0
-        resid = 0.0
-        work = None
-        for method, w in zip(self.methods, self.weights):
-            s = method.step(system, attrs.evolve(s, n=state.n), w * h, u=u)
-            iters += s.info.get("newton_iterations", 0)
-            resid = max(resid, s.info.get("residual", 0.0))
-            if "work" in s.info:
-                work = s.info["work"] if work is None else work + s.info["work"]
-        info = {"newton_iterations": iters, "residual": resid}
-        if work is not None:
-            info["work"] = work
-        return attrs.evolve(s, t=state.t + h, n=state.n + 1, info=info)
 
 
 def compose(*methods, weights: Sequence[float] | None = None, order: int | None = None,
@@ -592,15 +798,23 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     symmetric = True
     name = "Euler B(h/2) o Euler A(h/2) (extrinsic joint solve)"
 
-    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
-        iface = euclidean_interface(system)
-        q0, p0 = state.q, state.p
+    def _equations(self, system: Any, iface: SystemInterface, q0, p0, h: float, u: Any):
+        """``(fun, jac, fa, fb)``: the residual of the joint solve (class docstring) in
+        x = (q_{1/2}, q1, λ, μ), its Jacobian and the forcings of the two half steps.
+
+        Jacobian (rows r1, r2, φ(q_{1/2}), φ(q1); columns q_{1/2}, q1, λ, μ)::
+
+            [[M − (h/2)∂f_a⁻/∂q_{1/2}, 0, −G0ᵀ, 0],
+             [2M + Σ_a μ_a ∇²φ_a(q_{1/2}), −M, 0, G(q_{1/2})ᵀ],
+             [G(q_{1/2}), 0, 0, 0], [0, G(q1), 0, 0]]
+        """
         m = q0.shape[-1]
         G0 = iface.holonomic_jacobian(q0)
         k = G0.shape[-2]
         M = iface.mass
         hh = 0.5 * h
         f0 = iface.potential_grad(q0)
+        jac_phi, phi = iface.holonomic_jacobian, iface.holonomic_phi
         # the forces of Euler A (θ = 0) on [q0, q_{1/2}] and Euler B (θ = 1) on [q_{1/2}, q1]:
         # f_d⁺ of A and f_d⁻ of B vanish, so the middle equation has no force
         fa = _forcing(system, u, DiscreteLagrangian("alpha", 0.0))
@@ -612,14 +826,40 @@ class ExtrinsicEulerBA(_EuclideanMethod):
             r1 = K._mv(M, qm - q0) + hh * hh * f0 - K._mtv(G0, lam) - hh * p0
             if fa is not None:
                 r1 = r1 - hh * fa.forces(q0, qm, hh)[0]
-            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(iface.holonomic_jacobian(qm), mu)
-            phi = iface.holonomic_phi
+            r2 = K._mv(M, 2.0 * qm - q0 - q1) + K._mtv(jac_phi(qm), mu)
             return np.concatenate([r1, r2, phi(qm), phi(q1)], axis=-1)
 
+        def jac(x):
+            qm, q1, mu = x[..., :m], x[..., m:2 * m], x[..., 2 * m + k:]
+            batch = np.broadcast_shapes(x.shape[:-1], q0.shape[:-1])
+            J = np.zeros((*batch, 2 * m + 2 * k, 2 * m + 2 * k))
+            J[..., :m, :m] = M
+            if fa is not None:
+                J[..., :m, :m] -= hh * fa.minus_dq1(q0, qm, hh)
+            J[..., :m, 2 * m:2 * m + k] = -np.swapaxes(G0, -1, -2)
+            Gm = jac_phi(qm)
+            J[..., m:2 * m, :m] = 2.0 * M + np.einsum(
+                "...aij,...a->...ij", iface.holonomic_hessian(qm), mu)
+            J[..., m:2 * m, m:2 * m] = -M
+            J[..., m:2 * m, 2 * m + k:] = np.swapaxes(Gm, -1, -2)
+            J[..., 2 * m:2 * m + k, :m] = Gm
+            J[..., 2 * m + k:, m:2 * m] = jac_phi(q1)
+            return J
+
+        return fun, jac, fa, fb
+
+    def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        iface = euclidean_interface(system)
+        q0, p0 = state.q, state.p
+        m = q0.shape[-1]
+        k = iface.holonomic_jacobian(q0).shape[-2]
+        M = iface.mass
+        hh = 0.5 * h
+        fun, jac, fa, fb = self._equations(system, iface, q0, p0, h, u)
         qg = q0 + hh * K._mv(iface.mass_inv, p0)
         x0 = np.concatenate([qg, q0 + h * K._mv(iface.mass_inv, p0),
                              np.zeros((*q0.shape[:-1], 2 * k))], axis=-1)
-        res = _solve(fun, None, x0, self.newton, state, _scale(iface, q0))
+        res = _solve(fun, jac, x0, self.newton, state, _scale(iface, q0))
         qm, q1 = res.x[..., :m], res.x[..., m:2 * m]
         p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
         info = _info(res)
@@ -629,7 +869,52 @@ class ExtrinsicEulerBA(_EuclideanMethod):
         p1, _ = K.project_momentum(p1s, iface.holonomic_jacobian(q1), iface.mass_inv)
         v1 = K._mv(iface.mass_inv, p1)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=v1, n=state.n + 1,
-                            info=info, lam=_node_multiplier(iface, q1, v1, fb))
+                            info=info, lam=_node_multiplier(iface, q1, v1, fb),
+                            carry={"x": res.x})
+
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) by the implicit function theorem on the joint solve's Newton
+        matrix (:meth:`_equations`), and in the tangent bases.
+
+        Parameter columns of the residual: ∂r1/∂q0 = −M + (h/2)²∇²V(q0) − Σ_a λ_a ∇²φ_a(q0)
+        − (h/2)∂f_a⁻/∂q0, ∂r1/∂p0 = −(h/2)I, ∂r1/∂u = −(h/2)∂f_a⁻/∂u, ∂r2/∂q0 = −M; then
+        p1* = M(q1 − q_{1/2})/(h/2) − (h/2)∇V(q1) + f_b⁺ projected onto Leg(TN)
+        (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.project_momentum_jacobian`).
+        """
+        iface = euclidean_interface(system)
+        q0, p0 = np.asarray(state.q, dtype=float), np.asarray(state.p, dtype=float)
+        x = np.asarray(new.carry["x"], dtype=float)
+        m = q0.shape[-1]
+        k = iface.holonomic_jacobian(q0).shape[-2]
+        M = iface.mass
+        hh = 0.5 * h
+        _, jac, _, _ = self._equations(system, iface, q0, p0, h, u)
+        J = jac(x)
+        batch = J.shape[:-2]
+        qm, q1, lam = x[..., :m], x[..., m:2 * m], x[..., 2 * m:2 * m + k]
+        fa, fb = (DiscreteLagrangian("alpha", a) for a in (0.0, 1.0))
+        am0, _, amu, _, _, _ = _force_partials(system, fa, q0, qm, hh, u, batch, m)
+        _, _, _, bp0, bp1, bpu = _force_partials(system, fb, qm, q1, hh, u, batch, m)
+        nu = amu.shape[-1]
+        R = np.zeros((*batch, 2 * m + 2 * k, 2 * m + nu))
+        R[..., :m, :m] = (-M + hh * hh * iface.potential_hess(q0) - np.einsum(
+            "...aij,...a->...ij", iface.holonomic_hessian(q0), lam) - hh * am0)
+        R[..., :m, m:2 * m] = -hh * np.eye(m)
+        R[..., :m, 2 * m:] = -hh * amu
+        R[..., m:2 * m, :m] = -M
+        dx = -np.linalg.solve(J, R)
+        dqm, dq1 = dx[..., :m, :], dx[..., m:2 * m, :]
+        p1s = K._mv(M, q1 - qm) / hh - hh * iface.potential_grad(q1)
+        dp1s = (M / hh - hh * iface.potential_hess(q1) + bp1) @ dq1 + (-M / hh + bp0) @ dqm
+        if getattr(system, "has_force", False) is True:
+            p1s = p1s + DiscreteLagrangian("alpha", 1.0).forces(system, qm, q1, hh, u)[1]
+            dp1s[..., 2 * m:] += bpu
+        _, dp1 = K.project_momentum_jacobian(
+            p1s, iface.holonomic_jacobian(q1), np.asarray(iface.holonomic_hessian(q1), float),
+            iface.mass_inv, dq1, dp1s)
+        full = np.concatenate([dq1, dp1], axis=-2)
+        return self._linearization(system, state, new, full[..., : 2 * m], full[..., 2 * m:])
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,4 +982,49 @@ class StageConstrainedBaseline(_EuclideanMethod):
             p1 = p1 + forcing.forces(q0, q1, h)[1]
             info["work"] = forcing.work(q0, q1, h)
         return attrs.evolve(state, t=state.t + h, q=q1, p=p1, v=K._mv(iface.mass_inv, p1),
-                            n=state.n + 1, info=info, lam=nu / (h * h))  # stage multiplier
+                            n=state.n + 1, info=info, lam=nu / (h * h),  # stage multiplier
+                            carry={"x": res.x})
+
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> StepLinearization:
+        """(A, B) in (q, p) by the implicit function theorem on the step's Newton matrix
+        (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.stage_phase1_jacobian`
+        with the midpoint force's ∂f_d⁻/∂q1); no tangent bases (the nodes are off the
+        constraint set, the defect the baseline shows).
+
+        With S = (h²/4)∇²V(q_m) − ¼Σ_a ν_a ∇²φ_a(q_m) (so ∂r1/∂q1 = M + S − h∂f_d⁻/∂q1):
+        ∂r1/∂q0 = −M + S − h∂f_d⁻/∂q0, ∂r2/∂q0 = ½G(q_m), ∂r1/∂p0 = −hI,
+        ∂r1/∂u = −h∂f_d⁻/∂u; p1 = MΔ/h − (h/2)∇V(q_m) + G(q_m)ᵀν/(2h) + f_d⁺ gives
+        ∂p1/∂q1 = (M − S)/h + ∂f_d⁺/∂q1, ∂p1/∂q0 = −(M + S)/h + ∂f_d⁺/∂q0,
+        ∂p1/∂ν = G(q_m)ᵀ/(2h), ∂p1/∂u = ∂f_d⁺/∂u.
+        """
+        iface = euclidean_interface(system)
+        q0 = np.asarray(state.q, dtype=float)
+        x = np.asarray(new.carry["x"], dtype=float)
+        m = q0.shape[-1]
+        M = iface.mass
+        q1, nu = x[..., :m], x[..., m:]
+        k = nu.shape[-1]
+        qm = 0.5 * (q0 + q1)
+        J = K.stage_phase1_jacobian(x, q0, h, M, iface.potential_hess,
+                                    iface.holonomic_jacobian, iface.holonomic_hessian)
+        batch = np.broadcast_shapes(J.shape[:-2], q0.shape[:-1])
+        J = np.array(np.broadcast_to(J, (*batch, m + k, m + k)))
+        S = J[..., :m, :m] - M
+        dm0, dm1, dmu, dp0, dp1, dpu = _force_partials(
+            system, DiscreteLagrangian("midpoint"), q0, q1, h, u, batch, m)
+        n_u = dmu.shape[-1]
+        J[..., :m, :m] -= h * dm1
+        R = np.zeros((*batch, m + k, 2 * m + n_u))
+        R[..., :m, :m] = -M + S - h * dm0
+        R[..., m:, :m] = J[..., m:, :m]
+        R[..., :m, m:2 * m] = -h * np.eye(m)
+        R[..., :m, 2 * m:] = -h * dmu
+        dx = -np.linalg.solve(J, R)
+        dq1, dnu = dx[..., :m, :], dx[..., m:, :]
+        dp = ((M - S) / h + dp1) @ dq1 + np.swapaxes(iface.holonomic_jacobian(qm), -1, -2) \
+            @ dnu / (2.0 * h)
+        dp[..., :m] += -(M + S) / h + dp0
+        dp[..., 2 * m:] += dpu
+        full = np.concatenate([dq1, dp], axis=-2)
+        return StepLinearization(state=new, A=full[..., : 2 * m], B=full[..., 2 * m:])

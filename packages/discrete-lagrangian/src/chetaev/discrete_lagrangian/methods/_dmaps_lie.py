@@ -325,6 +325,135 @@ class LieDiscretizationMapMethod(Method):
             return _rattle_step(iface, tau, state, h, self.newton, forcing)
         return _euler_step(iface, tau, self.kind, state, h, self.newton, forcing)
 
+    def _step_linearization_impl(self, system, state: State, h: float, u: Any,
+                                 new: State) -> Any:
+        """(A, B) in the tangent coordinates (ε, δα) of the method's retraction (issue 20).
+
+        The state (g, α) is perturbed as (g τ(ε), α + δα) and the next state read in the
+        same chart, g1' = g1 τ(ζ) (the coordinates ``"(xi, mu)"`` of
+        :func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`); ``A =
+        ∂(ζ, δα1)/∂(ε, δα)``, ``B = ∂(ζ, δα1)/∂u``, from the converged Phase-1 Newton matrix
+        of (6.8)–(6.10) / §6.2 by the implicit function theorem (:func:`lie_dmap_jacobians`).
+        ``lobatto2`` is Euler B(h/2) ∘ Euler A(h/2): the chain rule of
+        :class:`~chetaev.discrete_lagrangian.discretization_maps.Composition`. With a
+        constraint, ``basis``/``next_basis`` span the tangent spaces of {φ(g) = 0,
+        ℓ(g)𝕀⁻¹α = 0} in those coordinates.
+        """
+        from ..core._linearization import StepLinearization, tangent_fields
+        from ._lie_vprk import _lie_holonomic_basis
+
+        if self.kind == "lobatto2":
+            from ._dmaps_euclid import Composition
+
+            half = [attrs.evolve(self, kind=k) for k in ("euler_a", "euler_b")]
+            comp = Composition(half, (0.5, 0.5))
+            return comp._step_linearization_impl(system, state, h, u, new)
+        from chetaev.liegroups import retraction
+
+        iface = lie_interface(system)
+        tau = retraction(iface.group, self.retraction)
+        A, B = lie_dmap_jacobians(iface, tau, self.kind, state, new, h, u)
+        if not iface.is_constrained:
+            return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)")
+        E0 = _lie_holonomic_basis(system, np.asarray(state.q), np.asarray(state.v))
+        E1 = _lie_holonomic_basis(system, np.asarray(new.q), np.asarray(new.v))
+        return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",
+                                 **tangent_fields(E0, E1, A, B))
+
+
+def lie_dmap_jacobians(iface: SystemInterface, tau: Retraction, kind: str, state: State,
+                       new: State, h: float, u: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)`` of one Lie Euler A / B or RATTLE step (§6.2, (6.8)–(6.10)) in the
+    coordinates (ε, δα) → (ζ, δα1) (:meth:`LieDiscretizationMapMethod._step_linearization_impl`).
+
+    The step writes g1 = g0 τ(a) [τ(b)] with a = hξ (Euler) or a = hξ/2, b = hξ̄/2 (RATTLE),
+    the unknowns x = (ξ[, ξ̄], μ) solving R(x; g0, α0, u) = 0 (:func:`euler_residual`,
+    :func:`rattle_residual` with the forced terms), J = ∂R/∂x their Newton matrix
+    (:func:`euler_jacobian`, :func:`rattle_jacobian`, plus −c F_ξ of the α0 equation's force
+    with c = h or h/2). With f the left-trivialized gradient of V (∂f/∂g = −D11L) and
+    H = ∂ℓ/∂g the constraint's Hessian, the parameter derivatives are
+
+        ∂R/∂ε:  α0 row  c(∂f/∂g − F_g)(g0)  [where the force/potential sits at g0]
+                        − Σ_a μ_a H_a(g0);     φ row  ℓ(g1) Ad_{(τ(a)τ(b))⁻¹}
+        ∂R/∂δα = [−I, 0, 0],   ∂R/∂u: α0 row −c F_u(g0, ξ),
+
+    d x = −J⁻¹ ∂R/∂(ε, δα, u), then ζ = Ad_{(τ(a)τ(b))⁻¹} ε + Ad_{τ(b)⁻¹} dL(a) da +
+    dL(b) db and α1* = dL⁻¹(·)ᵀ𝕀ξ_last [− c f(g1) + c F(g1, ξ_last)] differentiated
+    (``_momentum_jac``), projected onto ℓ(g1)𝕀⁻¹α1 = 0
+    (:func:`~chetaev.discrete_lagrangian.core._dmaps_kernels.project_momentum_jacobian`).
+    """
+    from ..core._dmaps_kernels import project_momentum_jacobian
+
+    group = iface.group
+    g0, g1 = np.asarray(state.q, dtype=float), np.asarray(new.q, dtype=float)
+    x = np.asarray(new.carry["x"], dtype=float)
+    d = iface.n
+    rattle = kind == "rattle"
+    c = 0.5 * h if rattle else h
+    xi = x[..., :d]
+    xl = x[..., d:2 * d] if rattle else xi  # the velocity of the last factor
+    nx = x.shape[-1]
+    nu = int(iface.n_controls or 0)
+    batch = np.broadcast_shapes(x.shape[:-1], g0.shape[:-2], np.shape(state.p)[:-1])
+    forced = iface.force is not None
+    if rattle:
+        J = rattle_jacobian(x, iface, tau, g0, h, iface.holonomic_jacobian(g0)
+                            if iface.is_constrained else None)
+        Ta, Tb = tau(c * xi, check=False), tau(c * xl, check=False)
+        T = group.compose(Ta, Tb, check=False)
+    else:
+        J = euler_jacobian(x, iface, tau, g0, h, iface.holonomic_jacobian(g0)
+                           if iface.is_constrained else None)
+        T = tau(h * xi, check=False)
+    J = np.array(np.broadcast_to(J, (*batch, nx, nx)))
+    AdTi = np.broadcast_to(group.Ad(group.inverse(T, check=False), check=False), (*batch, d, d))
+    at_g0 = rattle or kind == "euler_a"  # the potential and force sit at g0 in the α0 row
+    K_ = 2 * d + nu
+    R = np.zeros((*batch, nx, K_))
+    if at_g0:
+        R[..., :d, :d] -= c * np.asarray(iface.D11L(g0, xi), dtype=float)
+    R[..., :d, d:2 * d] = -np.eye(d)
+    if forced and at_g0:
+        Fg, Fx, Fu = iface.force_jacobians(g0, xi, u)
+        J[..., :d, :d] -= c * Fx
+        R[..., :d, :d] -= c * Fg
+        if nu:
+            R[..., :d, 2 * d:] -= c * Fu
+    if iface.is_constrained:
+        k = iface.holonomic_jacobian(g0).shape[-2]
+        mu = x[..., nx - k:]
+        H0 = np.asarray(iface.holonomic_hessian(g0), dtype=float)
+        R[..., :d, :d] -= np.einsum("...akj,...a->...kj", H0, mu)
+        R[..., nx - k:, :d] = iface.holonomic_jacobian(g1) @ AdTi
+    dx = -np.linalg.solve(J, R)  # (..., nx, 2d + nu)
+    zeta = np.zeros((*batch, d, K_))
+    zeta[..., :d] = AdTi
+    if rattle:
+        Abi = group.Ad(group.inverse(Tb, check=False), check=False)
+        zeta += c * (Abi @ tau.dL(c * xi, check=False)) @ dx[..., :d, :]
+        zeta += c * tau.dL(c * xl, check=False) @ dx[..., d:2 * d, :]
+        dxl = dx[..., d:2 * d, :]
+    else:
+        zeta += h * tau.dL(h * xi, check=False) @ dx[..., :d, :]
+        dxl = dx[..., :d, :]
+    a1 = _mtv(tau.dL_inv(c * xl, check=False), _mv(iface.inertia, xl))
+    da1 = _momentum_jac(iface, tau, "dL_inv", c, xl) @ dxl
+    if rattle or kind == "euler_b":  # −c f(g1) + c F(g1, ξ_last) in the α1 equation
+        a1 = a1 - c * iface.potential_grad(g1)
+        da1 = da1 + c * np.asarray(iface.D11L(g1, xl), dtype=float) @ zeta
+        if forced:
+            a1 = a1 + c * iface.force(g1, xl, u)
+            Fg1, Fx1, Fu1 = iface.force_jacobians(g1, xl, u)
+            da1 = da1 + c * (Fg1 @ zeta + Fx1 @ dxl)
+            if nu:
+                da1[..., 2 * d:] += c * Fu1
+    if iface.is_constrained:
+        _, da1 = project_momentum_jacobian(a1, iface.holonomic_jacobian(g1),
+                                           np.asarray(iface.holonomic_hessian(g1), dtype=float),
+                                           iface.inertia_inv, zeta, da1)
+    full = np.concatenate([zeta, da1], axis=-2)
+    return full[..., : 2 * d], full[..., 2 * d:]
+
 
 @attrs.frozen
 class _Forcing:
@@ -362,6 +491,8 @@ def _scale(alpha0):
 
 
 def _finish(iface, state, g1, alpha1_star, h, res, mu_scale, forcing=None, work=None):
+    """The State at g1 with α1 the projection of ``alpha1_star``; ``carry["x"]`` keeps the
+    converged Phase-1 unknowns (read by the step linearization)."""
     alpha1, mu = _project(iface, g1, alpha1_star)
     info = {"newton_iterations": int(res.iterations), "residual": float(np.max(res.residual))}
     if work is not None:
@@ -376,7 +507,7 @@ def _finish(iface, state, g1, alpha1_star, h, res, mu_scale, forcing=None, work=
         if forcing is not None:
             lam = _forced_multiplier(forcing.system, g1, xi1, lam, forcing.u)
     return attrs.evolve(state, t=state.t + h, q=g1, p=alpha1, v=xi1, n=state.n + 1,
-                        info=info, lam=lam)
+                        info=info, lam=lam, carry={"x": res.x})
 
 
 def _euler_step(iface: SystemInterface, tau: Retraction, kind: str, state: State, h: float,

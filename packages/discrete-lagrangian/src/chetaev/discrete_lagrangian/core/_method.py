@@ -39,11 +39,12 @@ control ``(..., n_controls)``, or None for a forced system without controls) and
 force into its discrete equations (the forced discrete Euler–Lagrange / Lagrange–d'Alembert
 equations, Marsden & West 2001 §3.2). Every other method raises
 :class:`ForcesNotSupportedError` (an :class:`InputError`) in ``initial_state`` and ``step``:
-a force is never silently ignored. Forced today: ``VPRK``, ``ConstrainedPRK``,
-``DiscreteEulerLagrange``, ``LieVPRK``, ``LieNonholonomicPRK``, the discretization-map methods
+a force is never silently ignored. Every integrator of the project takes forces: ``VPRK``,
+``ConstrainedPRK``, ``DiscreteEulerLagrange``, ``LieVPRK``, the discretization-map methods
 (``DiscretizationMapMethod``, ``Rattle``, their compositions, ``ExtrinsicEulerBA``,
-``StageConstrainedBaseline``, ``LieDiscretizationMapMethod``), ``chetaev.gni.GNI`` and
-``chetaev.gni.Composition``.
+``StageConstrainedBaseline``, ``LieDiscretizationMapMethod``), ``chetaev.nh_integrators``'
+``NonholonomicPRK`` and ``LieNonholonomicPRK``, ``chetaev.gni``'s ``GNI``, ``ReducedGNI`` and
+``Composition``, and ``chetaev.dsocs.DSOCSIntegrator``.
 
 **Step linearizations** (issue 20). :meth:`Method.step_linearization` takes the step and
 returns a :class:`~chetaev.discrete_lagrangian.core._linearization.StepLinearization` (the next
@@ -51,8 +52,8 @@ state and the Jacobians of the step with respect to the state and the control, f
 converged Newton matrix by the implicit function theorem). A method implements
 ``_step_linearization_impl(system, state, h, u, new)``; the others raise
 :class:`~chetaev.discrete_lagrangian.core._linearization.LinearizationNotSupportedError`
-(an :class:`InputError`). Implemented: ``VPRK``, ``ConstrainedPRK``,
-``DiscreteEulerLagrange``.
+(an :class:`InputError`). Implemented by every integrator of the project (the list above); a
+method written outside the project without the hook raises.
 """
 
 from __future__ import annotations
@@ -411,9 +412,9 @@ class Method(abc.ABC, metaclass=_MethodMeta):
         """
         if type(self)._step_linearization_impl is Method._step_linearization_impl:
             raise LinearizationNotSupportedError(
-                f"{self.name} does not implement step_linearization; use VPRK, "
-                "ConstrainedPRK, DiscreteEulerLagrange, NonholonomicPRK, LieVPRK, "
-                "LieNonholonomicPRK or GNI."
+                f"{self.name} does not implement step_linearization (its class defines no "
+                "_step_linearization_impl); every integrator of chetaev does, e.g. VPRK, "
+                "ConstrainedPRK, NonholonomicPRK, LieVPRK, GNI, Rattle or DSOCSIntegrator."
             )
         h = check_step_size(h, self.negative_steps)
         from ._backend import numpy_only

@@ -309,10 +309,8 @@ def integrate(
         ``U[k]`` (passed as ``method.step(..., u=U[k])``); the middle axes broadcast to the
         batch of ``q0``. ``U[0]`` also goes to ``method.initial_state(..., u=)`` (e.g. the
         consistent λ₀ of a forced constrained system). Recorded in ``Trajectory.controls``
-        (the steps taken). Methods with
-        ``supports_forces`` only (VPRK, ConstrainedPRK, DiscreteEulerLagrange,
-        NonholonomicPRK, LieVPRK, LieNonholonomicPRK, the discretization-map methods,
-        chetaev.gni's GNI and Composition).
+        (the steps taken). Methods with ``supports_forces`` only: every integrator of
+        the project (a method written elsewhere declares it).
 
     Returns
     -------
@@ -595,9 +593,9 @@ def _check_controls(system: Any, method: Any, controls: Any, n_steps: int,
         )
     if not getattr(method, "supports_forces", False):
         raise InputError(
-            f"`controls` was given to {method.name}, which does not take external forces yet; "
-            "use VPRK, ConstrainedPRK, DiscreteEulerLagrange, a discretization-map method, "
-            "NonholonomicPRK, chetaev.gni.GNI, LieVPRK or LieNonholonomicPRK."
+            f"`controls` was given to {method.name}, which does not take external forces "
+            "(supports_forces is False); every integrator of chetaev does, e.g. VPRK, "
+            "ConstrainedPRK, NonholonomicPRK, LieVPRK, chetaev.gni.GNI or a discretization map."
         )
     from .._util._validation import real_array
 

@@ -816,10 +816,13 @@ class PRKStep:
         else:
             D2L = self.iface.D2L(self.Q, V)
         self.D2L = D2L
-        if self.staged:
-            R1 = D2L - self.p
+        if self.staged:  # written stage-major into the batch-first out (a strided view)
+            B = x.shape[0]
+            R1 = (np.empty((s, B, n)) if out is None
+                  else out[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+            np.subtract(D2L, self.p, out=R1)
             R1 -= self.hahatW
-            return R1
+            return R1 if out is None else out
         if out is None:
             out = np.empty((*lead, nV)) if self.flat else None
         if self.flat:
@@ -842,17 +845,15 @@ class PRKStep:
         lead = x.shape[:-1]
         nV = s * n
         se = self._se
-        if self.staged:
-            R1 = self._rows1(x)
-            R2 = se(self) if se is not None else None
-            parts = [R1.transpose(1, 0, 2).reshape(lead[0], nV)]
-            if R2 is not None:
-                parts.append(R2.transpose(1, 0, 2).reshape(lead[0], -1))
-            return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         R2 = se(self) if se is not None else None
         out = np.empty((*lead, nV + (0 if R2 is None else self.m * self._k)))
         self._rows1(x, out)
-        if R2 is not None:
+        if R2 is None:
+            return out
+        if self.staged:  # (rows, B, width) stage-major
+            B = lead[0]
+            out[:, nV:].reshape(B, R2.shape[0], -1)[...] = R2.transpose(1, 0, 2)
+        else:
             out[..., nV:] = R2.reshape(*lead, -1)
         return out
 

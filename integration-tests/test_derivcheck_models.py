@@ -33,7 +33,7 @@ from chetaev.discrete_lagrangian import (
     TrivializedLagrangianSystem,
     TrivializedMechanicalSystem,
 )
-from chetaev.discrete_lagrangian.systems import _derivcheck as dc  # the measured ratios
+from chetaev.discrete_lagrangian.testing import DERIVATIVE_CHECK_SAFETY, derivative_check_ratios
 
 _SYSTEMS = (ConstrainedSystem, LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
             TrivializedMechanicalSystem)
@@ -99,12 +99,12 @@ def test_the_registry_covers_every_package():
 def test_model_passes_the_derivative_check(name):
     system = MODELS[name]
     rng = np.random.default_rng(sorted(MODELS).index(name))
-    dc._MEASURED.clear()
-    for _ in range(3):
-        g = system.group
-        q = rng.uniform(-1, 1, system.n) if g is None else g.exp(rng.uniform(-1, 1, system.n))
-        system.check_derivatives(q, rng.uniform(-1, 1, system.n))
-    assert max(dc._MEASURED, default=0.0) < dc.SAFETY / 10
+    with derivative_check_ratios() as ratios:
+        for _ in range(3):
+            g = system.group
+            q = rng.uniform(-1, 1, system.n) if g is None else g.exp(rng.uniform(-1, 1, system.n))
+            system.check_derivatives(q, rng.uniform(-1, 1, system.n))
+    assert max(ratios, default=0.0) < DERIVATIVE_CHECK_SAFETY / 10
 
 
 def test_a_wrong_model_derivative_is_caught_through_integrate():
@@ -220,16 +220,16 @@ OWN = _own_models()
 def test_own_derivative_model_passes_the_check(name):
     system = OWN[name]()
     rng = np.random.default_rng(100 + sorted(OWN).index(name))
-    dc._MEASURED.clear()
-    for _ in range(3):
-        if name.startswith(("gni.", "ex.chaplygin")):
-            system.check_derivatives(rng.uniform(-1, 1, system.n_shape))
-        else:
-            q0 = rng.uniform(-1, 1, 2)
-            system.check_derivatives(q0, q0 + system.h * rng.uniform(0.2, 1, 2))
+    with derivative_check_ratios() as ratios:
+        for _ in range(3):
+            if name.startswith(("gni.", "ex.chaplygin")):
+                system.check_derivatives(rng.uniform(-1, 1, system.n_shape))
+            else:
+                q0 = rng.uniform(-1, 1, 2)
+                system.check_derivatives(q0, q0 + system.h * rng.uniform(0.2, 1, 2))
     # something was compared (the fixed-table ball takes no derivative: constant K, no a, no V)
-    assert dc._MEASURED or name == "gni.rolling_ball(fixed table)"
-    assert max(dc._MEASURED, default=0.0) < dc.SAFETY / 10
+    assert ratios or name == "gni.rolling_ball(fixed table)"
+    assert max(ratios, default=0.0) < DERIVATIVE_CHECK_SAFETY / 10
 
 
 def test_a_wrong_reduced_derivative_is_caught_through_integrate():

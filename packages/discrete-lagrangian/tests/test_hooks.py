@@ -126,11 +126,13 @@ def test_nonholonomic_prk_through_hooks(s, expected):
 
 @pytest.mark.parametrize("name", ["henon_heiles", "double_pendulum_general"])
 @pytest.mark.parametrize("layout", ["single", "flat", "staged"])
-def test_per_step_form_equals_prk_residual(name, layout):
-    """PRKStep (the engine's per-step form) gives prk_residual's residual, Jacobian and node
-    values (Thm. 4.2) for the unconstrained VPRK: constant mass (Hénon–Heiles) and a general
-    Lagrangian (the double pendulum's configuration-dependent mass); one trajectory, a flat
-    batch and the stage-major layout."""
+def test_per_step_protocol_equals_the_generic_protocol(name, layout):
+    """The engine's two readings of the same stage arrays agree: the per-step protocol
+    (``PRKStep``: Kronecker-structured Jacobian; one trajectory, a flat batch, the
+    stage-major layout) and the generic one (``prk_residual``: the tangent-form Jacobian),
+    residual, Jacobian and node values (Thm. 4.2), for the unconstrained VPRK: constant mass
+    (Hénon–Heiles) and a general Lagrangian (the double pendulum's configuration-dependent
+    mass)."""
     system = henon_heiles() if name == "henon_heiles" else double_pendulum(general=True)
     s, n, h = 3, system.n, 0.1
     coeffs = coefficients_from(lobatto_iiia_iiib(s))
@@ -140,25 +142,50 @@ def test_per_step_form_equals_prk_residual(name, layout):
     x = 0.3 * rng.normal(size=(*lead, s * n))
     step = PRKStep(q, p, h, coeffs, system, StageHooks(s), staged=layout == "staged")
     R, J, ev = prk_residual(x, q, p, h, coeffs, system)
-    # round-off: each entry sums s stages of n-term products in another order (O(1) terms)
+    # the residual is one coding (same operations in the same order, up to the stage-major
+    # transposition): bitwise
+    assert np.array_equal(step.residual(x), R)
+    # the Jacobians sum the same terms in another order (O(1) terms): round-off
     nt = s * n
-    assert_rounding_close(step.residual(x), R, n_terms=nt, scale=max(1.0, np.abs(R).max()),
-                          what="R")
     assert_rounding_close(step.jacobian(x), J, n_terms=nt, scale=max(1.0, np.abs(J).max()),
                           what="J")
+    step.residual(x)
     for got, want in zip(step.node_values(), (ev.q1, ev.p1)):
         assert_rounding_close(got, want, n_terms=nt, scale=max(1.0, np.abs(want).max()),
                               what="node values")
 
 
-def test_per_step_form_refuses_hooks_without_its_equations():
-    """Hooks written for prk_residual only (equations(ev)) are refused by PRKStep with the
-    fix named, not evaluated with their multiplier rows missing."""
+def test_per_step_form_reads_hooks_with_whole_evaluation_equations():
+    """Hooks written with ``equations(ev)`` only are read by ``PRKStep`` through the generic
+    protocol (same residual and Jacobian as ``prk_residual``); hooks with free multipliers and
+    no equations at all, and the stage-major layout with such hooks, are refused with the fix
+    named."""
     system = _system()
     coeffs = coefficients_from(lobatto_iiia_iiib(3))
-    q = np.zeros(3)
-    with pytest.raises(InputError, match="prk_residual"):
-        PRKStep(q, q, 0.1, coeffs, system, NHHooks(system, 3, 1), np.zeros((1, 1)))
+    rng = np.random.default_rng(2)
+    q, p = 0.3 * rng.normal(size=3), 0.3 * rng.normal(size=3)
+    x = 0.3 * rng.normal(size=3 * 3 + 2)
+    lam = np.full((1, 1), 0.2)
+    hooks = NHHooks(system, 3, 1)
+    step = PRKStep(q, p, 0.1, coeffs, system, hooks, lam)
+    R, J, _ev = prk_residual(x, q, p, 0.1, coeffs, system, hooks, lam)
+    assert np.array_equal(step.residual(x), R)
+    assert np.array_equal(step.jacobian(x), J)
+
+    class NoEquations:
+        m = 1
+
+        def __init__(self, s):
+            self.free = (False,) + (True,) * (s - 1)
+
+        def force(self, Q, V, Lam, jacobian):
+            return None, None, None, None
+
+    with pytest.raises(InputError, match=r"equations\(ev\)"):
+        PRKStep(q, p, 0.1, coeffs, system, NoEquations(3), lam)
+    qb = np.zeros((2, 3))
+    with pytest.raises(InputError, match="staged=False"):
+        PRKStep(qb, qb, 0.1, coeffs, system, hooks, np.zeros((2, 1, 1)), staged=True)
 
 
 class _HamiltonianUnknowns(StageHooks):

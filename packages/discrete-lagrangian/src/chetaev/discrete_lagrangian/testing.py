@@ -9,15 +9,20 @@ Every model broadcasts over leading batch axes. Nothing here is needed at run ti
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from chetaev.rktableaux.testing import fit_order
 
 from .systems._constraints import ConstrainedSystem, HolonomicConstraint, LinearVelocityConstraint
+from .systems._derivcheck import _MEASURED
+from .systems._derivcheck import SAFETY as DERIVATIVE_CHECK_SAFETY
 from .systems._systems import LagrangianSystem, MechanicalSystem
 
 __all__ = [
+    "DERIVATIVE_CHECK_SAFETY",
     "FD_DELTA",
     "HARMONIC_PARTICLE_Q0",
     "HARMONIC_PARTICLE_V0",
@@ -26,6 +31,7 @@ __all__ = [
     "assert_systems_agree",
     "cartesian_pendulum",
     "controlled_reference",
+    "derivative_check_ratios",
     "double_pendulum",
     "fit_order",
     "free_rigid_body",
@@ -43,6 +49,24 @@ __all__ = [
     "step_finite_differences",
     "step_linearization_error",
 ]
+
+@contextlib.contextmanager
+def derivative_check_ratios() -> Iterator[list[float]]:
+    """Collect the ratios measured by the derivative checks run inside the ``with`` block.
+
+    Each finite-difference comparison of ``check_derivatives`` records its largest ratio
+    ``(|D − D_R| − 2·|D_h − D_2h|) / (eps·F/h + eps^(2/3)·max|D|)``; the check fails above
+    :data:`DERIVATIVE_CHECK_SAFETY`. The yielded list receives the ratios of the block when
+    it exits (for tests that measure the margin of a model's derivatives).
+    """
+    _MEASURED.clear()
+    out: list[float] = []
+    try:
+        yield out
+    finally:
+        out.extend(_MEASURED)
+        _MEASURED.clear()
+
 
 #: Constant of the rounding bound :func:`rounding_bound`: a sum or inner product of ``n``
 #: terms computed in two different orders (batched vs looped, two algebraically equal

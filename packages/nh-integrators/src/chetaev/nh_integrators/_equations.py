@@ -7,11 +7,12 @@ paper eq. (15), App. E). Everything broadcasts over leading batch axes ``...``; 
 ``s`` comes right after them, so one call of every system callable evaluates all
 stages of all trajectories.
 
-Where each residual lives (issue 15): the Lagrangian form is written once, on the shared PRK
-engine of ``chetaev.discrete_lagrangian``, with the nonholonomic terms as the hooks of
-:class:`NonholonomicHooks`: its generic form (``prk_residual``, :func:`lagrangian_evaluation`;
-implicit ``v_k^i``, the IIIB variant) and its per-step form (``PRKStep``,
-:func:`lagrangian_step`; the method's default path, explicit ``FL^{-1}`` and IIIA momenta,
+Where each residual lives (issue 15): the Lagrangian form is written once, on the one PRK
+engine of ``chetaev.discrete_lagrangian`` (``PRKStep``), with the nonholonomic terms as the
+hooks of :class:`NonholonomicHooks`, read in the engine's two hook protocols: the
+whole-evaluation hooks ``force``/``equations(ev)`` (``prk_residual``,
+:func:`lagrangian_evaluation`; implicit ``v_k^i``, the IIIB variant) and the per-step hooks
+(:func:`lagrangian_step`; the method's default path, explicit ``FL^{-1}`` and IIIA momenta,
 with the structured Newton matrix :func:`_structured_solver`). The Hamiltonian form is the
 same hooks on the engine's Hamiltonian unknowns ``Q^i, P^i`` (``unknowns="QP"``,
 :func:`hamiltonian_evaluation`): the Lagrangian form composed with the Legendre map ``V^i =

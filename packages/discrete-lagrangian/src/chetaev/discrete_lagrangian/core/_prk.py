@@ -57,18 +57,19 @@ A hooks object (duck typed; see :class:`StageHooks` for a do-nothing base class)
 
 :func:`prk_residual` returns the residual, the Jacobian and the evaluation.
 
-Two forms of the same equations
--------------------------------
-:func:`prk_residual` (with :func:`solve_stages`) is the generic form: a pure function of the
-unknowns, with every stage quantity and its tangent in a :class:`StageEvaluation` (VPRK,
-ConstrainedPRK, and the nonholonomic PRK's implicit-velocity and IIIB variants).
-:class:`PRKStep` is the per-step form, built once per step with the constants of
-:func:`prk_constants` cached per ``(coeffs, h, n, m)``, for methods whose Newton loop calls
-the residual many times per step (the nonholonomic PRK's default path): the hooks' extra
-stage mixes stacked with the â-mix in one product, node values on demand, flat tiled or
-stage-major batches, the Kronecker-structured Jacobian, and a hook for a structured Newton
-matrix (its optional hook attributes are listed on the class). Both are tested equal to
-round-off.
+One coding, two hook protocols
+------------------------------
+:class:`PRKStep` is the engine: built once per step (its constants from :func:`prk_constants`,
+cached per pair, step size and mass), it evaluates the stage arrays once per iterate (``Q, V,
+Λ, W`` and every stage mix of ``W`` in one product) and writes the rows above from them. It
+reads the hooks in one of two protocols on those arrays: the hooks above (``force``,
+``equations(ev)`` on a :class:`StageEvaluation`, with the tangent-form Jacobian; every hook
+kind, extra unknowns, both sets of unknowns), which :func:`prk_residual` (one call) and
+:func:`solve_stages` use (VPRK, ConstrainedPRK, the nonholonomic PRK's implicit-velocity,
+IIIB and Hamiltonian variants), or the per-step hooks listed on the class (the nonholonomic
+PRK's default path: hook-requested stage mixes, flat and stage-major batch layouts, the
+Kronecker-structured Jacobian, a structured Newton matrix). The two Jacobian forms are tested
+equal to round-off.
 """
 
 from __future__ import annotations
@@ -279,7 +280,8 @@ def prk_residual(
     jacobian: bool = True,
     tangents: tuple | None = None,
 ):
-    """Residual (and Jacobian) of one (constrained) VPRK step at the unknowns ``x``.
+    """Residual (and Jacobian) of one (constrained) VPRK step at the unknowns ``x``: the
+    engine (:class:`PRKStep`) with the hooks protocol of the module docstring, as a function.
 
     Parameters
     ----------
@@ -296,7 +298,8 @@ def prk_residual(
     lam_fixed : ndarray (..., s, m), optional
         Values of the non-free multipliers.
     jacobian : bool
-        Also return the Jacobian ``(..., N, N)``.
+        Also return the Jacobian ``(..., N, N)`` (tangent form: the evaluation then holds
+        the derivatives ``d*_dx``).
     tangents : tuple, optional
         Cached output of the constant tangents (dV, dQ, dLam, dq1) for this (coeffs, h);
         ``(dQ, dP, dLam)`` for the Hamiltonian unknowns.
@@ -307,107 +310,8 @@ def prk_residual(
     J : ndarray (..., N, N) or None
     ev : StageEvaluation
     """
-    if hooks is None:
-        hooks = StageHooks(coeffs.s)
-    n = q.shape[-1]
-    s, m, free, k, N = _layout(coeffs, n, hooks)
-    qp = _hamiltonian(hooks)
-    nS = s * n
-    iface = interface_of(system)
-    a, ah = coeffs.a, coeffs.ahat
-    if qp:  # x = [Q, P, Λ_free, extra]: V^i = FL^{-1}(Q^i, P^i) (eq. (15) of the nh paper)
-        if iface.legendre_inv is None:
-            raise InputError("Hamiltonian unknowns (hooks.unknowns = 'QP') need the system's "
-                             "legendre_inv(q, p); use the Lagrangian unknowns (unknowns='V').")
-        Q = x[..., :nS].reshape((*x.shape[:-1], s, n))
-        P, Lam = unpack(x[..., nS:], s, n, m, free, lam_fixed)
-        V = iface.legendre_inv(Q, P)
-        n_extra = N - 2 * nS - k * m
-    else:
-        V, Lam = unpack(x, s, n, m, free, lam_fixed)
-        n_extra = N - nS - k * m
-        Q = q[..., None, :] + h * (a @ V)
-    # L = v.M v/2 - V(q) with constant M: the mass and the potential's derivatives directly
-    fast = iface.mass is not None and iface.potential_grad is not None
-    if fast:
-        M = iface.mass
-        D1 = -iface.potential_grad(Q)
-        D2 = P if qp else V @ M.T
-    else:
-        D1 = iface.D1L(Q, V)
-        D2 = P if qp else iface.D2L(Q, V)
-    F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, Lam, jacobian)
-    W = D1 if F is None else D1 + F
-    if qp:  # rows Q^i - q_k - h Σ a_ij V^j and P^i - p_k - h Σ â_ij W^j
-        RQ = Q - q[..., None, :] - h * (a @ V)
-        RP = P - p[..., None, :] - h * (ah @ W)
-        RQ, RP = _same_shape(RQ, RP)
-        R1 = np.concatenate([RQ.reshape((*RQ.shape[:-2], nS)),
-                             RP.reshape((*RP.shape[:-2], nS))], axis=-1)
-    else:
-        P = p[..., None, :] + h * (ah @ W)
-        R1 = (D2 - P).reshape((*D2.shape[:-2], nS))
-    q1 = q + h * (coeffs.b @ V)
-    p1 = p + h * (coeffs.bhat @ W)
-    ev = StageEvaluation(q=q, p=p, h=h, coeffs=coeffs, Q=Q, V=V, Lam=Lam, W=W, P=P, D2L=D2,
-                         q1=q1, p1=p1, x_extra=x[..., N - n_extra:] if n_extra else None)
-    if jacobian and qp:
-        if tangents is None:
-            tangents = _hamiltonian_tangents(coeffs, n, m, free, n_extra)
-        dQ, dP, dLam = tangents[:3]
-        if iface.mass is not None:  # dV = M^{-1} dP (constant), D12L = 0
-            dV = iface.mass_inv @ dP
-            dW = -(iface.potential_hess(Q) @ dQ) if fast else iface.D11L(Q, V) @ dQ
-        else:  # dV = g^{-1} (dP - D21L dQ), g = D22L (the Legendre map's derivative)
-            dV = np.linalg.solve(iface.D22L(Q, V), dP - iface.D21L(Q, V) @ dQ)
-            dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
-    elif jacobian:
-        if tangents is None:
-            tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
-        dV, dQ, dLam, dq1 = tangents[:4]
-        if fast:
-            dW = -(iface.potential_hess(Q) @ dQ)
-            dD2 = M @ dV  # constant
-        else:
-            dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
-            dD2 = iface.D21L(Q, V) @ dQ + iface.D22L(Q, V) @ dV
-    if jacobian:
-        if dF_dQ is not None:
-            dW = dW + dF_dQ @ dQ
-        if dF_dV is not None:
-            dW = dW + dF_dV @ dV
-        if dF_dLam is not None and m:
-            dW = dW + dF_dLam @ dLam
-        bshape = dW.shape[:-3]
-        dWf = dW.reshape((*bshape, s, n * N))
-        if qp:
-            dVf = dV.reshape((*dV.shape[:-3], s, n * N))
-            dq1 = (h * (coeffs.b @ dVf)).reshape((*dV.shape[:-3], n, N))
-            JQ = dQ - (h * (a @ dVf)).reshape(dV.shape)
-            JP = dP - (h * (ah @ dWf)).reshape(dW.shape)
-            JQ, JP = _same_shape(JQ, JP)
-            J1 = np.concatenate([JQ, JP], axis=-3).reshape((*JQ.shape[:-3], 2 * nS, N))
-        else:
-            dP = (h * (ah @ dWf)).reshape(dW.shape)
-            J1 = (dD2 - dP).reshape((*dP.shape[:-3], s * n, N))
-        ev.dQ_dx, ev.dV_dx, ev.dLam_dx, ev.dW_dx = dQ, dV, dLam, dW
-        ev.dq1_dx = dq1
-        ev.dp1_dx = (h * (coeffs.bhat @ dWf)).reshape((*bshape, n, N))
-    R2, J2 = hooks.equations(ev)
-    if R2 is None:
-        R = R1
-        J = J1 if jacobian else None
-    else:
-        if R2.shape[:-1] != R1.shape[:-1]:
-            R2 = np.broadcast_to(R2, R1.shape[:-1] + R2.shape[-1:])
-        R = np.concatenate([R1, R2], axis=-1)
-        if jacobian:
-            if J2.shape[:-2] != J1.shape[:-2]:
-                J2 = np.broadcast_to(J2, J1.shape[:-2] + J2.shape[-2:])
-            J = np.concatenate([J1, J2], axis=-2)
-        else:
-            J = None
-    return R, J, ev
+    step = PRKStep(q, p, h, coeffs, system, hooks, lam_fixed, generic=True)
+    return step.evaluation(x, jacobian, tangents)
 
 
 def _same_shape(A: np.ndarray, B: np.ndarray) -> tuple:
@@ -415,6 +319,12 @@ def _same_shape(A: np.ndarray, B: np.ndarray) -> tuple:
     if A.shape == B.shape:
         return A, B
     return tuple(np.broadcast_arrays(A, B))
+
+
+def _same_lead(A: np.ndarray, B: np.ndarray, k: int) -> tuple:
+    """``A, B`` broadcast over their leading axes (all but the last ``k``)."""
+    lead = np.broadcast_shapes(A.shape[:-k], B.shape[:-k])
+    return np.broadcast_to(A, lead + A.shape[-k:]), np.broadcast_to(B, lead + B.shape[-k:])
 
 
 def residual_scale(p: np.ndarray, W: np.ndarray, h: float) -> np.ndarray:
@@ -470,10 +380,10 @@ def solve_stages(
             tangent_cache[key] = tangents
 
     last: list = [None, None]
-    system = interface_of(system)  # once per step: prk_residual takes the record as is
+    step = PRKStep(q, p, h, coeffs, system, hooks, lam_fixed, generic=True)
 
     def fun_jac(x, want):
-        R, J, ev = prk_residual(x, q, p, h, coeffs, system, hooks, lam_fixed, want, tangents)
+        R, J, ev = step.evaluation(x, want, tangents)
         last[0], last[1] = x, ev
         return R, J
 
@@ -485,8 +395,7 @@ def solve_stages(
     if last[0] is not None and last[0].shape == res.x.shape and np.array_equal(last[0], res.x):
         ev = last[1]  # the last evaluation was at the solution (the usual case)
     else:
-        _, _, ev = prk_residual(res.x, q, p, h, coeffs, system, hooks, lam_fixed, False,
-                                tangents)
+        _, _, ev = step.evaluation(res.x, False, tangents)
     return StepSolution(x=res.x, ev=ev, iterations=res.iterations,
                         residual=float(np.max(res.residual)), rate=res.rate)
 
@@ -566,77 +475,133 @@ def prk_constants(coeffs: PRKCoefficients, h: float, n: int, free: Any,
     return out
 
 
-def _hooks_info(hooks: Any, consts: dict) -> tuple:
-    """``(hooks, m, k, nfix, prefix, stage_force, stage_equations)`` of a hooks object for
-    :class:`PRKStep`, checked."""
+def _hooks_info(hooks: Any, consts: dict, generic: bool) -> tuple:
+    """What :class:`PRKStep` reads from a hooks object, checked once per (constants, hooks,
+    protocol): ``(hooks, generic, m, k, nfix, prefix, n_extra, qp, per_step, stage_force,
+    stage_equations, force_jacobian)``.
+
+    ``per_step`` is True when the step uses the per-step hooks (``stage_force(step)``, ...;
+    the Kronecker-structured Jacobian): not ``generic``, the Lagrangian unknowns, no extra
+    unknowns, and per-step equations (``stage_equations`` with ``equations_jacobian``) if
+    the hooks add equations. Otherwise the hooks are read through ``force`` and
+    ``equations(ev)`` (the tangent-form Jacobian)."""
     m = int(getattr(hooks, "m", 0))
-    if int(getattr(hooks, "n_extra", 0)):
-        raise InputError("PRKStep takes no extra unknowns (n_extra); use prk_residual.")
+    n_extra = int(getattr(hooks, "n_extra", 0))
+    qp = _hamiltonian(hooks)
     free = consts["free"]
     k = int(np.count_nonzero(free))
-    if m and k and not (hasattr(hooks, "stage_equations")
-                        and hasattr(hooks, "equations_jacobian")):
-        raise InputError(
-            "PRKStep needs the hooks' stage_equations(step) and equations_jacobian(step, "
-            "dmix) for free multipliers; hooks with equations(ev) only: use prk_residual.")
     nfix = free.shape[0] - k
-    return (hooks, m, k, nfix, not free[:nfix].any(), getattr(hooks, "stage_force", None),
-            getattr(hooks, "stage_equations", None))
+    rows = m * k + n_extra > 0
+    step_eq = hasattr(hooks, "stage_equations") and hasattr(hooks, "equations_jacobian")
+    per_step = not generic and not qp and not n_extra and (step_eq or not rows)
+    if rows and not per_step and not hasattr(hooks, "equations"):
+        raise InputError(
+            "The hooks add free multipliers or extra unknowns but no equations for them: "
+            "give them equations(ev) (or stage_equations(step) and equations_jacobian(step, "
+            "dmix)); see chetaev.discrete_lagrangian.core._prk.")
+    get = (lambda name: getattr(hooks, name, None)) if per_step else (lambda name: None)
+    return (hooks, generic, m, k, nfix, not free[:nfix].any(), n_extra, qp, per_step,
+            get("stage_force"), get("stage_equations"), get("force_jacobian"))
+
+
+_CONSTANTS: dict = {}
+
+
+def _constants_of(coeffs: PRKCoefficients, h: float, n: int, free: Any,
+                  mix_rows: np.ndarray | None, mass: np.ndarray | None) -> dict:
+    """:func:`prk_constants`, cached by value: ``(a, â, h, n, free, mix_rows, mass)`` (a few
+    entries in use at a time: one per pair, step size and system dimension)."""
+    key = (coeffs.a.tobytes(), coeffs.ahat.tobytes(), float(h), n,
+           tuple(bool(f) for f in free),
+           None if mix_rows is None else np.asarray(mix_rows, dtype=float).tobytes(),
+           None if mass is None else np.asarray(mass, dtype=float).tobytes())
+    out = _CONSTANTS.get(key)
+    if out is None:
+        if len(_CONSTANTS) >= 64:
+            _CONSTANTS.clear()
+        out = _CONSTANTS[key] = prk_constants(coeffs, h, n, free, mix_rows, mass)
+    return out
 
 
 class PRKStep:
-    """The stage equations of :func:`prk_residual` for one step, as an object built once per
-    step from ``(q, p, h, coeffs, system, hooks)``: residual, analytic Jacobian, the hooks'
-    structured Newton matrix and the node values, with the per-``(coeffs, h, n)`` constants
-    of :func:`prk_constants` cached by the caller (paper Thm. 4.2; eq. (13); eq. (14)).
+    """The engine: the stage equations of one (constrained, forced) VPRK step (paper Thm.
+    4.2; eq. (13); eq. (14), App. D; eq. (15) of the nonholonomic paper for the Hamiltonian
+    unknowns), as an object built once per step from ``(q, p, h, coeffs, system, hooks)``:
+    residual, analytic Jacobian, the hooks' structured Newton matrix and the node values,
+    with the per-``(coeffs, h, n)`` constants of :func:`prk_constants` cached.
 
-    Same equations and unknowns ``x = [V (s·n), Λ_free (k·m)]`` as :func:`prk_residual`
-    (no extra unknowns). The stage arrays of the last evaluation are kept on the object
-    (``V, Lam, Q, W`` and the hooks' mixes ``pmix = p_k + h Σ_j e_ij W^j``), so that the
-    Jacobian, the structured solver and the node values at the same ``x`` reuse them; no
-    evaluation object is built per residual. Batched input ``(B, n)`` keeps ``q_k``, ``p_k``
-    tiled flat; ``staged=True`` (one batch axis) holds the stage arrays stage-major ``(s,
-    B, n)`` so that every stage mix is one matrix product over the batch (the system's and
-    hooks' callables then receive ``(s, B, ...)`` arrays; the Jacobian is formed
-    batch-first).
+    Unknowns and hooks as in the module docstring: ``x = [V (s·n), Λ_free (k·m), extra
+    (e)]``, or ``[Q, P, Λ_free, extra]`` for hooks with ``unknowns = "QP"``. The stage
+    arrays of the last evaluation are kept on the object (``V, Lam, Q, W``, ``P`` for the
+    Hamiltonian unknowns, ``x_extra``, and the hooks' mixes ``pmix = p_k + h Σ_j e_ij
+    W^j``), so that the Jacobian, the structured solver and the node values at the same
+    ``x`` reuse them. Batched input ``(B, n)`` keeps ``q_k``, ``p_k`` tiled flat;
+    ``staged=True`` (one batch axis, per-step hooks) holds the stage arrays stage-major
+    ``(s, B, n)`` so that every stage mix is one matrix product over the batch (the
+    system's and hooks' callables then receive ``(s, B, ...)`` arrays; the Jacobian is
+    formed batch-first).
 
-    Hooks (duck typed, all optional beyond the module's ``m`` / ``free``):
+    Two hook protocols on the same stage arrays:
 
-    ``mix_rows`` : ``(r, s)`` array
-        Extra stage mixes of ``W`` (see :func:`prk_constants`), read as ``step.pmix``
-        ``(..., r, n)`` (stage-major ``(r, B, n)``).
-    ``stage_force(step)`` → ``F`` ``(..., s, n)`` or None
-        The force of hook (i) at ``step.Q, step.V, step.Lam``; may store values in
-        ``step.aux`` (a dict renewed per evaluation). Default: ``force(Q, V, Lam, False)``.
-    ``force_jacobian(step)`` → ``(dF_dQ, dF_dV, G)``
-        ``(..., s, n, n)`` or None each, and ``G = dF^i/dΛ^i`` of the free stages
-        ``(..., k, n, m)`` (batch-first). Default: ``force(Q, V, Lam, True)``.
-    ``stage_equations(step)`` → ``R2``
-        The ``k·m`` extra residuals, of any shape that flattens to ``(..., k·m)``
-        (stage-major: ``(rows, B, width)``).
-    ``equations_jacobian(step, dmix)`` → ``J2``
-        ``(..., k·m, N)`` from ``dmix = d pmix/dx`` ``(..., r, n, N)`` (batch-first).
-    ``structured_solver(step)`` → ``solve(F)`` (the hooks' approximate Newton matrix at
-        the stage arrays of ``step``).
+    * the hooks of the module docstring (``force``, ``equations(ev)``; always with
+      ``generic=True``, which :func:`prk_residual` and :func:`solve_stages` use): the
+      residual rows of the hooks and the tangent-form Jacobian come from a
+      :class:`StageEvaluation` (:meth:`evaluation`);
+    * the per-step hooks, for methods whose Newton loop calls the residual many times per
+      step (the nonholonomic PRK's default path; the Lagrangian unknowns, no extra
+      unknowns), with the Kronecker-structured Jacobian. All optional beyond ``m`` /
+      ``free``:
 
-    Needs a constant mass matrix or the system's ``D1L, D2L, D11L, D12L, D21L, D22L``.
+      ``mix_rows`` : ``(r, s)`` array
+          Extra stage mixes of ``W`` (see :func:`prk_constants`), read as ``step.pmix``
+          ``(..., r, n)`` (stage-major ``(r, B, n)``).
+      ``stage_force(step)`` → ``F`` ``(..., s, n)`` or None
+          The force of hook (i) at ``step.Q, step.V, step.Lam``; may store values in
+          ``step.aux`` (a dict renewed per evaluation). Default: ``force(Q, V, Lam,
+          False)``.
+      ``force_jacobian(step)`` → ``(dF_dQ, dF_dV, G)``
+          ``(..., s, n, n)`` or None each, and ``G = dF^i/dΛ^i`` of the free stages
+          ``(..., k, n, m)`` (batch-first). Default: ``force(Q, V, Lam, True)``.
+      ``stage_equations(step)`` → ``R2``
+          The ``k·m`` extra residuals, of any shape that flattens to ``(..., k·m)``
+          (stage-major: ``(rows, B, width)``).
+      ``equations_jacobian(step, dmix)`` → ``J2``
+          ``(..., k·m, N)`` from ``dmix = d pmix/dx`` ``(..., r, n, N)`` (batch-first).
+      ``structured_solver(step)`` → ``solve(F)`` (the hooks' approximate Newton matrix
+          at the stage arrays of ``step``).
+
+      Hooks without ``stage_equations``/``equations_jacobian`` that add equations are
+      read through the first protocol.
+
+    Reads the system through its :class:`SystemInterface`: ``D1L`` (``-potential_grad``
+    for a constant mass), ``D2L`` (``M v`` for a constant mass), the second derivatives
+    for the Jacobian, ``legendre_inv`` for the Hamiltonian unknowns.
     """
 
     __slots__ = (
+        "D2L",
         "Lam",
+        "P",
         "Q",
         "V",
         "W",
         "_batch_first",
+        "_dF",
+        "_fj",
         "_k",
         "_last",
         "_lfb",
+        "_lfs",
+        "_n_extra",
         "_nfix",
         "_pb",
+        "_per_step",
         "_pmt",
+        "_potential",
         "_prefix",
         "_pt",
         "_qb",
+        "_qp",
         "_qt",
         "_se",
         "_sf",
@@ -644,6 +609,7 @@ class PRKStep:
         "coeffs",
         "consts",
         "flat",
+        "generic",
         "h",
         "hahatW",
         "hooks",
@@ -657,28 +623,42 @@ class PRKStep:
         "s",
         "staged",
         "system",
+        "x_extra",
     )
 
-    def __init__(self, q, p, h, coeffs: PRKCoefficients, system: Any, hooks: Any,
-                 lam_fixed=None, consts: dict | None = None, staged: bool = False):
+    def __init__(self, q, p, h, coeffs: PRKCoefficients, system: Any, hooks: Any = None,
+                 lam_fixed=None, consts: dict | None = None, staged: bool = False,
+                 generic: bool = False):
+        if hooks is None:
+            hooks = StageHooks(coeffs.s)
         self.q, self.p, self.h, self.coeffs = q, p, h, coeffs
-        self.system, self.hooks = system, hooks
+        self.system, self.hooks, self.generic = system, hooks, generic
         self.iface = iface = interface_of(system)  # once per step
         self.s = s = coeffs.s
         self.n = n = q.shape[-1]
         if consts is None:
-            consts = prk_constants(coeffs, h, n, getattr(hooks, "free", (False,) * s),
-                                   getattr(hooks, "mix_rows", None), _mass_of(iface)[0])
+            consts = _constants_of(coeffs, h, n, getattr(hooks, "free", (False,) * s),
+                                   None if generic else getattr(hooks, "mix_rows", None),
+                                   iface.mass)
         self.consts = consts
-        # what the step reads from the hooks, checked once per (constants, hooks)
+        # what the step reads from the hooks, checked once per (constants, hooks, protocol)
         info = consts.get("_hooks")
-        if info is None or info[0] is not hooks:
-            info = consts["_hooks"] = _hooks_info(hooks, consts)
-        _h, self.m, self._k, self._nfix, self._prefix, self._sf, self._se = info
+        if info is None or info[0] is not hooks or info[1] is not generic:
+            info = consts["_hooks"] = _hooks_info(hooks, consts, generic)
+        (_h, _g, self.m, self._k, self._nfix, self._prefix, self._n_extra, self._qp,
+         self._per_step, self._sf, self._se, self._fj) = info
+        if self._qp and iface.legendre_inv is None:
+            raise InputError("Hamiltonian unknowns (hooks.unknowns = 'QP') need the system's "
+                             "legendre_inv(q, p); use the Lagrangian unknowns (unknowns='V').")
+        self._potential = iface.mass is not None and iface.potential_grad is not None
         if staged and q.ndim != 2:
             raise InputError("PRKStep(staged=True) needs one batch axis: q of shape (B, n).")
+        if staged and not self._per_step:
+            raise InputError("PRKStep(staged=True) takes the per-step hooks only (Lagrangian "
+                             "unknowns, no extra unknowns, stage_equations(step)); use "
+                             "staged=False.")
         self.staged = staged
-        self.flat = q.ndim > 1 and not staged
+        self.flat = q.ndim > 1 and not staged and not self._qp
         if self.flat:  # q_k, p_k tiled flat (..., s*n): ~3 times cheaper than a broadcast
             r = consts["r"]
             self._qt = np.tile(q, s)
@@ -698,9 +678,14 @@ class PRKStep:
         # Λ = [given, free] by one concatenation (the common case: Λ^1 = λ_k given)
         self._lfb = (lf if lf is not None and self._prefix and not staged
                      and lf.shape[-2] == self._nfix and lf.shape[:-2] == q.shape[:-1] else None)
+        # stage-major given multipliers (staged)
+        self._lfs = None
+        if staged and lf is not None:
+            self._lfs = np.moveaxis(lf, -2, 0) if lf.ndim == 3 else lf[:, None, :]
         self._last = None
         self._batch_first = None
-        self.V = self.W = self.Lam = self.Q = self.pmix = self.hahatW = None
+        self.V = self.W = self.Lam = self.Q = self.P = self.D2L = None
+        self.pmix = self.hahatW = self.x_extra = self._dF = None
         self.aux = {}
 
     # ------------------------------------------------------------------ stage values
@@ -714,22 +699,22 @@ class PRKStep:
             B = x.shape[0]
             Lam = np.empty((s, B, m))
             lam_x = x[:, nV: nV + k * m].reshape(B, k, m).transpose(1, 0, 2)
-            if nfix:
-                lf = self.lam_fixed
-                lf = np.moveaxis(lf, -2, 0) if lf.ndim == 3 else lf[:, None, :]
             if self._prefix:  # the given multipliers first: slices
                 if nfix:
-                    Lam[:nfix] = lf
+                    Lam[:nfix] = self._lfs
                 Lam[nfix:] = lam_x
             else:
                 free = self.consts["free"]
-                Lam[~free] = lf
+                Lam[~free] = self._lfs
                 Lam[free] = lam_x
             return Lam
         lam_x = x[..., nV: nV + k * m].reshape(*lead, k, m)
         if not nfix:
             return lam_x
         if self._prefix:  # the given multipliers come first (e.g. Λ^1 = λ_k)
+            lf = self._lfb
+            if lf is not None and lf.shape[:-2] == lead:
+                return np.concatenate([lf, lam_x], axis=-2)
             lf = self.lam_fixed
             if lf.shape[-2] != nfix or lf.shape[:-2] != lead:
                 lf = np.broadcast_to(lf, (*lead, nfix, m))
@@ -740,47 +725,57 @@ class PRKStep:
         Lam[..., free, :] = lam_x
         return Lam
 
-    def evaluate(self, x):
+    def evaluate(self, x, force_jacobian: bool = False):
         """Stage arrays at ``x`` (kept on the object; a repeated call at the same ``x``
-        object returns at once)."""
-        if self._last is x:
+        object returns at once). ``force_jacobian``: also keep the derivatives of the hooks'
+        ``force`` (the tangent-form Jacobian reads them)."""
+        if self._last is x and (not force_jacobian or self._dF is not None):
             return
         c, s, n = self.consts, self.s, self.n
         iface, hooks = self.iface, self.hooks
         lead = x.shape[:-1]
         nV, r = s * n, c["r"]
         self.aux = {}
-        if self.staged:
+        self._dF = None
+        if self._qp:  # x = [Q, P, Λ_free, extra]: V^i = FL^{-1}(Q^i, P^i) (eq. (15), nh paper)
+            Q = x[..., :nV].reshape(*lead, s, n)
+            self.P = x[..., nV: 2 * nV].reshape(*lead, s, n)
+            self.Lam = self._multipliers(x, lead, 2 * nV)
+            V = iface.legendre_inv(Q, self.P)
+        elif self.staged:
             B = x.shape[0]
             V = np.ascontiguousarray(x[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
-            self.V = V
             self.Lam = self._multipliers(x, lead, nV)
             Q = (c["ha"] @ V.reshape(s, B * n)).reshape(s, B, n)
             Q += self.q
         else:
             V = x[..., :nV].reshape(*lead, s, n)
-            self.V = V
-            lfb = self._lfb
-            if lfb is not None and lfb.shape[:-2] == lead:
-                self.Lam = np.concatenate(
-                    [lfb, x[..., nV:].reshape(*lead, self._k, self.m)], axis=-2)
-            else:
-                self.Lam = self._multipliers(x, lead, nV)
+            self.Lam = self._multipliers(x, lead, nV)
             Q = c["ha"] @ V  # contiguous: its flat view takes q_k
             if self.flat:
                 Qf = Q.reshape(*lead, nV)
                 Qf += self._qt
-            else:
+            elif self.q.ndim == 1 or self.q.shape[:-1] == lead:
                 Q += self._qb
-        self.Q = Q
+            else:  # q_k with more leading axes than x
+                Q = Q + self._qb
+        self.V, self.Q = V, Q
+        ne = self._n_extra
+        self.x_extra = x[..., x.shape[-1] - ne:] if ne else None
         sf = self._sf
-        F = sf(self) if sf is not None else hooks.force(Q, V, self.Lam, False)[0]
-        W = iface.D1L(Q, V)
+        if sf is not None:
+            F = sf(self)
+        else:
+            F, *dF = hooks.force(Q, V, self.Lam, force_jacobian)
+            if force_jacobian:
+                self._dF = tuple(dF)
+        W = -iface.potential_grad(Q) if self._potential else iface.D1L(Q, V)
         if F is not None:
             W = W + F
         self.W = W
         # one stacked product for the hooks' mixes and the â-mix: rows [h e_ij; h â_ij]
         if self.staged:
+            B = x.shape[0]
             mixed = (c["mixW"] @ W.reshape(s, B * n)).reshape(r + s, B, n)
             self.hahatW = mixed[r:]
             self.pmix = mixed[:r] + self.p
@@ -797,39 +792,154 @@ class PRKStep:
 
     # ------------------------------------------------------------------ equations
 
-    def residual(self, x):
-        """Residual ``[R1 (s·n), R2 (k·m)]`` of :func:`prk_residual` (layout ``(..., N)``)."""
-        self.evaluate(x)
+    def _rows1(self, x, out=None):
+        """The rows of eq. (13)/(14b, c) at the last evaluation: ``D2L(Q^i, V^i) - p_k -
+        h Σ_j â_ij W^j`` (``(..., s·n)``; stage-major ``(s, B, n)``), or for the
+        Hamiltonian unknowns ``[Q^i - q_k - h Σ_j a_ij V^j, P^i - p_k - h Σ_j â_ij W^j]``
+        (``(..., 2 s·n)``); keeps ``D2L``. ``out`` ``(..., N)``: written into its first
+        ``s·n`` columns (returned), flat and single layouts."""
         c, s, n = self.consts, self.s, self.n
         lead = x.shape[:-1]
         nV = s * n
         V = self.V
+        if self._qp:
+            self.D2L = self.P
+            RQ = self.Q - self._qb - c["ha"] @ V
+            RP = self.P - self._pb - self.hahatW
+            RQ, RP = _same_shape(RQ, RP)
+            return np.concatenate([RQ.reshape((*RQ.shape[:-2], nV)),
+                                   RP.reshape((*RP.shape[:-2], nV))], axis=-1)
         if c.get("mass_identity"):
             D2L = V
         elif "massT" in c:
             D2L = _times_matrix(V, c["massT"])
         else:
             D2L = self.iface.D2L(self.Q, V)
-        se = self._se
-        R2 = se(self) if se is not None else None
-        if self.staged:
-            R1 = D2L - self.p
+        self.D2L = D2L
+        if self.staged:  # written stage-major into the batch-first out (a strided view)
+            B = x.shape[0]
+            R1 = (np.empty((s, B, n)) if out is None
+                  else out[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+            np.subtract(D2L, self.p, out=R1)
             R1 -= self.hahatW
-            parts = [R1.transpose(1, 0, 2).reshape(lead[0], nV)]
-            if R2 is not None:
-                parts.append(R2.transpose(1, 0, 2).reshape(lead[0], -1))
-            return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-        n2 = 0 if R2 is None else self.m * self._k
-        out = np.empty((*lead, nV + n2))
+            return R1 if out is None else out
+        if out is None:
+            out = np.empty((*lead, nV)) if self.flat else None
         if self.flat:
             R1 = out[..., :nV]
             np.subtract(D2L.reshape(*lead, nV), self._pt[..., :nV], out=R1)
             R1 -= self.hahatW
+            return out
+        R1 = D2L - self._pb - self.hahatW
+        if out is None:
+            return R1.reshape((*R1.shape[:-2], nV))
+        out[..., :nV] = R1.reshape(*lead, nV)
+        return out
+
+    def residual(self, x):
+        """Residual ``[R1, R2]`` (layout ``(..., N)``; the module docstring)."""
+        if not self._per_step:
+            return self.evaluation(x, False)[0]
+        self.evaluate(x)
+        s, n = self.s, self.n
+        lead = x.shape[:-1]
+        nV = s * n
+        se = self._se
+        R2 = se(self) if se is not None else None
+        out = np.empty((*lead, nV + (0 if R2 is None else self.m * self._k)))
+        self._rows1(x, out)
+        if R2 is None:
+            return out
+        if self.staged:  # (rows, B, width) stage-major
+            B = lead[0]
+            out[:, nV:].reshape(B, R2.shape[0], -1)[...] = R2.transpose(1, 0, 2)
         else:
-            out[..., :nV] = (D2L - self._pb - self.hahatW).reshape(*lead, nV)
-        if R2 is not None:
             out[..., nV:] = R2.reshape(*lead, -1)
         return out
+
+    def evaluation(self, x, jacobian: bool = False, tangents: tuple | None = None):
+        """``(R, J or None, ev)`` at ``x`` with the hooks' ``force`` and ``equations(ev)``
+        (the module docstring's protocol): the residual, the tangent-form Jacobian and the
+        :class:`StageEvaluation` ``ev`` (with its derivatives ``d*_dx`` when ``jacobian``).
+        ``tangents``: the constant tangents (:func:`prk_residual`)."""
+        if self.staged:
+            raise InputError("PRKStep.evaluation needs the batch-first layout (staged=False).")
+        hooks, iface = self.hooks, self.iface
+        self.evaluate(x, force_jacobian=jacobian and self._sf is None)
+        coeffs, h, s, n, m = self.coeffs, self.h, self.s, self.n, self.m
+        a, ah = coeffs.a, coeffs.ahat
+        qp = self._qp
+        nS = s * n
+        R1 = self._rows1(x)
+        Q, V, Lam, W = self.Q, self.V, self.Lam, self.W
+        W4 = W
+        P = self.P if qp else self._pb + (
+            self.hahatW.reshape(*self.hahatW.shape[:-1], s, n) if self.flat else self.hahatW)
+        q1, p1 = self.node_values()
+        ev = StageEvaluation(q=self.q, p=self.p, h=h, coeffs=coeffs, Q=Q, V=V, Lam=Lam, W=W4,
+                             P=P, D2L=self.D2L, q1=q1, p1=p1, x_extra=self.x_extra)
+        if jacobian:
+            N = x.shape[-1]
+            free = self.consts["free"]
+            n_extra = self._n_extra
+            fast = self._potential
+            if qp:
+                if tangents is None:
+                    tangents = _hamiltonian_tangents(coeffs, n, m, free, n_extra)
+                dQ, dP, dLam = tangents[:3]
+                if iface.mass is not None:  # dV = M^{-1} dP (constant), D12L = 0
+                    dV = iface.mass_inv @ dP
+                    dW = -(iface.potential_hess(Q) @ dQ) if fast else iface.D11L(Q, V) @ dQ
+                else:  # dV = g^{-1} (dP - D21L dQ), g = D22L (the Legendre map's derivative)
+                    dV = np.linalg.solve(iface.D22L(Q, V), dP - iface.D21L(Q, V) @ dQ)
+                    dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
+            else:
+                if tangents is None:
+                    tangents = _constant_tangents(coeffs, n, m, free, h, n_extra)
+                dV, dQ, dLam, dq1 = tangents[:4]
+                if fast:
+                    dW = -(iface.potential_hess(Q) @ dQ)
+                    dD2 = iface.mass @ dV  # constant
+                else:
+                    dW = iface.D11L(Q, V) @ dQ + iface.D12L(Q, V) @ dV
+                    dD2 = iface.D21L(Q, V) @ dQ + iface.D22L(Q, V) @ dV
+            if self._dF is not None:
+                dF_dQ, dF_dV, dF_dLam = self._dF
+            else:
+                _F, dF_dQ, dF_dV, dF_dLam = hooks.force(Q, V, Lam, True)
+            if dF_dQ is not None:
+                dW = dW + dF_dQ @ dQ
+            if dF_dV is not None:
+                dW = dW + dF_dV @ dV
+            if dF_dLam is not None and m:
+                dW = dW + dF_dLam @ dLam
+            bshape = dW.shape[:-3]
+            dWf = dW.reshape((*bshape, s, n * N))
+            if qp:
+                dVf = dV.reshape((*dV.shape[:-3], s, n * N))
+                dq1 = (h * (coeffs.b @ dVf)).reshape((*dV.shape[:-3], n, N))
+                JQ = dQ - (h * (a @ dVf)).reshape(dV.shape)
+                JP = dP - (h * (ah @ dWf)).reshape(dW.shape)
+                JQ, JP = _same_shape(JQ, JP)
+                J1 = np.concatenate([JQ, JP], axis=-3).reshape((*JQ.shape[:-3], 2 * nS, N))
+            else:
+                dPs = (h * (ah @ dWf)).reshape(dW.shape)
+                J1 = (dD2 - dPs).reshape((*dPs.shape[:-3], s * n, N))
+            ev.dQ_dx, ev.dV_dx, ev.dLam_dx, ev.dW_dx = dQ, dV, dLam, dW
+            ev.dq1_dx = dq1
+            ev.dp1_dx = (h * (coeffs.bhat @ dWf)).reshape((*bshape, n, N))
+        R2, J2 = hooks.equations(ev)
+        if R2 is None:
+            return R1, (J1 if jacobian else None), ev
+        if R2.shape[:-1] != R1.shape[:-1]:
+            R1, R2 = _same_lead(R1, R2, 1)
+        R = np.concatenate([R1, R2], axis=-1)
+        J = None
+        if jacobian:
+            if J2.shape[:-2] != J1.shape[:-2]:
+                J1, J2 = _same_lead(J1, J2, 2)
+            J = np.concatenate([J1, J2], axis=-2)
+        return R, J, ev
 
     def jacobian(self, x):
         """Analytic Jacobian ``(..., N, N)`` of :meth:`residual` (batch-first). Blocks::
@@ -840,8 +950,12 @@ class PRKStep:
             dpmix_i/dV_l = h^2 Σ_j e_ij a_jl Wq_j + h e_il Wv_l,   dpmix_i/dΛ_l = h e_il G_l
 
         with ``Wq = D11L + dF/dQ``, ``Wv = D12L + dF/dV``, ``G = dF/dΛ``; the rows of the
-        hooks' equations come from ``equations_jacobian(step, dpmix)``.
+        hooks' equations come from ``equations_jacobian(step, dpmix)``. With the hooks of
+        the module docstring (``force``, ``equations(ev)``), the Hamiltonian unknowns or
+        extra unknowns: the tangent form of :meth:`evaluation`.
         """
+        if not self._per_step:
+            return self.evaluation(x, True)[1]
         if self.staged:
             if self._batch_first is None:
                 self._batch_first = PRKStep(self.q, self.p, self.h, self.coeffs, self.system,
@@ -856,7 +970,7 @@ class PRKStep:
         N = nV + nL
         Q, V = self.Q, self.V
         mass = "massT" in c
-        fj = getattr(hooks, "force_jacobian", None)
+        fj = self._fj
         if fj is not None:
             dF_dQ, dF_dV, G = fj(self)
         else:

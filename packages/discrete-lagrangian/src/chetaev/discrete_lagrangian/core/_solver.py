@@ -647,78 +647,115 @@ def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResul
     rate exceeds ``refresh_rate``; ``make_solver`` is elementwise, so the entries not rebuilt
     get bitwise their old matrix. An entry whose fresh matrix does not contract, or is
     singular (non-finite step), is set aside with its iterations left and finished by one
-    fallback call at the end (budget per entry)."""
+    fallback call at the end (budget per entry).
+
+    The per-entry masks are updated only when some entry departs from the common case (all
+    entries iterating, every matrix built, no entry stalling): Python flags say when, so that
+    a batch whose entries all behave alike costs a few array operations per iteration."""
     batch = x.shape[:-1]
     thr = _threshold(opts, scale, batch)
+    thr16 = 16.0 * thr
     F = fun(x)
     r = _norm(F, batch)
+    # the max-norm; a NaN residual stays NaN inside the loop (it fails every comparison
+    # as inf would: the entry stops) and is reported as inf
+    norm = (lambda F: np.abs(F).max(axis=-1)) if x.shape[-1] else (lambda F: _norm(F, batch))
     max_iter, refresh, max_stall = opts.max_iter, opts.refresh_rate, opts.max_stall
     it = 0
     n_built = 0
     solve = None
     xb = None
     built = np.zeros(batch, bool)  # the entry has a matrix (at xb)
-    fresh = np.zeros(batch, bool)  # ... built at the previous iterate
-    stall = np.zeros(batch, np.int64)
-    frozen = np.zeros(batch, bool)
+    all_built = False  # built.all()
+    fresh = None  # entries whose matrix was built at the previous iterate (None: none)
+    stall = None  # consecutive non-decreasing iterations per entry (None: all zero)
+    out = np.zeros(batch, bool)  # frozen (stalled) or handed to the fallback
+    any_out = False
     left = np.zeros(batch, np.int64)  # > 0: handed to the fallback with that many iterations
     to_fallback = np.zeros(batch, bool)
     while it < max_iter:
-        active = (r > thr) & (r < np.inf) & ~frozen & ~to_fallback
+        active = (r > thr) & (r < np.inf)
+        if any_out:
+            active &= ~out
         if not active.any():
             break
-        need = active & ~built
-        if need.any():
-            xn = x if xb is None or need.all() else np.where(need[..., None], x, xb)
-            try:
-                solve_new = make_solver(xn)
-            except np.linalg.LinAlgError:
-                # a make_solver that cannot tell which entry is singular: the entries
-                # being rebuilt go to the fallback (a solver that returns non-finite rows
-                # for its singular entries keeps this decision per entry, below)
-                to_fallback |= need
-                left[need] = max_iter - it
-                active &= ~need
-                if not active.any():
-                    break
-            else:
-                solve, xb = solve_new, xn
-                n_built += 1
-                built |= need
-                fresh = need
+        if not all_built:
+            need = active & ~built
+            if need.any():
+                xn = x if xb is None or need.all() else np.where(need[..., None], x, xb)
+                try:
+                    solve_new = make_solver(xn)
+                except np.linalg.LinAlgError:
+                    # a make_solver that cannot tell which entry is singular: the entries
+                    # being rebuilt go to the fallback (a solver that returns non-finite
+                    # rows for its singular entries keeps this decision per entry, below)
+                    to_fallback |= need
+                    out |= need
+                    any_out = True
+                    left[need] = max_iter - it
+                    active &= ~need
+                    if not active.any():
+                        break
+                else:
+                    solve, xb = solve_new, xn
+                    n_built += 1
+                    built |= need
+                    all_built = bool(built.all())
+                    fresh = need
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             dx = solve(F)
-        singular = active & fresh & ~np.all(np.isfinite(dx), axis=-1)
-        if singular.any():  # singular fresh matrix: that entry alone goes to the fallback
-            to_fallback |= singular
-            left[singular] = max_iter - it
-            active &= ~singular
-            built &= ~singular
-            if not active.any():
-                break
+        if fresh is not None:
+            singular = active & fresh & ~np.all(np.isfinite(dx), axis=-1)
+            if singular.any():  # singular fresh matrix: that entry alone goes to the fallback
+                to_fallback |= singular
+                out |= singular
+                any_out = True
+                left[singular] = max_iter - it
+                active &= ~singular
+                built &= ~singular
+                all_built = False
+                if not active.any():
+                    break
         it += 1
-        x = x - dx if active.all() else np.where(active[..., None], x - dx, x)  # others stay
+        all_active = bool(active.all())
+        x = x - dx if all_active else np.where(active[..., None], x - dx, x)  # others stay
         F = fun(x)
-        r_new = _norm(F, batch)
-        with np.errstate(invalid="ignore"):
+        r_new = norm(F)
+        with np.errstate(invalid="ignore", divide="ignore"):
             ratio = r_new / np.maximum(r, 1e-300)
         # the matrix is judged on entries clear of the round-off floor (an entry within a
         # few units of the tolerance, whose rate is noise, needs no better matrix)
-        judged = active & (r > 16.0 * thr) & (r_new > thr)
-        over = judged & (ratio > refresh)
+        over = (ratio > refresh) & (r > thr16) & (r_new > thr)
+        if not all_active:
+            over &= active
         r = r_new
         if over.any():
-            give_up = over & fresh & (ratio < np.inf)
-            to_fallback |= give_up
-            left[give_up] = max_iter - it
+            if fresh is not None:
+                give_up = over & fresh & (ratio < np.inf)
+                to_fallback |= give_up
+                out |= give_up
+                any_out = any_out or bool(give_up.any())
+                left[give_up] = max_iter - it
             built &= ~over
-        fresh = np.zeros(batch, bool)
-        stall = np.where(active, np.where(ratio >= 1.0, stall + 1, 0), stall)
-        frozen |= active & (stall >= max_stall)
+            all_built = False
+        fresh = None
+        worse = ratio >= 1.0  # the stall count of an active entry
+        if not all_active:
+            worse &= active
+        if worse.any():
+            stall = np.where(worse, (0 if stall is None else stall) + 1,
+                             0 if stall is None else np.where(active, 0, stall))
+            stuck = active & (stall >= max_stall)
+            if stuck.any():
+                out |= stuck
+                any_out = True
+        elif stall is not None:
+            stall = np.where(active, 0, stall)
     if to_fallback.any():
         return _finish(fallback(x, np.where(to_fallback, left, 0)), it, n_built)
-    return NewtonResult(x=x, converged=r <= thr, iterations=it, residual=r,
-                        rate=float("nan"), tol=thr, n_structured=n_built)
+    return NewtonResult(x=x, converged=r <= thr, iterations=it,
+                        residual=np.where(np.isnan(r), np.inf, r), rate=float("nan"), tol=thr,
+                        n_structured=n_built)
 
 
 def _structured_single(fun, make_solver, x, opts, scale, fallback) -> NewtonResult:

@@ -45,6 +45,7 @@ from .core._linearization import (
 from .core._linearization import _control_jacobian as control_jacobian
 from .core._linearization import _QColumns as QColumns
 from .core._prk import _constant_tangents as constant_tangents
+from .core._prk import fixed_order_product
 from .methods._constrained_prk import _forced_multiplier as forced_multiplier
 from .methods._dmaps_euclid import ComposedSteps
 from .methods._vprk import _no_controls as no_controls
@@ -62,6 +63,7 @@ __all__ = [
     "constant_tangents",
     "control_jacobian",
     "discrete_work",
+    "fixed_order_product",
     "forced_hooks",
     "forced_multiplier",
     "forced_multiplier_control_jacobian",

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from chetaev.discrete_lagrangian import PRKCoefficients, PRKStep, prk_constants, prk_residual
+from chetaev.discrete_lagrangian.extending import fixed_order_product
 
 Array = np.ndarray
 
@@ -671,10 +672,11 @@ def _staged_solve_m1(c: dict, s: int, n: int, identity: bool, tim, Cq1, Gh1, Sin
         u = F[:, :nV].reshape(B, s, n).transpose(1, 0, 2).copy()  # (s, B, n), updated below
         if not identity:
             u = tim(u)
-        y = (ha1 @ u.reshape(s, B * n)).reshape(s - 1, B, n)
+        y = fixed_order_product(ha1, u.reshape(s, B * n)).reshape(s - 1, B, n)
         rhs = F[:, nV:].T - np.einsum("ibn,ibn->ib", Cq_s, y)  # (s-1, B)
         dL = np.einsum("ikb,kb->ib", Sinv_s, rhs)
-        corr = (hah1 @ (Gh_s * dL[..., None]).reshape(s - 1, B * n)).reshape(s, B, n)
+        corr = fixed_order_product(hah1, (Gh_s * dL[..., None]).reshape(s - 1, B * n)).reshape(
+            s, B, n)
         u += corr
         return np.concatenate([u.transpose(1, 0, 2).reshape(B, nV), dL.T], axis=1)
 

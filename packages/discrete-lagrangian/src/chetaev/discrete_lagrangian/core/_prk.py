@@ -89,6 +89,7 @@ __all__ = [
     "StageHooks",
     "StepSolution",
     "coefficients_from",
+    "fixed_order_product",
     "pair_symmetric",
     "prk_constants",
     "prk_residual",
@@ -407,9 +408,22 @@ def solve_stages(
 
 
 def _times_matrix(X: np.ndarray, MT: np.ndarray) -> np.ndarray:
-    """``X @ MT`` for a constant ``(k, k)`` matrix as one 2-D product (numpy's stacked
-    matmul loops over the leading axes, several times slower for a large batch)."""
-    return (X.reshape(-1, MT.shape[0]) @ MT).reshape(X.shape)
+    """``X @ MT`` for a constant ``(k, k)`` matrix, batch-size independent (see
+    :func:`fixed_order_product`)."""
+    return np.einsum("...k,km->...m", X, MT)
+
+
+def fixed_order_product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``A @ X`` for a small constant ``A`` ``(m, k)`` and ``X`` ``(k, N)`` whose columns
+    are batch members, with the same rounding for every ``N``.
+
+    A BLAS product of the batch-folded matrix is not: OpenBLAS picks its kernel (and with
+    it the use of fused multiply-adds) from the matrix sizes, so on some CPUs (AVX-512) a
+    member's last bits depend on how many members share the product, and an ensemble split
+    into chunks would differ from the whole batch. ``np.einsum`` (no ``optimize``) sums the
+    ``k`` terms of every entry in one fixed order, whatever ``N``.
+    """
+    return np.einsum("ij,jn->in", A, X)
 
 
 def _blockdiag_view(J5: np.ndarray) -> np.ndarray:
@@ -746,7 +760,7 @@ class PRKStep:
             B = x.shape[0]
             V = np.ascontiguousarray(x[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
             self.Lam = self._multipliers(x, lead, nV)
-            Q = (c["ha"] @ V.reshape(s, B * n)).reshape(s, B, n)
+            Q = fixed_order_product(c["ha"], V.reshape(s, B * n)).reshape(s, B, n)
             Q += self.q
         else:
             V = x[..., :nV].reshape(*lead, s, n)
@@ -776,7 +790,7 @@ class PRKStep:
         # one stacked product for the hooks' mixes and the â-mix: rows [h e_ij; h â_ij]
         if self.staged:
             B = x.shape[0]
-            mixed = (c["mixW"] @ W.reshape(s, B * n)).reshape(r + s, B, n)
+            mixed = fixed_order_product(c["mixW"], W.reshape(s, B * n)).reshape(r + s, B, n)
             self.hahatW = mixed[r:]
             self.pmix = mixed[:r] + self.p
         else:
@@ -1032,8 +1046,9 @@ class PRKStep:
         b, bhat, h = self.coeffs.b, self.coeffs.bhat, self.h
         if self.staged:
             B, n, s = self.q.shape[0], self.n, self.s
-            q1 = self.q + h * (b @ self.V.reshape(s, B * n)).reshape(B, n)
-            p1 = self.p + h * (bhat @ self.W.reshape(s, B * n)).reshape(B, n)
+            q1 = self.q + h * fixed_order_product(b[None], self.V.reshape(s, B * n)).reshape(B, n)
+            p1 = self.p + h * fixed_order_product(bhat[None],
+                                                  self.W.reshape(s, B * n)).reshape(B, n)
             return q1, p1
         return self.q + h * (b @ self.V), self.p + h * (bhat @ self.W)
 

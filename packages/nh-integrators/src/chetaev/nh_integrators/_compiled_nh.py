@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from chetaev.discrete_lagrangian.extending import constraint_force_hooks
 
 __all__ = ["compiled_plan"]
 
@@ -27,40 +28,7 @@ _HOOKS = '''
 HAS_FORCE = True
 WK = N * NX + 4 * M * N * N + 4 * N * N + 16 * N + 4 * M * M + 8 * M
 
-
-@njit(cache=True)
-def hook_force(Qi, Vi, Lami, Fi, wk):
-    G = wk[:M * N].reshape((M, N))
-    phi_v(Qi, Vi, G)
-    for k in range(N):
-        acc = 0.0
-        for a in range(M):
-            acc += G[a, k] * Lami[a]
-        Fi[k] = acc
-
-
-@njit(cache=True)
-def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
-    H = wk[:M * N * N].reshape((M, N, N))
-    phi_vq(Qi, Vi, H)
-    for r in range(N):
-        for c in range(N):
-            acc = 0.0
-            for a in range(M):
-                acc += Lami[a] * H[a, r, c]
-            Fq[r, c] = acc
-    phi_vv(Qi, Vi, H)
-    for r in range(N):
-        for c in range(N):
-            acc = 0.0
-            for a in range(M):
-                acc += Lami[a] * H[a, r, c]
-            Fv[r, c] = acc
-    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
-    phi_v(Qi, Vi, G)
-    for r in range(N):
-        for a in range(M):
-            Fl[r, a] = G[a, r]
+''' + constraint_force_hooks("phi_v", "phi_vq", "phi_vv") + '''
 
 
 @njit(cache=True)
@@ -117,17 +85,7 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
                 for j in range(S):
                     acc += A[i, j] * dW[j, k, col]
                 dpk[k, col] = h * acc
-        row0 = S * N + (i - 1) * M
-        for a in range(M):
-            for col in range(NX):
-                acc = 0.0
-                for k in range(N):
-                    acc += Cp[a, k] * dpk[k, col]
-                J[row0 + a, col] = acc
-            for l in range(S):
-                c = h * A[i, l]
-                for cc in range(N):
-                    J[row0 + a, l * N + cc] += Cq[a, cc] * c
+        _chain_rows(Cp, dpk, Cq, A[i], h, J, S * N + (i - 1) * M)
 
 
 @njit(cache=True)

@@ -17,11 +17,13 @@ fixed function names:
 ``hook_force(Qi, Vi, Lami, Fi, wk)``, ``hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk)``,
 ``hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)``,
 ``hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)``, ``hook_first(q, v, lam, lam1, wk)``,
-``hook_guess(q, v, lam1, hist, nhist, vprev, x)``, ``hook_scale(p, v, h, W)``,
+``hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x)``, ``hook_scale(p, v, h, W)``,
 ``hook_velocity(q1, p1, v1, wk)``, ``hook_residual(q1, v1, wk)``
 
 (``wk``: a scratch array of ``WK`` floats, no allocation in the Newton loop) and the constants
-``HAS_FORCE, WK, SIMPLIFIED, KF`` (number of free multiplier stages, the last ``KF``).
+``HAS_FORCE, WK, SIMPLIFIED, KF`` (number of free multiplier stages, the last ``KF``), with
+the header's ``QP`` (Hamiltonian unknowns ``[Q, P, Λ]``, :data:`EVAL_QP`) and ``XO`` (the
+offset of the multiplier unknowns and of the hooks' rows in ``x`` and ``R``).
 :data:`PLAIN_HOOKS` is the unconstrained VPRK's piece (the compiled ``StageHooks``),
 :data:`HOLONOMIC_HOOKS` the holonomically constrained PRK's (eq. (13): ``ConstrainedPRK``,
 RATTLE and Lobatto-s); ``chetaev.nh_integrators`` supplies the nonholonomic rows of eq. (14).
@@ -44,7 +46,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE", "HOLONOMIC_HOOKS", "PLAIN_HOOKS", "CompiledPlan", "build_source",
+__all__ = ["ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS", "PLAIN_HOOKS", "CompiledPlan", "build_source",
            "compiled_step", "constraint_force_hooks", "method_plan", "run_compiled"]
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -123,7 +125,7 @@ def hook_first(q, v, lam, lam1, wk):
 
 
 @njit(cache=True)
-def hook_guess(q, v, lam1, hist, nhist, vprev, x):
+def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
     _guess_velocities(v, hist, nhist, vprev, x)
 
 
@@ -156,7 +158,7 @@ def _end_node(q, p, h, V, W, q1, p1, v1, wk):
 @njit(cache=True)
 def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
     ph = wk[:M]
-    row = S * N
+    row = XO
     for i in range(FIRST, S):
         hol_phi(Q[i], V[i], ph)
         for a in range(M):
@@ -178,7 +180,7 @@ def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
 @njit(cache=True)
 def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
     G = wk[:M * N].reshape((M, N))
-    row = S * N
+    row = XO
     for i in range(FIRST, S):
         hol_jac(Q[i], V[i], G)
         for a in range(M):
@@ -232,7 +234,7 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
             for a in range(M):
                 J[row + a, col] = math.nan
         return
-    _chain_rows(G, dv, Hv, BV, h, J, row)
+    _chain_rows(G, dv, Hv, -1, BV, h, J, row)  # q_{k+1}: Lagrangian unknowns only
 
 
 @njit(cache=True)
@@ -242,9 +244,9 @@ def hook_first(q, v, lam, lam1, wk):
 
 
 @njit(cache=True)
-def hook_guess(q, v, lam1, hist, nhist, vprev, x):
+def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
     _guess_velocities(v, hist, nhist, vprev, x)
-    o = S * N
+    o = XO
     for i in range(S):
         for a in range(M):
             if nhist > 0:
@@ -342,19 +344,24 @@ def _node_values(q, p, h, B, BH, V, W, q1, p1):
 
 
 @njit(cache=True)
-def _chain_rows(C, dX, Cq, coef, h, J, row):
-    # rows row.. of J: C dX/dx + Cq dQ/dx for constraint rows of (X, Q), Q = q + h sum_l
-    # coef_l V^l (dQ/dx = h coef_l I on the columns of V^l)
+def _chain_rows(C, dX, Cq, i, coef, h, J, row):
+    # rows row.. of J: C dX/dx + Cq dQ/dx for constraint rows of (X, Q). Lagrangian
+    # unknowns: Q = q + h sum_l coef_l V^l (dQ/dx = h coef_l I on the columns of V^l);
+    # Hamiltonian unknowns (QP): Q = Q^i, an unknown (dQ/dx = I on its columns; i >= 0)
     for a in range(C.shape[0]):
         for col in range(J.shape[1]):
             acc = 0.0
             for k in range(C.shape[1]):
                 acc += C[a, k] * dX[k, col]
             J[row + a, col] = acc
-        for l in range(S):
-            c = h * coef[l]
+        if QP:
             for cc in range(N):
-                J[row + a, l * N + cc] += Cq[a, cc] * c
+                J[row + a, i * N + cc] += Cq[a, cc]
+        else:
+            for l in range(S):
+                c = h * coef[l]
+                for cc in range(N):
+                    J[row + a, l * N + cc] += Cq[a, cc] * c
 
 
 @njit(cache=True)
@@ -477,50 +484,97 @@ def _maxabs(R):
 
 
 @njit(cache=True)
-def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, Fq, Fv, Fl,
-          D21, D22, wk):
-    for i in range(S):
-        for k in range(N):
-            V[i, k] = x[i * N + k]
+def _mix(C, i, X, k):
+    # sum_j C[i, j] X[j, k]: stage row i of a tableau times stage values
+    acc = 0.0
+    for j in range(S):
+        acc += C[i, j] * X[j, k]
+    return acc
+
+
+@njit(cache=True)
+def _fill_lam(x, lam1, Lam):
+    # Λ of the stages: the given Λ^1.. (lam1) and the free last KF from x
     for i in range(S - KF):
         for a in range(M):
             Lam[i, a] = lam1[a]
     for r in range(KF):
         for a in range(M):
-            Lam[S - KF + r, a] = x[S * N + r * M + a]
-    for i in range(S):
+            Lam[S - KF + r, a] = x[XO + r * M + a]
+
+
+@njit(cache=True)
+def _add_force(Qi, Vi, Lami, Wi, F, wk):
+    # W^i += F^i (hook (i))
+    if HAS_FORCE:
+        hook_force(Qi, Vi, Lami, F, wk)
         for k in range(N):
-            acc = 0.0
-            for j in range(S):
-                acc += A[i, j] * V[j, k]
-            Q[i, k] = q[k] + h * acc
-    for i in range(S):
-        D1L(Q[i], V[i], W[i])
-        D2L(Q[i], V[i], D2[i])
-        if HAS_FORCE:
-            hook_force(Q[i], V[i], Lam[i], F, wk)
-            for k in range(N):
-                W[i, k] += F[k]
-    for i in range(S):
-        for k in range(N):
-            acc = 0.0
-            for j in range(S):
-                acc += AH[i, j] * W[j, k]
-            R[i * N + k] = D2[i, k] - p[k] - h * acc
+            Wi[k] += F[k]
+
+
+@njit(cache=True)
+def _second_derivatives(Qj, Vj, Lamj, Wqj, Wvj, D21j, D22j, Fq, Fv, Flj, wk):
+    # dW^j/dQ^j, dW^j/dV^j (with the force's), D21L, D22L at stage j; Flj = dF^j/dΛ^j
+    D11L(Qj, Vj, Wqj)
+    D12L(Qj, Vj, Wvj)
+    D21L(Qj, Vj, D21j)
+    D22L(Qj, Vj, D22j)
+    if HAS_FORCE:
+        hook_force_jac(Qj, Vj, Lamj, Fq, Fv, Flj, wk)
+        for r in range(N):
+            for c in range(N):
+                Wqj[r, c] += Fq[r, c]
+                Wvj[r, c] += Fv[r, c]
+
+
+@njit(cache=True)
+def _lam_columns(j, dWj, Flj):
+    # dW^j/dx += dF^j/dΛ^j on the columns of Λ^j (free stages only)
+    if j >= S - KF:
+        r0 = XO + (j - (S - KF)) * M
+        for r in range(N):
+            for a in range(M):
+                dWj[r, r0 + a] += Flj[r, a]
+
+
+@njit(cache=True)
+def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, dV, Wq, Wv, Fq, Fv,
+          Fl, D21, D22, wk):
+    # the residual of the stage equations and the hooks' rows at x; with want, the Jacobian
+    _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk)
     hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)
     if not want:
         return
     for j in range(S):
-        D11L(Q[j], V[j], Wq[j])
-        D12L(Q[j], V[j], Wv[j])
-        D21L(Q[j], V[j], D21[j])
-        D22L(Q[j], V[j], D22[j])
-        if HAS_FORCE:
-            hook_force_jac(Q[j], V[j], Lam[j], Fq, Fv, Fl[j], wk)
-            for r in range(N):
-                for c in range(N):
-                    Wq[j, r, c] += Fq[r, c]
-                    Wv[j, r, c] += Fv[r, c]
+        _second_derivatives(Q[j], V[j], Lam[j], Wq[j], Wv[j], D21[j], D22[j], Fq, Fv, Fl[j],
+                            wk)
+    if _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+        hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)
+
+
+@njit(cache=True)
+def _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk):
+    # Lagrangian unknowns x = [V, Λ_free]: Q^i = q + h Σ a_ij V^j, R1_i = D2L − P^i
+    for i in range(S):
+        for k in range(N):
+            V[i, k] = x[i * N + k]
+    _fill_lam(x, lam1, Lam)
+    for i in range(S):
+        for k in range(N):
+            Q[i, k] = q[k] + h * _mix(A, i, V, k)
+    for i in range(S):
+        D1L(Q[i], V[i], W[i])
+        D2L(Q[i], V[i], D2[i])
+        _add_force(Q[i], V[i], Lam[i], W[i], F, wk)
+    for i in range(S):
+        for k in range(N):
+            R[i * N + k] = D2[i, k] - p[k] - h * _mix(AH, i, W, k)
+
+
+@njit(cache=True)
+def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+    # dR1/dx and dW/dx (dQ^i = h Σ a_il dV^l, dV^l = I on the columns of V^l)
+    for j in range(S):
         for r in range(N):
             for col in range(NX):
                 dW[j, r, col] = 0.0
@@ -530,11 +584,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
                     dW[j, r, l * N + cc] = Wq[j, r, cc] * c
             for cc in range(N):
                 dW[j, r, j * N + cc] += Wv[j, r, cc]
-        if j >= S - KF:
-            r0 = S * N + (j - (S - KF)) * M
-            for r in range(N):
-                for a in range(M):
-                    dW[j, r, r0 + a] = Fl[j, r, a]
+        _lam_columns(j, dW[j], Fl[j])
     for i in range(S):
         for r in range(N):
             row = i * N + r
@@ -549,7 +599,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
                     J[row, l * N + cc] += D21[i, r, cc] * c
             for cc in range(N):
                 J[row, i * N + cc] += D22[i, r, cc]
-    hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)
+    return True
 
 
 @njit(cache=True)
@@ -564,6 +614,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     R = np.empty(NX)
     J = np.empty((NX, NX))
     dW = np.zeros((S, N, NX))
+    dV = np.zeros((S, N, NX) if QP else (1, 1, 1))
     Wq = np.empty((S, N, N))
     Wv = np.empty((S, N, N))
     Fq = np.zeros((N, N))
@@ -593,10 +644,10 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     fail_it = 0
     for k in range(1, nsteps + 1):
         hook_first(q, v, lam, lam1, wk)
-        hook_guess(q, v, lam1, hist, nhist, vprev, x)
+        hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x)
         # Newton: the one stopping rule of newton_solve (unbatched)
-        _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, not SIMPLIFIED, J, dW, Wq, Wv,
-              Fq, Fv, Fl, D21, D22, wk)
+        _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, not SIMPLIFIED, J, dW, dV, Wq,
+              Wv, Fq, Fv, Fl, D21, D22, wk)
         jfresh = not SIMPLIFIED
         thr = max(tolf * hook_scale(p, v, h, W), atol)
         r = _maxabs(R)
@@ -606,8 +657,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         while it < max_iter and r > thr and r < math.inf:
             if not have_lu:
                 if not jfresh:
-                    _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, True, J, dW, Wq,
-                          Wv, Fq, Fv, Fl, D21, D22, wk)
+                    _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, True, J, dW, dV,
+                          Wq, Wv, Fq, Fv, Fl, D21, D22, wk)
                 if not _lu_factor(J, piv):
                     break
                 have_lu = True
@@ -616,8 +667,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
                 x[i] -= dx[i]
             it += 1
             full = not SIMPLIFIED
-            _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, full, J, dW, Wq, Wv, Fq,
-                  Fv, Fl, D21, D22, wk)
+            _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, full, J, dW, dV, Wq, Wv,
+                  Fq, Fv, Fl, D21, D22, wk)
             jfresh = full
             rn = _maxabs(R)
             rate = rn / max(r, 1e-300)
@@ -713,6 +764,10 @@ def run_parallel(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, at
                  its[b], res[b], cres[b], fin[b], out[b])
 '''
 
+# the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
+_EVAL_V = ENGINE[ENGINE.index("@njit(cache=True)\ndef _stage_residual("):
+                 ENGINE.index("@njit(cache=True)\ndef _run_one(")]
+
 _HEADER = '''"""Generated by chetaev.discrete_lagrangian.core._compiled_prk (issue 17)."""
 import math
 
@@ -725,6 +780,71 @@ M = {m}
 KF = {kf}
 NX = {nx}
 SIMPLIFIED = {simplified}
+QP = {qp}
+XO = {xo}
+'''
+
+#: The Hamiltonian unknowns ``x = [Q (s·n), P (s·n), Λ_free (KF·m)]`` of eq. (15) of the
+#: nonholonomic paper (``core._prk``, hook (v), ``unknowns = "QP"``): V^i = FL⁻¹(Q^i, P^i)
+#: (L quadratic in v), rows RQ_i = Q^i − q_k − h Σ_j a_ij V^j and RP_i = P^i − p_k −
+#: h Σ_j â_ij W^j in place of R1; dV^j = D22L⁻¹(dP^j − D21L dQ^j). Replaces the Lagrangian
+#: ``_stage_residual`` and ``_stage_jacobian`` of :data:`ENGINE` (same signatures; ``D2``
+#: holds P, ``dV`` the tangents).
+EVAL_QP = '''@njit(cache=True)
+def _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk):
+    # Hamiltonian unknowns x = [Q, P, Λ_free]: V^i = FL^-1(Q^i, P^i), rows RQ_i, RP_i
+    for i in range(S):
+        for k in range(N):
+            Q[i, k] = x[i * N + k]
+            D2[i, k] = x[S * N + i * N + k]
+    _fill_lam(x, lam1, Lam)
+    for i in range(S):
+        _legendre_velocity(Q[i], D2[i], V[i], wk)
+        D1L(Q[i], V[i], W[i])
+        _add_force(Q[i], V[i], Lam[i], W[i], F, wk)
+    for i in range(S):
+        for k in range(N):
+            R[i * N + k] = Q[i, k] - q[k] - h * _mix(A, i, V, k)
+            R[S * N + i * N + k] = D2[i, k] - p[k] - h * _mix(AH, i, W, k)
+
+
+@njit(cache=True)
+def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+    # dV^j = D22L^-1 (dP^j - D21L dQ^j), dW^j = Wq dQ^j + Wv dV^j + Fl dΛ^j;
+    # False (J all NaN: Newton stops) when D22L is singular
+    dV[:, :, :] = 0.0
+    for j in range(S):
+        for r in range(N):
+            for cc in range(N):
+                dV[j, r, j * N + cc] = -D21[j, r, cc]
+            dV[j, r, S * N + j * N + r] = 1.0
+        if not _solve_inplace(D22[j], dV[j]):
+            J[:, :] = math.nan
+            return False
+        for r in range(N):
+            for col in range(NX):
+                acc = 0.0
+                for c in range(N):
+                    acc += Wv[j, r, c] * dV[j, c, col]
+                dW[j, r, col] = acc
+            for cc in range(N):
+                dW[j, r, j * N + cc] += Wq[j, r, cc]
+        _lam_columns(j, dW[j], Fl[j])
+    for i in range(S):
+        for r in range(N):
+            for col in range(NX):
+                aq = 0.0
+                ap = 0.0
+                for j in range(S):
+                    aq += A[i, j] * dV[j, r, col]
+                    ap += AH[i, j] * dW[j, r, col]
+                J[i * N + r, col] = -h * aq
+                J[S * N + i * N + r, col] = -h * ap
+            J[i * N + r, i * N + r] += 1.0
+            J[S * N + i * N + r, S * N + i * N + r] += 1.0
+    return True
+
+
 '''
 
 
@@ -734,11 +854,16 @@ def _jit_kernels(source: str) -> str:
 
 
 def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
-                 constants: str = "") -> str:
-    """The generated module: header constants, kernels, the method's hooks, the engine."""
+                 constants: str = "", unknowns: str = "V") -> str:
+    """The generated module: header constants, kernels, the method's hooks, the engine
+    (``unknowns="QP"``: the Hamiltonian unknowns, :data:`EVAL_QP`)."""
     n, m = int(kernels.n), int(kernels.m)
-    head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=s * n + kf * m, simplified=bool(simplified))
-    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, ENGINE])
+    qp = unknowns == "QP"
+    xo = (2 if qp else 1) * s * n
+    head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=xo + kf * m, simplified=bool(simplified),
+                          qp=qp, xo=xo)
+    engine = ENGINE.replace(_EVAL_V, EVAL_QP) if qp else ENGINE
+    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, engine])
 
 
 @attrs.frozen(eq=False)

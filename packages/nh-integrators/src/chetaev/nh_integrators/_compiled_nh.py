@@ -43,11 +43,17 @@ def _stage_velocity(i, p, h, A, W, pk, vc):
         for j in range(S):
             acc += A[i, j] * W[j, k]
         pk[k] = p[k] + h * acc
+    _times_minv(pk, vc)
+
+
+@njit(cache=True)
+def _times_minv(x, out):
+    # out = M^-1 x (the constant mass matrix: FL^-1)
     for k in range(N):
         acc = 0.0
         for l in range(N):
-            acc += MINV[k, l] * pk[l]
-        vc[k] = acc
+            acc += MINV[k, l] * x[l]
+        out[k] = acc
 
 
 @njit(cache=True)
@@ -202,11 +208,7 @@ def hook_scale(p, v, h, W):
 
 @njit(cache=True)
 def hook_velocity(q1, p1, v1, wk):
-    for k in range(N):
-        acc = 0.0
-        for l in range(N):
-            acc += MINV[k, l] * p1[l]
-        v1[k] = acc
+    _times_minv(p1, v1)
 
 
 @njit(cache=True)

@@ -745,24 +745,21 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     out[3] = fail_thr
     out[4] = fail_it
 
+'''
 
-@njit(cache=True)
-def run_serial(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-               refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
-    for b in range(q0.shape[0]):
-        _run_one(q0[b], v0[b], p0[b], lam0[b], h, nsteps, save_every, A, AH, B, BH, tolf,
-                 atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
-                 its[b], res[b], cres[b], fin[b], out[b])
+# the batch loops over _run_one: run_serial (range) and run_parallel (prange), one template
+_BATCH_LOOP = '''
 
-
-@njit(cache=True, parallel=True)
-def run_parallel(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-                 refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
-    for b in prange(q0.shape[0]):
+@njit(cache=True{flags})
+def {name}(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
+        refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+    for b in {loop}(q0.shape[0]):
         _run_one(q0[b], v0[b], p0[b], lam0[b], h, nsteps, save_every, A, AH, B, BH, tolf,
                  atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
                  its[b], res[b], cres[b], fin[b], out[b])
 '''
+ENGINE += (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
+           + _BATCH_LOOP.format(name="run_parallel", flags=", parallel=True", loop="prange"))
 
 # the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
 _EVAL_V = ENGINE[ENGINE.index("@njit(cache=True)\ndef _stage_residual("):

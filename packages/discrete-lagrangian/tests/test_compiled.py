@@ -1,4 +1,5 @@
-"""The compiled backend (issue 17): VPRK compiled with numba against its numpy path.
+"""The compiled backend (issue 17): VPRK and ConstrainedPRK compiled with numba against their
+numpy paths.
 
 The compiled step solves the same equations (paper Thm. 4.2) with the same unknowns, initial
 guess and Newton stopping rule as the numpy path, so with ``NewtonOptions(tol=1e-14)`` both
@@ -18,6 +19,7 @@ sp = pytest.importorskip("sympy")
 
 from chetaev.discrete_lagrangian import (  # noqa: E402
     VPRK,
+    ConstrainedPRK,
     ConvergenceError,
     DiscreteEulerLagrange,
     InputError,
@@ -28,8 +30,12 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
 from chetaev.discrete_lagrangian.core._backend import BACKENDS, BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.core._interface import interface_of  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
-from chetaev.discrete_lagrangian.testing import double_pendulum, fit_order  # noqa: E402
-from chetaev.rktableaux import lobatto_iiia_iiib  # noqa: E402
+from chetaev.discrete_lagrangian.testing import (  # noqa: E402
+    double_pendulum,
+    fit_order,
+    spherical_pendulum,
+)
+from chetaev.rktableaux import gauss, lobatto_iiia_iiib  # noqa: E402
 
 AGREE = 1e-12  # the brief's bound for tol = 1e-14 over 100 steps
 TIGHT = NewtonOptions(tol=1e-14)
@@ -50,6 +56,14 @@ def pendulum2():
 def _run(system, backend, q0=Q0, v0=V0, n=100, h=0.1, newton=TIGHT):
     method = VPRK(lobatto_iiia_iiib(3), newton=newton, backend=backend)
     return integrate(system, method, q0, v0, h=h, n_steps=n)
+
+
+def _steps(method, system, q0, v0, n, h=0.1):
+    """The state after ``n`` calls of ``method.step`` from ``(q0, v0)``."""
+    st = method.initial_state(system, q0, v0)
+    for _ in range(n):
+        st = method.step(system, st, h)
+    return st
 
 
 def test_kernels_exposed(pendulum2):
@@ -84,10 +98,8 @@ def test_save_every_and_step(pendulum2):
     assert np.allclose(c.t, a.t[[0, 3, 6, 9, 10]], rtol=0, atol=0)
     assert np.max(np.abs(c.q - a.q[[0, 3, 6, 9, 10]])) <= AGREE
     # Method.step runs the compiled step too (one call per step)
-    m = VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba")
-    st = m.initial_state(pendulum2, Q0, V0)
-    for _ in range(10):
-        st = m.step(pendulum2, st, 0.1)
+    st = _steps(VPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba"), pendulum2, Q0, V0,
+                10)
     assert st.info["backend"] == "numba"
     assert np.max(np.abs(st.q - b.q[-1])) <= AGREE
 
@@ -159,3 +171,143 @@ def test_continue_from_state(pendulum2):
     assert b2.stats["backend"] == "numba" and b2.t[-1] == a.t[-1]
     assert b2.final_state().n == 20
     assert np.max(np.abs(b2.q[-1] - a.q[-1])) <= AGREE
+
+
+def test_compiled_velocity_with_linear_terms():
+    """v_{k+1} = D22L⁻¹(p_{k+1} − D2L(q_{k+1}, 0)) when L has terms linear in v (a charged
+    particle in a constant magnetic field): the compiled inverse Legendre map keeps the
+    D2L(q, 0) term (measured agreement 1e-16; it used to return D22L⁻¹ p, off by O(1))."""
+    x, y, vx, vy = sp.symbols("x y v_x v_y")
+    L = (vx**2 + vy**2) / 2 + (x * vy - y * vx) / 2 - (x**2 + y**2) / 2
+    system = from_lagrangian(L, [x, y], [vx, vy])
+    a, b = (integrate(system, VPRK(lobatto_iiia_iiib(2), newton=TIGHT, backend=bk),
+                      [1.0, 0.0], [0.0, 0.5], h=0.1, n_steps=20) for bk in ("numpy", "numba"))
+    assert b.stats["backend"] == "numba"
+    for f in ("q", "v", "p"):
+        assert np.max(np.abs(getattr(a, f) - getattr(b, f))) <= AGREE, f
+
+
+# ------------------------------------------------------------ ConstrainedPRK, eq. (13)
+# lambda enters eq. (13) only through h â_ij ∂Φ/∂qᵀ Λ^j: a residual difference of the
+# size of the stopping value (max(tol, 64 eps)·scale) moves Λ by up to ~1/h times more.
+# Bound AGREE / h = 1e-11 at h = 0.1; measured worst 1.9e-12 (RATTLE: the numpy fast
+# path's reduced iteration in Λ¹ against the compiled (V, Λ) iteration), margin 5.
+AGREE_LAM = AGREE / 0.1
+SQ0 = np.array([np.sin(1.0), 0.0, -np.cos(1.0)])
+SV0 = np.array([0.0, 0.8, 0.0])  # tangent: q·v = 0
+
+
+@pytest.fixture(scope="module")
+def sphere():
+    """The spherical pendulum, |q| = 1, unit mass and g (constant mass: the numpy RATTLE
+    step takes its reduced ``fast_path``)."""
+    x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
+    L = (vx**2 + vy**2 + vz**2) / 2 - z
+    return from_lagrangian(L, [x, y, z], [vx, vy, vz],
+                           holonomic=[(x**2 + y**2 + z**2 - 1) / 2])
+
+
+@pytest.fixture(scope="module")
+def sphere_gyro():
+    """A particle on the unit sphere with a q-dependent mass matrix, a magnetic term linear
+    in v and gravity: every kernel (D21L, D22L(q), D2L(q, 0), the constraint's Hessian)
+    enters the compiled step and its Jacobian."""
+    x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
+    L = (((1 + x**2 / 2) * vx**2 + (1 + y**2 / 2) * vy**2 + vz**2) / 2
+         + (x * vy - y * vx) / 2 - z)
+    return from_lagrangian(L, [x, y, z], [vx, vy, vz],
+                           holonomic=[(x**2 + y**2 + z**2 - 1) / 2])
+
+
+def _cprk(system, s, backend, q0=SQ0, v0=SV0, n=100, h=0.1, newton=TIGHT, **kw):
+    method = ConstrainedPRK(lobatto_iiia_iiib(s), newton=newton, backend=backend, **kw)
+    return integrate(system, method, q0, v0, h=h, n_steps=n)
+
+
+def _sphere_batch(b=5, seed=1):
+    rng = np.random.default_rng(seed)
+    q0 = SQ0 + 0.3 * rng.standard_normal((b, 3))
+    q0 /= np.linalg.norm(q0, axis=1, keepdims=True)
+    v0 = SV0 + 0.3 * rng.standard_normal((b, 3))
+    v0 -= np.sum(v0 * q0, axis=1, keepdims=True) * q0
+    return q0, v0
+
+
+def _agree(a, b):
+    assert (a.stats["backend"], b.stats["backend"]) == ("numpy", "numba")
+    assert a.success and b.success and b.q.shape == a.q.shape
+    for f in ("t", "q", "v", "p"):
+        assert np.max(np.abs(getattr(a, f) - getattr(b, f))) <= AGREE, f
+    assert np.max(np.abs(a.lam - b.lam)) <= AGREE_LAM
+    assert b.stats["max_constraint_residual"] <= AGREE
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+def test_rattle_compiled_agrees_with_fast_path(sphere, batched):
+    """RATTLE (s = 2): the compiled (V, Λ) iteration and the numpy reduced iteration in Λ¹
+    (``fast_path``) solve the same equations (13)."""
+    q0, v0 = _sphere_batch() if batched else (SQ0, SV0)
+    _agree(_cprk(sphere, 2, "numpy", q0, v0), _cprk(sphere, 2, "numba", q0, v0))
+
+
+@pytest.mark.parametrize("s", [2, 3])
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+def test_constrained_compiled_agrees_with_numpy(sphere_gyro, s, batched):
+    """Lobatto-s (13) on the gyroscopic sphere: same solution and the same Newton iteration
+    count as the numpy (V, Λ) iteration (same unknowns, guess and analytic Jacobian;
+    measured equal, 268 and 263 iterations over 100 steps for s = 2, 3; a Jacobian error
+    would cost extra iterations on most of the 100 steps, the bound allows 3)."""
+    q0, v0 = _sphere_batch() if batched else (SQ0, SV0)
+    a, b = _cprk(sphere_gyro, s, "numpy", q0, v0), _cprk(sphere_gyro, s, "numba", q0, v0)
+    _agree(a, b)
+    assert abs(a.stats["newton_iterations"] - b.stats["newton_iterations"]) <= 3
+
+
+def test_constrained_without_h1_compiled(sphere):
+    """Gauss-2 with ``check_hypotheses=False`` (no H1: Φ(Q^i) = 0 at every stage, no
+    tangency row; the compiled ``FIRST = 0``) against numpy, 20 steps: the same Newton
+    iteration count (measured 60 and 60; bound ±3 as above). Without the tangency row the
+    normal velocity is not controlled (paper §4.3), which amplifies differences at the
+    stopping level: measured 8e-16 in q, 5.3e-13 in v and p, 2.4e-11 in λ; bounds AGREE in
+    q, 1e-11 in v, p (margin 19), 1e-9 in λ (margin 40). A wrongly wired row gives O(1)
+    differences."""
+    a, b = (integrate(sphere, ConstrainedPRK(gauss(2), check_hypotheses=False, newton=TIGHT,
+                                             backend=bk), SQ0, SV0, h=0.1, n_steps=20)
+            for bk in ("numpy", "numba"))
+    assert b.stats["backend"] == "numba" and a.success and b.success
+    assert abs(a.stats["newton_iterations"] - b.stats["newton_iterations"]) <= 3
+    assert np.max(np.abs(a.q - b.q)) <= AGREE
+    assert max(np.max(np.abs(a.v - b.v)), np.max(np.abs(a.p - b.p))) <= 1e-11
+    assert np.max(np.abs(a.lam - b.lam)) <= 1e-9
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_constrained_order_compiled(sphere_gyro, s):
+    """Order 2s − 2 of Lobatto IIIA–IIIB(s) on the compiled backend, against DOP853."""
+    T = 1.5
+    ref = reference_solution(sphere_gyro, SQ0, SV0, [0.0, T])
+    hs = [0.1, 0.05, 0.025]
+    errs = []
+    for h in hs:
+        tr = _cprk(sphere_gyro, s, "numba", n=round(T / h), h=h, newton=NewtonOptions())
+        assert tr.stats["backend"] == "numba"
+        errs.append(max(np.max(np.abs(tr.q[-1] - ref.q[-1])),
+                        np.max(np.abs(tr.v[-1] - ref.v[-1]))))
+    # band ±0.25 as test_orders.py; floor 1e-11 as above
+    assert abs(fit_order(hs, errs, 1e-11) - (2 * s - 2)) <= 0.25, errs
+
+
+def test_constrained_step_and_selection(sphere_gyro):
+    """``Method.step`` runs the compiled step; "auto" compiles for a system with kernels,
+    keeps numpy for a plain one, and "numba" then says how to get kernels."""
+    ref = _cprk(sphere_gyro, 3, "numpy", n=5)
+    st = _steps(ConstrainedPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba"),
+                sphere_gyro, SQ0, SV0, 5)
+    assert st.info["backend"] == "numba"
+    assert np.max(np.abs(st.q - ref.q[-1])) <= AGREE
+    assert np.max(np.abs(st.lam - ref.lam[-1])) <= AGREE_LAM
+    assert _cprk(sphere_gyro, 3, "auto", n=2).stats["backend"] == "numba"
+    plain = spherical_pendulum()
+    assert _cprk(plain, 3, "auto", n=2).stats["backend"] == "numpy"
+    with pytest.raises(BackendError, match="from_lagrangian"):
+        _cprk(plain, 3, "numba", n=2)

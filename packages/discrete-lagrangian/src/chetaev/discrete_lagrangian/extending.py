@@ -26,13 +26,13 @@ Compositions
     of methods, shared by ``discretization_maps.Composition`` and ``chetaev.gni.Composition``).
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
-    :class:`CompiledPlan`, :func:`build_source`.
+    :class:`CompiledPlan`, :func:`build_source`, :func:`constraint_force_hooks`.
 """
 
 from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
-from .core._compiled_prk import CompiledPlan, build_source, compiled_step
+from .core._compiled_prk import CompiledPlan, build_source, compiled_step, constraint_force_hooks
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
 from .core._linearization import (
@@ -61,6 +61,7 @@ __all__ = [
     "build_source",
     "compiled_step",
     "constant_tangents",
+    "constraint_force_hooks",
     "control_jacobian",
     "discrete_work",
     "fixed_order_product",

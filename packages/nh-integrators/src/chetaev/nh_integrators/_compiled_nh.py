@@ -1,4 +1,4 @@
-"""The nonholonomic rows of eq. (14) for the compiled PRK engine (issue 17).
+"""The nonholonomic rows of eq. (14) / (15) for the compiled PRK engine (issue 17).
 
 The compiled twin of :class:`._equations.NonholonomicHooks` on the engine's per-step form
 (explicit ``FL^{-1}`` of a constant mass matrix, IIIA constraint momenta): the hooks piece of
@@ -9,10 +9,15 @@ The compiled twin of :class:`._equations.NonholonomicHooks` on the engine's per-
   (14d, 14e), i = 2..s, and their Jacobian ``Phi_q dQ^i/dx + Phi_v M^{-1} dp_k^i/dx``;
 - (iii) ``Lambda^1`` given: the continuous multiplier ``lambda(q_k, v_k)`` (rule
   ``"continuous"``, the formula of ``ConstrainedSystem.multiplier``) or 0 (``"zero_first"``);
-- the initial guess of ``NonholonomicPRK._step_impl`` (``[v_k, Lambda^1]`` repeated, then
-  the polynomial extrapolation of the last solutions), its residual scale ``1 + max(|p|,
-  |v|)``, ``v_{k+1} = M^{-1} p_{k+1}``, ``lambda_{k+1} = Lambda^s`` and the post-condition
-  residual ``max |Phi(q_{k+1}, v_{k+1})|``.
+- the initial guess of ``NonholonomicPRK._step_impl`` (``[v_k, Lambda^1]`` repeated; in the
+  Hamiltonian form ``[q_k + h c_i v_k, p_k, Lambda^1]``; then the polynomial extrapolation
+  of the last solutions), its residual scale ``1 + max(|p|, |v|)``, ``v_{k+1} = M^{-1}
+  p_{k+1}``, ``lambda_{k+1} = Lambda^s`` and the post-condition residual ``max |Phi(q_{k+1},
+  v_{k+1})|``.
+
+The Hamiltonian form (eq. (15), App. E) runs the same hooks on the engine's Hamiltonian
+unknowns (``EVAL_QP``): the rows are the same functions of ``(Q^i, W^i)``, only ``dQ^i/dx``
+is the identity on the unknown ``Q^i`` (``_chain_rows``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from chetaev.discrete_lagrangian.extending import constraint_force_hooks
 
 __all__ = ["compiled_plan"]
 
@@ -27,40 +33,7 @@ _HOOKS = '''
 HAS_FORCE = True
 WK = N * NX + 4 * M * N * N + 4 * N * N + 16 * N + 4 * M * M + 8 * M
 
-
-@njit(cache=True)
-def hook_force(Qi, Vi, Lami, Fi, wk):
-    G = wk[:M * N].reshape((M, N))
-    phi_v(Qi, Vi, G)
-    for k in range(N):
-        acc = 0.0
-        for a in range(M):
-            acc += G[a, k] * Lami[a]
-        Fi[k] = acc
-
-
-@njit(cache=True)
-def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
-    H = wk[:M * N * N].reshape((M, N, N))
-    phi_vq(Qi, Vi, H)
-    for r in range(N):
-        for c in range(N):
-            acc = 0.0
-            for a in range(M):
-                acc += Lami[a] * H[a, r, c]
-            Fq[r, c] = acc
-    phi_vv(Qi, Vi, H)
-    for r in range(N):
-        for c in range(N):
-            acc = 0.0
-            for a in range(M):
-                acc += Lami[a] * H[a, r, c]
-            Fv[r, c] = acc
-    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
-    phi_v(Qi, Vi, G)
-    for r in range(N):
-        for a in range(M):
-            Fl[r, a] = G[a, r]
+''' + constraint_force_hooks("phi_v", "phi_vq", "phi_vv") + '''
 
 
 @njit(cache=True)
@@ -70,11 +43,17 @@ def _stage_velocity(i, p, h, A, W, pk, vc):
         for j in range(S):
             acc += A[i, j] * W[j, k]
         pk[k] = p[k] + h * acc
+    _times_minv(pk, vc)
+
+
+@njit(cache=True)
+def _times_minv(x, out):
+    # out = M^-1 x (the constant mass matrix: FL^-1)
     for k in range(N):
         acc = 0.0
         for l in range(N):
-            acc += MINV[k, l] * pk[l]
-        vc[k] = acc
+            acc += MINV[k, l] * x[l]
+        out[k] = acc
 
 
 @njit(cache=True)
@@ -86,7 +65,7 @@ def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
         _stage_velocity(i, p, h, A, W, pk, vc)
         phi(Q[i], vc, ph)
         for a in range(M):
-            R[S * N + (i - 1) * M + a] = ph[a]
+            R[XO + (i - 1) * M + a] = ph[a]
 
 
 @njit(cache=True)
@@ -117,17 +96,7 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
                 for j in range(S):
                     acc += A[i, j] * dW[j, k, col]
                 dpk[k, col] = h * acc
-        row0 = S * N + (i - 1) * M
-        for a in range(M):
-            for col in range(NX):
-                acc = 0.0
-                for k in range(N):
-                    acc += Cp[a, k] * dpk[k, col]
-                J[row0 + a, col] = acc
-            for l in range(S):
-                c = h * A[i, l]
-                for cc in range(N):
-                    J[row0 + a, l * N + cc] += Cq[a, cc] * c
+        _chain_rows(Cp, dpk, Cq, i, A[i], h, J, XO + (i - 1) * M)
 
 
 @njit(cache=True)
@@ -204,7 +173,7 @@ def hook_first(q, v, lam, lam1, wk):
 
 
 @njit(cache=True)
-def hook_guess(q, v, lam1, hist, nhist, vprev, x):
+def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
     if nhist >= 3:
         for i in range(NX):
             x[i] = 3.0 * hist[0, i] - 3.0 * hist[1, i] + hist[2, i]
@@ -217,10 +186,14 @@ def hook_guess(q, v, lam1, hist, nhist, vprev, x):
     else:
         for i in range(S):
             for k in range(N):
-                x[i * N + k] = v[k]
+                if QP:  # Q^i = q_k + h c_i v_k, P^i = p_k (NonholonomicPRK._step_impl)
+                    x[i * N + k] = q[k] + h * CN[i] * v[k]
+                    x[S * N + i * N + k] = p[k]
+                else:
+                    x[i * N + k] = v[k]
         for r in range(S - 1):
             for a in range(M):
-                x[S * N + r * M + a] = lam1[a]
+                x[XO + r * M + a] = lam1[a]
 
 
 @njit(cache=True)
@@ -235,11 +208,7 @@ def hook_scale(p, v, h, W):
 
 @njit(cache=True)
 def hook_velocity(q1, p1, v1, wk):
-    for k in range(N):
-        acc = 0.0
-        for l in range(N):
-            acc += MINV[k, l] * p1[l]
-        v1[k] = acc
+    _times_minv(p1, v1)
 
 
 @njit(cache=True)
@@ -258,14 +227,14 @@ _RULES = {"continuous": 0, "zero_first": 1}
 
 def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     """``(why_not, plan)`` of :class:`NonholonomicPRK` on ``system`` (issue 17): the
-    Lagrangian form with IIIA constraint momenta, the explicit ``FL^{-1}`` of a constant mass
-    matrix, a velocity constraint, no external force, the rules ``"continuous"`` and
-    ``"zero_first"`` (``"carry"`` needs the per-step multiplier-mode monitor)."""
+    Lagrangian form (unknowns ``[V, Λ²..Λˢ]``, eq. (14)) or the Hamiltonian form (unknowns
+    ``[Q, P, Λ²..Λˢ]``, eq. (15), the numpy path's ``unknowns="QP"``) with IIIA constraint
+    momenta, the explicit ``FL^{-1}`` of a constant mass matrix, a velocity constraint, no
+    external force, the rules ``"continuous"`` and ``"zero_first"`` (``"carry"`` needs the
+    per-step multiplier-mode monitor)."""
     from chetaev.discrete_lagrangian.extending import CompiledPlan, build_source
 
     k = iface.kernels
-    if method.form != "lagrangian":
-        return "form='hamiltonian'", None
     if k.forced or iface.force is not None:
         return "a forced system (external forces run on numpy for now)", None
     if k.constraint != "velocity":
@@ -283,9 +252,11 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     s = a.shape[0]
     minv = np.linalg.inv(np.array(k.mass, dtype=float))
     consts = (f"MINV = np.array({minv.tolist()!r})\n"
+              f"CN = np.array({np.asarray(_c, float).tolist()!r})\n"
               f"RULE = {_RULES[method.multiplier_rule]}\n")
     simplified = method.jacobian_reuse != "iteration"
-    source = build_source(k, s, s - 1, _HOOKS, simplified, consts)
+    source = build_source(k, s, s - 1, _HOOKS, simplified, consts,
+                          "QP" if method.form == "hamiltonian" else "V")
     plan = CompiledPlan(source=source, a=a, ahat=ahat, b=b, bhat=b.copy(), m=int(k.m),
                         options=method.newton, has_lam=True)
     method._cache["compiled"] = (k, plan)

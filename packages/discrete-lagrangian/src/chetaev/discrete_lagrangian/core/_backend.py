@@ -67,7 +67,7 @@ def check_backend(value: Any, method_name: str, compiled: bool) -> str:
         if not compiled:
             raise BackendError(
                 f"backend='numba': {method_name} has no compiled path yet (issue 17 compiles "
-                "VPRK and the Lagrangian form of NonholonomicPRK so far). Use backend='numpy' "
+                "VPRK, ConstrainedPRK and NonholonomicPRK so far). Use backend='numpy' "
                 "or 'auto'."
             )
         from ._kernels import INSTALL_FAST, numba_available

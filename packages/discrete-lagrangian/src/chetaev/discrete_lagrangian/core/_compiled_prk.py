@@ -17,13 +17,16 @@ fixed function names:
 ``hook_force(Qi, Vi, Lami, Fi, wk)``, ``hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk)``,
 ``hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)``,
 ``hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)``, ``hook_first(q, v, lam, lam1, wk)``,
-``hook_guess(q, v, lam1, hist, nhist, vprev, x)``, ``hook_scale(p, v, h, W)``,
+``hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x)``, ``hook_scale(p, v, h, W)``,
 ``hook_velocity(q1, p1, v1, wk)``, ``hook_residual(q1, v1, wk)``
 
 (``wk``: a scratch array of ``WK`` floats, no allocation in the Newton loop) and the constants
-``HAS_FORCE, WK, SIMPLIFIED, KF`` (number of free multiplier stages, the last ``KF``).
-:data:`PLAIN_HOOKS` is the unconstrained VPRK's piece (the compiled ``StageHooks``);
-``chetaev.nh_integrators`` supplies the nonholonomic rows of eq. (14).
+``HAS_FORCE, WK, SIMPLIFIED, KF`` (number of free multiplier stages, the last ``KF``), with
+the header's ``QP`` (Hamiltonian unknowns ``[Q, P, Λ]``, :data:`EVAL_QP`) and ``XO`` (the
+offset of the multiplier unknowns and of the hooks' rows in ``x`` and ``R``).
+:data:`PLAIN_HOOKS` is the unconstrained VPRK's piece (the compiled ``StageHooks``),
+:data:`HOLONOMIC_HOOKS` the holonomically constrained PRK's (eq. (13): ``ConstrainedPRK``,
+RATTLE and Lobatto-s); ``chetaev.nh_integrators`` supplies the nonholonomic rows of eq. (14).
 
 The Newton loop is the one rule of :func:`~chetaev.discrete_lagrangian.core._solver.newton_solve`
 (unbatched): stop when ``max|R| ≤ max(max(tol, 64 eps)·scale, atol)``, on a non-finite
@@ -37,22 +40,63 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE", "PLAIN_HOOKS", "CompiledPlan", "build_source", "compiled_step",
-           "run_compiled"]
+__all__ = ["ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS", "PLAIN_HOOKS", "CompiledPlan", "build_source",
+           "compiled_step", "constraint_force_hooks", "method_plan", "run_compiled"]
 
 _EPS = float(np.finfo(np.float64).eps)
 _OVERFLOW = float(np.sqrt(np.finfo(np.float64).max))
 
-#: The unconstrained VPRK's hooks (no force, no extra rows; v_{k+1} = D22L(q_{k+1})⁻¹ p_{k+1}
+def constraint_force_hooks(g: str, g_q: str, g_v: str | None) -> str:
+    """``hook_force`` and ``hook_force_jac`` of a constraint force ``F^i = G(Q^i, V^i)ᵀΛ^i``
+    (hook (i) of eq. (13c) / (14c)): ``g`` names the kernel of ``G`` ``(M, N)``, ``g_q`` that
+    of ``∂G_a/∂q`` ``(M, N, N)`` and ``g_v`` that of ``∂G_a/∂v`` (None: G does not depend on
+    v). Scratch: ``M·N·N + M·N`` floats of ``wk``."""
+    fv = (f"    {g_v}(Qi, Vi, H)\n    _weighted_sum(H, Lami, Fv)" if g_v is not None
+          else "    Fv[:, :] = 0.0")
+    return f'''
+
+@njit(cache=True)
+def hook_force(Qi, Vi, Lami, Fi, wk):
+    G = wk[:M * N].reshape((M, N))
+    {g}(Qi, Vi, G)
+    _transpose_times(G, Lami, Fi)
+
+
+@njit(cache=True)
+def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
+    H = wk[:M * N * N].reshape((M, N, N))
+    {g_q}(Qi, Vi, H)
+    _weighted_sum(H, Lami, Fq)
+{fv}
+    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
+    {g}(Qi, Vi, G)
+    Fl[:, :] = G.T
+'''
+
+
+# hook_scale (residual_scale of core._prk) and hook_velocity (FL⁻¹ quadratic in v), shared
+_NODE_HOOKS = '''
+@njit(cache=True)
+def hook_scale(p, v, h, W):
+    return _prk_scale(p, h, W)
+
+
+@njit(cache=True)
+def hook_velocity(q1, p1, v1, wk):
+    _legendre_velocity(q1, p1, v1, wk)
+'''
+
+#: The unconstrained VPRK's hooks (no force, no extra rows; v_{k+1} = FL⁻¹(q_{k+1}, p_{k+1})
 #: for a Lagrangian quadratic in v; guess V_prev + (v_k − v_{k−1}) as ``VPRK._step_impl``).
 PLAIN_HOOKS = '''
 HAS_FORCE = False
-WK = N * N
+WK = N * N + 2 * N
 
 
 @njit(cache=True)
@@ -81,7 +125,248 @@ def hook_first(q, v, lam, lam1, wk):
 
 
 @njit(cache=True)
-def hook_guess(q, v, lam1, hist, nhist, vprev, x):
+def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
+    _guess_velocities(v, hist, nhist, vprev, x)
+
+
+''' + _NODE_HOOKS + '''
+
+@njit(cache=True)
+def hook_residual(q1, v1, wk):
+    return 0.0
+'''
+
+#: The holonomically constrained PRK's hooks (eq. (13); the compiled ``HolonomicStageHooks``
+#: of ``methods._constrained_prk``), for a Lagrangian quadratic in v. Constants: ``FIRST``
+#: (1 with H1: Φ(Q^i) = 0 for i = 2..s and the tangency G(q_{k+1}) v_{k+1} = 0 (13d); 0
+#: without: Φ(Q^i) = 0 at every stage), ``BV``, ``BW`` (b, b̂). All Λ^1..Λ^s are unknowns
+#: (``KF = S``); guess V_prev + (v_k − v_{k−1}), Λ_prev + (Λ^s_prev − Λ^1_prev) as
+#: ``ConstrainedPRK._step_impl``; post-condition max(|Φ(q_{k+1})|, |G(q_{k+1}) v_{k+1}|).
+HOLONOMIC_HOOKS = """
+HAS_FORCE = True
+WK = M * N * N + N * NX + 2 * N * N + 2 * M * N + 6 * N + 2 * M
+""" + constraint_force_hooks("hol_jac", "hol_hess", None) + """
+
+
+@njit(cache=True)
+def _end_node(q, p, h, V, W, q1, p1, v1, wk):
+    # q_{k+1}, p_{k+1} (13a, c) and v_{k+1} = FL^-1(q_{k+1}, p_{k+1})
+    _node_values(q, p, h, BV, BW, V, W, q1, p1)
+    _legendre_velocity(q1, p1, v1, wk)
+
+
+@njit(cache=True)
+def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
+    ph = wk[:M]
+    row = XO
+    for i in range(FIRST, S):
+        hol_phi(Q[i], V[i], ph)
+        for a in range(M):
+            R[row + a] = ph[a]
+        row += M
+    if FIRST == 1:
+        node = wk[M:M + 3 * N].reshape((3, N))  # q1, p1, v1
+        q1, p1, v1 = node[0], node[1], node[2]
+        G = wk[M + 3 * N:M + 3 * N + M * N].reshape((M, N))
+        _end_node(q, p, h, V, W, q1, p1, v1, wk[M + 3 * N + M * N:])
+        hol_jac(q1, v1, G)
+        for a in range(M):
+            acc = 0.0
+            for k in range(N):
+                acc += G[a, k] * v1[k]
+            R[row + a] = acc
+
+
+@njit(cache=True)
+def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
+    G = wk[:M * N].reshape((M, N))
+    row = XO
+    for i in range(FIRST, S):
+        hol_jac(Q[i], V[i], G)
+        for a in range(M):
+            for col in range(NX):
+                J[row + a, col] = 0.0
+            for l in range(S):
+                c = h * A[i, l]
+                for cc in range(N):
+                    J[row + a, l * N + cc] = G[a, cc] * c
+        row += M
+    if FIRST == 0:
+        return
+    # d(G(q1) v1)/dx = (Σ_k H_k v1_k) dq1/dx + G(q1) dv1/dx,
+    # dv1/dx = D22L⁻¹ (dp1/dx − D21L dq1/dx), dq1/dx = h b_l on V^l, dp1/dx = h Σ_j b̂_j dW^j
+    node = wk[M * N:M * N + 3 * N].reshape((3, N))  # q1, p1, v1
+    q1, p1, v1 = node[0], node[1], node[2]
+    o = M * N + 3 * N
+    H = wk[o:o + M * N * N].reshape((M, N, N))
+    Hv = wk[o + M * N * N:o + M * N * N + M * N].reshape((M, N))
+    o += M * N * N + M * N
+    D21 = wk[o:o + N * N].reshape((N, N))
+    dv = wk[o + N * N:o + N * N + N * NX].reshape((N, NX))
+    rest = wk[o + N * N + N * NX:]
+    _end_node(q, p, h, V, W, q1, p1, v1, rest)
+    hol_jac(q1, v1, G)
+    hol_hess(q1, v1, H)
+    D21L(q1, v1, D21)
+    for a in range(M):
+        for l in range(N):
+            acc = 0.0
+            for k in range(N):
+                acc += H[a, k, l] * v1[k]
+            Hv[a, l] = acc
+    for r in range(N):
+        for col in range(NX):
+            acc = 0.0
+            for j in range(S):
+                acc += BW[j] * dW[j, r, col]
+            dv[r, col] = h * acc
+        for l in range(S):
+            c = h * BV[l]
+            for cc in range(N):
+                dv[r, l * N + cc] -= D21[r, cc] * c
+    g = rest[:N * N].reshape((N, N))
+    z = rest[N * N:N * N + N]
+    for k in range(N):
+        z[k] = 0.0
+    D22L(q1, z, g)
+    if not _solve_inplace(g, dv):
+        for col in range(NX):
+            for a in range(M):
+                J[row + a, col] = math.nan
+        return
+    _chain_rows(G, dv, Hv, -1, BV, h, J, row)  # q_{k+1}: Lagrangian unknowns only
+
+
+@njit(cache=True)
+def hook_first(q, v, lam, lam1, wk):
+    for a in range(M):
+        lam1[a] = lam[a]
+
+
+@njit(cache=True)
+def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
+    _guess_velocities(v, hist, nhist, vprev, x)
+    o = XO
+    for i in range(S):
+        for a in range(M):
+            if nhist > 0:
+                x[o + i * M + a] = hist[0, o + i * M + a] + (hist[0, o + (S - 1) * M + a]
+                                                             - hist[0, o + a])
+            else:
+                x[o + i * M + a] = lam1[a]
+
+
+""" + _NODE_HOOKS + """
+
+@njit(cache=True)
+def hook_residual(q1, v1, wk):
+    ph = wk[:M]
+    G = wk[M:M + M * N].reshape((M, N))
+    hol_phi(q1, v1, ph)
+    hol_jac(q1, v1, G)
+    r = 0.0
+    for a in range(M):
+        acc = 0.0
+        for k in range(N):
+            acc += G[a, k] * v1[k]
+        if not (abs(ph[a]) <= r):
+            r = abs(ph[a])
+        if not (abs(acc) <= r):
+            r = abs(acc)
+    return r
+"""
+
+#: The engine: LU, residual and Jacobian of the stage equations, Newton, the step loop;
+#: helpers the hooks share (``_solve_inplace``, ``_legendre_velocity``, ``_prk_scale``).
+ENGINE = '''
+@njit(cache=True)
+def _solve_inplace(G, X):
+    # G X = B with B given in X (nn, kk), overwritten by the solution; G destroyed.
+    # Gaussian elimination with partial pivoting, no allocation; False when singular.
+    nn = G.shape[0]
+    kk = X.shape[1]
+    for k in range(nn):
+        p = _pivot(G, k)
+        if p < 0:
+            return False
+        if p != k:
+            _swap_rows(G, k, p)
+            _swap_rows(X, k, p)
+        d = G[k, k]
+        for i in range(k + 1, nn):
+            f = G[i, k] / d
+            if f != 0.0:
+                for j in range(k + 1, nn):
+                    G[i, j] -= f * G[k, j]
+                for j in range(kk):
+                    X[i, j] -= f * X[k, j]
+    for i in range(nn - 1, -1, -1):
+        for j in range(kk):
+            acc = X[i, j]
+            for l in range(i + 1, nn):
+                acc -= G[i, l] * X[l, j]
+            X[i, j] = acc / G[i, i]
+    return True
+
+
+@njit(cache=True)
+def _transpose_times(G, lam, out):
+    # out = G^T lam: a constraint force from its (M, N) matrix and the multipliers
+    for k in range(G.shape[1]):
+        acc = 0.0
+        for a in range(G.shape[0]):
+            acc += G[a, k] * lam[a]
+        out[k] = acc
+
+
+@njit(cache=True)
+def _weighted_sum(H, lam, out):
+    # out[r, c] = sum_a lam[a] H[a, r, c]
+    for r in range(H.shape[1]):
+        for c in range(H.shape[2]):
+            acc = 0.0
+            for a in range(H.shape[0]):
+                acc += lam[a] * H[a, r, c]
+            out[r, c] = acc
+
+
+@njit(cache=True)
+def _node_values(q, p, h, B, BH, V, W, q1, p1):
+    # q1 = q + h sum_j b_j V^j, p1 = p + h sum_j bhat_j W^j
+    for c in range(N):
+        aq = 0.0
+        ap = 0.0
+        for j in range(S):
+            aq += B[j] * V[j, c]
+            ap += BH[j] * W[j, c]
+        q1[c] = q[c] + h * aq
+        p1[c] = p[c] + h * ap
+
+
+@njit(cache=True)
+def _chain_rows(C, dX, Cq, i, coef, h, J, row):
+    # rows row.. of J: C dX/dx + Cq dQ/dx for constraint rows of (X, Q). Lagrangian
+    # unknowns: Q = q + h sum_l coef_l V^l (dQ/dx = h coef_l I on the columns of V^l);
+    # Hamiltonian unknowns (QP): Q = Q^i, an unknown (dQ/dx = I on its columns; i >= 0)
+    for a in range(C.shape[0]):
+        for col in range(J.shape[1]):
+            acc = 0.0
+            for k in range(C.shape[1]):
+                acc += C[a, k] * dX[k, col]
+            J[row + a, col] = acc
+        if QP:
+            for cc in range(N):
+                J[row + a, i * N + cc] += Cq[a, cc]
+        else:
+            for l in range(S):
+                c = h * coef[l]
+                for cc in range(N):
+                    J[row + a, l * N + cc] += Cq[a, cc] * c
+
+
+@njit(cache=True)
+def _guess_velocities(v, hist, nhist, vprev, x):
+    # V^i: the last step's V^i shifted by v_k - v_{k-1}, or v_k at the first step
     for i in range(S):
         for k in range(N):
             if nhist > 0:
@@ -91,7 +376,26 @@ def hook_guess(q, v, lam1, hist, nhist, vprev, x):
 
 
 @njit(cache=True)
-def hook_scale(p, v, h, W):
+def _legendre_velocity(q1, p1, v1, wk):
+    # v1 = FL^-1(q1, p1) = D22L(q1)^-1 (p1 - D2L(q1, 0)) for L quadratic in v (D2L is then
+    # affine in v); wk: N * N + 2 * N floats. NaN when D22L(q1) is singular.
+    g = wk[:N * N].reshape((N, N))
+    z = wk[N * N:N * N + N]
+    d0 = wk[N * N + N:N * N + 2 * N]
+    for k in range(N):
+        z[k] = 0.0
+    D22L(q1, z, g)
+    D2L(q1, z, d0)
+    for k in range(N):
+        v1[k] = p1[k] - d0[k]
+    if not _solve_inplace(g, v1.reshape((N, 1))):
+        for k in range(N):
+            v1[k] = math.nan
+
+
+@njit(cache=True)
+def _prk_scale(p, h, W):
+    # residual_scale of core._prk: max(1, max|p| + h max|W|)
     mp = 0.0
     for k in range(N):
         mp = max(mp, abs(p[k]))
@@ -103,42 +407,37 @@ def hook_scale(p, v, h, W):
 
 
 @njit(cache=True)
-def hook_velocity(q1, p1, v1, wk):
-    g = wk[:N * N].reshape((N, N))
-    D22L(q1, p1, g)
-    piv = np.empty(N, np.int64)
-    if not _lu_factor(g, piv):
-        for k in range(N):
-            v1[k] = math.nan
-        return
-    _lu_solve(g, piv, p1, v1)
+def _pivot(J, k):
+    # the row of the largest |J[i, k]|, i >= k (partial pivoting); -1 when 0 or not finite
+    p = k
+    big = abs(J[k, k])
+    for i in range(k + 1, J.shape[0]):
+        if abs(J[i, k]) > big:
+            big = abs(J[i, k])
+            p = i
+    if not (big > 0.0) or not (big < math.inf):
+        return -1
+    return p
 
 
 @njit(cache=True)
-def hook_residual(q1, v1, wk):
-    return 0.0
-'''
+def _swap_rows(A, k, p):
+    for j in range(A.shape[1]):
+        t = A[k, j]
+        A[k, j] = A[p, j]
+        A[p, j] = t
 
-#: The engine: LU, residual and Jacobian of the stage equations, Newton, the step loop.
-ENGINE = '''
+
 @njit(cache=True)
 def _lu_factor(J, piv):
     nx = J.shape[0]
     for k in range(nx):
-        p = k
-        big = abs(J[k, k])
-        for i in range(k + 1, nx):
-            if abs(J[i, k]) > big:
-                big = abs(J[i, k])
-                p = i
-        if not (big > 0.0) or not (big < math.inf):
+        p = _pivot(J, k)
+        if p < 0:
             return False
         piv[k] = p
         if p != k:
-            for j in range(nx):
-                t = J[k, j]
-                J[k, j] = J[p, j]
-                J[p, j] = t
+            _swap_rows(J, k, p)
         d = J[k, k]
         for i in range(k + 1, nx):
             f = J[i, k] / d
@@ -185,50 +484,97 @@ def _maxabs(R):
 
 
 @njit(cache=True)
-def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, Fq, Fv, Fl,
-          D21, D22, wk):
-    for i in range(S):
-        for k in range(N):
-            V[i, k] = x[i * N + k]
+def _mix(C, i, X, k):
+    # sum_j C[i, j] X[j, k]: stage row i of a tableau times stage values
+    acc = 0.0
+    for j in range(S):
+        acc += C[i, j] * X[j, k]
+    return acc
+
+
+@njit(cache=True)
+def _fill_lam(x, lam1, Lam):
+    # Λ of the stages: the given Λ^1.. (lam1) and the free last KF from x
     for i in range(S - KF):
         for a in range(M):
             Lam[i, a] = lam1[a]
     for r in range(KF):
         for a in range(M):
-            Lam[S - KF + r, a] = x[S * N + r * M + a]
-    for i in range(S):
+            Lam[S - KF + r, a] = x[XO + r * M + a]
+
+
+@njit(cache=True)
+def _add_force(Qi, Vi, Lami, Wi, F, wk):
+    # W^i += F^i (hook (i))
+    if HAS_FORCE:
+        hook_force(Qi, Vi, Lami, F, wk)
         for k in range(N):
-            acc = 0.0
-            for j in range(S):
-                acc += A[i, j] * V[j, k]
-            Q[i, k] = q[k] + h * acc
-    for i in range(S):
-        D1L(Q[i], V[i], W[i])
-        D2L(Q[i], V[i], D2[i])
-        if HAS_FORCE:
-            hook_force(Q[i], V[i], Lam[i], F, wk)
-            for k in range(N):
-                W[i, k] += F[k]
-    for i in range(S):
-        for k in range(N):
-            acc = 0.0
-            for j in range(S):
-                acc += AH[i, j] * W[j, k]
-            R[i * N + k] = D2[i, k] - p[k] - h * acc
+            Wi[k] += F[k]
+
+
+@njit(cache=True)
+def _second_derivatives(Qj, Vj, Lamj, Wqj, Wvj, D21j, D22j, Fq, Fv, Flj, wk):
+    # dW^j/dQ^j, dW^j/dV^j (with the force's), D21L, D22L at stage j; Flj = dF^j/dΛ^j
+    D11L(Qj, Vj, Wqj)
+    D12L(Qj, Vj, Wvj)
+    D21L(Qj, Vj, D21j)
+    D22L(Qj, Vj, D22j)
+    if HAS_FORCE:
+        hook_force_jac(Qj, Vj, Lamj, Fq, Fv, Flj, wk)
+        for r in range(N):
+            for c in range(N):
+                Wqj[r, c] += Fq[r, c]
+                Wvj[r, c] += Fv[r, c]
+
+
+@njit(cache=True)
+def _lam_columns(j, dWj, Flj):
+    # dW^j/dx += dF^j/dΛ^j on the columns of Λ^j (free stages only)
+    if j >= S - KF:
+        r0 = XO + (j - (S - KF)) * M
+        for r in range(N):
+            for a in range(M):
+                dWj[r, r0 + a] += Flj[r, a]
+
+
+@njit(cache=True)
+def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, dV, Wq, Wv, Fq, Fv,
+          Fl, D21, D22, wk):
+    # the residual of the stage equations and the hooks' rows at x; with want, the Jacobian
+    _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk)
     hook_rows(q, p, h, A, Q, V, Lam, W, R, wk)
     if not want:
         return
     for j in range(S):
-        D11L(Q[j], V[j], Wq[j])
-        D12L(Q[j], V[j], Wv[j])
-        D21L(Q[j], V[j], D21[j])
-        D22L(Q[j], V[j], D22[j])
-        if HAS_FORCE:
-            hook_force_jac(Q[j], V[j], Lam[j], Fq, Fv, Fl[j], wk)
-            for r in range(N):
-                for c in range(N):
-                    Wq[j, r, c] += Fq[r, c]
-                    Wv[j, r, c] += Fv[r, c]
+        _second_derivatives(Q[j], V[j], Lam[j], Wq[j], Wv[j], D21[j], D22[j], Fq, Fv, Fl[j],
+                            wk)
+    if _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+        hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)
+
+
+@njit(cache=True)
+def _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk):
+    # Lagrangian unknowns x = [V, Λ_free]: Q^i = q + h Σ a_ij V^j, R1_i = D2L − P^i
+    for i in range(S):
+        for k in range(N):
+            V[i, k] = x[i * N + k]
+    _fill_lam(x, lam1, Lam)
+    for i in range(S):
+        for k in range(N):
+            Q[i, k] = q[k] + h * _mix(A, i, V, k)
+    for i in range(S):
+        D1L(Q[i], V[i], W[i])
+        D2L(Q[i], V[i], D2[i])
+        _add_force(Q[i], V[i], Lam[i], W[i], F, wk)
+    for i in range(S):
+        for k in range(N):
+            R[i * N + k] = D2[i, k] - p[k] - h * _mix(AH, i, W, k)
+
+
+@njit(cache=True)
+def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+    # dR1/dx and dW/dx (dQ^i = h Σ a_il dV^l, dV^l = I on the columns of V^l)
+    for j in range(S):
         for r in range(N):
             for col in range(NX):
                 dW[j, r, col] = 0.0
@@ -238,11 +584,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
                     dW[j, r, l * N + cc] = Wq[j, r, cc] * c
             for cc in range(N):
                 dW[j, r, j * N + cc] += Wv[j, r, cc]
-        if j >= S - KF:
-            r0 = S * N + (j - (S - KF)) * M
-            for r in range(N):
-                for a in range(M):
-                    dW[j, r, r0 + a] = Fl[j, r, a]
+        _lam_columns(j, dW[j], Fl[j])
     for i in range(S):
         for r in range(N):
             row = i * N + r
@@ -257,7 +599,7 @@ def _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, want, J, dW, Wq, Wv, 
                     J[row, l * N + cc] += D21[i, r, cc] * c
             for cc in range(N):
                 J[row, i * N + cc] += D22[i, r, cc]
-    hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk)
+    return True
 
 
 @njit(cache=True)
@@ -272,6 +614,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     R = np.empty(NX)
     J = np.empty((NX, NX))
     dW = np.zeros((S, N, NX))
+    dV = np.zeros((S, N, NX) if QP else (1, 1, 1))
     Wq = np.empty((S, N, N))
     Wv = np.empty((S, N, N))
     Fq = np.zeros((N, N))
@@ -301,10 +644,10 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     fail_it = 0
     for k in range(1, nsteps + 1):
         hook_first(q, v, lam, lam1, wk)
-        hook_guess(q, v, lam1, hist, nhist, vprev, x)
+        hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x)
         # Newton: the one stopping rule of newton_solve (unbatched)
-        _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, not SIMPLIFIED, J, dW, Wq, Wv,
-              Fq, Fv, Fl, D21, D22, wk)
+        _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, not SIMPLIFIED, J, dW, dV, Wq,
+              Wv, Fq, Fv, Fl, D21, D22, wk)
         jfresh = not SIMPLIFIED
         thr = max(tolf * hook_scale(p, v, h, W), atol)
         r = _maxabs(R)
@@ -314,8 +657,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         while it < max_iter and r > thr and r < math.inf:
             if not have_lu:
                 if not jfresh:
-                    _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, True, J, dW, Wq,
-                          Wv, Fq, Fv, Fl, D21, D22, wk)
+                    _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, True, J, dW, dV,
+                          Wq, Wv, Fq, Fv, Fl, D21, D22, wk)
                 if not _lu_factor(J, piv):
                     break
                 have_lu = True
@@ -324,8 +667,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
                 x[i] -= dx[i]
             it += 1
             full = not SIMPLIFIED
-            _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, full, J, dW, Wq, Wv, Fq,
-                  Fv, Fl, D21, D22, wk)
+            _eval(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, full, J, dW, dV, Wq, Wv,
+                  Fq, Fv, Fl, D21, D22, wk)
             jfresh = full
             rn = _maxabs(R)
             rate = rn / max(r, 1e-300)
@@ -347,14 +690,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             fail_it = it
             break
         # node values (Thm. 4.2 / eq. (14a)) from the evaluation at the solution
-        for c in range(N):
-            aq = 0.0
-            ap = 0.0
-            for j in range(S):
-                aq += B[j] * V[j, c]
-                ap += BH[j] * W[j, c]
-            q1[c] = q[c] + h * aq
-            p1[c] = p[c] + h * ap
+        _node_values(q, p, h, B, BH, V, W, q1, p1)
         hook_velocity(q1, p1, v1, wk)
         ok = True
         sq = 0.0
@@ -409,24 +745,25 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     out[3] = fail_thr
     out[4] = fail_it
 
+'''
 
-@njit(cache=True)
-def run_serial(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-               refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
-    for b in range(q0.shape[0]):
-        _run_one(q0[b], v0[b], p0[b], lam0[b], h, nsteps, save_every, A, AH, B, BH, tolf,
-                 atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
-                 its[b], res[b], cres[b], fin[b], out[b])
+# the batch loops over _run_one: run_serial (range) and run_parallel (prange), one template
+_BATCH_LOOP = '''
 
-
-@njit(cache=True, parallel=True)
-def run_parallel(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-                 refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
-    for b in prange(q0.shape[0]):
+@njit(cache=True{flags})
+def {name}(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
+        refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+    for b in {loop}(q0.shape[0]):
         _run_one(q0[b], v0[b], p0[b], lam0[b], h, nsteps, save_every, A, AH, B, BH, tolf,
                  atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
                  its[b], res[b], cres[b], fin[b], out[b])
 '''
+ENGINE += (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
+           + _BATCH_LOOP.format(name="run_parallel", flags=", parallel=True", loop="prange"))
+
+# the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
+_EVAL_V = ENGINE[ENGINE.index("@njit(cache=True)\ndef _stage_residual("):
+                 ENGINE.index("@njit(cache=True)\ndef _run_one(")]
 
 _HEADER = '''"""Generated by chetaev.discrete_lagrangian.core._compiled_prk (issue 17)."""
 import math
@@ -440,6 +777,71 @@ M = {m}
 KF = {kf}
 NX = {nx}
 SIMPLIFIED = {simplified}
+QP = {qp}
+XO = {xo}
+'''
+
+#: The Hamiltonian unknowns ``x = [Q (s·n), P (s·n), Λ_free (KF·m)]`` of eq. (15) of the
+#: nonholonomic paper (``core._prk``, hook (v), ``unknowns = "QP"``): V^i = FL⁻¹(Q^i, P^i)
+#: (L quadratic in v), rows RQ_i = Q^i − q_k − h Σ_j a_ij V^j and RP_i = P^i − p_k −
+#: h Σ_j â_ij W^j in place of R1; dV^j = D22L⁻¹(dP^j − D21L dQ^j). Replaces the Lagrangian
+#: ``_stage_residual`` and ``_stage_jacobian`` of :data:`ENGINE` (same signatures; ``D2``
+#: holds P, ``dV`` the tangents).
+EVAL_QP = '''@njit(cache=True)
+def _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk):
+    # Hamiltonian unknowns x = [Q, P, Λ_free]: V^i = FL^-1(Q^i, P^i), rows RQ_i, RP_i
+    for i in range(S):
+        for k in range(N):
+            Q[i, k] = x[i * N + k]
+            D2[i, k] = x[S * N + i * N + k]
+    _fill_lam(x, lam1, Lam)
+    for i in range(S):
+        _legendre_velocity(Q[i], D2[i], V[i], wk)
+        D1L(Q[i], V[i], W[i])
+        _add_force(Q[i], V[i], Lam[i], W[i], F, wk)
+    for i in range(S):
+        for k in range(N):
+            R[i * N + k] = Q[i, k] - q[k] - h * _mix(A, i, V, k)
+            R[S * N + i * N + k] = D2[i, k] - p[k] - h * _mix(AH, i, W, k)
+
+
+@njit(cache=True)
+def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
+    # dV^j = D22L^-1 (dP^j - D21L dQ^j), dW^j = Wq dQ^j + Wv dV^j + Fl dΛ^j;
+    # False (J all NaN: Newton stops) when D22L is singular
+    dV[:, :, :] = 0.0
+    for j in range(S):
+        for r in range(N):
+            for cc in range(N):
+                dV[j, r, j * N + cc] = -D21[j, r, cc]
+            dV[j, r, S * N + j * N + r] = 1.0
+        if not _solve_inplace(D22[j], dV[j]):
+            J[:, :] = math.nan
+            return False
+        for r in range(N):
+            for col in range(NX):
+                acc = 0.0
+                for c in range(N):
+                    acc += Wv[j, r, c] * dV[j, c, col]
+                dW[j, r, col] = acc
+            for cc in range(N):
+                dW[j, r, j * N + cc] += Wq[j, r, cc]
+        _lam_columns(j, dW[j], Fl[j])
+    for i in range(S):
+        for r in range(N):
+            for col in range(NX):
+                aq = 0.0
+                ap = 0.0
+                for j in range(S):
+                    aq += A[i, j] * dV[j, r, col]
+                    ap += AH[i, j] * dW[j, r, col]
+                J[i * N + r, col] = -h * aq
+                J[S * N + i * N + r, col] = -h * ap
+            J[i * N + r, i * N + r] += 1.0
+            J[S * N + i * N + r, S * N + i * N + r] += 1.0
+    return True
+
+
 '''
 
 
@@ -449,11 +851,16 @@ def _jit_kernels(source: str) -> str:
 
 
 def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
-                 constants: str = "") -> str:
-    """The generated module: header constants, kernels, the method's hooks, the engine."""
+                 constants: str = "", unknowns: str = "V") -> str:
+    """The generated module: header constants, kernels, the method's hooks, the engine
+    (``unknowns="QP"``: the Hamiltonian unknowns, :data:`EVAL_QP`)."""
     n, m = int(kernels.n), int(kernels.m)
-    head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=s * n + kf * m, simplified=bool(simplified))
-    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, ENGINE])
+    qp = unknowns == "QP"
+    xo = (2 if qp else 1) * s * n
+    head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=xo + kf * m, simplified=bool(simplified),
+                          qp=qp, xo=xo)
+    engine = ENGINE.replace(_EVAL_V, EVAL_QP) if qp else ENGINE
+    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, engine])
 
 
 @attrs.frozen(eq=False)
@@ -474,6 +881,35 @@ class CompiledPlan:
         from ._kernels import load_module
 
         return load_module(self.source)
+
+
+def method_plan(method: Any, iface: Any, constraint: str | None, hooks: str, kf: int,
+                constants: Callable[[], str] | None = None) -> tuple[str, Any]:
+    """``(why_not, plan)`` of a PRK method of this package (``VPRK``: ``constraint=None``,
+    :data:`PLAIN_HOOKS`; ``ConstrainedPRK``: ``"holonomic"``, :data:`HOLONOMIC_HOOKS`) on a
+    system with kernels: unforced, of that constraint kind, with a Lagrangian quadratic in v
+    (explicit inverse Legendre map). ``method.coeffs``, ``method.newton`` and
+    ``method._cache`` (the plan is kept there per kernel set); ``constants()`` the hooks'
+    module constants, built once."""
+    k = iface.kernels
+    if k.forced or iface.force is not None:
+        return "a forced system (external forces run on numpy for now)", None
+    if k.constraint != constraint:
+        return (f"a system with a {k.constraint} constraint" if constraint is None
+                else f"a system without a {constraint} constraint"), None
+    if not k.mechanical:
+        return "a Lagrangian that is not quadratic in v", None
+    hit = method._cache.get("compiled")
+    if hit is not None and hit[0] is k:
+        return "", hit[1]
+    c = method.coeffs
+    source = build_source(k, c.s, kf, hooks, method.newton.simplified,
+                          constants() if constants is not None else "")
+    plan = CompiledPlan(source=source, a=c.a, ahat=c.ahat, b=c.b, bhat=c.bhat,
+                        m=int(k.m) if constraint else 0, options=method.newton,
+                        has_lam=constraint is not None)
+    method._cache["compiled"] = (k, plan)
+    return "", plan
 
 
 def _flat(x: Any, n: int, batch: tuple) -> np.ndarray:

@@ -179,7 +179,9 @@ class ConstrainedPRK(PairMethod):
         For s = 2 (RATTLE) on a mechanical system with constant mass, solve the same
         equations with a reduced Newton iteration in Λ¹ only (m unknowns; Λ² then follows
         from a linear solve). Identical solution, much cheaper; False forces the generic
-        (V, Λ) Newton iteration.
+        (V, Λ) Newton iteration. The compiled step (``backend=``, issue 17: a system from
+        ``symbolic.from_lagrangian`` with a holonomic constraint and a Lagrangian quadratic
+        in v, no external force) always runs the generic iteration, in one compiled call.
 
     References
     ----------
@@ -195,6 +197,25 @@ class ConstrainedPRK(PairMethod):
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "ConstrainedPRK"
     supports_forces = True
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)``: the compiled plan (issue 17) of eq. (13) for a system with
+        kernels and a holonomic constraint, unforced, whose Lagrangian is quadratic in v
+        (explicit inverse Legendre map). The compiled step solves the generic (V, Λ) system
+        of :class:`HolonomicStageHooks` (``HOLONOMIC_HOOKS``), also for RATTLE: the same
+        equations as the ``fast_path`` iteration, whose solution it gives to the Newton
+        tolerance."""
+        from ..core._compiled_prk import HOLONOMIC_HOOKS, method_plan
+
+        c = self.coeffs
+
+        def constants() -> str:
+            first = 1 if self._cache["H1"] else 0
+            return (f"FIRST = {first}\nBV = np.array({np.asarray(c.b, float).tolist()!r})\n"
+                    f"BW = np.array({np.asarray(c.bhat, float).tolist()!r})\n")
+
+        return method_plan(self, iface, "holonomic", HOLONOMIC_HOOKS, c.s, constants)
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)
@@ -263,6 +284,14 @@ class ConstrainedPRK(PairMethod):
         forced system (the stage force F(Q^i, V^i, u) is added to W^i)."""
         base = system.system
         forced = u is not None or getattr(base, "has_force", False) is True
+        if not forced:
+            from ..core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                from ..core._compiled_prk import compiled_step
+
+                return compiled_step(plan, state, h)
         if (self.fast_path and self._cache["rattle"] and base.is_mechanical
                 and getattr(base, "constant_mass", False) and not forced):
             return self._rattle_step(system, base, state, h)

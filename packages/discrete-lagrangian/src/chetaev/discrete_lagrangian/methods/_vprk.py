@@ -73,24 +73,9 @@ class VPRK(PairMethod):
     def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
         """``(why_not, plan)``: the compiled plan (issue 17) for a system with kernels,
         unforced, whose Lagrangian is quadratic in v (explicit inverse Legendre map)."""
-        from ..core._compiled_prk import PLAIN_HOOKS, CompiledPlan, build_source
+        from ..core._compiled_prk import PLAIN_HOOKS, method_plan
 
-        k = iface.kernels
-        if k.forced or iface.force is not None:
-            return "a forced system (external forces run on numpy for now)", None
-        if k.constraint is not None:
-            return "a constrained system", None
-        if not k.mechanical:
-            return "a Lagrangian that is not quadratic in v", None
-        hit = self._cache.get("compiled")
-        if hit is not None and hit[0] is k:
-            return "", hit[1]
-        c = self.coeffs
-        plan = CompiledPlan(source=build_source(k, c.s, 0, PLAIN_HOOKS, self.newton.simplified),
-                            a=c.a, ahat=c.ahat, b=c.b, bhat=c.bhat, m=0, options=self.newton,
-                            has_lam=False)
-        self._cache["compiled"] = (k, plan)
-        return "", plan
+        return method_plan(self, iface, None, PLAIN_HOOKS, 0)
 
     def __attrs_post_init__(self) -> None:
         coeffs = coefficients_from(self.pair)

@@ -56,7 +56,7 @@ def main() -> None:
                        for b in ("numpy", "numba")}
             best = dict.fromkeys(methods, np.inf)
             out = {}
-            for b, m in methods.items():  # warm-up (compiles)
+            for m in methods.values():  # warm-up (compiles)
                 integrate(system, m, q0, v0, h=0.1, n_steps=3)
             for _ in range(args.repeats):
                 for b, m in methods.items():

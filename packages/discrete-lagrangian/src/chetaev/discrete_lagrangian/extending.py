@@ -23,13 +23,14 @@ Step linearizations (issue 20)
     :func:`constant_tangents`, :func:`no_controls`.
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
-    :class:`CompiledPlan`, :func:`build_source`.
+    :class:`CompiledPlan`, :func:`build_source`, :data:`ENGINE` (the engine's numba source,
+    whose LU, max-norm and batch-driver pieces a method with a step of its own reuses).
 """
 
 from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
-from .core._compiled_prk import CompiledPlan, build_source, compiled_step
+from .core._compiled_prk import ENGINE, CompiledPlan, build_source, compiled_step
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
 from .core._linearization import (
@@ -46,6 +47,7 @@ from .methods._constrained_prk import _forced_multiplier as forced_multiplier
 from .methods._vprk import _no_controls as no_controls
 
 __all__ = [
+    "ENGINE",
     "BackendError",
     "CompiledPlan",
     "LinearizationNotSupportedError",

@@ -449,11 +449,13 @@ def _jit_kernels(source: str) -> str:
 
 
 def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
-                 constants: str = "") -> str:
-    """The generated module: header constants, kernels, the method's hooks, the engine."""
+                 constants: str = "", engine: str | None = None) -> str:
+    """The generated module: header constants, kernels, the method's hooks, the engine
+    (:data:`ENGINE`, or ``engine``: a method with a step of its own, e.g. the GNI)."""
     n, m = int(kernels.n), int(kernels.m)
     head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=s * n + kf * m, simplified=bool(simplified))
-    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, ENGINE])
+    return "\n".join([head, constants, _jit_kernels(kernels.source), hooks,
+                      ENGINE if engine is None else engine])
 
 
 @attrs.frozen(eq=False)

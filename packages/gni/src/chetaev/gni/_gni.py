@@ -343,9 +343,9 @@ class GNI(Method):
     look-ahead point is computed with the step's control and recomputed when the control
     changes, which gives the nodes of the momentum form.
 
-    **Compiled backend** (issue 17): ``GNI(..., backend="auto"|"numba"|"numpy")``. The
-    momentum form runs compiled (numba, :mod:`._compiled_gni`: the same equations, chord
-    Newton and stopping rule) on a system built by
+    **Compiled backend** (issue 17): ``GNI(..., backend="auto"|"numba"|"numpy")``. Both
+    forms run compiled (numba, :mod:`._compiled_gni`: the same equations, Newton iterations
+    and stopping rule) on a system built by
     ``chetaev.discrete_lagrangian.symbolic.from_lagrangian`` with the system's own metric, no
     external force, and a discrete Lagrangian of the endpoint family (10)/(16) or the
     quadrature-point family (the midpoint rule); ``"auto"`` (default) does so when numba is
@@ -380,7 +380,7 @@ class GNI(Method):
     metric: Any = attrs.field(default=None, validator=_check_metric)
     constraint_tol: float = attrs.field(default=1e-10, validator=check_tol)
 
-    #: A compiled (numba) momentum-form step (issue 17; :mod:`._compiled_gni`).
+    #: A compiled (numba) step of either form (issue 17; :mod:`._compiled_gni`).
     compiled_backend = True
 
     def __attrs_post_init__(self):
@@ -467,7 +467,7 @@ class GNI(Method):
         forcing = _forcing(self.discrete_lagrangian, iface, u)
         if forcing is None:
             plan = resolve_backend(self, system)
-            if plan is not None:  # the compiled momentum-form step (issue 17)
+            if plan is not None:  # the compiled step (issue 17)
                 return compiled_step(plan, state, h)
         if self.form == "momentum":
             return self._step_momentum(iface, state, h, forcing)

@@ -360,6 +360,9 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     fail_it = 0
     for k in range(1, nsteps + 1):
         it0 = 0
+        it = 0
+        r = 0.0
+        thr = 0.0
         if TWO and have_next:
             for c in range(N):
                 x[c] = qn[c]
@@ -367,28 +370,23 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             r, thr, it0 = _gni_legendre(q, v, lam, h, tolf, atol, max_iter, max_stall, z, vb,
                                         qa, t1, t2, T1, T2, G, J, piv, mu, a, Y, pm, F, dx,
                                         x)
-            its[k - 1] = it0
-            res[k - 1] = r
-            if not (r <= thr):
-                status = 1
-                fail_r = r
-                fail_thr = thr
-                fail_it = it0
-                break
-        if TWO:
+        fit = it0
+        if TWO and r <= thr:
             # the local form: (q2, lam1) at the node x = q_{k+1}; v1 from the averaged
             # momentum (p_plus - D1 L_d(x, q2))/2 (GNI._step_two)
             r, thr, it = _gni_two(q, x, p, lam, h, tolf, atol, max_iter, refresh, max_stall,
                                   z, vb, qa, t1, t2, T1, T2, J, G, piv, mu, a, Y, pp, F, y, R,
                                   JJ, pivj, dy)
-            its[k - 1] = it0 + it
-            res[k - 1] = r
-            if not (r <= thr):
-                status = 1
-                fail_r = r
-                fail_thr = thr
-                fail_it = it
-                break
+            fit = it
+        its[k - 1] = it0 + it
+        res[k - 1] = r
+        if not (r <= thr):
+            status = 1
+            fail_r = r
+            fail_thr = thr
+            fail_it = fit
+            break
+        if TWO:
             _gni_D1(x, y[:N], h, vb, qa, t1, t2, F)
             for c in range(N):
                 p1[c] = 0.5 * (pp[c] + (-F[c]))

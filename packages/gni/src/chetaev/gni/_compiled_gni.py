@@ -168,7 +168,7 @@ def _gni_node(q1, pp, h, z, G, piv, mu, a, Y, C, pivm, w, lam1, pb, v1):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _gni_eval(two, x, ctx, want, R, J):
     """R and, if want, J at x of the local form (two) or of the inverse Legendre transform
     (one context type for both: no function arguments, so numba caches the callers)."""
@@ -178,7 +178,7 @@ def _gni_eval(two, x, ctx, want, R, J):
         _gni_legendre_eval(x, ctx, want, R, J)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _gni_newton(two, ctx, x, R, J, piv, dx, thr, max_iter, refresh, max_stall, simplified):
     """The stopping rule of newton_solve (unbatched) on _gni_eval(two, x, ctx, ...): full
     Newton, or simplified Newton whose matrix is rebuilt at the iterate when the rate exceeds
@@ -213,7 +213,7 @@ def _gni_newton(two, ctx, x, R, J, piv, dx, thr, max_iter, refresh, max_stall, s
     return r, it
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _gni_legendre_eval(x, ctx, want, F, J):
     """R = D1 L_d(q, x) + p_minus and, if want, J = d(D1 L_d)/dq1 at x."""
     q, pm, h, vb, qa, t1, t2, T1, T2, _, _, _, _, _, _, _ = ctx
@@ -251,7 +251,7 @@ def _gni_legendre(q, v, lam, h, tolf, atol, max_iter, max_stall, z, vb, qa, t1, 
     return r, thr, it
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _gni_two_eval(y, ctx, want, R, JJ):
     """Residual (9)/(27) in y = (q_{k+1}, lam_k) (gni_two_step_residual) and, if want, its
     Jacobian (gni_two_step_jacobian); G holds the LU of G(q_k), Y the rows G^-1 mu_i."""

@@ -23,11 +23,16 @@ import pytest
 pytest.importorskip("numba")
 sp = pytest.importorskip("sympy")
 
-from chetaev.discrete_lagrangian import ConvergenceError, NewtonOptions, integrate  # noqa: E402
+from chetaev.discrete_lagrangian import (  # noqa: E402
+    ConvergenceError,
+    DiscreteLagrangian,
+    NewtonOptions,
+    integrate,
+)
 from chetaev.discrete_lagrangian.extending import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import fit_order  # noqa: E402
-from chetaev.gni import GNI  # noqa: E402
+from chetaev.gni import AlphaDiscreteLagrangian, GNI  # noqa: E402
 from chetaev.gni.testing import ParticleProblem, nonholonomic_particle  # noqa: E402
 
 AGREE = 1e-12
@@ -103,6 +108,15 @@ def _batch(problem, b=5, seed=3):
 def test_compiled_agrees_with_numpy_single(particle, variant):
     """Every named discrete Lagrangian, 100 steps."""
     _agree(_run(particle, variant, "numpy"), _run(particle, variant, "numba"))
+
+
+@pytest.mark.parametrize("kind", [("trapezoidal", 0.5), ("alpha", 0.25)])
+def test_compiled_agrees_discrete_lagrangian_objects(particle, kind):
+    """``chetaev.discrete_lagrangian.DiscreteLagrangian`` as the variant: the trapezoidal rule
+    (the endpoint family at α = ½, the module of ``"rattle"``) and the quadrature point
+    (1 − α)q0 + αq1 at α = ¼."""
+    dl = DiscreteLagrangian(*kind)
+    _agree(_run(particle, dl, "numpy"), _run(particle, dl, "numba"))
 
 
 def test_compiled_agrees_affine(affine_particle):
@@ -215,6 +229,11 @@ def test_backend_selection(particle):
     assert _run(particle, Custom(), "auto", n=2).stats["backend"] == "numpy"
     with pytest.raises(BackendError, match="discrete Lagrangian"):
         _run(particle, Custom(), "numba", n=2)
+
+    class Sub(AlphaDiscreteLagrangian):
+        """A subclass may override the formulas: not compiled."""
+
+    assert _run(particle, Sub(0.5), "auto", n=2).stats["backend"] == "numpy"
 
     def metric(q):
         return np.broadcast_to(np.diag([1.0, 2.0, 1.5]), (*np.shape(q)[:-1], 3, 3))

@@ -488,15 +488,16 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _family(dl: Any) -> tuple[int, float] | None:
-    """``(QUAD, ALPHA)`` of a discrete Lagrangian with a compiled form, else None."""
+    """``(QUAD, ALPHA)`` of a discrete Lagrangian with a compiled form, else None (also for
+    a subclass, which may override the formulas)."""
     from chetaev.discrete_lagrangian import DiscreteLagrangian
 
-    from ._discrete_lagrangians import AlphaDiscreteLagrangian
+    from ._discrete_lagrangians import AlphaDiscreteLagrangian, MidpointDiscreteLagrangian
 
     inner = getattr(dl, "inner", dl)
-    if isinstance(inner, AlphaDiscreteLagrangian):
+    if type(inner) is AlphaDiscreteLagrangian:
         return 0, float(inner.alpha)
-    if isinstance(inner, DiscreteLagrangian):
+    if type(inner) in (DiscreteLagrangian, MidpointDiscreteLagrangian):
         if inner.kind == "trapezoidal":
             return 0, 0.5
         if inner.kind in ("midpoint", "alpha"):

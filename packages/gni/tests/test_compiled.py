@@ -32,7 +32,7 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
 from chetaev.discrete_lagrangian.extending import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import fit_order  # noqa: E402
-from chetaev.gni import AlphaDiscreteLagrangian, GNI  # noqa: E402
+from chetaev.gni import GNI, AlphaDiscreteLagrangian  # noqa: E402
 from chetaev.gni.testing import ParticleProblem, nonholonomic_particle  # noqa: E402
 
 AGREE = 1e-12

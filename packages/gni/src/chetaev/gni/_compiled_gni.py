@@ -30,9 +30,10 @@ compiled :meth:`GNI.step` returns no carry, so the next step recomputes it from 
 (as the numpy step does without a carry): the same nodes to the Newton tolerance.
 
 Discrete Lagrangians: the endpoint family ``L_d^α = h[(1−α)L(q0, v̄) + αL(q1, v̄)]`` (paper
-(10), (16): ``"euler_a"``, ``"euler_b"``, ``"rattle"``, any ``AlphaDiscreteLagrangian``,
+(10), (16): ``"euler_a"``, ``"euler_b"``, ``"rattle"``, ``AlphaDiscreteLagrangian(α)``,
 ``DiscreteLagrangian("trapezoidal")``) and the quadrature-point family
-``L_d = h L((1−α)q0 + αq1, v̄)`` (``"midpoint"``, ``DiscreteLagrangian("alpha", α)``).
+``L_d = h L((1−α)q0 + αq1, v̄)`` (``"midpoint"``, ``DiscreteLagrangian("alpha", α)``); not a
+subclass of these (it may override the formulas) nor a discrete Lagrangian of the user's.
 
 The generated module reuses the LU factorisation, the max-norm and the serial / ``prange``
 batch drivers of the PRK engine (``chetaev.discrete_lagrangian.extending.ENGINE``) and

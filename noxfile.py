@@ -140,13 +140,13 @@ def tests(session: nox.Session, package: str) -> None:
 
 @nox.session
 def tests_fast(session: nox.Session) -> None:
-    """The compiled backend's tests (issue 17): discrete-lagrangian and nh-integrators with
+    """The compiled backend's tests (issue 17): discrete-lagrangian, nh-integrators and gni with
     the ``[fast]`` extra (numba). The other sessions run without numba, so ``backend="auto"``
     stays on numpy there and no session pays the first-call compile."""
-    _install_local(session, "nh-integrators", extra="test",
+    _install_local(session, "nh-integrators", "gni", extra="test",
                    dep_extras={"discrete-lagrangian": ["test", "fast"]})
     files = [str(PACKAGES_DIR / pkg / "tests" / "test_compiled.py")
-             for pkg in ("discrete-lagrangian", "nh-integrators")]
+             for pkg in ("discrete-lagrangian", "nh-integrators", "gni")]
     session.chdir(session.create_tmp())
     session.run("python", "-m", "pytest", *files, "-q", "-p", "no:cacheprovider",
                 "--import-mode=importlib", *session.posargs, env=_test_env())

@@ -26,13 +26,21 @@ Compositions
     of methods, shared by ``discretization_maps.Composition`` and ``chetaev.gni.Composition``).
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
-    :class:`CompiledPlan`, :func:`build_source`, :func:`constraint_force_hooks`.
+    :class:`CompiledPlan`, :func:`build_source`, :func:`constraint_force_hooks`,
+    :data:`ENGINE` (the engine's numba source, whose LU, max-norm and batch-driver pieces a
+    method with a step of its own reuses).
 """
 
 from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
-from .core._compiled_prk import CompiledPlan, build_source, compiled_step, constraint_force_hooks
+from .core._compiled_prk import (
+    ENGINE,
+    CompiledPlan,
+    build_source,
+    compiled_step,
+    constraint_force_hooks,
+)
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
 from .core._linearization import (
@@ -51,6 +59,7 @@ from .methods._dmaps_euclid import ComposedSteps
 from .methods._vprk import _no_controls as no_controls
 
 __all__ = [
+    "ENGINE",
     "BackendError",
     "CompiledPlan",
     "ComposedSteps",

@@ -28,7 +28,11 @@ from chetaev.discrete_lagrangian import (
     interface_of,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.extending import forced_multiplier
+from chetaev.discrete_lagrangian.extending import (
+    compiled_step,
+    forced_multiplier,
+    resolve_backend,
+)
 
 from ._discrete_lagrangians import (
     AlphaDiscreteLagrangian,
@@ -339,6 +343,15 @@ class GNI(Method):
     look-ahead point is computed with the step's control and recomputed when the control
     changes, which gives the nodes of the momentum form.
 
+    **Compiled backend** (issue 17): ``GNI(..., backend="auto"|"numba"|"numpy")``. Both
+    forms run compiled (numba, :mod:`._compiled_gni`: the same equations, Newton iterations
+    and stopping rule) on a system built by
+    ``chetaev.discrete_lagrangian.symbolic.from_lagrangian`` with the system's own metric, no
+    external force, and a discrete Lagrangian of the endpoint family (10)/(16) or the
+    quadrature-point family (the midpoint rule); ``"auto"`` (default) does so when numba is
+    installed, ``sol.stats["backend"]`` says which ran. Otherwise the numpy path runs, and
+    ``"numba"`` raises ``BackendError`` saying why.
+
     Notes
     -----
     **Equations.** ``form="momentum"`` (default): the one-step reflection form of (8)/(26),
@@ -367,8 +380,17 @@ class GNI(Method):
     metric: Any = attrs.field(default=None, validator=_check_metric)
     constraint_tol: float = attrs.field(default=1e-10, validator=check_tol)
 
+    #: A compiled (numba) step of either form (issue 17; :mod:`._compiled_gni`).
+    compiled_backend = True
+
     def __attrs_post_init__(self):
         _resolve_variant(self.variant)
+
+    def _compiled_plan(self, system, iface):
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_gni`)."""
+        from ._compiled_gni import compiled_plan
+
+        return compiled_plan(self, system, iface)
 
     @property
     def supports_forces(self) -> bool:  # type: ignore[override]
@@ -443,6 +465,10 @@ class GNI(Method):
         the control of a forced system (class docstring)."""
         iface = _interface(system)
         forcing = _forcing(self.discrete_lagrangian, iface, u)
+        if forcing is None:
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                return compiled_step(plan, state, h)
         if self.form == "momentum":
             return self._step_momentum(iface, state, h, forcing)
         return self._step_two(iface, state, h, forcing)

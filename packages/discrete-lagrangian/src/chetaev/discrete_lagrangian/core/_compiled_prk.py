@@ -851,15 +851,17 @@ def _jit_kernels(source: str) -> str:
 
 
 def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
-                 constants: str = "", unknowns: str = "V") -> str:
+                 constants: str = "", unknowns: str = "V", engine: str | None = None) -> str:
     """The generated module: header constants, kernels, the method's hooks, the engine
-    (``unknowns="QP"``: the Hamiltonian unknowns, :data:`EVAL_QP`)."""
+    (:data:`ENGINE`; ``unknowns="QP"``: the Hamiltonian unknowns, :data:`EVAL_QP`; or
+    ``engine``: a method with a step of its own, e.g. the GNI)."""
     n, m = int(kernels.n), int(kernels.m)
     qp = unknowns == "QP"
     xo = (2 if qp else 1) * s * n
     head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=xo + kf * m, simplified=bool(simplified),
                           qp=qp, xo=xo)
-    engine = ENGINE.replace(_EVAL_V, EVAL_QP) if qp else ENGINE
+    if engine is None:
+        engine = ENGINE.replace(_EVAL_V, EVAL_QP) if qp else ENGINE
     return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, engine])
 
 

@@ -29,6 +29,7 @@ Compiled backend (issue 17)
 from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
+from .core._compiled_lie import lie_plan
 from .core._compiled_prk import CompiledPlan, build_source, compiled_step
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
@@ -61,6 +62,7 @@ __all__ = [
     "forced_multiplier",
     "forced_multiplier_control_jacobian",
     "interface_of",
+    "lie_plan",
     "lie_step_jacobians",
     "no_controls",
     "resolve_backend",

@@ -45,9 +45,11 @@ reason.
 Hooks (a source piece with fixed names, as in ``_compiled_prk``): the constants ``HAS_HOOKS,
 WK, KF, POLISH`` and ``hook_force(i, Gi, Omi, Lami, Fi, wk)``,
 ``hook_force_jac(i, Gi, Omi, Lami, zeta_i, dOm_i, dF_i, wk)``,
-``hook_rows(ev, R, wk)``, ``hook_rows_jac(ev, jv, J, wk)``, ``hook_first(g, eta, mu, lam,
-lam1, wk)``, ``hook_scale(mu, x)``, ``hook_guess(eta, hist, nhist, vprev, lam, x)``,
-``hook_residual(g1, eta1, wk)``. :data:`PLAIN_LIE_HOOKS` is the unconstrained LieVPRK's piece;
+``hook_rows(mu, h, A, ev, R, wk)``, ``hook_rows_jac(mu, h, A, ev, jv, J, wk)`` (``ev``, ``jv``:
+the stage arrays of ``_workspace`` / ``_jac_workspace``), ``hook_first(g, eta, mu, lam, lam1,
+wk)`` (Λ¹), ``hook_scale(mu, x)``, ``hook_guess(eta, hist, nhist, vprev, lam, x)`` (``hist``:
+the last two solutions), ``hook_velocity(mu1, eta1, wk)`` (η_{k+1}) and
+``hook_residual(g1, eta1, wk)`` (the post-condition). :data:`PLAIN_LIE_HOOKS` is the unconstrained LieVPRK's piece;
 ``chetaev.nh_integrators._compiled_lie_nh`` writes the nonholonomic one.
 """
 
@@ -318,13 +320,22 @@ def hook_force_jac(i, Gi, Omi, Lami, zeta_i, dOm_i, dF_i, wk):
 
 
 @njit(cache=True)
-def hook_rows(ev, R, wk):
+def hook_rows(mu, h, A, ev, R, wk):
     pass
 
 
 @njit(cache=True)
-def hook_rows_jac(ev, jv, J, wk):
+def hook_rows_jac(mu, h, A, ev, jv, J, wk):
     pass
+
+
+@njit(cache=True)
+def hook_velocity(mu1, eta1, wk):
+    for a in range(D):
+        acc = 0.0
+        for b in range(D):
+            acc += INERTIA_INV[a, b] * mu1[b]
+        eta1[a] = acc
 
 
 @njit(cache=True)
@@ -345,7 +356,7 @@ def hook_guess(eta, hist, nhist, vprev, lam, x):
     for i in range(S):
         for k in range(D):
             if nhist > 0:
-                x[i * D + k] = hist[i * D + k] + (eta[k] - vprev[k])
+                x[i * D + k] = hist[0, i * D + k] + (eta[k] - vprev[k])
             else:
                 x[i * D + k] = eta[k]
 
@@ -603,9 +614,9 @@ def _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk):
 @njit(cache=True)
 def _lie_residual(x, g, mu, lam1, h, A, B, W, ev, want, J, jv, wk, R):
     _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk)
-    hook_rows(ev, R, wk)
+    hook_rows(mu, h, A, ev, R, wk)
     if want:
-        hook_rows_jac(ev, jv, J, wk)
+        hook_rows_jac(mu, h, A, ev, jv, J, wk)
 
 
 @njit(cache=True)
@@ -620,7 +631,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
     dx = np.empty(NX)
     x = np.empty(NX)
     wk = np.zeros(WK)
-    hist = np.zeros(NX)
+    hist = np.zeros((2, NX))
     nhist = 0
     g = g0.copy()
     eta = eta0.copy()
@@ -684,11 +695,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             fail_it = it
             break
         # (the evaluation at the solution is the last one: g1, mu1, Lam are current)
-        for a in range(D):
-            acc = 0.0
-            for b in range(D):
-                acc += INERTIA_INV[a, b] * mu1[b]
-            eta1[a] = acc
+        hook_velocity(mu1, eta1, wk)
         sq = 0.0
         for c in range(KK):
             sq += g1[c] * g1[c]
@@ -706,8 +713,9 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             fail_r = cr
             break
         for i in range(NX):
-            hist[i] = x[i]
-        nhist = 1
+            hist[1, i] = hist[0, i]
+            hist[0, i] = x[i]
+        nhist = min(nhist + 1, 2)
         for c in range(D):
             vprev[c] = eta[c]
             eta[c] = eta1[c]

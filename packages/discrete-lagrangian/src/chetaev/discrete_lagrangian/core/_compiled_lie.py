@@ -49,8 +49,9 @@ WK, KF, POLISH`` and ``hook_force(i, Gi, Omi, Lami, Fi, wk)``,
 the stage arrays of ``_workspace`` / ``_jac_workspace``), ``hook_first(g, eta, mu, lam, lam1,
 wk)`` (Λ¹), ``hook_scale(mu, x)``, ``hook_guess(eta, hist, nhist, vprev, lam, x)`` (``hist``:
 the last two solutions), ``hook_velocity(mu1, eta1, wk)`` (η_{k+1}) and
-``hook_residual(g1, eta1, wk)`` (the post-condition). :data:`PLAIN_LIE_HOOKS` is the unconstrained LieVPRK's piece;
-``chetaev.nh_integrators._compiled_lie_nh`` writes the nonholonomic one.
+``hook_residual(g1, eta1, wk)`` (the post-condition). :data:`PLAIN_LIE_HOOKS` is the
+unconstrained LieVPRK's piece; ``chetaev.nh_integrators._compiled_lie_nh`` writes the
+nonholonomic one.
 """
 
 from __future__ import annotations

@@ -442,7 +442,8 @@ def _jac_workspace():
 
 
 @njit(cache=True)
-def _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk):
+def _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk):
+    # the stage quantities (kept in ev for _lie_jac) and the residual (26)
     H, Xi, T, Dm, Ad, AdiT, Tn, G, Om, F, P0, Jl, Y, N, mu1, g1, Lam, nu = ev
     for i in range(S):
         for k in range(D):
@@ -532,8 +533,13 @@ def _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk):
             g1[k] = G[S - 1, k]
     else:
         grp_compose(g, T[S], g1)
-    if not want:
-        return
+
+
+@njit(cache=True)
+def _lie_jac(h, A, B, W, ev, J, jv, wk):
+    # the analytic Jacobian (stage_derivatives) at the point of the last _lie_res
+    H, Xi, T, Dm, Ad, AdiT, Tn, G, Om, F, P0, Jl, Y, N, mu1, g1, Lam, nu = ev
+    L = S1 - 1
     zeta, dOm, dP0, dF, dN, dY, dnu, zxi, dmu1, Dmm, Dmm2, Dmm3, tmp = jv
     for arr in (zeta, dOm, dP0, dF, dN, dY):
         arr[...] = 0.0
@@ -613,11 +619,16 @@ def _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk):
 
 
 @njit(cache=True)
-def _lie_residual(x, g, mu, lam1, h, A, B, W, ev, want, J, jv, wk, R):
-    _lie_eval(x, g, mu, lam1, h, A, B, W, ev, R, want, J, jv, wk)
+def _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R):
+    _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk)
     hook_rows(mu, h, A, ev, R, wk)
-    if want:
-        hook_rows_jac(mu, h, A, ev, jv, J, wk)
+
+
+@njit(cache=True)
+def _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk):
+    # at the point of the last _lie_residual (Newton asks for the Jacobian only there)
+    _lie_jac(h, A, B, W, ev, J, jv, wk)
+    hook_rows_jac(mu, h, A, ev, jv, J, wk)
 
 
 @njit(cache=True)
@@ -657,7 +668,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
         floor = thr
         if POLISH >= 0.0:
             floor = max(floor_tol * scale, atol)
-        _lie_residual(x, g, mu, lam1, h, A, B, W, ev, False, J, jv, wk, R)
+        _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
         r = _maxabs(R)
         it = 0
         stall = 0
@@ -667,7 +678,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             if POLISH >= 0.0 and r <= thr and it > 0 and not (rate <= POLISH):
                 break
             if not have_lu:
-                _lie_residual(x, g, mu, lam1, h, A, B, W, ev, True, J, jv, wk, R)
+                _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk)
                 if not _lu_factor(J, piv):
                     break
                 have_lu = True
@@ -675,7 +686,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             for i in range(NX):
                 x[i] -= dx[i]
             it += 1
-            _lie_residual(x, g, mu, lam1, h, A, B, W, ev, False, J, jv, wk, R)
+            _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
             rn = _maxabs(R)
             rate = rn / max(r, 1e-300)
             if rate >= 1.0:
@@ -819,12 +830,15 @@ class LiePlan:
     options: Any  # NewtonOptions
     has_lam: bool
     elem_shape: tuple
+    _mod: list = attrs.field(factory=list, init=False, repr=False)
 
     def module(self) -> Any:
-        """The imported (and, on first use, compiled) module."""
-        from ._kernels import load_module
+        """The imported (and, on first use, compiled) module (kept: no hashing per step)."""
+        if not self._mod:
+            from ._kernels import load_module
 
-        return load_module(self.source)
+            self._mod.append(load_module(self.source))
+        return self._mod[0]
 
     def run(self, state: Any, h: float, n_steps: int, save_every: int,
             cbound: float = math.inf) -> dict:

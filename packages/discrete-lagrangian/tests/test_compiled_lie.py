@@ -4,10 +4,11 @@ The compiled step solves the same equations (paper Thm. 6.1, eqs. (24)–(27), i
 form of (26)) with the same unknowns, guess and Newton rule as the numpy path
 (``core._lie_prk``), so with ``NewtonOptions(tol=1e-14)`` both stop within
 ``max(1e-14, 64 eps)·(1 + |μ|)`` of the same root: over 100 steps they agree to 1e-12 (the
-brief's bound; measured 2e-15 to 7e-15 on the heavy top, single and batched). The compiled
+brief's bound; measured 6.3e-15 single, 6.9e-15 batched, 6.3e-15 Gauss(2) on the heavy
+top). The compiled
 group maps are the formulas of ``chetaev.liegroups`` (same expressions, other evaluation
 order), so they agree with it to a few ulps: bound 1e-14 relative to max(1, |entry|)
-(measured ≤ 4e-16 over the sample below). The emitted kernels are exact derivatives
+(measured 2.2e-16 over the sample below, all three groups). The emitted kernels are exact derivatives
 (sympy) of the hand-written model's closed forms: bound 1e-14 as well.
 """
 
@@ -201,12 +202,10 @@ def test_heavy_top_agrees_batched(top):
     assert _agree(a, b) <= AGREE
 
 
-@pytest.mark.parametrize("pair", ["gauss2", "lobatto2"])
-def test_other_pairs_agree(top, pair):
-    """A pair that is not stiffly accurate (Gauss: ξ = h Σ bⱼHʲ is its own retraction
-    argument) and the 2-stage Lobatto pair."""
-    p = gauss(2) if pair == "gauss2" else lobatto_iiia_iiib(2)
-    a, b = _run(top, "numpy", pair=p), _run(top, "numba", pair=p)
+def test_pair_not_stiffly_accurate_agrees(top):
+    """Gauss(2) with its symplectic conjugate: ξ = h Σ bⱼHʲ is not a stage, so τ(ξ), dLτ(ξ)
+    and its tensor are evaluated on their own (the engine's S + 1-th retraction argument)."""
+    a, b = _run(top, "numpy", pair=gauss(2)), _run(top, "numba", pair=gauss(2))
     assert b.stats["backend"] == "numba"
     assert _agree(a, b) <= AGREE
 

@@ -5,11 +5,11 @@ form of (26)) with the same unknowns, guess and Newton rule as the numpy path
 (``core._lie_prk``), so with ``NewtonOptions(tol=1e-14)`` both stop within
 ``max(1e-14, 64 eps)·(1 + |μ|)`` of the same root: over 100 steps they agree to 1e-12 (the
 brief's bound; measured 6.3e-15 single, 6.9e-15 batched, 6.3e-15 Gauss(2) on the heavy
-top). The compiled
-group maps are the formulas of ``chetaev.liegroups`` (same expressions, other evaluation
-order), so they agree with it to a few ulps: bound 1e-14 relative to max(1, |entry|)
-(measured 2.2e-16 over the sample below, all three groups). The emitted kernels are exact derivatives
-(sympy) of the hand-written model's closed forms: bound 1e-14 as well.
+top). The compiled group maps are the formulas of ``chetaev.liegroups`` (same expressions,
+other evaluation order), so they agree with it to a few ulps: bound 1e-14 relative to
+max(1, |entry|) (measured 2.2e-16 over the sample below, all three groups). The emitted
+kernels are exact derivatives (sympy) of the hand-written model's closed forms: bound 1e-14
+as well.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ eq. 5) with the same unknowns, guess and Newton rule (``lie_nh_newton``: simplif
 refresh 0.05, polished to round-off), so with ``NewtonOptions(tol=1e-14)`` both stop within
 ``max(1e-14, 64 eps)·scale`` of the same root: over 100 steps (h = 0.1) they agree to 1e-12
 (the brief's bound; measured 3.7e-15 / 5.4e-15 on g, η, μ and 3.8e-14 / 4.3e-14 on λ, whose
-Newton sensitivity is larger, for the rules continuous / zero_first). The symbolic ball's kernels equal the hand-written
-``turntable_ball`` constraint to 1e-14 relative (exact derivatives, a few ulps apart).
+Newton sensitivity is larger, for the rules continuous / zero_first). The symbolic ball's
+kernels equal the hand-written ``turntable_ball`` constraint to 1e-14 relative (exact
+derivatives, a few ulps apart).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
 )
 from chetaev.discrete_lagrangian.core._backend import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.core._compiled_lie import (  # noqa: E402
+    LINALG,
     LieKernelSet,
     group_source,
     group_support,
@@ -38,7 +39,7 @@ from chetaev.discrete_lagrangian.core._interface import interface_of  # noqa: E4
 from chetaev.discrete_lagrangian.core._kernels import load_module  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_trivialized_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import heavy_top  # noqa: E402
-from chetaev.liegroups import SE2, SO3, Product, Rn, retraction  # noqa: E402
+from chetaev.liegroups import S2, SE2, SE3, SO3, Product, Rn, retraction  # noqa: E402
 from chetaev.rktableaux import gauss, lobatto_iiia_iiib  # noqa: E402
 
 AGREE = 1e-12  # the brief's bound for tol = 1e-14 over 100 steps
@@ -80,12 +81,13 @@ def _max_rel(a, b) -> float:
 
 
 # ----------------------------------------------------------------------------- group pieces
-@pytest.mark.parametrize("group", [SO3, Product(SO3, Rn(2)), SO3xR3],
-                         ids=["SO3", "SO3xR2", "SO3xR3"])
+@pytest.mark.parametrize("group", [SO3, Product(SO3, Rn(2)), SO3xR3, SE2, SE3,
+                                   Product(SE2, Rn(1))],
+                         ids=["SO3", "SO3xR2", "SO3xR3", "SE2", "SE3", "SE2xR1"])
 def test_group_piece_agrees_with_liegroups(group):
     """Every compiled group map against the liegroups kernel it mirrors, on |ξ| up to 4."""
     mod = load_module("import math\nimport numpy as np\nfrom numba import njit\n"
-                      + group_source(group, "cayley"))
+                      + LINALG + group_source(group, "cayley"))
     from chetaev.discrete_lagrangian.core._interface import SystemInterface
 
     k = retraction(group, "cayley").kernels
@@ -125,10 +127,11 @@ def test_group_piece_agrees_with_liegroups(group):
 def test_group_support():
     assert group_support(SO3, "cayley") == ""
     assert "exp" in group_support(SO3, "exp")
-    assert "SE2" in group_support(SE2, "cayley")
+    assert group_support(SE2, "cayley") == group_support(Product(SE3, Rn(2)), "cayley") == ""
+    assert "S2" in group_support(S2, "cayley")
     assert group_support(Rn(3), "cayley")  # a vector space: the vector engine's job
-    with pytest.raises(ValueError, match="SE2"):
-        group_source(SE2, "cayley")
+    with pytest.raises(ValueError, match="exp"):
+        group_source(SO3, "exp")
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -33,7 +33,7 @@ compiled               mirrors (``chetaev.liegroups``)
 ``grp_S``              ``kernels.dL_deriv_T_deriv`` (SO3 ``_k_cay_dL_deriv_T_deriv``)
 ``grp_Ad_pair``        ``kernels.Ad_pair`` (SO3 ``_k_Ad_pair``: (R, R); Rⁿ: (I, I))
 ``grp_compose``        ``kernels.compose`` (block matrix products, ``Product._k_compose``)
-``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f; so(3): hat(f))
+``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f from ``group.ad``)
 =====================  =======================================================
 
 Supported: SO(3) and products of SO(3) with Rⁿ factors (``Product(SO3, Rn(k))``), Cayley
@@ -196,14 +196,6 @@ def so3_Ad_pair(T, r, K, o, Ad, AdiT):
         for j in range(3):
             Ad[o + i, o + j] = T[(r + i) * K + r + j]
             AdiT[o + i, o + j] = T[(r + i) * K + r + j]
-
-
-@njit(cache=True)
-def so3_coad(f, o, P):
-    # zeta -> ad(zeta)^T f = f x zeta = hat(f) zeta
-    for i in range(3):
-        for j in range(3):
-            P[o + i, o + j] = so3_hat_entry(f, o, i, j)
 '''
 
 _RN_BLOCK = '''
@@ -224,28 +216,167 @@ def rn_eye(o, n, Mx):
 '''
 
 
+_MATRIX_CAYLEY = '''
+@njit(cache=True)
+def mc_inv(A):
+    # the inverse of a small matrix through the engine's LU (liegroups: np.linalg.inv/solve)
+    k = A.shape[0]
+    LU = A.copy()
+    piv = np.empty(k, np.int64)
+    inv = np.full((k, k), math.nan)
+    if not _lu_factor(LU, piv):
+        return inv
+    e = np.zeros(k)
+    col = np.empty(k)
+    for j in range(k):
+        e[:] = 0.0
+        e[j] = 1.0
+        _lu_solve(LU, piv, e, col)
+        inv[:, j] = col
+    return inv
+
+
+@njit(cache=True)
+def mc_hat(X, o, Gen):
+    k = Gen.shape[1]
+    Xh = np.zeros((k, k))
+    for j in range(Gen.shape[0]):
+        Xh += X[o + j] * Gen[j]
+    return Xh
+
+
+@njit(cache=True)
+def mc_AB(X, o, Gen):
+    # MatrixLieGroup._cay_AB: A = I - hat(xi)/2, B = I + hat(xi)/2
+    k = Gen.shape[1]
+    Xh = mc_hat(X, o, Gen)
+    A = np.eye(k) - 0.5 * Xh
+    B = np.eye(k) + 0.5 * Xh
+    return A, B
+
+
+@njit(cache=True)
+def mc_vee(Vm, M, b):
+    # component b of vee(M) (the group's _k_vee as a linear map)
+    k = M.shape[0]
+    acc = 0.0
+    for i in range(k):
+        for j in range(k):
+            acc += Vm[b, i * k + j] * M[i, j]
+    return acc
+
+
+@njit(cache=True)
+def mc_tau(X, o, Gen, T, r, K):
+    # MatrixLieGroup.cay: A^{-1} B
+    A, B = mc_AB(X, o, Gen)
+    C = mc_inv(A) @ B
+    k = Gen.shape[1]
+    for i in range(k):
+        for j in range(k):
+            T[(r + i) * K + r + j] = C[i, j]
+
+
+@njit(cache=True)
+def mc_dL(X, o, Gen, Vm, Dm):
+    # MatrixLieGroup.cay_dL: dL(xi) d = vee(B^{-1} hat(d) A^{-1})
+    A, B = mc_AB(X, o, Gen)
+    Ai = mc_inv(A)
+    Bi = mc_inv(B)
+    d = Gen.shape[0]
+    for c in range(d):
+        M = Bi @ Gen[c] @ Ai
+        for b in range(d):
+            Dm[o + b, o + c] = mc_vee(Vm, M, b)
+
+
+@njit(cache=True)
+def mc_tensor(X, o, Gen, Vm, Tn):
+    # Retraction.dL_tensor fallback: T[b, a, c] = cay_dL_deriv(xi, e_a)[b, c] with
+    # J d = vee(B^{-1} (hat(eta) A^{-1} hat(d) - hat(d) B^{-1} hat(eta)) A^{-1} / 2)
+    A, B = mc_AB(X, o, Gen)
+    Ai = mc_inv(A)
+    Bi = mc_inv(B)
+    d = Gen.shape[0]
+    for a in range(d):
+        for c in range(d):
+            M = 0.5 * (Bi @ (Gen[a] @ Ai @ Gen[c] - Gen[c] @ Bi @ Gen[a]) @ Ai)
+            for b in range(d):
+                Tn[o + b, o + a, o + c] = mc_vee(Vm, M, b)
+
+
+@njit(cache=True)
+def mc_S(X, E, P, o, Gen, Vm, S):
+    # Retraction.dL_deriv_T_deriv fallback: S[c, e] = sum_b mu_b cay_dL_hess(xi, eta, e_c)[b, e]
+    A, B = mc_AB(X, o, Gen)
+    Q = mc_inv(A)
+    Pm = mc_inv(B)
+    H = mc_hat(E, o, Gen)
+    d = Gen.shape[0]
+    PHQ = Pm @ H @ Q
+    for c in range(d):
+        U = Gen[c]
+        PUP = Pm @ U @ Pm
+        QUQ = Q @ U @ Q
+        M1 = PUP @ H @ Q
+        M4 = PHQ @ U @ Q
+        for e in range(d):
+            De = Gen[e]
+            M = 0.25 * (Pm @ De @ (M1 - M4) + PUP @ De @ PHQ + PHQ @ De @ QUQ
+                        + (M4 - M1) @ De @ Q)
+            acc = 0.0
+            for b in range(d):
+                acc += P[o + b] * mc_vee(Vm, M, b)
+            S[o + c, o + e] = acc
+
+
+@njit(cache=True)
+def mc_Ad_pair(T, r, K, o, Gen, Vm, Ad, AdiT):
+    # Ad(g) d = vee(g hat(d) g^{-1}); Ad_pair = (Ad(g), Ad(g^{-1})^T) (MatrixLieGroup._k_Ad_pair)
+    k = Gen.shape[1]
+    g = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            g[i, j] = T[(r + i) * K + r + j]
+    gi = mc_inv(g)
+    d = Gen.shape[0]
+    for c in range(d):
+        M = g @ Gen[c] @ gi
+        Mi = gi @ Gen[c] @ g
+        for b in range(d):
+            Ad[o + b, o + c] = mc_vee(Vm, M, b)
+            AdiT[o + c, o + b] = mc_vee(Vm, Mi, b)
+'''
+
+
 def _factors(group: Any) -> list | None:
     """``[(kind, n, algebra offset, matrix offset)]`` of a supported group, else None."""
     from chetaev.liegroups import SO3
+    from chetaev.liegroups._base import MatrixLieGroup
     from chetaev.liegroups._product import ProductGroup
     from chetaev.liegroups._rn import RnGroup
 
-    if group == SO3:
-        return [("so3", 3, 0, 0)]
-    if isinstance(group, ProductGroup):
-        out = []
-        o = r = 0
-        for f in group.factors:
-            if f == SO3:
-                out.append(("so3", 3, o, r))
-            elif isinstance(f, RnGroup):
-                out.append(("rn", int(f.n), o, r))
-            else:
-                return None
-            o += int(f.dim)
-            r += int(f.matrix_dim)
-        return out if any(k == "so3" for k, *_ in out) else None
-    return None
+    def kind(f: Any) -> str | None:
+        if f == SO3:
+            return "so3"
+        if isinstance(f, RnGroup):
+            return "rn"
+        if (isinstance(f, MatrixLieGroup) and not isinstance(f, ProductGroup)
+                and len(tuple(f.shape)) == 2):
+            return "mc"  # the generic matrix Cayley of MatrixLieGroup (SE(2), SE(3), SO(2))
+        return None
+
+    factors = group.factors if isinstance(group, ProductGroup) else (group,)
+    out = []
+    o = r = 0
+    for f in factors:
+        k = kind(f)
+        if k is None or (k == "rn" and not isinstance(group, ProductGroup)):
+            return None
+        out.append((k, int(f.dim), o, r, f))
+        o += int(f.dim)
+        r += int(f.matrix_dim)
+    return out if any(k != "rn" for k, *_ in out) else None
 
 
 def group_support(group: Any, kind: str) -> str:
@@ -253,8 +384,8 @@ def group_support(group: Any, kind: str) -> str:
     if kind != "cayley":
         return "the exp retraction (compiled: Cayley only so far)"
     if _factors(group) is None:
-        return (f"the group {getattr(group, 'name', group)} (compiled: SO(3) and its products "
-                "with Rⁿ so far)")
+        return (f"the group {getattr(group, 'name', group)} (compiled: matrix groups such as "
+                "SO(3), SE(2), SE(3) and their products with Rⁿ; not S² or Rⁿ alone)")
     return ""
 
 
@@ -265,7 +396,18 @@ def group_source(group: Any, kind: str) -> str:
         raise ValueError(group_support(group, kind))
     fs = _factors(group)
     K = int(group.shape[0])
-    lines = [_SO3_CAYLEY, _RN_BLOCK]
+    lines = [_SO3_CAYLEY, _RN_BLOCK, _MATRIX_CAYLEY]
+    ad = np.asarray(group.ad(np.eye(group.dim)), dtype=float)  # ad(e_k), the coadjoint
+    lines.append(f"ADB = np.array({ad.tolist()!r})")
+    mcs = []
+    for i, (k, n, o, r, f) in enumerate(fs):
+        if k == "mc":
+            gen = np.asarray(f.generators(), dtype=float)
+            vee = np.linalg.pinv(gen.reshape(n, -1).T)  # vee(M) = pinv(hat) vec(M)
+            vee[np.abs(vee) < 1e-15] = 0.0
+            lines.append(f"GEN_{i} = np.array({gen.tolist()!r})\nVEE_{i} = np.array("
+                         f"{vee.tolist()!r})")
+            mcs.append((i, o, r))
 
     def fn(head: str, body: list[str], zero: str = "") -> None:
         lines.append("\n@njit(cache=True)\ndef " + head + ":")
@@ -274,23 +416,34 @@ def group_source(group: Any, kind: str) -> str:
         lines.extend("    " + b for b in body)
         lines.append("")
 
-    so3 = [(o, r) for k, n, o, r in fs if k == "so3"]
-    rn = [(n, o, r) for k, n, o, r in fs if k == "rn"]
+    so3 = [(o, r) for k, n, o, r, _f in fs if k == "so3"]
+    rn = [(n, o, r) for k, n, o, r, _f in fs if k == "rn"]
     fn("grp_tau(X, T)", [f"so3_cay_tau(X, {o}, T, {r}, {K})" for o, r in so3]
-       + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn], "T")
+       + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn]
+       + [f"mc_tau(X, {o}, GEN_{i}, T, {r}, {K})" for i, o, r in mcs], "T")
     fn("grp_dL(X, Dm)", [f"so3_cay_dL(X, {o}, Dm)" for o, r in so3]
-       + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn], "Dm")
-    fn("grp_tensor(X, Tn)", [f"so3_cay_tensor(X, {o}, Tn)" for o, r in so3], "Tn")
-    fn("grp_S(X, E, P, S)", [f"so3_cay_S(X, E, P, {o}, S)" for o, r in so3], "S")
+       + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn]
+       + [f"mc_dL(X, {o}, GEN_{i}, VEE_{i}, Dm)" for i, o, r in mcs], "Dm")
+    fn("grp_tensor(X, Tn)", [f"so3_cay_tensor(X, {o}, Tn)" for o, r in so3]
+       + [f"mc_tensor(X, {o}, GEN_{i}, VEE_{i}, Tn)" for i, o, r in mcs], "Tn")
+    fn("grp_S(X, E, P, S)", [f"so3_cay_S(X, E, P, {o}, S)" for o, r in so3]
+       + [f"mc_S(X, E, P, {o}, GEN_{i}, VEE_{i}, S)" for i, o, r in mcs], "S")
     body = ["AdiT[...] = 0.0"]
     body += [f"so3_Ad_pair(T, {r}, {K}, {o}, Ad, AdiT)" for o, r in so3]
     body += [f"rn_eye({o}, {n}, Ad)\n    rn_eye({o}, {n}, AdiT)" for n, o, r in rn]
+    body += [f"mc_Ad_pair(T, {r}, {K}, {o}, GEN_{i}, VEE_{i}, Ad, AdiT)" for i, o, r in mcs]
     fn("grp_Ad_pair(T, Ad, AdiT)", body, "Ad")
-    fn("grp_coad(f, P)", [f"so3_coad(f, {o}, P)" for o, r in so3], "P")
+    # ζ ↦ ad*_ζ f = ad(ζ)ᵀ f: P[a, k] = Σ_b ad(e_k)[b, a] f_b (SystemInterface.coadjoint_matrix)
+    fn("grp_coad(f, P)", ["for a in range(ADB.shape[0]):",
+                          "    for k in range(ADB.shape[0]):",
+                          "        acc = 0.0",
+                          "        for b in range(ADB.shape[0]):",
+                          "            acc += ADB[k, b, a] * f[b]",
+                          "        P[a, k] = acc"])
     # compose: block products (Product._k_compose; SO3: matmul)
     body = ["out[...] = 0.0"]
-    for k, n, _o, r in fs:
-        size = 3 if k == "so3" else n + 1
+    for _k, _n, _o, r, f in fs:
+        size = int(f.matrix_dim)
         body += [f"for i in range({r}, {r + size}):",
                  f"    for j in range({r}, {r + size}):",
                  "        acc = 0.0",

@@ -27,17 +27,24 @@ tested in ``tests/test_compiled_lie.py``):
 compiled               mirrors (``chetaev.liegroups``)
 =====================  =======================================================
 ``grp_tau``            ``retraction(G, "cayley").kernels.tau`` (SO3 ``_cay_core``;
-                       Rⁿ factor ``Rn._k_cay`` as a homogeneous block)
-``grp_dL``             ``kernels.dL`` (SO3 ``_cay_dl_core``; Rⁿ: identity)
-``grp_tensor``         ``kernels.dL_tensor`` (SO3 ``_k_cay_dL_tensor``; Rⁿ: 0)
-``grp_S``              ``kernels.dL_deriv_T_deriv`` (SO3 ``_k_cay_dL_deriv_T_deriv``)
-``grp_Ad_pair``        ``kernels.Ad_pair`` (SO3 ``_k_Ad_pair``: (R, R); Rⁿ: (I, I))
+                       Rⁿ factor ``Rn._k_cay`` as a homogeneous block; other matrix
+                       groups ``MatrixLieGroup.cay``: (I − X/2)⁻¹(I + X/2))
+``grp_dL``             ``kernels.dL`` (SO3 ``_cay_dl_core``; Rⁿ: identity;
+                       ``MatrixLieGroup.cay_dL``)
+``grp_tensor``         ``kernels.dL_tensor`` (SO3 ``_k_cay_dL_tensor``; Rⁿ: 0; else the
+                       ``Retraction._dL_tensor_k`` fallback through ``cay_dL_deriv``)
+``grp_S``              ``kernels.dL_deriv_T_deriv`` (SO3 ``_k_cay_dL_deriv_T_deriv``; else
+                       the ``_dL_deriv_T_deriv_k`` fallback through ``cay_dL_hess``)
+``grp_Ad_pair``        ``kernels.Ad_pair`` (SO3 ``_k_Ad_pair``: (R, R); Rⁿ: (I, I); else
+                       ``MatrixLieGroup._k_Ad_pair`` with Ad(g) d = vee(g hat(d) g⁻¹))
 ``grp_compose``        ``kernels.compose`` (block matrix products, ``Product._k_compose``)
 ``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f from ``group.ad``)
 =====================  =======================================================
 
-Supported: SO(3) and products of SO(3) with Rⁿ factors (``Product(SO3, Rn(k))``), Cayley
-retraction, mechanical ℓ with constant 𝕀. Other groups (SE(2), SE(3), S²), the exp retraction,
+Supported: SO(3) (closed forms), any other matrix group of ``chetaev.liegroups`` through the
+generic matrix Cayley (SE(2), SE(3): tested against liegroups) and products of these with
+Rⁿ factors, Cayley retraction, mechanical ℓ with constant 𝕀. S² (a homogeneous space, not a
+matrix group here), Rⁿ alone (the vector engine), the exp retraction,
 general ℓ, holonomic constraints and external forces run on numpy (``backend="auto"``) or raise
 :class:`~chetaev.discrete_lagrangian.core._backend.BackendError` (``backend="numba"``) with the
 reason.

@@ -203,6 +203,12 @@ def test_heavy_top_agrees_batched(top):
     a, b = _run(top, "numpy", q0, v0), _run(top, "numba", q0, v0)
     assert b.q.shape == a.q.shape == (101, 5, 3, 3)
     assert _agree(a, b) <= AGREE
+    mn, mc = (LieVPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend=be) for be in ("numpy",
+                                                                                 "numba"))
+    s0 = mn.initial_state(top, q0, v0)
+    x, y = mn.step(top, s0, 0.05), mc.step(top, s0, 0.05)  # Method.step on a batch
+    assert y.q.shape == (5, 3, 3) and y.info["backend"] == "numba"
+    assert max(np.max(np.abs(x.q - y.q)), np.max(np.abs(x.p - y.p))) <= AGREE
 
 
 def test_pair_not_stiffly_accurate_agrees(top):

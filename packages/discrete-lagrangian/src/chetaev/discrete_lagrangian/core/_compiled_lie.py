@@ -1011,18 +1011,45 @@ class LiePlan:
         from .._util._errors import ConvergenceError
         from ._state import State
 
-        out = self.run(state, h, 1, 1)
-        if out["status"] == 1:
-            r, tol, it = out["fail"]
+        es = self.elem_shape
+        g = np.asarray(state.q, dtype=float)
+        if g.ndim != len(es):  # a batch: the general run
+            out = self.run(state, h, 1, 1)
+            status, (r, tol, it) = out["status"], out["fail"]
+            f = out["final"]
+            q1, v1, p1, lam1 = f["q"], f["v"], f["p"], f["lam"]
+            its, res = int(out["its"].max(initial=0)), float(out["res"].max(initial=0.0))
+        else:  # one trajectory: the compiled call without the run's bookkeeping
+            q1, v1, p1, lam1, status, r, tol, it, its, res = _one_step(self, state, g, h)
+        if status == 1:
             raise ConvergenceError(step=state.n, t=state.t, residual=r, tol=tol, iterations=it,
                                    hint="halve h, or increase NewtonOptions(max_iter=...)")
-        f = out["final"]
-        info = {"newton_iterations": int(out["its"].max()) if out["its"].size else 0,
-                "residual": float(out["res"].max()) if out["res"].size else 0.0,
-                "backend": "numba"}
-        return State(t=state.t + h, q=f["q"], v=f["v"], p=f["p"],
-                     lam=None if f["lam"] is None else np.array(f["lam"]), n=state.n + 1,
-                     carry={}, info=info)
+        info = {"newton_iterations": its, "residual": res, "backend": "numba"}
+        return State(t=state.t + h, q=q1, v=v1, p=p1, lam=lam1, n=state.n + 1, carry={},
+                     info=info)
+
+
+def _one_step(plan: LiePlan, state: Any, g: np.ndarray, h: float) -> tuple:
+    """One unbatched compiled step: ``(g1, η1, μ1, λ1, status, r, tol, it, its, res)``."""
+    kk, d, m = g.size, int(np.shape(state.v)[-1]), plan.m
+    g0 = np.ascontiguousarray(g.reshape(1, kk))
+    e0 = np.ascontiguousarray(np.asarray(state.v, dtype=float).reshape(1, d))
+    p0 = np.ascontiguousarray(np.asarray(state.p, dtype=float).reshape(1, d))
+    l0 = (np.ascontiguousarray(np.asarray(state.lam, dtype=float).reshape(1, m))
+          if (m and state.lam is not None) else np.zeros((1, max(m, 1))))
+    o = plan.options
+    og, ov, op, olam = (np.empty((1, 2, kk)), np.empty((1, 2, d)), np.empty((1, 2, d)),
+                        np.empty((1, 2, m)))
+    its, res, cres = np.zeros((1, 1), np.int64), np.zeros((1, 1)), np.zeros((1, 1))
+    fin, out = np.zeros((1, 4, max(kk, d, m))), np.zeros((1, 5))
+    plan.module().run_serial(g0, e0, p0, l0, float(h), 1, 1, plan.a, plan.b, plan.w,
+                             max(float(o.tol), 64.0 * _EPS), 64.0 * _EPS, float(o.atol),
+                             int(o.max_iter), float(o.refresh_rate), int(o.max_stall),
+                             math.inf, og, ov, op, olam, its, res, cres, fin, out)
+    lam1 = fin[0, 3, :m].copy() if plan.has_lam else None
+    return (fin[0, 0, :kk].reshape(plan.elem_shape), fin[0, 1, :d].copy(),
+            fin[0, 2, :d].copy(), lam1, int(out[0, 0]), float(out[0, 2]), float(out[0, 3]),
+            int(out[0, 4]), int(its[0, 0]), float(res[0, 0]))
 
 
 def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,

@@ -289,3 +289,15 @@ def test_se2_agrees():
     a, b = _run(body, "numpy", g0, v0), _run(body, "numba", g0, v0)
     assert b.stats["backend"] == "numba"
     assert _agree(a, b) <= AGREE
+
+
+def test_method_pickles_after_a_compiled_run(top):
+    """The plan in the method's cache holds no module (it is kept beside the plan)."""
+    import pickle
+
+    m = LieVPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend="numba")
+    a = integrate(top, m, R0, W0, h=0.05, n_steps=5)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.backend == "numba"
+    b = integrate(top, m2, R0, W0, h=0.05, n_steps=5)
+    assert np.array_equal(a.q, b.q) and b.stats["backend"] == "numba"

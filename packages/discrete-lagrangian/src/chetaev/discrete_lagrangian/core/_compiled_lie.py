@@ -64,6 +64,7 @@ nonholonomic one.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import attrs
@@ -978,6 +979,9 @@ def build_lie_source(kernels: LieKernelSet, kind: str, s: int, stiff: bool, kf: 
                       LINALG, LIE_ENGINE])
 
 
+_PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 @attrs.frozen(eq=False)
 class LiePlan:
     """What a Lie method runs compiled on one system: the module source and its data."""
@@ -990,15 +994,16 @@ class LiePlan:
     options: Any  # NewtonOptions
     has_lam: bool
     elem_shape: tuple
-    _mod: list = attrs.field(factory=list, init=False, repr=False)
 
     def module(self) -> Any:
-        """The imported (and, on first use, compiled) module (kept: no hashing per step)."""
-        if not self._mod:
+        """The imported (and, on first use, compiled) module (kept per plan, outside it so
+        that a method holding the plan pickles: no hashing of the source per step)."""
+        mod = _PLAN_MODULES.get(self)
+        if mod is None:
             from ._kernels import load_module
 
-            self._mod.append(load_module(self.source))
-        return self._mod[0]
+            mod = _PLAN_MODULES[self] = load_module(self.source)
+        return mod
 
     def run(self, state: Any, h: float, n_steps: int, save_every: int,
             cbound: float = math.inf) -> dict:

@@ -34,6 +34,7 @@ Compiled backend (issue 17)
 from __future__ import annotations
 
 from .core._backend import BackendError, resolve_backend
+from .core._compiled_lie import lie_plan
 from .core._compiled_prk import (
     ENGINE,
     CompiledPlan,
@@ -78,6 +79,7 @@ __all__ = [
     "forced_multiplier",
     "forced_multiplier_control_jacobian",
     "interface_of",
+    "lie_plan",
     "lie_step_jacobians",
     "no_controls",
     "resolve_backend",

@@ -241,6 +241,13 @@ class LieNonholonomicPRK(StageOrders, Method):
     form: str = attrs.field(default="lagrangian", validator=one_of(FORMS))
     _cache: dict = attrs.field(factory=MethodCache, init=False, repr=False, eq=False)
     supports_forces = True
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)``: the compiled step (issue 17, ``_compiled_lie_nh``)."""
+        from ._compiled_lie_nh import compiled_lie_plan
+
+        return compiled_lie_plan(self, system, iface)
 
     # ------------------------------------------------------------------ protocol
     @property
@@ -474,6 +481,12 @@ class LieNonholonomicPRK(StageOrders, Method):
         """
         ops, model = self._setup(system)
         check_state(state, ops.elem_shape, model.d, model.m)
+        if u is None:
+            from chetaev.discrete_lagrangian.extending import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                return plan.step(state, h)
         a = np.asarray(self.pair.first.a, dtype=float)
         b = np.asarray(self.pair.first.b, dtype=float)
         s, d, m = a.shape[0], model.d, model.m

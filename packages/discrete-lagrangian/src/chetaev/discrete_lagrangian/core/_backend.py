@@ -107,8 +107,9 @@ def resolve_backend(method: Any, system: Any) -> Any:
             raise BackendError(
                 f"backend='numba': this {type(system).__name__} has no compiled kernels (a "
                 "system of plain Python callables). Build it with "
-                "chetaev.discrete_lagrangian.symbolic.from_lagrangian (without array params) "
-                "to get kernels, or use backend='numpy' / 'auto'."
+                "chetaev.discrete_lagrangian.symbolic.from_lagrangian (on a Lie group: "
+                "from_trivialized_lagrangian; without array params) to get kernels, or use "
+                "backend='numpy' / 'auto'."
             )
         return None
     if choice == "auto" and not numba_available():

@@ -526,7 +526,9 @@ def _compiled_loop(system: Any, method: Any, plan: Any, state: State, h: float, 
 
     bound = min((b for _, _, b in checks), default=math.inf)
     what = checks[0][0] if checks else ""
-    out = run_compiled(plan, state, h, n_steps, save_every, bound)
+    run = getattr(plan, "run", None)  # a plan with its own loop (the Lie engine)
+    out = (run(state, h, n_steps, save_every, bound) if run is not None
+           else run_compiled(plan, state, h, n_steps, save_every, bound))
     k = out["done"]
     t_ref, n_ref, _ = grid
     n0 = state.n

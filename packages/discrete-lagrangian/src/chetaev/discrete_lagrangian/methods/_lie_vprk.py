@@ -139,6 +139,26 @@ class LieVPRK(PairMethod):
     _cache: dict = attrs.field(init=False, factory=dict, repr=False)
     family = "LieVPRK"
     supports_forces = True
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)``: the compiled plan (issue 17,
+        :mod:`~chetaev.discrete_lagrangian.core._compiled_lie`) for an unconstrained, unforced
+        ℓ = ½ηᵀ𝕀η − V(g) built by ``symbolic.from_trivialized_lagrangian`` on a matrix
+        group (SO(3), SE(2), SE(3), products with Rⁿ) with the Cayley retraction."""
+        from ..core._compiled_lie import lie_plan
+
+        k = iface.kernels
+        if k.constraint is not None or hasattr(system, "constraint"):
+            return "a constrained system", None
+        if iface.force is not None:
+            return "a forced system (external forces run on numpy for now)", None
+        hit = self._cache.get("compiled")
+        if hit is not None and hit[0] is k:
+            return hit[1], hit[2]
+        why, plan = lie_plan(k, system.group, self.retraction, self.coeffs, self.newton)
+        self._cache["compiled"] = (k, why, plan)
+        return why, plan
 
     def __attrs_post_init__(self) -> None:
         if self.retraction not in _KINDS:
@@ -226,6 +246,12 @@ class LieVPRK(PairMethod):
     def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
         """One step (g_k, μ_k) → (g_{k+1}, μ_{k+1}) (eqs. 24–27); ``u``: the control of a
         forced system (the stage force F(Gⁱ, Ωⁱ, u) is added to Fⁱ)."""
+        if u is None:
+            from ..core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                return plan.step(state, h)
         group = system.group
         tau = self._tau(group)
         s, d = self.coeffs.s, group.dim

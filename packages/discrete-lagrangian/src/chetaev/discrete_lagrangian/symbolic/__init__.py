@@ -908,9 +908,23 @@ def from_trivialized_lagrangian(group, ell, eta, *, g=None, nonholonomic=(), par
     system = _group_system(b, le, d, F)
     if nh:
         kkt = _kkt_derivatives(b, le, _velocity_c(b, nh, b.ltgrad))
-        return b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g", b.ltgrad),
-                                              kkt_derivatives=kkt))
-    return b.finish(system)
+        system = b.finish(_sy.ConstrainedSystem(system, _velocity_constraint(b, nh, "g",
+                                                                             b.ltgrad),
+                                                kkt_derivatives=kkt))
+    else:
+        system = b.finish(system)
+    return _with_lie_kernels(b, le, system, F, nh)
+
+
+def _with_lie_kernels(b: _Builder, le, system, F, nh):
+    """``system`` with its compiled Lie-backend kernels registered (issue 17,
+    ``_kernel_emit_lie``)."""
+    from ..core._kernels import register_kernels
+    from ._kernel_emit_lie import emit_lie_kernels
+
+    register_kernels(system, emit_lie_kernels(b, le, system, nonholonomic=nh,
+                                              forced=F is not None))
+    return system
 
 
 def _group_system(b: _Builder, le, d: int, F=None):

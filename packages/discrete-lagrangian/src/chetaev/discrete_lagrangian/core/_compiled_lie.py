@@ -1,0 +1,1145 @@
+"""The compiled Lie-group PRK engine (issue 17): the compiled twin of
+:mod:`~chetaev.discrete_lagrangian.core._lie_prk` (paper Theorem 6.1, eqs. (24)–(27)), one
+numba module per (system kernels, group, retraction, method).
+
+Same unknowns ``x = [H (s·d), Λ of the free stages (k·m)]`` and the same residual as
+:func:`~chetaev.discrete_lagrangian.core._lie_prk.lie_prk_residual` (the inverse-free form of
+eq. (26))::
+
+    Ξⁱ = h Σⱼ aᵢⱼ Hʲ,  ξ = h Σⱼ bⱼ Hʲ (= Ξˢ for a stiffly accurate pair),  Gⁱ = g τ(Ξⁱ)
+    Ωⁱ = dLτ(Ξⁱ) Hⁱ,  Fⁱ = L*_{Gⁱ} D₁ℓ + hook force,  Π₀ⁱ = 𝕀Ωⁱ,  Πⁱ = Dᵢᵀ Π₀ⁱ
+    Nⁱ = Dᵢᵀ Fⁱ + J^L(Ξⁱ, Hⁱ)ᵀ Π₀ⁱ,  μ_{k+1} = Ad*_{τ(ξ)} [μ_k + h Σⱼ bⱼ Ad*_{τ(−Ξʲ)} Fʲ]
+    Rᵢ = Πⁱ − dLτ(ξ)ᵀ μ_{k+1} + h Σⱼ (bⱼ aⱼᵢ / bᵢ) Nʲ                                 (26)
+
+and the same analytic Jacobian (the chain rule of
+:func:`~chetaev.discrete_lagrangian.core._lie_prk.stage_derivatives`, for ℓ = ½ηᵀ𝕀η − V(g)
+with constant 𝕀). The Newton loop is the rule of
+:func:`~chetaev.discrete_lagrangian.core._solver.newton_solve` for one system (``_newton_single``:
+threshold ``max(max(tol, 64 eps)·scale, atol)``, stall count, simplified-Newton refresh, the
+optional ``polish`` to the round-off floor), with the LU and max-norm helpers of
+:mod:`~chetaev.discrete_lagrangian.core._compiled_prk` (its source pieces, :data:`LINALG`).
+
+Group pieces (:func:`group_source`): the group's scalar formulas, one numba function per map,
+each the same formula as the ``chetaev.liegroups`` kernel it mirrors (agreement to 1e-14
+tested in ``tests/test_compiled_lie.py``):
+
+=====================  =======================================================
+compiled               mirrors (``chetaev.liegroups``)
+=====================  =======================================================
+``grp_tau``            ``retraction(G, "cayley").kernels.tau`` (SO3 ``_cay_core``;
+                       Rⁿ factor ``Rn._k_cay`` as a homogeneous block; other matrix
+                       groups ``MatrixLieGroup.cay``: (I − X/2)⁻¹(I + X/2))
+``grp_dL``             ``kernels.dL`` (SO3 ``_cay_dl_core``; Rⁿ: identity;
+                       ``MatrixLieGroup.cay_dL``)
+``grp_tensor``         ``kernels.dL_tensor`` (SO3 ``_k_cay_dL_tensor``; Rⁿ: 0; else the
+                       ``Retraction._dL_tensor_k`` fallback through ``cay_dL_deriv``)
+``grp_S``              ``kernels.dL_deriv_T_deriv`` (SO3 ``_k_cay_dL_deriv_T_deriv``; else
+                       the ``_dL_deriv_T_deriv_k`` fallback through ``cay_dL_hess``)
+``grp_Ad_pair``        ``kernels.Ad_pair`` (SO3 ``_k_Ad_pair``: (R, R); Rⁿ: (I, I); else
+                       ``MatrixLieGroup._k_Ad_pair`` with Ad(g) d = vee(g hat(d) g⁻¹))
+``grp_compose``        ``kernels.compose`` (block matrix products, ``Product._k_compose``)
+``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f from ``group.ad``)
+=====================  =======================================================
+
+Supported: SO(3) (closed forms), any other matrix group of ``chetaev.liegroups`` through the
+generic matrix Cayley (SE(2), SE(3): tested against liegroups) and products of these with
+Rⁿ factors, Cayley retraction, mechanical ℓ with constant 𝕀. S² (a homogeneous space, not a
+matrix group here), Rⁿ alone (the vector engine), the exp retraction,
+general ℓ, holonomic constraints and external forces run on numpy (``backend="auto"``) or raise
+:class:`~chetaev.discrete_lagrangian.core._backend.BackendError` (``backend="numba"``) with the
+reason.
+
+Hooks (a source piece with fixed names, as in ``_compiled_prk``): the constants ``HAS_HOOKS,
+WK, KF, POLISH`` and ``hook_force(i, Gi, Omi, Lami, Fi, wk)``,
+``hook_force_jac(i, Gi, Omi, Lami, zeta_i, dOm_i, dF_i, wk)``,
+``hook_rows(mu, h, A, ev, R, wk)``, ``hook_rows_jac(mu, h, A, ev, jv, J, wk)`` (``ev``, ``jv``:
+the stage arrays of ``_workspace`` / ``_jac_workspace``), ``hook_first(g, eta, mu, lam, lam1,
+wk)`` (Λ¹), ``hook_scale(mu, x)``, ``hook_guess(eta, hist, nhist, vprev, lam, x)`` (``hist``:
+the last two solutions), ``hook_velocity(mu1, eta1, wk)`` (η_{k+1}) and
+``hook_residual(g1, eta1, wk)`` (the post-condition). :data:`PLAIN_LIE_HOOKS` is the
+unconstrained LieVPRK's piece; ``chetaev.nh_integrators._compiled_lie_nh`` writes the
+nonholonomic one.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._compiled_prk import ENGINE, _jit_kernels
+from ._kernels import KernelSet
+
+__all__ = [
+    "LIE_ENGINE",
+    "LINALG",
+    "PLAIN_LIE_HOOKS",
+    "LieKernelSet",
+    "LiePlan",
+    "group_source",
+    "group_support",
+    "lie_plan",
+]
+
+_EPS = float(np.finfo(np.float64).eps)
+
+#: The LU factorisation, LU solve and NaN-aware max-norm of the vector-space engine (its
+#: source, reused as is).
+LINALG = ENGINE[: ENGINE.index("@njit(cache=True)\ndef _eval(")]
+if "def _lu_factor(" not in LINALG or "def _maxabs(" not in LINALG:  # pragma: no cover
+    raise ImportError("_compiled_prk.ENGINE no longer starts with its LU/maxabs helpers")
+
+
+@attrs.frozen(eq=False)
+class LieKernelSet(KernelSet):
+    """A :class:`~chetaev.discrete_lagrangian.core._kernels.KernelSet` of a left-trivialized
+    system on ``group`` (kernels ``NAME(q, v, out)`` with ``q`` the flattened group element;
+    see ``symbolic._kernel_emit_lie``)."""
+
+    group: Any = None
+
+
+# ----------------------------------------------------------------------------- group pieces
+_SO3_CAYLEY = '''
+@njit(cache=True)
+def so3_hat_entry(v, o, b, a):
+    # hat(v)[b, a] of the 3-vector v[o:o+3] (liegroups' hat3)
+    if b == 0 and a == 1:
+        return -v[o + 2]
+    if b == 0 and a == 2:
+        return v[o + 1]
+    if b == 1 and a == 0:
+        return v[o + 2]
+    if b == 1 and a == 2:
+        return -v[o]
+    if b == 2 and a == 0:
+        return -v[o + 1]
+    if b == 2 and a == 1:
+        return v[o]
+    return 0.0
+
+
+@njit(cache=True)
+def so3_iso(w, o, a, b, c, M, r, K):
+    # a I + b hat(w) + c w w^T (liegroups' iso_from_coeffs) into the block at (r, r) of the
+    # flat K x K matrix M
+    for i in range(3):
+        cwi = c * w[o + i]
+        for j in range(3):
+            val = cwi * w[o + j]
+            if i == j:
+                val += a
+            else:
+                val += b * so3_hat_entry(w, o, i, j)
+            M[(r + i) * K + r + j] = val
+
+
+@njit(cache=True)
+def so3_cay_tau(X, o, T, r, K):
+    # SO3._cay_core: k = 4/(4 + s), (1 - k s/2) I + k hat(w) + (k/2) w w^T
+    s = X[o] * X[o] + X[o + 1] * X[o + 1] + X[o + 2] * X[o + 2]
+    k = 4.0 / (4.0 + s)
+    so3_iso(X, o, 1.0 - 0.5 * k * s, k, 0.5 * k, T, r, K)
+
+
+@njit(cache=True)
+def so3_cay_dL(X, o, Dm):
+    # SO3._cay_dl_core: d = 2/(4 + s), 2d I - d hat(w)
+    s = X[o] * X[o] + X[o + 1] * X[o + 1] + X[o + 2] * X[o + 2]
+    d = 2.0 / (4.0 + s)
+    for i in range(3):
+        for j in range(3):
+            if i == j:
+                Dm[o + i, o + j] = 2.0 * d
+            else:
+                Dm[o + i, o + j] = -d * so3_hat_entry(X, o, i, j)
+
+
+@njit(cache=True)
+def so3_cay_tensor(X, o, Tn):
+    # SO3._k_cay_dL_tensor: T[b, a, c] = -4c^2 M_ba w_c - 2c hat(e_c)_ba, M = 2I - hat(w)
+    s = X[o] * X[o] + X[o + 1] * X[o + 1] + X[o + 2] * X[o + 2]
+    c = 1.0 / (4.0 + s)
+    f = -4.0 * c * c
+    for b in range(3):
+        for a in range(3):
+            Mba = (2.0 if a == b else 0.0) - so3_hat_entry(X, o, b, a)
+            for cc in range(3):
+                e = -0.5 * (b - a) * (a - cc) * (cc - b)  # hat(e_c)[b, a] = -eps_bac
+                Tn[o + b, o + a, o + cc] = f * Mba * X[o + cc] - 2.0 * c * e
+
+
+@njit(cache=True)
+def so3_cay_S(X, E, P, o, S):
+    # SO3._k_cay_dL_deriv_T_deriv: m = mu^T (2 eta - w x eta), x = eta x mu,
+    # S = 16c^3 m w w^T + 4c^2 (w x^T + x w^T) - 4c^2 m I
+    w0, w1, w2 = X[o], X[o + 1], X[o + 2]
+    e0, e1, e2 = E[o], E[o + 1], E[o + 2]
+    p0, p1, p2 = P[o], P[o + 1], P[o + 2]
+    c = 1.0 / (4.0 + (w0 * w0 + w1 * w1 + w2 * w2))
+    m = (p0 * (2.0 * e0 - (w1 * e2 - w2 * e1)) + p1 * (2.0 * e1 - (w2 * e0 - w0 * e2))
+         + p2 * (2.0 * e2 - (w0 * e1 - w1 * e0)))
+    x0 = e1 * p2 - e2 * p1
+    x1 = e2 * p0 - e0 * p2
+    x2 = e0 * p1 - e1 * p0
+    c2 = 4.0 * c * c
+    c3 = 16.0 * c ** 3 * m
+    w = (w0, w1, w2)
+    x = (x0, x1, x2)
+    for i in range(3):
+        for j in range(3):
+            v = c3 * (w[i] * w[j]) + c2 * (w[i] * x[j] + x[i] * w[j])
+            if i == j:
+                v -= c2 * m
+            S[o + i, o + j] = v
+
+
+@njit(cache=True)
+def so3_Ad_pair(T, r, K, o, Ad, AdiT):
+    # SO3._k_Ad_pair: Ad(R) = R, Ad(R^T)^T = R
+    for i in range(3):
+        for j in range(3):
+            Ad[o + i, o + j] = T[(r + i) * K + r + j]
+            AdiT[o + i, o + j] = T[(r + i) * K + r + j]
+'''
+
+_RN_BLOCK = '''
+@njit(cache=True)
+def rn_tau(X, o, n, T, r, K):
+    # Rn._k_cay (= exp) as the homogeneous block of a product: [I w; 0 1]
+    for i in range(n + 1):
+        for j in range(n + 1):
+            T[(r + i) * K + r + j] = 1.0 if i == j else 0.0
+    for i in range(n):
+        T[(r + i) * K + r + n] = X[o + i]
+
+
+@njit(cache=True)
+def rn_eye(o, n, Mx):
+    for i in range(n):
+        Mx[o + i, o + i] = 1.0
+'''
+
+
+_MATRIX_CAYLEY = '''
+@njit(cache=True)
+def mc_inv(A):
+    # the inverse of a small matrix through the engine's LU (liegroups: np.linalg.inv/solve)
+    k = A.shape[0]
+    LU = A.copy()
+    piv = np.empty(k, np.int64)
+    inv = np.full((k, k), math.nan)
+    if not _lu_factor(LU, piv):
+        return inv
+    e = np.zeros(k)
+    col = np.empty(k)
+    for j in range(k):
+        e[:] = 0.0
+        e[j] = 1.0
+        _lu_solve(LU, piv, e, col)
+        inv[:, j] = col
+    return inv
+
+
+@njit(cache=True)
+def mc_hat(X, o, Gen):
+    k = Gen.shape[1]
+    Xh = np.zeros((k, k))
+    for j in range(Gen.shape[0]):
+        Xh += X[o + j] * Gen[j]
+    return Xh
+
+
+@njit(cache=True)
+def mc_AB(X, o, Gen):
+    # MatrixLieGroup._cay_AB: A = I - hat(xi)/2, B = I + hat(xi)/2
+    k = Gen.shape[1]
+    Xh = mc_hat(X, o, Gen)
+    A = np.eye(k) - 0.5 * Xh
+    B = np.eye(k) + 0.5 * Xh
+    return A, B
+
+
+@njit(cache=True)
+def mc_vee(Vm, M, b):
+    # component b of vee(M) (the group's _k_vee as a linear map)
+    k = M.shape[0]
+    acc = 0.0
+    for i in range(k):
+        for j in range(k):
+            acc += Vm[b, i * k + j] * M[i, j]
+    return acc
+
+
+@njit(cache=True)
+def mc_tau(X, o, Gen, T, r, K):
+    # MatrixLieGroup.cay: A^{-1} B
+    A, B = mc_AB(X, o, Gen)
+    C = mc_inv(A) @ B
+    k = Gen.shape[1]
+    for i in range(k):
+        for j in range(k):
+            T[(r + i) * K + r + j] = C[i, j]
+
+
+@njit(cache=True)
+def mc_dL(X, o, Gen, Vm, Dm):
+    # MatrixLieGroup.cay_dL: dL(xi) d = vee(B^{-1} hat(d) A^{-1})
+    A, B = mc_AB(X, o, Gen)
+    Ai = mc_inv(A)
+    Bi = mc_inv(B)
+    d = Gen.shape[0]
+    for c in range(d):
+        M = Bi @ Gen[c] @ Ai
+        for b in range(d):
+            Dm[o + b, o + c] = mc_vee(Vm, M, b)
+
+
+@njit(cache=True)
+def mc_tensor(X, o, Gen, Vm, Tn):
+    # Retraction.dL_tensor fallback: T[b, a, c] = cay_dL_deriv(xi, e_a)[b, c] with
+    # J d = vee(B^{-1} (hat(eta) A^{-1} hat(d) - hat(d) B^{-1} hat(eta)) A^{-1} / 2)
+    A, B = mc_AB(X, o, Gen)
+    Ai = mc_inv(A)
+    Bi = mc_inv(B)
+    d = Gen.shape[0]
+    for a in range(d):
+        for c in range(d):
+            M = 0.5 * (Bi @ (Gen[a] @ Ai @ Gen[c] - Gen[c] @ Bi @ Gen[a]) @ Ai)
+            for b in range(d):
+                Tn[o + b, o + a, o + c] = mc_vee(Vm, M, b)
+
+
+@njit(cache=True)
+def mc_S(X, E, P, o, Gen, Vm, S):
+    # Retraction.dL_deriv_T_deriv fallback: S[c, e] = sum_b mu_b cay_dL_hess(xi, eta, e_c)[b, e]
+    A, B = mc_AB(X, o, Gen)
+    Q = mc_inv(A)
+    Pm = mc_inv(B)
+    H = mc_hat(E, o, Gen)
+    d = Gen.shape[0]
+    PHQ = Pm @ H @ Q
+    for c in range(d):
+        U = Gen[c]
+        PUP = Pm @ U @ Pm
+        QUQ = Q @ U @ Q
+        M1 = PUP @ H @ Q
+        M4 = PHQ @ U @ Q
+        for e in range(d):
+            De = Gen[e]
+            M = 0.25 * (Pm @ De @ (M1 - M4) + PUP @ De @ PHQ + PHQ @ De @ QUQ
+                        + (M4 - M1) @ De @ Q)
+            acc = 0.0
+            for b in range(d):
+                acc += P[o + b] * mc_vee(Vm, M, b)
+            S[o + c, o + e] = acc
+
+
+@njit(cache=True)
+def mc_Ad_pair(T, r, K, o, Gen, Vm, Ad, AdiT):
+    # Ad(g) d = vee(g hat(d) g^{-1}); Ad_pair = (Ad(g), Ad(g^{-1})^T) (MatrixLieGroup._k_Ad_pair)
+    k = Gen.shape[1]
+    g = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            g[i, j] = T[(r + i) * K + r + j]
+    gi = mc_inv(g)
+    d = Gen.shape[0]
+    for c in range(d):
+        M = g @ Gen[c] @ gi
+        Mi = gi @ Gen[c] @ g
+        for b in range(d):
+            Ad[o + b, o + c] = mc_vee(Vm, M, b)
+            AdiT[o + c, o + b] = mc_vee(Vm, Mi, b)
+'''
+
+
+def _factors(group: Any) -> list | None:
+    """``[(kind, n, algebra offset, matrix offset)]`` of a supported group, else None."""
+    from chetaev.liegroups import SO3
+    from chetaev.liegroups._base import MatrixLieGroup
+    from chetaev.liegroups._product import ProductGroup
+    from chetaev.liegroups._rn import RnGroup
+
+    def kind(f: Any) -> str | None:
+        if f == SO3:
+            return "so3"
+        if isinstance(f, RnGroup):
+            return "rn"
+        if (isinstance(f, MatrixLieGroup) and not isinstance(f, ProductGroup)
+                and len(tuple(f.shape)) == 2):
+            return "mc"  # the generic matrix Cayley of MatrixLieGroup (SE(2), SE(3), SO(2))
+        return None
+
+    factors = group.factors if isinstance(group, ProductGroup) else (group,)
+    out = []
+    o = r = 0
+    for f in factors:
+        k = kind(f)
+        if k is None or (k == "rn" and not isinstance(group, ProductGroup)):
+            return None
+        out.append((k, int(f.dim), o, r, f))
+        o += int(f.dim)
+        r += int(f.matrix_dim)
+    return out if any(k != "rn" for k, *_ in out) else None
+
+
+def group_support(group: Any, kind: str) -> str:
+    """Why ``(group, kind)`` has no compiled group piece ("" when it has one)."""
+    if kind != "cayley":
+        return "the exp retraction (compiled: Cayley only so far)"
+    if _factors(group) is None:
+        return (f"the group {getattr(group, 'name', group)} (compiled: matrix groups such as "
+                "SO(3), SE(2), SE(3) and their products with Rⁿ; not S² or Rⁿ alone)")
+    return ""
+
+
+def group_source(group: Any, kind: str) -> str:
+    """The group piece: ``grp_tau, grp_dL, grp_tensor, grp_S, grp_Ad_pair, grp_compose,
+    grp_coad`` on flat ``K × K`` elements and ``(D,)`` algebra vectors (module docstring)."""
+    if group_support(group, kind):
+        raise ValueError(group_support(group, kind))
+    fs = _factors(group)
+    K = int(group.shape[0])
+    lines = [_SO3_CAYLEY, _RN_BLOCK, _MATRIX_CAYLEY]
+    ad = np.asarray(group.ad(np.eye(group.dim)), dtype=float)  # ad(e_k), the coadjoint
+    lines.append(f"ADB = np.array({ad.tolist()!r})")
+    mcs = []
+    for i, (k, n, o, r, f) in enumerate(fs):
+        if k == "mc":
+            gen = np.asarray(f.generators(), dtype=float)
+            vee = np.linalg.pinv(gen.reshape(n, -1).T)  # vee(M) = pinv(hat) vec(M)
+            vee[np.abs(vee) < 1e-15] = 0.0
+            lines.append(f"GEN_{i} = np.array({gen.tolist()!r})\nVEE_{i} = np.array("
+                         f"{vee.tolist()!r})")
+            mcs.append((i, o, r))
+
+    def fn(head: str, body: list[str], zero: str = "") -> None:
+        lines.append("\n@njit(cache=True)\ndef " + head + ":")
+        if zero:
+            lines.append(f"    {zero}[...] = 0.0")
+        lines.extend("    " + b for b in body)
+        lines.append("")
+
+    so3 = [(o, r) for k, n, o, r, _f in fs if k == "so3"]
+    rn = [(n, o, r) for k, n, o, r, _f in fs if k == "rn"]
+    fn("grp_tau(X, T)", [f"so3_cay_tau(X, {o}, T, {r}, {K})" for o, r in so3]
+       + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn]
+       + [f"mc_tau(X, {o}, GEN_{i}, T, {r}, {K})" for i, o, r in mcs], "T")
+    fn("grp_dL(X, Dm)", [f"so3_cay_dL(X, {o}, Dm)" for o, r in so3]
+       + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn]
+       + [f"mc_dL(X, {o}, GEN_{i}, VEE_{i}, Dm)" for i, o, r in mcs], "Dm")
+    fn("grp_tensor(X, Tn)", [f"so3_cay_tensor(X, {o}, Tn)" for o, r in so3]
+       + [f"mc_tensor(X, {o}, GEN_{i}, VEE_{i}, Tn)" for i, o, r in mcs], "Tn")
+    fn("grp_S(X, E, P, S)", [f"so3_cay_S(X, E, P, {o}, S)" for o, r in so3]
+       + [f"mc_S(X, E, P, {o}, GEN_{i}, VEE_{i}, S)" for i, o, r in mcs], "S")
+    body = ["AdiT[...] = 0.0"]
+    body += [f"so3_Ad_pair(T, {r}, {K}, {o}, Ad, AdiT)" for o, r in so3]
+    body += [f"rn_eye({o}, {n}, Ad)\n    rn_eye({o}, {n}, AdiT)" for n, o, r in rn]
+    body += [f"mc_Ad_pair(T, {r}, {K}, {o}, GEN_{i}, VEE_{i}, Ad, AdiT)" for i, o, r in mcs]
+    fn("grp_Ad_pair(T, Ad, AdiT)", body, "Ad")
+    # ζ ↦ ad*_ζ f = ad(ζ)ᵀ f: P[a, k] = Σ_b ad(e_k)[b, a] f_b (SystemInterface.coadjoint_matrix)
+    fn("grp_coad(f, P)", ["for a in range(ADB.shape[0]):",
+                          "    for k in range(ADB.shape[0]):",
+                          "        acc = 0.0",
+                          "        for b in range(ADB.shape[0]):",
+                          "            acc += ADB[k, b, a] * f[b]",
+                          "        P[a, k] = acc"])
+    # compose: block products (Product._k_compose; SO3: matmul)
+    body = ["out[...] = 0.0"]
+    for _k, _n, _o, r, f in fs:
+        size = int(f.matrix_dim)
+        body += [f"for i in range({r}, {r + size}):",
+                 f"    for j in range({r}, {r + size}):",
+                 "        acc = 0.0",
+                 f"        for l in range({r}, {r + size}):",
+                 f"            acc += g[i * {K} + l] * T[l * {K} + j]",
+                 f"        out[i * {K} + j] = acc"]
+    fn("grp_compose(g, T, out)", body)
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the engine
+#: The unconstrained LieVPRK's hooks (no force, no extra rows; the guess of
+#: ``LieVPRK._step_impl``: H_prev + (η_k − η_{k−1}), else η_k at every stage).
+PLAIN_LIE_HOOKS = '''
+HAS_HOOKS = False
+WK = 1
+POLISH = -1.0
+
+
+@njit(cache=True)
+def hook_force(i, Gi, Omi, Lami, Fi, wk):
+    pass
+
+
+@njit(cache=True)
+def hook_force_jac(i, Gi, Omi, Lami, zeta_i, dOm_i, dF_i, wk):
+    pass
+
+
+@njit(cache=True)
+def hook_rows(mu, h, A, ev, R, wk):
+    pass
+
+
+@njit(cache=True)
+def hook_rows_jac(mu, h, A, ev, jv, J, wk):
+    pass
+
+
+@njit(cache=True)
+def hook_velocity(mu1, eta1, wk):
+    for a in range(D):
+        acc = 0.0
+        for b in range(D):
+            acc += INERTIA_INV[a, b] * mu1[b]
+        eta1[a] = acc
+
+
+@njit(cache=True)
+def hook_first(g, eta, mu, lam, lam1, wk):
+    pass
+
+
+@njit(cache=True)
+def hook_scale(mu, x):
+    r = 0.0
+    for a in range(D):
+        r = max(r, abs(mu[a]))
+    return 1.0 + r
+
+
+@njit(cache=True)
+def hook_guess(eta, hist, nhist, vprev, lam, x):
+    for i in range(S):
+        for k in range(D):
+            if nhist > 0:
+                x[i * D + k] = hist[0, i * D + k] + (eta[k] - vprev[k])
+            else:
+                x[i * D + k] = eta[k]
+
+
+@njit(cache=True)
+def hook_residual(g1, eta1, wk):
+    return 0.0
+'''
+
+LIE_ENGINE = '''
+@njit(cache=True)
+def _mdx(Mt, coef, h, out):
+    # out[:, k D + q] += h coef[k] Mt[:, q]  (Mt times the derivative of Xi = h sum_k c_k H_k)
+    for r in range(Mt.shape[0]):
+        for k in range(S):
+            c = h * coef[k]
+            for q in range(D):
+                out[r, k * D + q] += c * Mt[r, q]
+
+
+@njit(cache=True)
+def _mm(Am, Bm, out, sign):
+    # out += sign * Am @ Bm
+    for r in range(Am.shape[0]):
+        for c in range(Bm.shape[1]):
+            acc = 0.0
+            for l in range(Am.shape[1]):
+                acc += Am[r, l] * Bm[l, c]
+            out[r, c] += sign * acc
+
+
+@njit(cache=True)
+def _mtm(Am, Bm, out, sign):
+    # out += sign * Am^T @ Bm
+    for r in range(Am.shape[1]):
+        for c in range(Bm.shape[1]):
+            acc = 0.0
+            for l in range(Am.shape[0]):
+                acc += Am[l, r] * Bm[l, c]
+            out[r, c] += sign * acc
+
+
+@njit(cache=True)
+def _workspace():
+    H = np.empty((S, D))
+    Xi = np.empty((S1, D))
+    T = np.empty((S1, KK))
+    Dm = np.empty((S1, D, D))
+    Ad = np.empty((S1, D, D))
+    AdiT = np.empty((S1, D, D))
+    Tn = np.empty((S1, D, D, D))
+    G = np.empty((S, KK))
+    Om = np.empty((S, D))
+    F = np.empty((S, D))
+    P0 = np.empty((S, D))
+    Jl = np.empty((S, D, D))
+    Y = np.empty((S, D))
+    N = np.empty((S, D))
+    mu1 = np.empty(D)
+    g1 = np.empty(KK)
+    Lam = np.zeros((S, MM))
+    nu = np.empty(D)
+    return (H, Xi, T, Dm, Ad, AdiT, Tn, G, Om, F, P0, Jl, Y, N, mu1, g1, Lam, nu)
+
+
+@njit(cache=True)
+def _jac_workspace():
+    zeta = np.zeros((S, D, NX))
+    dOm = np.zeros((S, D, NX))
+    dP0 = np.zeros((S, D, NX))
+    dF = np.zeros((S, D, NX))
+    dN = np.zeros((S, D, NX))
+    dY = np.zeros((S, D, NX))
+    dnu = np.zeros((D, NX))
+    zxi = np.zeros((D, NX))
+    dmu1 = np.zeros((D, NX))
+    Dmm = np.zeros((D, D))
+    Dmm2 = np.zeros((D, D))
+    Dmm3 = np.zeros((D, D))
+    tmp = np.zeros((D, NX))
+    return (zeta, dOm, dP0, dF, dN, dY, dnu, zxi, dmu1, Dmm, Dmm2, Dmm3, tmp)
+
+
+@njit(cache=True)
+def _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk):
+    # the stage quantities (kept in ev for _lie_jac) and the residual (26)
+    H, Xi, T, Dm, Ad, AdiT, Tn, G, Om, F, P0, Jl, Y, N, mu1, g1, Lam, nu = ev
+    for i in range(S):
+        for k in range(D):
+            H[i, k] = x[i * D + k]
+    for i in range(S - KF):
+        for a in range(M):
+            Lam[i, a] = lam1[a]
+    for r in range(KF):
+        for a in range(M):
+            Lam[S - KF + r, a] = x[S * D + r * M + a]
+    for i in range(S):
+        for k in range(D):
+            acc = 0.0
+            for j in range(S):
+                acc += A[i, j] * H[j, k]
+            Xi[i, k] = h * acc
+    if not STIFF:
+        for k in range(D):
+            acc = 0.0
+            for j in range(S):
+                acc += B[j] * H[j, k]
+            Xi[S, k] = h * acc
+    for i in range(S1):
+        grp_tau(Xi[i], T[i])
+        grp_dL(Xi[i], Dm[i])
+        grp_Ad_pair(T[i], Ad[i], AdiT[i])
+        grp_tensor(Xi[i], Tn[i])
+    for i in range(S):
+        grp_compose(g, T[i], G[i])
+        for b in range(D):
+            for c in range(D):
+                acc = 0.0
+                for a in range(D):
+                    acc += Tn[i, b, a, c] * H[i, a]
+                Jl[i, b, c] = acc
+        for b in range(D):
+            acc = 0.0
+            for a in range(D):
+                acc += Dm[i, b, a] * H[i, a]
+            Om[i, b] = acc
+        lt_force(G[i], Om[i], F[i])
+        if HAS_HOOKS:
+            hook_force(i, G[i], Om[i], Lam[i], F[i], wk)
+        for b in range(D):
+            acc = 0.0
+            for a in range(D):
+                acc += INERTIA[b, a] * Om[i, a]
+            P0[i, b] = acc
+        for a in range(D):
+            acc = 0.0
+            for b in range(D):
+                acc += AdiT[i, a, b] * F[i, b]
+            Y[i, a] = acc
+        for c in range(D):
+            acc = 0.0
+            for b in range(D):
+                acc += Dm[i, b, c] * F[i, b]
+            acc2 = 0.0
+            for b in range(D):
+                acc2 += Jl[i, b, c] * P0[i, b]
+            N[i, c] = acc + acc2
+    L = S1 - 1  # xi
+    for a in range(D):
+        acc = 0.0
+        for j in range(S):
+            acc += B[j] * Y[j, a]
+        nu[a] = mu[a] + h * acc
+    for a in range(D):
+        acc = 0.0
+        for b in range(D):
+            acc += Ad[L, b, a] * nu[b]
+        mu1[a] = acc
+    for i in range(S):
+        for a in range(D):
+            pi = 0.0
+            for b in range(D):
+                pi += Dm[i, b, a] * P0[i, b]
+            dm = 0.0
+            for b in range(D):
+                dm += Dm[L, b, a] * mu1[b]
+            acc = 0.0
+            for j in range(S):
+                acc += W[i, j] * N[j, a]
+            R[i * D + a] = pi - dm + h * acc
+    if STIFF:
+        for k in range(KK):
+            g1[k] = G[S - 1, k]
+    else:
+        grp_compose(g, T[S], g1)
+
+
+@njit(cache=True)
+def _lie_jac(h, A, B, W, ev, J, jv, wk):
+    # the analytic Jacobian (stage_derivatives) at the point of the last _lie_res
+    H, Xi, T, Dm, Ad, AdiT, Tn, G, Om, F, P0, Jl, Y, N, mu1, g1, Lam, nu = ev
+    L = S1 - 1
+    zeta, dOm, dP0, dF, dN, dY, dnu, zxi, dmu1, Dmm, Dmm2, Dmm3, tmp = jv
+    for arr in (zeta, dOm, dP0, dF, dN, dY):
+        arr[...] = 0.0
+    dnu[...] = 0.0
+    zxi[...] = 0.0
+    dmu1[...] = 0.0
+    for i in range(S):
+        _mdx(Dm[i], A[i], h, zeta[i])
+        _mdx(Jl[i], A[i], h, dOm[i])
+        for r in range(D):
+            for q in range(D):
+                dOm[i, r, i * D + q] += Dm[i, r, q]
+        _mm(INERTIA, dOm[i], dP0[i], 1.0)
+        lt_force_jac(G[i], Om[i], Dmm)
+        _mm(Dmm, zeta[i], dF[i], 1.0)
+        if HAS_HOOKS:
+            hook_force_jac(i, G[i], Om[i], Lam[i], zeta[i], dOm[i], dF[i], wk)
+    _mdx(Dm[L], B, h, zxi)
+    for i in range(S):
+        # Q_F + S (times dXi), Q_P0^T dH, D^T dF, J^T dP0  -> dN
+        grp_S(Xi[i], H[i], P0[i], Dmm2)
+        for a in range(D):
+            for c in range(D):
+                qf = 0.0
+                qp = 0.0
+                for b in range(D):
+                    qf += Tn[i, b, a, c] * F[i, b]
+                    qp += Tn[i, b, a, c] * P0[i, b]
+                Dmm[a, c] = qf + Dmm2[a, c]
+                Dmm3[a, c] = qp
+        _mdx(Dmm, A[i], h, dN[i])
+        for r in range(D):
+            for q in range(D):
+                dN[i, r, i * D + q] += Dmm3[q, r]
+        _mtm(Dm[i], dF[i], dN[i], 1.0)
+        _mtm(Jl[i], dP0[i], dN[i], 1.0)
+        # dPi = Q_P0 dXi + D^T dP0, stored in dP0's place after use: R rows below
+        tmp[...] = 0.0
+        _mdx(Dmm3, A[i], h, tmp)
+        _mtm(Dm[i], dP0[i], tmp, 1.0)
+        for r in range(D):
+            for c in range(NX):
+                dP0[i, r, c] = tmp[r, c]
+        # dY = AdiT (dF - coad(F) zeta)
+        grp_coad(F[i], Dmm)
+        tmp[...] = 0.0
+        for r in range(D):
+            for c in range(NX):
+                tmp[r, c] = dF[i, r, c]
+        _mm(Dmm, zeta[i], tmp, -1.0)
+        _mm(AdiT[i], tmp, dY[i], 1.0)
+        for r in range(D):
+            for c in range(NX):
+                dnu[r, c] += h * B[i] * dY[i, r, c]
+    # dmu1 = coad(mu1) zxi + Ad_xi^T dnu
+    grp_coad(mu1, Dmm)
+    _mm(Dmm, zxi, dmu1, 1.0)
+    _mtm(Ad[L], dnu, dmu1, 1.0)
+    # dDmu = Q_mu1 dxi + D_xi^T dmu1
+    for a in range(D):
+        for c in range(D):
+            acc = 0.0
+            for b in range(D):
+                acc += Tn[L, b, a, c] * mu1[b]
+            Dmm[a, c] = acc
+    tmp[...] = 0.0
+    _mdx(Dmm, B, h, tmp)
+    _mtm(Dm[L], dmu1, tmp, 1.0)
+    for i in range(S):
+        for r in range(D):
+            row = i * D + r
+            for c in range(NX):
+                acc = 0.0
+                for j in range(S):
+                    acc += W[i, j] * dN[j, r, c]
+                J[row, c] = dP0[i, r, c] - tmp[r, c] + h * acc
+
+
+@njit(cache=True)
+def _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R):
+    _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk)
+    hook_rows(mu, h, A, ev, R, wk)
+
+
+@njit(cache=True)
+def _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk):
+    # at the point of the last _lie_residual (Newton asks for the Jacobian only there)
+    _lie_jac(h, A, B, W, ev, J, jv, wk)
+    hook_rows_jac(mu, h, A, ev, jv, J, wk)
+
+
+@njit(cache=True)
+def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
+                 max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
+                 out):
+    ev = _workspace()
+    jv = _jac_workspace()
+    J = np.empty((NX, NX))
+    R = np.empty(NX)
+    piv = np.empty(NX, np.int64)
+    dx = np.empty(NX)
+    x = np.empty(NX)
+    wk = np.zeros(WK)
+    hist = np.zeros((2, NX))
+    nhist = 0
+    g = g0.copy()
+    eta = eta0.copy()
+    mu = mu0.copy()
+    lam = lam0.copy()
+    lam1 = np.zeros(MM)
+    vprev = eta0.copy()
+    eta1 = np.empty(D)
+    mu1 = ev[14]
+    g1 = ev[15]
+    Lam = ev[16]
+    status = 0
+    done = 0
+    fail_r = 0.0
+    fail_thr = 0.0
+    fail_it = 0
+    for k in range(1, nsteps + 1):
+        hook_first(g, eta, mu, lam, lam1, wk)
+        hook_guess(eta, hist, nhist, vprev, lam, x)
+        scale = hook_scale(mu, x)
+        thr = max(tolf * scale, atol)
+        floor = thr
+        if POLISH >= 0.0:
+            floor = max(floor_tol * scale, atol)
+        _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
+        r = _maxabs(R)
+        it = 0
+        stall = 0
+        rate = math.nan
+        have_lu = False
+        while it < max_iter and r > floor and r < math.inf:
+            if POLISH >= 0.0 and r <= thr and it > 0 and not (rate <= POLISH):
+                break
+            if not have_lu:
+                _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk)
+                if not _lu_factor(J, piv):
+                    break
+                have_lu = True
+            _lu_solve(J, piv, R, dx)
+            for i in range(NX):
+                x[i] -= dx[i]
+            it += 1
+            _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
+            rn = _maxabs(R)
+            rate = rn / max(r, 1e-300)
+            if rate >= 1.0:
+                stall += 1
+            else:
+                stall = 0
+            r = rn
+            if (not SIMPLIFIED) or (rate > refresh and r > thr):
+                have_lu = False
+            if stall >= max_stall:
+                break
+        its[k - 1] = it
+        res[k - 1] = r
+        if not (r <= thr):
+            status = 1
+            fail_r = r
+            fail_thr = thr
+            fail_it = it
+            break
+        # (the evaluation at the solution is the last one: g1, mu1, Lam are current)
+        hook_velocity(mu1, eta1, wk)
+        sq = 0.0
+        for c in range(KK):
+            sq += g1[c] * g1[c]
+        for a in range(D):
+            sq += eta1[a] * eta1[a] + mu1[a] * mu1[a]
+        for a in range(M):
+            sq += Lam[S - 1, a] * Lam[S - 1, a]
+        if not (sq < math.inf):
+            status = 2
+            break
+        cr = hook_residual(g1, eta1, wk)
+        cres[k - 1] = cr
+        if not (cr <= cbound):
+            status = 3
+            fail_r = cr
+            break
+        for i in range(NX):
+            hist[1, i] = hist[0, i]
+            hist[0, i] = x[i]
+        nhist = min(nhist + 1, 2)
+        for c in range(D):
+            vprev[c] = eta[c]
+            eta[c] = eta1[c]
+            mu[c] = mu1[c]
+        for c in range(KK):
+            g[c] = g1[c]
+        for a in range(M):
+            lam[a] = Lam[S - 1, a]
+        done = k
+        if k % save_every == 0:
+            row = k // save_every
+            for c in range(KK):
+                og[row, c] = g[c]
+            for c in range(D):
+                ov[row, c] = eta[c]
+                op[row, c] = mu[c]
+            for a in range(M):
+                olam[row, a] = lam[a]
+    for c in range(KK):
+        fin[0, c] = g[c]
+    for c in range(D):
+        fin[1, c] = eta[c]
+        fin[2, c] = mu[c]
+    for a in range(M):
+        fin[3, a] = lam[a]
+    out[0] = status
+    out[1] = done
+    out[2] = fail_r
+    out[3] = fail_thr
+    out[4] = fail_it
+
+
+@njit(cache=True)
+def run_serial(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
+               max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
+               out):
+    for b in range(g0.shape[0]):
+        _lie_run_one(g0[b], eta0[b], mu0[b], lam0[b], h, nsteps, save_every, A, B, W, tolf,
+                     floor_tol, atol, max_iter, refresh, max_stall, cbound, og[b], ov[b],
+                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b])
+
+
+@njit(cache=True, parallel=True)
+def run_parallel(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
+                 max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
+                 out):
+    for b in prange(g0.shape[0]):
+        _lie_run_one(g0[b], eta0[b], mu0[b], lam0[b], h, nsteps, save_every, A, B, W, tolf,
+                     floor_tol, atol, max_iter, refresh, max_stall, cbound, og[b], ov[b],
+                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b])
+'''
+
+_HEADER = '''"""Generated by chetaev.discrete_lagrangian.core._compiled_lie (issue 17)."""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+S = {s}
+D = {d}
+K = {k}
+KK = {kk}
+M = {m}
+MM = {mm}
+KF = {kf}
+NX = {nx}
+S1 = {s1}
+STIFF = {stiff}
+SIMPLIFIED = {simplified}
+INERTIA = np.array({inertia!r})
+INERTIA_INV = np.array({inertia_inv!r})
+'''
+
+
+def build_lie_source(kernels: LieKernelSet, kind: str, s: int, stiff: bool, kf: int,
+                     hooks: str, simplified: bool) -> str:
+    """The generated module: header constants, kernels, group piece, hooks, LU helpers and
+    the Lie engine."""
+    group = kernels.group
+    d, m = int(kernels.n), int(kernels.m)
+    k = int(group.shape[0])
+    inertia = np.array(kernels.mass, dtype=float)
+    head = _HEADER.format(
+        s=s, d=d, k=k, kk=k * k, m=m, mm=max(m, 1), kf=kf, nx=s * d + kf * m,
+        s1=s if stiff else s + 1, stiff=bool(stiff), simplified=bool(simplified),
+        inertia=inertia.tolist(), inertia_inv=np.linalg.inv(inertia).tolist())
+    return "\n".join([head, _jit_kernels(kernels.source), group_source(group, kind), hooks,
+                      LINALG, LIE_ENGINE])
+
+
+_PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@attrs.frozen(eq=False)
+class LiePlan:
+    """What a Lie method runs compiled on one system: the module source and its data."""
+
+    source: str
+    a: np.ndarray
+    b: np.ndarray
+    w: np.ndarray
+    m: int
+    options: Any  # NewtonOptions
+    has_lam: bool
+    elem_shape: tuple
+
+    def module(self) -> Any:
+        """The imported (and, on first use, compiled) module (kept per plan, outside it so
+        that a method holding the plan pickles: no hashing of the source per step)."""
+        mod = _PLAN_MODULES.get(self)
+        if mod is None:
+            from ._kernels import load_module
+
+            mod = _PLAN_MODULES[self] = load_module(self.source)
+        return mod
+
+    def run(self, state: Any, h: float, n_steps: int, save_every: int,
+            cbound: float = math.inf) -> dict:
+        """:func:`~chetaev.discrete_lagrangian.core._compiled_prk.run_compiled` for this
+        plan (the same result dict; ``q`` holds group elements ``(n_saved, *batch, K, K)``)."""
+        return _run(self, state, h, n_steps, save_every, cbound)
+
+    def step(self, state: Any, h: float) -> Any:
+        """One compiled step (``Method.step`` sets ``t`` and ``n``)."""
+        from .._util._errors import ConvergenceError
+        from ._state import State
+
+        es = self.elem_shape
+        g = np.asarray(state.q, dtype=float)
+        if g.ndim != len(es):  # a batch: the general run
+            out = self.run(state, h, 1, 1)
+            status, (r, tol, it) = out["status"], out["fail"]
+            f = out["final"]
+            q1, v1, p1, lam1 = f["q"], f["v"], f["p"], f["lam"]
+            its, res = int(out["its"].max(initial=0)), float(out["res"].max(initial=0.0))
+        else:  # one trajectory: the compiled call without the run's bookkeeping
+            q1, v1, p1, lam1, status, r, tol, it, its, res = _one_step(self, state, g, h)
+        if status == 1:
+            raise ConvergenceError(step=state.n, t=state.t, residual=r, tol=tol, iterations=it,
+                                   hint="halve h, or increase NewtonOptions(max_iter=...)")
+        info = {"newton_iterations": its, "residual": res, "backend": "numba"}
+        return State(t=state.t + h, q=q1, v=v1, p=p1, lam=lam1, n=state.n + 1, carry={},
+                     info=info)
+
+
+def _one_step(plan: LiePlan, state: Any, g: np.ndarray, h: float) -> tuple:
+    """One unbatched compiled step: ``(g1, η1, μ1, λ1, status, r, tol, it, its, res)``."""
+    kk, d, m = g.size, int(np.shape(state.v)[-1]), plan.m
+    g0 = np.ascontiguousarray(g.reshape(1, kk))
+    e0 = np.ascontiguousarray(np.asarray(state.v, dtype=float).reshape(1, d))
+    p0 = np.ascontiguousarray(np.asarray(state.p, dtype=float).reshape(1, d))
+    l0 = (np.ascontiguousarray(np.asarray(state.lam, dtype=float).reshape(1, m))
+          if (m and state.lam is not None) else np.zeros((1, max(m, 1))))
+    o = plan.options
+    og, ov, op, olam = (np.empty((1, 2, kk)), np.empty((1, 2, d)), np.empty((1, 2, d)),
+                        np.empty((1, 2, m)))
+    its, res, cres = np.zeros((1, 1), np.int64), np.zeros((1, 1)), np.zeros((1, 1))
+    fin, out = np.zeros((1, 4, max(kk, d, m))), np.zeros((1, 5))
+    plan.module().run_serial(g0, e0, p0, l0, float(h), 1, 1, plan.a, plan.b, plan.w,
+                             max(float(o.tol), 64.0 * _EPS), 64.0 * _EPS, float(o.atol),
+                             int(o.max_iter), float(o.refresh_rate), int(o.max_stall),
+                             math.inf, og, ov, op, olam, its, res, cres, fin, out)
+    lam1 = fin[0, 3, :m].copy() if plan.has_lam else None
+    return (fin[0, 0, :kk].reshape(plan.elem_shape), fin[0, 1, :d].copy(),
+            fin[0, 2, :d].copy(), lam1, int(out[0, 0]), float(out[0, 2]), float(out[0, 3]),
+            int(out[0, 4]), int(its[0, 0]), float(res[0, 0]))
+
+
+def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,
+         cbound: float) -> dict:
+    es = plan.elem_shape
+    kk = int(np.prod(es))
+    g = np.asarray(state.q, dtype=float)
+    batch = g.shape[: g.ndim - len(es)]
+    d = int(np.shape(state.v)[-1])
+    m = plan.m
+    nb = int(np.prod(batch)) if batch else 1
+
+    def flat(x, w):
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=float),
+                                                    (*batch, w))).reshape(nb, w)
+
+    g0 = np.ascontiguousarray(g.reshape(nb, kk))
+    eta0, mu0 = flat(state.v, d), flat(state.p, d)
+    lam0 = flat(state.lam, m) if (m and state.lam is not None) else np.zeros((nb, max(m, 1)))
+    mod = plan.module()
+    o = plan.options
+    tolf = max(float(o.tol), 64.0 * _EPS)
+
+    def go(steps: int) -> tuple:
+        ns = steps // save_every + 1
+        og, ov, op = np.empty((nb, ns, kk)), np.empty((nb, ns, d)), np.empty((nb, ns, d))
+        olam = np.empty((nb, ns, m))
+        og[:, 0], ov[:, 0], op[:, 0], olam[:, 0] = g0, eta0, mu0, lam0[:, :m]
+        its = np.zeros((nb, max(steps, 1)), np.int64)
+        res, cres = np.zeros((nb, max(steps, 1))), np.zeros((nb, max(steps, 1)))
+        fin, out = np.zeros((nb, 4, max(kk, d, m))), np.zeros((nb, 5))
+        run = mod.run_parallel if nb > 1 else mod.run_serial
+        run(g0, eta0, mu0, lam0, float(h), int(steps), int(save_every), plan.a, plan.b,
+            plan.w, tolf, 64.0 * _EPS, float(o.atol), int(o.max_iter), float(o.refresh_rate),
+            int(o.max_stall), float(cbound), og, ov, op, olam, its, res, cres, fin, out)
+        return og, ov, op, olam, its, res, cres, fin, out
+
+    og, ov, op, olam, its, res, cres, fin, out = go(n_steps)
+    done = out[:, 1].astype(np.int64)
+    k = int(done.min())
+    if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
+        og, ov, op, olam, its, res, cres, fin, out = go(k)
+    worst = int(np.argmin(done))
+    nreg = k // save_every + 1
+
+    def saved(arr, row, width, shape):
+        arr = arr[:, :nreg]
+        if k % save_every:
+            arr = np.concatenate([arr, fin[:, None, row, :width]], axis=1)
+        return np.moveaxis(arr, 0, 1).reshape(arr.shape[1], *batch, *shape)
+
+    final = {"q": fin[:, 0, :kk].reshape(*batch, *es), "v": fin[:, 1, :d].reshape(*batch, d),
+             "p": fin[:, 2, :d].reshape(*batch, d),
+             "lam": fin[:, 3, :m].reshape(*batch, m) if plan.has_lam else None}
+    return {
+        "q": saved(og, 0, kk, es), "v": saved(ov, 1, d, (d,)), "p": saved(op, 2, d, (d,)),
+        "lam": saved(olam, 3, m, (m,)) if plan.has_lam else None,
+        "final": final, "done": k,
+        "status": int(out[worst, 0]) if k < n_steps else 0,
+        "fail": (float(out[worst, 2]), float(out[worst, 3]), int(out[worst, 4])),
+        "its": its[:, :k].max(axis=0) if k else np.zeros(0, np.int64),
+        "res": res[:, :k].max(axis=0) if k else np.zeros(0),
+        "cres": cres[:, :k].max(axis=0) if k else np.zeros(0),
+    }
+
+
+def lie_plan(kernels: Any, group: Any, kind: str, coeffs: Any, options: Any, *,
+             hooks: str = PLAIN_LIE_HOOKS, kf: int = 0, has_lam: bool = False,
+             simplified: bool | None = None) -> tuple[str, LiePlan | None]:
+    """``(why_not, plan)`` of a Lie method on a system with ``kernels`` (module docstring:
+    what runs compiled)."""
+    if not isinstance(kernels, LieKernelSet) or kernels.group != group:
+        return "a system whose kernels are not those of a trivialized system on its group", None
+    if kernels.forced:
+        return "a forced system (external forces run on numpy for now)", None
+    if not kernels.mechanical:
+        return "a Lagrangian that is not ½ηᵀ𝕀η − V(g) with constant 𝕀", None
+    why = group_support(group, kind)
+    if why:
+        return why, None
+    a = np.ascontiguousarray(coeffs.a, dtype=float)
+    b = np.ascontiguousarray(coeffs.b, dtype=float)
+    stiff = bool(np.array_equal(a[-1], b))
+    w = np.ascontiguousarray(b[None, :] * a.T / b[:, None])
+    simp = bool(options.simplified if simplified is None else simplified)
+    src = build_lie_source(kernels, kind, coeffs.s, stiff, kf, hooks, simp)
+    return "", LiePlan(source=src, a=a, b=b, w=w, m=int(kernels.m) if has_lam else 0,
+                       options=options, has_lam=has_lam, elem_shape=tuple(group.shape))

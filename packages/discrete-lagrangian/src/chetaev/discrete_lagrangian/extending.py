@@ -27,8 +27,9 @@ Compositions
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
     :class:`CompiledPlan`, :func:`build_source`, :func:`constraint_force_hooks`,
-    :data:`ENGINE` (the engine's numba source, whose LU, max-norm and batch-driver pieces a
-    method with a step of its own reuses).
+    :data:`ENGINE` (the engine's numba source), :data:`LINALG` and :data:`BATCH_DRIVERS` (its
+    LU, max-norm and batch-driver pieces, which a method with a step of its own reuses),
+    :func:`lie_plan` (the compiled Lie-group engine).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from __future__ import annotations
 from .core._backend import BackendError, resolve_backend
 from .core._compiled_lie import lie_plan
 from .core._compiled_prk import (
+    BATCH_DRIVERS,
     ENGINE,
+    LINALG,
     CompiledPlan,
     build_source,
     compiled_step,
@@ -60,7 +63,9 @@ from .methods._dmaps_euclid import ComposedSteps
 from .methods._vprk import _no_controls as no_controls
 
 __all__ = [
+    "BATCH_DRIVERS",
     "ENGINE",
+    "LINALG",
     "BackendError",
     "CompiledPlan",
     "ComposedSteps",

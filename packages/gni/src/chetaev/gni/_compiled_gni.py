@@ -43,13 +43,12 @@ defines its own ``_run_one`` with the engine's signature, so the engine's ``run_
 
 from __future__ import annotations
 
-import re
 import weakref
 from typing import Any
 
 import numpy as np
 
-__all__ = ["GNI_STEP", "compiled_plan", "engine_pieces"]
+__all__ = ["GNI_STEP", "compiled_plan"]
 
 #: The compiled steps of both forms and the loop over the steps (constants ``ALPHA``,
 #: ``QUAD``: 0 the endpoint family, 1 the quadrature-point family; ``TWO``: the local form).
@@ -455,34 +454,6 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     out[4] = fail_it
 '''
 
-_BLOCK = re.compile(r"\n(?=@njit)")
-_NAME = re.compile(r"^def (\w+)\(", re.M)
-
-
-def engine_pieces(engine: str, names: tuple[str, ...]) -> str:
-    """The functions ``names`` (each with its ``@njit`` line) cut out of the engine source
-    ``engine``, in the engine's order.
-
-    Raises
-    ------
-    RuntimeError
-        A name the engine no longer defines (the engine and this module disagree).
-    """
-    found: dict[str, str] = {}
-    for block in _BLOCK.split(engine):
-        hit = _NAME.search(block)
-        if hit is not None and hit.group(1) in names:
-            found[hit.group(1)] = block.strip("\n")
-    missing = [nm for nm in names if nm not in found]
-    if missing:
-        raise RuntimeError(f"the compiled PRK engine defines no {missing}: update "
-                           "chetaev.gni._compiled_gni")
-    return "\n\n\n".join(found[nm] for nm in names) + "\n"
-
-
-# The engine's pieces reused here: LU, max-norm, the serial and prange batch drivers (which
-# call this module's _run_one).
-_REUSED = ("_lu_factor", "_lu_solve", "_maxabs", "run_serial", "run_parallel")
 
 # One plan per (kernels, discrete Lagrangian, Newton options); an entry goes with its kernels.
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -511,7 +482,12 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     form, the system's own metric (no ``metric=`` override), a constraint linear or
     affine in the velocity, no external force, a discrete Lagrangian of the endpoint or
     quadrature-point family (module docstring)."""
-    from chetaev.discrete_lagrangian.extending import ENGINE, CompiledPlan, build_source
+    from chetaev.discrete_lagrangian.extending import (
+        BATCH_DRIVERS,
+        LINALG,
+        CompiledPlan,
+        build_source,
+    )
 
     k = iface.kernels
     if method.metric is not None:
@@ -530,7 +506,7 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     plan = per.get(key)
     if plan is None:
         consts = f"QUAD = {fam[0]}\nALPHA = {fam[1]!r}\nTWO = {two}\n"
-        engine = GNI_STEP + "\n\n" + engine_pieces(ENGINE, _REUSED)
+        engine = "\n\n".join([GNI_STEP, LINALG, BATCH_DRIVERS])
         source = build_source(k, 1, 0, "", two and method.newton.simplified, consts,
                               engine=engine)
         nil = np.zeros((1, 1))

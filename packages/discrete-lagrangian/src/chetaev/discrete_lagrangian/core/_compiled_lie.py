@@ -70,12 +70,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._compiled_prk import ENGINE, _jit_kernels
+from ._compiled_prk import LINALG, _jit_kernels
 from ._kernels import KernelSet
 
 __all__ = [
     "LIE_ENGINE",
-    "LINALG",
     "PLAIN_LIE_HOOKS",
     "LieKernelSet",
     "LiePlan",
@@ -86,11 +85,6 @@ __all__ = [
 
 _EPS = float(np.finfo(np.float64).eps)
 
-#: The LU factorisation, LU solve and NaN-aware max-norm of the vector-space engine (its
-#: source, reused as is).
-LINALG = ENGINE[: ENGINE.index("@njit(cache=True)\ndef _eval(")]
-if "def _lu_factor(" not in LINALG or "def _maxabs(" not in LINALG:  # pragma: no cover
-    raise ImportError("_compiled_prk.ENGINE no longer starts with its LU/maxabs helpers")
 
 
 @attrs.frozen(eq=False)

@@ -46,8 +46,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS", "PLAIN_HOOKS", "CompiledPlan", "build_source",
-           "compiled_step", "constraint_force_hooks", "method_plan", "run_compiled"]
+__all__ = ["BATCH_DRIVERS", "ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS", "LINALG", "PLAIN_HOOKS",
+           "CompiledPlan", "build_source", "compiled_step", "constraint_force_hooks",
+           "method_plan", "run_compiled"]
 
 _EPS = float(np.finfo(np.float64).eps)
 _OVERFLOW = float(np.sqrt(np.finfo(np.float64).max))
@@ -758,8 +759,17 @@ def {name}(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, ma
                  atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
                  its[b], res[b], cres[b], fin[b], out[b])
 '''
-ENGINE += (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
-           + _BATCH_LOOP.format(name="run_parallel", flags=", parallel=True", loop="prange"))
+#: The batch drivers (``run_serial``, ``run_parallel``: ``range`` / ``prange`` over the members,
+#: each calling the module's ``_run_one``), shared by every compiled method.
+BATCH_DRIVERS = (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
+                 + _BATCH_LOOP.format(name="run_parallel", flags=", parallel=True",
+                                      loop="prange"))
+ENGINE += BATCH_DRIVERS
+
+#: The engine's helpers before its stage equations: LU factorisation and solve (partial
+#: pivoting), the NaN-aware max-norm, the small dense products; a method with a step of its
+#: own (the Lie engine, the GNI) puts them in its module as they are.
+LINALG = ENGINE[: ENGINE.index("@njit(cache=True)\ndef _eval(")]
 
 # the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
 _EVAL_V = ENGINE[ENGINE.index("@njit(cache=True)\ndef _stage_residual("):

@@ -195,7 +195,8 @@ def _vector_models():
 
 def _check_hand_rhs(rng) -> float:
     """Largest relative difference of every hand-written RHS from ``system.acceleration`` on
-    100 random states; raises if one exceeds 1e-12 (a different ODE, not round-off)."""
+    100 random states (of the hand-coded and, for the Lie models, the symbolic systems);
+    raises if one exceeds 1e-12 (a different ODE, not round-off)."""
     worst = 0.0
     for name, (system, _, _) in _vector_models().items():
         n = system.n
@@ -208,21 +209,32 @@ def _check_hand_rhs(rng) -> float:
 
     R = SO3.exp(rng.normal(size=(100, 3)))
     w_b = rng.normal(size=(100, 3))
-    ball = nht.turntable_ball()
     g = np.tile(np.eye(6), (100, 1, 1))
     g[:, :3, :3] = R
     g[:, 3:5, 5] = rng.normal(size=(100, 2))
     v = rng.normal(size=(100, 2))
-    ref = ball.acceleration(g, np.concatenate([w_b, v], -1))
     w_s = np.einsum("bij,bj->bi", R, w_b)
     y = np.concatenate([R.reshape(100, 9), g[:, 3:5, 5], w_s, v], -1)
     d = ball_rhs(y)
     got = np.concatenate([np.einsum("bji,bj->bi", R, d[:, 11:14]), d[:, 14:16]], -1)
-    worst = _record(worst, "ball", got, ref)
-    top = dlt.heavy_top()
-    ref = top.acceleration(R, w_b)
-    got = heavy_top_rhs(np.concatenate([R.reshape(100, 9), w_b], -1))[:, 9:]
-    return _record(worst, "heavy top", got, ref)
+    got_top = heavy_top_rhs(np.concatenate([R.reshape(100, 9), w_b], -1))[:, 9:]
+    for ball, top in _lie_models():
+        worst = _record(worst, "ball", got, ball.acceleration(g, np.concatenate([w_b, v], -1)))
+        worst = _record(worst, "heavy top", got_top, top.acceleration(R, w_b))
+    return worst
+
+
+def _lie_models():
+    """(ball, heavy top): the hand-written models, then their symbolic twins (compiled
+    kernels with numba) where the tree has them; the figures use the last pair."""
+    models = [(nht.turntable_ball(), dlt.heavy_top())]
+    try:
+        from chetaev.examples.models import turntable_ball
+
+        models.append((turntable_ball.symbolic_system(), dlt.heavy_top(symbolic=True)))
+    except (ImportError, TypeError, AttributeError):  # a tree without them
+        pass
+    return models
 
 
 def _record(worst, name, got, ref):
@@ -371,9 +383,8 @@ def fig_cvt(quick, out):
 def fig_lie(quick, out):
     T, repeats = 10.0, (2 if quick else 5)
     gb, eb = nht.ball_initial()
-    ball = nht.turntable_ball()
     R0, W0 = np.eye(3), np.array([0.3, 1.0, -0.4])
-    top = dlt.heavy_top()
+    ball, top = _lie_models()[-1]
     print(f"\n4. Lie groups, T = {T:g} (Cayley, Lobatto 3): error at T = max over (g, η) "
           f"against DOP853 at rtol 1e-13; DOP853 at the loosest rtol = 10^(-k/2) reaching it")
     print(f"{'model':9s} {'h':>5s} {'µs/step':>8s} {'error':>8s} {'NH ms':>8s} "

@@ -319,13 +319,26 @@ def free_rigid_body(inertia=(1.0, 2.0, 3.0)):
     return TrivializedMechanicalSystem(SO3, np.diag(inertia), V, dV, d2V)
 
 
-def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0)):
+def heavy_top(inertia=(1.0, 1.5, 2.5), mgl: float = 1.0, chi=(0.1, 0.2, 1.0), *,
+              symbolic: bool = False):
     """Heavy top on SO(3): ℓ = ½ ηᵀ𝕀η − mgl e₃·Rχ.
 
     Left-trivialized gradient of V: mgl χ × Γ with Γ = Rᵀe₃; Hessian mgl χ̂ Γ̂.
-    Invariants: energy, Γ·Π (vertical angular momentum), |Γ| = 1.
+    Invariants: energy, Γ·Π (vertical angular momentum), |Γ| = 1. With ``symbolic=True``
+    the same ℓ through :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian`
+    (needs sympy; exact derivatives and, with numba, the compiled backend's kernels).
     """
     from chetaev.liegroups import SO3
+
+    if symbolic:
+        import sympy as sp
+
+        from .symbolic import from_trivialized_lagrangian
+
+        g, e = sp.MatrixSymbol("g", 3, 3), sp.symbols("e0:3")
+        ell = (sum(0.5 * float(inertia[i]) * e[i] ** 2 for i in range(3))
+               - float(mgl) * sum(g[2, j] * float(chi[j]) for j in range(3)))
+        return from_trivialized_lagrangian(SO3, ell, e, g=g)
 
     from .systems._systems import TrivializedMechanicalSystem
 

@@ -9,7 +9,8 @@ chetaev.gni.Composition) gives Jacobians A = ∂(q1, p1)/∂(q0, p0) and B = ∂
 that agree with central finite differences of ``step`` on the registry's problem, unforced
 and (for the methods that take forces) with F = −0.1 v + u, single and batched (two
 members); on a group in the tangent coordinates of the method's retraction,
-(g τ(ε), μ + δμ); the GNI in its state's (q, v) at fixed λ_k
+(g τ(ε), μ + δμ); the GNI in its state's (q, v) at fixed λ_k, the ReducedGNI in its
+complete state (x, g τ(ε), v) at fixed λ_k
 (``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``); the
 DSOCS at node 0 of its family in (q, v) through its start (after a step: the two-step state
 (q, q_next), tested in packages/dsocs/tests/test_forces.py).
@@ -24,7 +25,7 @@ floor, (64·eps/δ + tol)·max(1, 2/|h|) + δ² of max|[A B]| (5.7e-8 at the reg
 2.9e-8 at h = 0.1). Measured worst over the registry (50 linearizations, OPENBLAS_NUM_THREADS=1
 and unset): 4.4e-10 (ConstrainedPRK-2, unforced, batched), 1/130 of its bound; NonholonomicPRK
 1.1e-10, LieVPRK 2.2e-11, LieNonholonomicPRK 2.9e-11, GNI 1.3e-10, DSOCS 1.6e-11, ReducedGNI
-8.9e-12. The discretization-map
+6.6e-12 (in (x, g, v)). The discretization-map
 pairs and the compositions (worst over single/batched, unforced/forced; then with the
 nonlinear force of ``test_forced_linearization_every_pair``; OPENBLAS_NUM_THREADS=1 and unset,
 identical): dmap-euler-ba 3.0e-10 / 2.0e-10 (the chain rule over two sub-steps),

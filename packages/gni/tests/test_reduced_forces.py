@@ -24,10 +24,12 @@ affine                 2.00 / 1.99 / —        2.02 / 2.02 / —
 
 The smallest fitted error is 1.4e-6, far above FLOOR.
 
-Linearization: [A B] against central differences of ``step`` in (x, v) at fixed λ_k
-(``step_linearization_error``, bound ``step_fd_rtol(h)`` derived in
-``packages/discrete-lagrangian/tests/test_linearization.py``), single and batched, unforced
-and forced, with exact derivatives and with every derivative left to central differences.
+Linearization: [A B] against central differences of ``step`` in the complete state
+(x, g, v) at fixed λ_k, g perturbed as g τ(ε) (``coordinates="(q, g, v)"``), and in (x, v)
+for a state without a group element (``step_linearization_error``, bound ``step_fd_rtol(h)``
+derived in ``packages/discrete-lagrangian/tests/test_linearization.py``), single and batched,
+unforced and forced, with exact derivatives and with every derivative left to central
+differences (the ball on the rotating table: ``test_reduced_linearization.py``).
 """
 
 import attrs
@@ -253,8 +255,9 @@ def test_forced_nodes_keep_the_constraint_and_lambda0(affine):
     assert np.max(np.abs(s0.lam - s_free.lam)) > 0.01
 
 
-def _node(system, affine, batched, u):
-    """A node with λ_k from a step (not the continuous one); batched: two nodes."""
+def _node(system, affine, batched, u, with_g=True):
+    """A node with λ_k from a step (not the continuous one); batched: two nodes; without
+    its group element (``carry["g"] = None``) unless ``with_g``."""
     method = ReducedGNI()
     v0 = consistent_v0(system, X0)
     kw = {"u": np.array([0.7])} if system.has_force else {}
@@ -263,54 +266,61 @@ def _node(system, affine, batched, u):
         s2 = method.step(system, s1, 0.1, **kw)
         s1 = attrs.evolve(s1, q=np.stack([s1.q, s2.q]), v=np.stack([s1.v, s2.v]),
                           p=np.stack([s1.p, s2.p]), lam=np.stack([s1.lam, s2.lam]),
-                          carry={"g": None, "xi": np.stack([s1.carry["xi"], s2.carry["xi"]])})
+                          carry={"g": np.stack([s1.carry["g"], s2.carry["g"]]),
+                                 "xi": np.stack([s1.carry["xi"], s2.carry["xi"]])})
+    if not with_g:
+        s1 = attrs.evolve(s1, carry={**s1.carry, "g": None})
     return method, s1
 
 
+@pytest.mark.parametrize("with_g", [True, False], ids=["q-g-v", "q-v"])
 @pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "fd-derivatives"])
 @pytest.mark.parametrize("forced", [False, True], ids=["unforced", "forced"])
 @pytest.mark.parametrize("affine", [False, True], ids=["linear", "affine"])
-def test_linearization_matches_finite_differences(affine, forced, exact, batched):
-    """[A B] in (x, v) at fixed λ_k against central differences of ``step`` (module
-    docstring; bound ``step_fd_rtol(0.1)`` = 2.9e-8). Measured worst over the 16 cases
-    (OPENBLAS_NUM_THREADS=1 and unset): 3.7e-11 (affine, forced, fd-derivatives, batched),
-    1/780 of the bound; with exact derivatives 1.9e-11."""
+def test_linearization_matches_finite_differences(affine, forced, exact, batched, with_g):
+    """[A B] in (x, g, v) (with the group element) or in (x, v) (without), at fixed λ_k,
+    against central differences of ``step`` (module docstring; bound ``step_fd_rtol(0.1)``
+    = 2.9e-8). Measured worst over the 32 cases (OPENBLAS_NUM_THREADS=1 and unset):
+    3.7e-11 (affine, forced, fd-derivatives, batched, both coordinates), 1/780 of the
+    bound; with exact derivatives 1.9e-11."""
     system = model(affine, forced, exact)
     u = None
     if forced:
         u = np.array([[0.7], [-0.4]]) if batched else np.array([0.7])
-    method, state = _node(system, affine, batched, u)
+    method, state = _node(system, affine, batched, u, with_g)
     lin, err = step_linearization_error(method, system, state, H, u)
     lead = (2,) if batched else ()
-    assert lin.coordinates == "(q, v)"
-    assert lin.A.shape == (*lead, 7, 7) and lin.B.shape == (*lead, 7, 1 if forced else 0)
+    k = 10 if with_g else 7
+    assert lin.coordinates == ("(q, g, v)" if with_g else "(q, v)")
+    assert lin.A.shape == (*lead, k, k) and lin.B.shape == (*lead, k, 1 if forced else 0)
     if forced:
         assert np.max(np.abs(lin.B)) > 1e-3
     assert err <= step_fd_rtol(H), err
 
 
 def test_tangent_space_is_mapped_into_tangent_space():
-    """The bases (n + N − m = 5 columns) are orthonormal and tangent to {K(x)v + a(x) = 0}
-    (central differences of the residual along them, δ = 1e-6: bound 1e-8 as in the GNI
-    test); every node satisfies the constraint, so A maps into the next tangent space:
-    |(I − E1E1ᵀ)A| ≤ 1e-10·max(1, |A|) (Newton error ~1e-12 times an O(1) condition)."""
+    """The bases in (x, g, v) (n + N − m + d = 8 columns) are orthonormal and tangent to
+    {K(x)v + a(x) = 0} × G (central differences of the residual along them, δ = 1e-6: bound
+    1e-8 as in the GNI test; the residual does not depend on g); every node satisfies the
+    constraint, so A maps into the next tangent space: |(I − E1E1ᵀ)A| ≤ 1e-10·max(1, |A|)
+    (Newton error ~1e-12 times an O(1) condition)."""
     system = model(True)
     u = np.array([[0.7], [-0.4]])
     method, state = _node(system, True, True, u)
     lin = method.step_linearization(system, state, H, u)
     E0, E1 = lin.basis, lin.next_basis
-    assert E0.shape == E1.shape == (2, 7, 5) and lin.A_tangent.shape == (2, 5, 5)
-    assert lin.B_tangent.shape == (2, 5, 1)
+    assert E0.shape == E1.shape == (2, 10, 8) and lin.A_tangent.shape == (2, 8, 8)
+    assert lin.B_tangent.shape == (2, 8, 1)
     delta = 1e-6
     for E, st in ((E0, state), (E1, lin.state)):
-        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(5))) <= rounding_bound(1.0, 7)
-        for j in range(5):
-            dx, dv = delta * E[..., :2, j], delta * E[..., 2:, j]
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(8))) <= rounding_bound(1.0, 10)
+        for j in range(8):
+            dx, dv = delta * E[..., :2, j], delta * E[..., 5:, j]
             d = (system.residual(st.q + dx, st.v + dv)
                  - system.residual(st.q - dx, st.v - dv)) / (2 * delta)
             assert np.max(np.abs(d)) <= 1e-8
-    P1 = np.eye(7) - E1 @ np.swapaxes(E1, -1, -2)
+    P1 = np.eye(10) - E1 @ np.swapaxes(E1, -1, -2)
     assert np.max(np.abs(P1 @ lin.A)) <= 1e-10 * max(1.0, np.max(np.abs(lin.A)))
     assert np.max(np.abs(P1 @ lin.B)) <= 1e-10 * max(1.0, np.max(np.abs(lin.B)))
 

@@ -431,13 +431,16 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
     ----------
     method, system, state, h, u
         As for ``method.step``.
-    coordinates : {"(q, p)", "(q, v)", "(xi, mu)", "(q, q_next)"}
+    coordinates : {"(q, p)", "(q, v)", "(xi, mu)", "(q, q_next)", "(q, g, v)"}
         ``"(q, p)"``: the map ``(q, p, u) -> (q1, p1)`` with ``v = FL⁻¹(q, p)``; the columns
         of u follow those of (q, p). ``"(q, v)"``: ``(q, v) -> (q1, v1)``, the state's other
         entries (λ_k) held. ``"(xi, mu)"``: on a group, ``(ε, δμ) -> (τ⁻¹(g1⁻¹ g1'), μ1')``
         for the state ``(g τ(ε), μ + δμ)`` with ``η = Fℓ⁻¹(g τ(ε), μ + δμ)`` and τ the
         method's retraction. ``"(q, q_next)"``: a two-step method's ``(q_k, q_{k+1}) ->
         (q_{k+1}, q_{k+2})``, q_{k+1} in ``state.carry["q_next"]`` (``DSOCSIntegrator``).
+        ``"(q, g, v)"``: a reduced state on Rⁿ × G (``chetaev.gni.ReducedGNI``) with the
+        group element in ``state.carry["g"]``, ``(δx, ε, δv) -> (x1, τ⁻¹(g1⁻¹ g1'), v1)``
+        for the state ``(x + δx, g τ(ε), v + δv)`` (λ_k held, τ the method's retraction).
     delta : float
         The step δ.
 
@@ -465,6 +468,24 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
             return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
 
         x0, y0 = np.zeros(np.shape(state.p)), np.zeros(np.shape(state.p))
+    elif coordinates == "(q, g, v)":  # a reduced state (x, g, v): (x, ε) share the first slot
+        from chetaev.liegroups import retraction
+
+        group = system.group
+        tau = retraction(group, method.retraction)
+        g0, nx = state.carry["g"], np.shape(state.q)[-1]
+        inv1 = group.inverse(tight.step(system, state, h, u=u).carry["g"])
+
+        def f(a, b, uu):
+            g = group.compose(g0, tau(a[..., nx:]))
+            st = attrs.evolve(state, q=a[..., :nx], v=b, carry={"g": g, "xi": None})
+            new = tight.step(system, st, h, u=uu)
+            eps1 = tau.inv(group.compose(inv1, new.carry["g"]))
+            return np.concatenate([new.q, eps1, new.v], -1)
+
+        x0 = np.concatenate([np.asarray(state.q, dtype=float),
+                             np.zeros((*np.shape(state.q)[:-1], group.dim))], -1)
+        y0 = np.asarray(state.v)
     elif coordinates == "(q, q_next)":  # a two-step method's state (q_k, q_{k+1}) (DSOCS)
 
         def f(a, b, uu):

@@ -585,9 +585,11 @@ class ReducedGNI(Method):
     kept; ``info["work"] = (f_d⁻ + f_d⁺)·w_k`` is the discrete work of the step, and
     ``λ_0`` the multiplier of the forced continuous equations at ``u``.
 
-    **Step linearization** (issue 20): :meth:`step_linearization` in the state's
-    coordinates ``(q, v) = (x_k, (ẋ_k, ξ_k))`` at fixed λ_k (``coordinates == "(q, v)"``, as
-    for :class:`~chetaev.gni.GNI`), see :meth:`_step_linearization_impl`.
+    **Step linearization** (issue 20): :meth:`step_linearization` in the complete state
+    ``(q, g, v) = (x_k, W_k, (ẋ_k, ξ_k))`` at fixed λ_k, ``W_k`` perturbed as ``W_k τ(ε)``
+    with the method's retraction (``coordinates == "(q, g, v)"``; the reduced ``(q, v)`` is
+    a sub-block, and a state without a group element is linearized in ``"(q, v)"``, as
+    :class:`~chetaev.gni.GNI`), see :meth:`_step_linearization_impl`.
 
     Parameters
     ----------
@@ -751,25 +753,48 @@ class ReducedGNI(Method):
                      carry={"g": g1, "xi": w[..., n:]}, info=info)
 
     def _step_linearization_impl(self, system, state: State, h, u, new: State):
-        """``(A, B)`` of the step in the state's coordinates ``(q, v)`` at fixed λ_k, and in
-        tangent bases of the constraint set (issue 20).
+        """``(A, B)`` of the step in the complete state ``(q, g, v) = (x_k, W_k, (ẋ_k, ξ_k))``
+        at fixed λ_k, the group element in the tangent chart of the method's retraction, and
+        in tangent bases of the constraint set (issue 20).
 
         The step (class docstring; paper Def. 7.1, (30)/(38)) maps the node
-        ``(x_k, v_k, λ_k)``, ``v = (ẋ, ξ)``, to ``(x_{k+1}, v_{k+1}, λ_{k+1})``:
+        ``(x_k, W_k, v_k, λ_k)``, ``v = (ẋ, ξ)``, to ``(x_{k+1}, W_{k+1}, v_{k+1}, λ_{k+1})``:
         ``p⁻ = G̃ v_k + (h/2) K(x_k)ᵀ λ_k``; ``R(w) = F l_d^−(x_k, w) − f_d⁻(x_k, w, u) − p⁻ = 0``
         for ``w = ((x_{k+1} − x_k)/h, ξ_k)`` (the step's Newton unknown);
         ``x_{k+1} = x_k + h w_x``; ``p⁺ = F l_d^+(x_{k+1}, w) + f_d⁺(x_{k+1}, w, u)`` and
         ``v_{k+1}`` from the node's KKT system ``[[G̃, Kᵀ], [K, 0]] (v_{k+1}, c) = (p⁺, −a)``
-        at ``x_{k+1}`` (``c = −(h/2) λ_{k+1}``, :func:`node_from_post_momentum`). By the
-        implicit function theorem ``dw = −(∂R/∂w)⁻¹ ∂R/∂(x_k, v_k, u)`` with ``∂R/∂w`` the
-        exact Newton matrix (:func:`_legendre_jacobian`, the force's ``F_v``), and the rest
-        is chained. ``A = ∂(x_{k+1}, v_{k+1})/∂(x_k, v_k)`` ``(..., n + N, n + N)``,
-        ``B = ∂(x_{k+1}, v_{k+1})/∂u`` ``(..., n + N, n_controls)`` (zero columns without
-        a force), ``coordinates == "(q, v)"`` (λ_k is a state of its own, carried from the
-        previous step, as for :class:`~chetaev.gni.GNI`). The group element does not enter:
-        the reduced step is G-invariant (``g_{k+1} = g_k τ(h ξ_k)`` is reconstructed).
-        ``basis``/``next_basis``: orthonormal bases (``n + N − m`` columns) of the tangent
-        spaces of {K(x) v + a(x) = 0}, on which every node lies.
+        at ``x_{k+1}`` (``c = −(h/2) λ_{k+1}``, :func:`node_from_post_momentum`); the group
+        element is reconstructed as ``W_{k+1} = W_k τ(σ_k)``, ``σ_k = h w_ξ`` (Remark 7.2,
+        τ the method's ``retraction``). By the implicit function theorem
+        ``dw = −(∂R/∂w)⁻¹ ∂R/∂(x_k, v_k, u)`` with ``∂R/∂w`` the exact Newton matrix
+        (:func:`_legendre_jacobian`, the force's ``F_v``), and the rest is chained.
+
+        Coordinates ``"(q, g, v)"``: the state is perturbed as
+        ``(x_k + δx, W_k τ(ε), v_k + δv)``, ε ∈ 𝔤 (right translation by the method's
+        retraction, the chart of the Lie methods' ``"(xi, mu)"``), and the next group element
+        is read in the same chart, ``ε_{k+1} = τ⁻¹(W_{k+1}⁻¹ W'_{k+1})``. The reduced step is
+        G-invariant, so ``(x_{k+1}, v_{k+1})`` do not depend on ε, and from
+        ``W'_{k+1} = W_k τ(ε) τ(σ_k + δσ)`` with ``τ(ε) = e + ε + O(|ε|²)``:
+
+        * ``∂ε_{k+1}/∂ε = Ad_{τ(σ_k)⁻¹} = Ad_{τ(−σ_k)}`` (``τ(σ)⁻¹ τ(ε) τ(σ)``);
+        * ``∂ε_{k+1}/∂(x_k, v_k, u) = h dL τ_{σ_k} ∂w_ξ/∂(x_k, v_k, u)`` with ``dL τ`` the
+          retraction's left-trivialized tangent (``τ(σ)⁻¹ Dτ(σ)δσ = dL τ_σ δσ``,
+          :meth:`chetaev.liegroups.Retraction.dL`) and ``∂w_ξ`` the last ``d`` rows of the
+          implicit function theorem's ``dw``.
+
+        ``A = ∂(x_{k+1}, ε_{k+1}, v_{k+1})/∂(x_k, ε, v_k)`` ``(..., n + d + N, n + d + N)``,
+        ``B = ∂(x_{k+1}, ε_{k+1}, v_{k+1})/∂u`` ``(..., n + d + N, n_controls)`` (zero columns
+        without a force), ``d = group.dim``, ``N = n + d``; ``coordinates == "(q, g, v)"``
+        (λ_k is a state of its own, carried from the previous step, as for
+        :class:`~chetaev.gni.GNI`). The reduced linearization in ``(q, v) = (x, (ẋ, ξ))`` is
+        the sub-block of the rows and columns ``s = np.r_[0:n, n + d:n + d + N]``:
+        ``A[..., s, :][..., :, s]``, ``B[..., s, :]``. A state without a group element
+        (``state.carry["g"] is None``: nothing reconstructs it) is linearized in that
+        ``"(q, v)"`` alone.
+
+        ``basis``/``next_basis``: orthonormal bases of the tangent spaces of
+        {K(x) v + a(x) = 0} (× G in ``"(q, g, v)"``), on which every node lies:
+        ``n + N − m`` columns in (x, v), then the ``d`` group directions.
 
         Second derivatives used: ``potential_hessian`` (central differences of
         ``potential_grad`` when omitted), ``constraint_matrix_grad`` and
@@ -829,12 +854,37 @@ class ReducedGNI(Method):
         dv1 = np.linalg.solve(KKT, np.concatenate([np.broadcast_to(top, (*batch, N, k)),
                                                    np.broadcast_to(low, (*batch, m, k))],
                                                   -2))[..., :N, :]
-        full = np.concatenate([dx1, dv1], axis=-2)
-        A, B = full[..., : n + N], full[..., n + N:]
         E0 = _reduced_tangent_basis(system, x, v)
         E1 = _reduced_tangent_basis(system, x1, v1)
-        return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
-                                 **tangent_fields(E0, E1, A, B))
+        if state.carry.get("g") is None:  # no group element: the reduced state (q, v) only
+            full = np.concatenate([dx1, dv1], axis=-2)
+            A, B = full[..., : n + N], full[..., n + N:]
+            return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
+                                     **tangent_fields(E0, E1, A, B))
+        # the group rows: ε_{k+1} = Ad_{τ(−σ)} ε + h dLτ_σ dw_ξ (docstring)
+        d = N - n
+        sigma = h * w[..., n:]
+        de1 = h * (tau.dL(sigma) @ dw[..., n:, :])  # (..., d, k) in the columns (x, v, u)
+        rows = np.concatenate([dx1, de1, dv1], axis=-2)  # (..., n + d + N, k)
+        eps_col = np.zeros((*batch, n + d + N, d))
+        eps_col[..., n: n + d, :] = system.group.Ad(tau(-sigma), check=False)
+        A = np.concatenate([rows[..., :n], eps_col, rows[..., n: n + N]], axis=-1)
+        B = rows[..., n + N:]
+        return StepLinearization(state=new, A=A, B=B, coordinates="(q, g, v)",
+                                 **tangent_fields(_with_group(E0, n, d), _with_group(E1, n, d),
+                                                  A, B))
+
+
+def _with_group(E, n, d):
+    """The basis ``E`` ``(..., n + N, c)`` of a tangent space in (x, v) embedded in
+    (x, ε, v) (zero ε rows), followed by the ``d`` unit vectors of the group directions:
+    ``(..., n + d + N, c + d)``, orthonormal when ``E`` is."""
+    rows, c = E.shape[-2], E.shape[-1]
+    out = np.zeros((*E.shape[:-2], rows + d, c + d))
+    out[..., :n, :c] = E[..., :n, :]
+    out[..., n + d:, :c] = E[..., n:, :]
+    out[..., n: n + d, c:] = np.eye(d)
+    return out
 
 
 def reduced_rattle_37(system, tau, x, p_tilde, xi, M_tilde, lam_tilde, h, *, newton=None):

@@ -72,17 +72,28 @@ class StepLinearization:
     A : ndarray (..., 2n, 2n)
         ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p); on a group
         ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) in the retraction's tangent coordinates (module
-        docstring), n the algebra dimension.
+        docstring), n the algebra dimension. Square over the whole state: with a carried
+        multiplier (``coordinates`` ending in ``", lam)"``) ``(..., 2n + m, 2n + m)``.
     B : ndarray (..., 2n, n_controls)
-        ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
+        ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls); with a carried
+        multiplier also the rows of λ_{k+1}.
     coordinates : str
-        The coordinates of ``A`` and ``B``: ``"(q, p)"``, ``"(xi, mu)"`` on a group, or
-        ``"(q, v)"`` for the GNI (its state's velocities, at fixed λ_k).
+        The coordinates of ``A`` and ``B``, the state's entries stacked in this order:
+        ``"(q, p)"``; ``"(xi, mu)"`` on a group; ``"(q, v)"`` (velocities) or
+        ``"(q, q_next)"`` (a two-step state, ``DSOCSIntegrator``); ``"(q, g, v)"``
+        (``chetaev.gni.ReducedGNI``: shape x, group element in the retraction's chart,
+        velocity). A method whose step reads the node multiplier λ_k carried in the state
+        linearizes in the complete state, λ last: ``"(q, v, lam)"`` (``chetaev.gni.GNI``
+        and its compositions), ``"(q, p, lam)"``
+        (``NonholonomicPRK(multiplier_rule="carry")``), ``"(q, g, v, lam)"``
+        (``ReducedGNI``); a product of such A's is the Jacobian of several steps.
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
         invariant set at the current and the next state, in ``coordinates``:
         {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a holonomic constraint (d = 2n − 2m),
-        {Φ(q, FL⁻¹(q, p)) = 0} for a velocity constraint (d = 2n − m); None otherwise.
+        {Φ(q, FL⁻¹(q, p)) = 0} for a velocity constraint (d = 2n − m); with a carried
+        multiplier that set × Rᵐ (the basis block-diagonal with I_m: d + m columns of
+        length 2n + m); None otherwise.
     A_tangent : ndarray (..., d, d) or None
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None

@@ -38,6 +38,7 @@ __all__ = [
     "harmonic_nonholonomic_particle",
     "heavy_top",
     "henon_heiles",
+    "multistep_linearization_error",
     "newton_residual_bound",
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
@@ -561,6 +562,30 @@ def step_linearization_error(method: Any, system: Any, state: Any, h: float, u: 
     AB = np.concatenate([lin.A, lin.B], -1)
     fd = step_finite_differences(method, system, state, h, u, lin.coordinates, delta)
     return lin, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))
+
+
+def multistep_linearization_error(method: Any, system: Any, state: Any, h: float,
+                                  u: Any = None, n_steps: int = 5,
+                                  delta: float = FD_DELTA) -> tuple[list, np.ndarray, float]:
+    """``(lins, fd, err)`` for the product of ``n_steps`` step linearizations (issue 20: LQR
+    over a horizon, adjoints).
+
+    ``lins`` are the ``step_linearization`` of the steps from ``state`` (u held), the product
+    ``A = A_N ⋯ A_1``, ``B = Σ_j A_N ⋯ A_{j+1} B_j`` is compared with ``fd``, the central
+    differences of the N steps (:func:`step_finite_differences` with ``n_steps``) in
+    ``lins[0].coordinates``: ``err = max abs([A B] − fd) / max abs([A B])``.
+    """
+    lins, s = [], state
+    for _ in range(int(n_steps)):
+        lins.append(method.step_linearization(system, s, h, u=u))
+        s = lins[-1].state
+    A, B = lins[0].A, lins[0].B
+    for lin in lins[1:]:
+        A, B = lin.A @ A, lin.A @ B + lin.B
+    AB = np.concatenate([A, B], -1)
+    fd = step_finite_differences(method, system, state, h, u, lins[0].coordinates, delta,
+                                 n_steps=n_steps)
+    return lins, fd, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))
 
 
 def sine_controls(n_steps: int, t_end: float, amplitude: float = 0.5,

@@ -618,6 +618,7 @@ class GNI(Method):
             LinearizationNotSupportedError,
             StepLinearization,
             tangent_fields,
+            with_multiplier_directions,
         )
 
         iface = _interface(system)
@@ -679,8 +680,8 @@ class GNI(Method):
         dlam1 = (-2.0 / h) * dvc[..., n:, :]  # h λ_{k+1} = −2c
         full = np.concatenate([dq1, dvc[..., :n, :], dlam1], axis=-2)
         A, B = full[..., : 2 * n + m], full[..., 2 * n + m:]
-        E0 = _with_multiplier(_gni_tangent_basis(iface, q, v), m)
-        E1 = _with_multiplier(_gni_tangent_basis(iface, q1, v1), m)
+        E0 = with_multiplier_directions(_gni_tangent_basis(iface, q, v), m)
+        E1 = with_multiplier_directions(_gni_tangent_basis(iface, q1, v1), m)
         return StepLinearization(state=new, A=A, B=B, coordinates="(q, v, lam)",
                                  **tangent_fields(E0, E1, A, B))
 
@@ -769,16 +770,6 @@ def _gni_force_partials(dl, fsys, q0, q1, h, u):
             "discrete forces' derivatives) for the forced step linearization."
         )
     return inner.force_partials(fsys, q0, q1, h, u)
-
-
-def _with_multiplier(E, m):
-    """The basis ``E`` ``(..., 2n, d)`` of the tangent space of {mu(q) v + a(q) = 0}
-    extended by the free multiplier: ``[[E, 0], [0, I_m]]`` ``(..., 2n + m, d + m)``
-    (orthonormal; the complete state (q, v, λ) ranges over that set × Rᵐ)."""
-    top = np.concatenate([E, np.zeros((*E.shape[:-1], m))], -1)
-    low = np.concatenate([np.zeros((*E.shape[:-2], m, E.shape[-1])),
-                          np.broadcast_to(np.eye(m), (*E.shape[:-2], m, m))], -1)
-    return np.concatenate([top, low], -2)
 
 
 def _gni_tangent_basis(iface, q, v):

@@ -54,6 +54,7 @@ __all__ = [
     "tangent_fields",
     "tangent_linearization",
     "velocity_constraint_tangent_basis",
+    "with_multiplier_directions",
 ]
 
 
@@ -310,6 +311,17 @@ def tangent_fields(E0: np.ndarray, E1: np.ndarray, A: np.ndarray,
     ``B_tangent`` from the bases ``E0`` (current node) and ``E1`` (next node)."""
     E1t = np.swapaxes(E1, -1, -2)
     return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}
+
+
+def with_multiplier_directions(E: np.ndarray, m: int) -> np.ndarray:
+    """The tangent basis ``E`` ``(..., k, d)`` of a state's constraint set extended by the m
+    free directions of a carried multiplier λ (a state of its own, stacked last):
+    ``[[E, 0], [0, I_m]]`` ``(..., k + m, d + m)``, orthonormal when E is (the ``basis`` of a
+    linearization in coordinates ending in ``", lam)"``, :class:`StepLinearization`)."""
+    top = np.concatenate([E, np.zeros((*E.shape[:-1], m))], -1)
+    low = np.concatenate([np.zeros((*E.shape[:-2], m, E.shape[-1])),
+                          np.broadcast_to(np.eye(m), (*E.shape[:-2], m, m))], -1)
+    return np.concatenate([top, low], -2)
 
 
 def _zero_coadjoint(f: np.ndarray) -> np.ndarray:

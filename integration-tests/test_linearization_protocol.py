@@ -11,7 +11,7 @@ and (for the methods that take forces) with F = −0.1 v + u, single and batched
 members); on a group in the tangent coordinates of the method's retraction,
 (g τ(ε), μ + δμ); the GNI (and its composition) in its complete state (q, v, λ) (its step
 reads the carried multiplier λ_k), the ReducedGNI in its
-complete state (x, g τ(ε), v) at fixed λ_k
+complete state (x, g τ(ε), v, λ)
 (``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``); the
 DSOCS at node 0 of its family in (q, v) through its start (after a step: the two-step state
 (q, q_next), tested in packages/dsocs/tests/test_forces.py).

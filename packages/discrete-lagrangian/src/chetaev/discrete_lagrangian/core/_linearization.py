@@ -86,7 +86,8 @@ class StepLinearization:
         velocity). A method whose step reads the node multiplier λ_k carried in the state
         linearizes in the complete state, λ last: ``"(q, v, lam)"`` (``chetaev.gni.GNI``
         and its compositions), ``"(q, p, lam)"``
-        (``NonholonomicPRK(multiplier_rule="carry")``), ``"(q, g, v, lam)"``
+        (``NonholonomicPRK(multiplier_rule="carry")``), ``"(xi, mu, lam)"``
+        (``LieNonholonomicPRK(multiplier_rule="carry")``), ``"(q, g, v, lam)"``
         (``ReducedGNI``); a product of such A's is the Jacobian of several steps.
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
@@ -332,7 +333,7 @@ def _zero_coadjoint(f: np.ndarray) -> np.ndarray:
 def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
                        coeffs: PRKCoefficients, system: Any, tau: Any, hooks: Any = None,
                        lam_fixed: np.ndarray | None = None,
-                       mu_rows: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       mu_rows: Any = None, last_multiplier: bool = False) -> tuple:
     """Jacobians of one Lie-group PRK step (paper eqs. (24)–(27), Thm. 6.1; §6.3, §6.4) by
     the implicit function theorem, in the left-trivialized tangent coordinates.
 
@@ -362,6 +363,10 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
         ``ev ↦ (..., E, d)``: the derivative of the hooks' equations in μ_k where they read
         μ_k directly (the nonholonomic IIIA momenta Mⁱ); None: they see μ_k only through
         μ_{k+1} and Ñʲ.
+    last_multiplier : bool
+        Also return the derivative of the last stage's multiplier Λˢ (the nonholonomic
+        state's λ_{k+1}): its rows of dx/dθ if the stage is free, the unit block of its
+        given value otherwise.
 
     Returns
     -------
@@ -369,6 +374,8 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     dz_dlam : ndarray (..., 2d, k m)
         The derivative in the given multipliers (the non-free stages, in stage order).
     B : ndarray (..., 2d, n_u)
+    dlams : ndarray (..., m, 2d + k m + n_u)
+        Only with ``last_multiplier``: ∂Λˢ/∂(ε, δμ, given multipliers, u).
     """
     from ._lie_prk import _cat, _hook_shape, _pair_data, lie_prk_residual, stage_derivatives
 
@@ -437,4 +444,14 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     N = Jx.shape[-1]
     dx = -np.linalg.solve(np.broadcast_to(Jx, (*batch, N, N)), Rt)
     z = np.concatenate([Dx["zeta_xi"] @ dx + zxi, Dx["dmu1"] @ dx + dmu1], axis=-2)
-    return z[..., : 2 * d], z[..., 2 * d: 2 * d + nl], z[..., 2 * d + nl:]
+    out = (z[..., : 2 * d], z[..., 2 * d: 2 * d + nl], z[..., 2 * d + nl:])
+    if not last_multiplier:
+        return out
+    if free[s - 1]:  # x = [H (s d), Λ of the free stages in stage order, extra]
+        r = s * d + (sum(free) - 1) * m
+        dlams = dx[..., r: r + m, :]
+    else:  # given: the unit block of its column
+        dlams = np.zeros((*batch, m, K))
+        r = 2 * d + fixed.index(s - 1) * m
+        dlams[..., r: r + m] = np.eye(m)
+    return (*out, dlams)

@@ -10,12 +10,12 @@ central finite differences of the composed step in (q, v, λ) (``step_linearizat
 test_linearization.py``) on the particle of the docs' theory page (linear and affine
 constraint), unforced and forced (F = −c(1 + x²)v + u·b: A and B), single and batched, for
 (Euler B, Euler A) with equal weights (Remark 5.5), unequal weights and three members.
-Measured worst deviation over the 24 cases (OPENBLAS_NUM_THREADS=1 and unset): 2.0e-9 of
-max|[A B]| (three members, affine, forced, batched), 1/7 of the bound, the level of a single
-forced GNI Euler A step on this problem (1.2e-9: the force's Jacobians are the system's
-central differences); 3.3e-10 for (Euler B, Euler A). Without the multiplier's rows the
-product of the members' (q, v) blocks misses ∂λ_1/∂(q_0, v_0) and is off by O(h)
-(8.0e-2 of max|A| here, 1.9e-2 at the protocol's h = 0.05; checked to be > 1e-3).
+Measured worst deviation over the 24 cases, in (q, v, λ): 1.0e-9 of max|[A B]| (three
+members), 1/14 of the bound, the level of a single forced GNI Euler A step on this problem
+(1.2e-9: the force's Jacobians are the system's central differences); 8.0e-10 for
+(Euler B, Euler A) (in (q, v) at fixed λ_0, before: 2.0e-9 and 3.3e-10). Without the
+multiplier's rows the product of the members' (q, v) blocks misses ∂λ_1/∂(q_0, v_0) and
+is off by O(h) (8.0e-2 of max|A| here, 1.9e-2 at the protocol's h = 0.05; checked to be > 1e-3).
 """
 
 import attrs

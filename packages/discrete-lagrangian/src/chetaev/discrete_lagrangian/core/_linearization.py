@@ -23,6 +23,12 @@ also given in orthonormal bases of the tangent spaces of the invariant set
 (:func:`constraint_tangent_basis`); for a velocity (nonholonomic) constraint Φ(q, v) = 0,
 of {Φ(q, FL⁻¹(q, p)) = 0} (:func:`velocity_constraint_tangent_basis`, 2n − m columns).
 
+A method whose step also reads the node multiplier λ_k carried in its state (the GNI and
+ReducedGNI, the nonholonomic PRKs' ``"carry"`` rule) linearizes in the complete state, λ
+stacked last (``coordinates`` ending in ``", lam)"``, :class:`StepLinearization`): the
+implicit function theorem gives λ_k's columns and λ_{k+1}'s rows from the same solve, so
+that a product of step Jacobians is the Jacobian of several steps.
+
 On a Lie group (``LieVPRK``, ``LieNonholonomicPRK``; ``coordinates == "(xi, mu)"``) the
 state (g, μ) is perturbed as (g τ(ε), μ + δμ) with ε ∈ 𝔤 left-trivialized and τ the
 method's retraction, and the next state is read in the same chart, g_{k+1}' = g_{k+1} τ(ζ):

@@ -9,8 +9,9 @@ chetaev.gni.Composition) gives Jacobians A = ∂(q1, p1)/∂(q0, p0) and B = ∂
 that agree with central finite differences of ``step`` on the registry's problem, unforced
 and (for the methods that take forces) with F = −0.1 v + u, single and batched (two
 members); on a group in the tangent coordinates of the method's retraction,
-(g τ(ε), μ + δμ); the GNI in its state's (q, v) at fixed λ_k, the ReducedGNI in its
-complete state (x, g τ(ε), v) at fixed λ_k
+(g τ(ε), μ + δμ); the GNI (and its composition) in its complete state (q, v, λ) (its step
+reads the carried multiplier λ_k), the ReducedGNI in its
+complete state (x, g τ(ε), v, λ)
 (``chetaev.discrete_lagrangian.testing.step_finite_differences`` in ``lin.coordinates``); the
 DSOCS at node 0 of its family in (q, v) through its start (after a step: the two-step state
 (q, q_next), tested in packages/dsocs/tests/test_forces.py).
@@ -31,7 +32,7 @@ nonlinear force of ``test_forced_linearization_every_pair``; OPENBLAS_NUM_THREAD
 identical): dmap-euler-ba 3.0e-10 / 2.0e-10 (the chain rule over two sub-steps),
 extrinsic-euler-ba 2.1e-10 / 1.9e-10, triple-jump 1.0e-10 / 7.4e-11, euler-a, rattle,
 midpoint-nullspace and baseline ≤ 8.5e-11 / 8.0e-11, LieDmap-rattle 5.6e-11 / 5.1e-11,
-GNI-composition-BA 1.1e-10 / 1.9e-10 (the chain carries the GNI's multiplier λ); worst
+GNI-composition-BA 1.1e-10 / 1.9e-10 (the chain rule on the members' (q, v, λ)); worst
 1/190 of the bound.
 """
 

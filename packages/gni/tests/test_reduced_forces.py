@@ -25,7 +25,7 @@ affine                 2.00 / 1.99 / —        2.02 / 2.02 / —
 The smallest fitted error is 1.4e-6, far above FLOOR.
 
 Linearization: [A B] against central differences of ``step`` in the complete state
-(x, g, v) at fixed λ_k, g perturbed as g τ(ε) (``coordinates="(q, g, v)"``), and in (x, v)
+(x, g, v, λ), g perturbed as g τ(ε) (``coordinates="(q, g, v, lam)"``), and in (x, v, λ)
 for a state without a group element (``step_linearization_error``, bound ``step_fd_rtol(h)``
 derived in ``packages/discrete-lagrangian/tests/test_linearization.py``), single and batched,
 unforced and forced, with exact derivatives and with every derivative left to central
@@ -279,7 +279,7 @@ def _node(system, affine, batched, u, with_g=True):
 @pytest.mark.parametrize("forced", [False, True], ids=["unforced", "forced"])
 @pytest.mark.parametrize("affine", [False, True], ids=["linear", "affine"])
 def test_linearization_matches_finite_differences(affine, forced, exact, batched, with_g):
-    """[A B] in (x, g, v) (with the group element) or in (x, v) (without), at fixed λ_k,
+    """[A B] in (x, g, v, λ) (with the group element) or in (x, v, λ) (without),
     against central differences of ``step`` (module docstring; bound ``step_fd_rtol(0.1)``
     = 2.9e-8). Measured worst over the 32 cases (OPENBLAS_NUM_THREADS=1 and unset):
     3.7e-11 (affine, forced, fd-derivatives, batched, both coordinates), 1/780 of the
@@ -291,8 +291,8 @@ def test_linearization_matches_finite_differences(affine, forced, exact, batched
     method, state = _node(system, affine, batched, u, with_g)
     lin, err = step_linearization_error(method, system, state, H, u)
     lead = (2,) if batched else ()
-    k = 10 if with_g else 7
-    assert lin.coordinates == ("(q, g, v)" if with_g else "(q, v)")
+    k = 12 if with_g else 9
+    assert lin.coordinates == ("(q, g, v, lam)" if with_g else "(q, v, lam)")
     assert lin.A.shape == (*lead, k, k) and lin.B.shape == (*lead, k, 1 if forced else 0)
     if forced:
         assert np.max(np.abs(lin.B)) > 1e-3
@@ -300,8 +300,8 @@ def test_linearization_matches_finite_differences(affine, forced, exact, batched
 
 
 def test_tangent_space_is_mapped_into_tangent_space():
-    """The bases in (x, g, v) (n + N − m + d = 8 columns) are orthonormal and tangent to
-    {K(x)v + a(x) = 0} × G (central differences of the residual along them, δ = 1e-6: bound
+    """The bases in (x, g, v, λ) (n + N − m + m + d = 10 columns) are orthonormal and tangent to
+    {K(x)v + a(x) = 0} × Rᵐ × G (central differences of the residual along them, δ = 1e-6: bound
     1e-8 as in the GNI test; the residual does not depend on g); every node satisfies the
     constraint, so A maps into the next tangent space: |(I − E1E1ᵀ)A| ≤ 1e-10·max(1, |A|)
     (Newton error ~1e-12 times an O(1) condition)."""
@@ -310,17 +310,17 @@ def test_tangent_space_is_mapped_into_tangent_space():
     method, state = _node(system, True, True, u)
     lin = method.step_linearization(system, state, H, u)
     E0, E1 = lin.basis, lin.next_basis
-    assert E0.shape == E1.shape == (2, 10, 8) and lin.A_tangent.shape == (2, 8, 8)
-    assert lin.B_tangent.shape == (2, 8, 1)
+    assert E0.shape == E1.shape == (2, 12, 10) and lin.A_tangent.shape == (2, 10, 10)
+    assert lin.B_tangent.shape == (2, 10, 1)
     delta = 1e-6
     for E, st in ((E0, state), (E1, lin.state)):
-        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(8))) <= rounding_bound(1.0, 10)
-        for j in range(8):
-            dx, dv = delta * E[..., :2, j], delta * E[..., 5:, j]
+        assert np.max(np.abs(np.swapaxes(E, -1, -2) @ E - np.eye(10))) <= rounding_bound(1.0, 12)
+        for j in range(10):
+            dx, dv = delta * E[..., :2, j], delta * E[..., 5:10, j]
             d = (system.residual(st.q + dx, st.v + dv)
                  - system.residual(st.q - dx, st.v - dv)) / (2 * delta)
             assert np.max(np.abs(d)) <= 1e-8
-    P1 = np.eye(10) - E1 @ np.swapaxes(E1, -1, -2)
+    P1 = np.eye(12) - E1 @ np.swapaxes(E1, -1, -2)
     assert np.max(np.abs(P1 @ lin.A)) <= 1e-10 * max(1.0, np.max(np.abs(lin.A)))
     assert np.max(np.abs(P1 @ lin.B)) <= 1e-10 * max(1.0, np.max(np.abs(lin.B)))
 

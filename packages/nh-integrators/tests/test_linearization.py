@@ -9,7 +9,9 @@ of eq. (14) (App. D) by the implicit function theorem, against central finite di
 * the chaotic system of paper §7.3 (m = 2, n = 5, nonlinear potential) with the same force;
 * the general Lagrangian with a constraint nonlinear in v (implicit v_k^i unknowns) with
   F = −c(1 + |q|²)v + u·b;
-* the multiplier rules ``"continuous"``, ``"carry"``, ``"zero_first"``, the IIIB variant
+* the multiplier rules ``"continuous"``, ``"carry"`` (in the complete state (q, p, λ),
+  ``"(xi, mu, lam)"`` on a group: its step reads λ_k; the product of 5 step A's against
+  central differences of 5 steps), ``"zero_first"``, the IIIB variant
   and the Hamiltonian form (the same map, eq. (15), App. E; forced too, measured worst
   3.0e-11 of max|[A B]|).
 
@@ -53,11 +55,14 @@ OPENBLAS_NUM_THREADS=1 and unset): 2.0e-11 of max|A| (disc, Lobatto 2 / exp, bat
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 import numpy as np
 import pytest
 from chetaev.discrete_lagrangian import ConstrainedSystem
 from chetaev.discrete_lagrangian.testing import (
+    multistep_linearization_error,
     rounding_bound,
     step_fd_rtol,
     step_finite_differences,
@@ -112,6 +117,8 @@ METHODS = {
     "lobatto2": lambda: NonholonomicPRK(lobatto_iiia_iiib(2)),
     "lobatto4-iteration": lambda: NonholonomicPRK(lobatto_iiia_iiib(4), jacobian_reuse="iteration"),
     "carry": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), multiplier_rule="carry"),
+    "carry-hamiltonian": lambda: NonholonomicPRK(lobatto_iiia_iiib(2), multiplier_rule="carry",
+                                                 form="hamiltonian"),
     "zero_first": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), multiplier_rule="zero_first"),
     "iiib": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), constraint_momenta="iiib_rejected"),
     "implicit": lambda: NonholonomicPRK(lobatto_iiia_iiib(3), implicit_velocity=True),
@@ -141,7 +148,7 @@ def _cases():
     for model in MODELS:
         for name in METHODS:
             for kind in KINDS:
-                if model == "general" and name in ("hamiltonian",):
+                if model == "general" and name in ("hamiltonian", "carry-hamiltonian"):
                     continue  # needs an explicit FL^-1 in its own residual: covered below
                 yield model, name, kind
 
@@ -149,13 +156,16 @@ def _cases():
 @pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize(("model", "name", "kind"), list(_cases()))
 def test_linearization_matches_finite_differences(model, name, kind, batched):
-    """A and B against central differences of the step (module docstring), h = 0.2."""
+    """A and B against central differences of the step (module docstring), h = 0.2; the
+    ``"carry"`` rule in the complete state (q, p, λ) (its step reads λ_k: Λ¹ = λ_k)."""
     h = H
     method, system, state, u = _setup(model, name, kind, batched)
     lin, err = step_linearization_error(method, system, state, h, u)
     n = state.q.shape[-1]
-    assert lin.A.shape == (*state.q.shape[:-1], 2 * n, 2 * n)
-    assert lin.B.shape == (*state.q.shape[:-1], 2 * n, 1 if kind == "controlled" else 0)
+    k = 2 * n + (state.lam.shape[-1] if name.startswith("carry") else 0)
+    assert lin.coordinates == ("(q, p, lam)" if name.startswith("carry") else "(q, p)")
+    assert lin.A.shape == (*state.q.shape[:-1], k, k)
+    assert lin.B.shape == (*state.q.shape[:-1], k, 1 if kind == "controlled" else 0)
     assert err <= step_fd_rtol(h), (model, name, kind, batched, err)
 
 
@@ -254,13 +264,15 @@ def _lie_setup(model, name, batched):
 @pytest.mark.parametrize("model", list(LIE_MODELS))
 def test_lie_linearization_matches_finite_differences(model, name, batched):
     """A against central differences of the step in the retraction's chart (module
-    docstring); B has zero columns (an unforced system)."""
+    docstring), the ``"carry"`` rule in the complete state (ε, δμ, λ); B has zero columns
+    (an unforced system)."""
     method, system, state = _lie_setup(model, name, batched)
     lin, err = step_linearization_error(method, system, state, H_LIE)
     d = state.p.shape[-1]
-    assert lin.coordinates == "(xi, mu)"
-    assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
-    assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 0)
+    k = 2 * d + (state.lam.shape[-1] if name == "carry" else 0)
+    assert lin.coordinates == ("(xi, mu, lam)" if name == "carry" else "(xi, mu)")
+    assert lin.A.shape == (*state.p.shape[:-1], k, k)
+    assert lin.B.shape == (*state.p.shape[:-1], k, 0)
     assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
 
 
@@ -326,10 +338,10 @@ def test_lie_forced_linearization_matches_finite_differences(model, name, batche
     0.018 (general ℓ, s = 2 / exp)."""
     method, system, state, u = _lie_forced_setup(model, name, batched)
     lin, err = step_linearization_error(method, system, state, H_LIE, u)
-    d = state.p.shape[-1]
-    assert lin.A.shape == (*state.p.shape[:-1], 2 * d, 2 * d)
-    assert lin.B.shape == (*state.p.shape[:-1], 2 * d, 1)
-    assert lin.B_tangent.shape == (*state.p.shape[:-1], 2 * d - 1, 1)
+    d, m = state.p.shape[-1], (state.lam.shape[-1] if name == "carry" else 0)
+    assert lin.A.shape == (*state.p.shape[:-1], 2 * d + m, 2 * d + m)
+    assert lin.B.shape == (*state.p.shape[:-1], 2 * d + m, 1)
+    assert lin.B_tangent.shape == (*state.p.shape[:-1], 2 * d - 1 + m, 1)
     assert err <= step_fd_rtol(H_LIE), (model, name, batched, err)
 
 
@@ -511,3 +523,55 @@ def test_lie_symbolic_continuous_rule_is_exact(name, batched):
     hand = LIE_MODELS["disc-nonlinear"]()[0]
     lin = method.step_linearization(hand, method.initial_state(hand, g0, eta0), H_LIE)
     assert "multiplier:dc" in lin.finite_differences
+
+
+STEPS = 5
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize("kind", ["unforced", "controlled"])
+@pytest.mark.parametrize("model", ["sleigh", "chaotic", "general"])
+def test_carry_product_of_step_jacobians_is_the_multistep_jacobian(model, kind, batched):
+    """The ``"carry"`` rule's step reads λ_k (Λ¹ = λ_k) and returns λ_{k+1} = Λˢ: in the
+    complete state (q, p, λ) the product A_5 ⋯ A_1 (and Σ_j A_5 ⋯ A_{j+1} B_j, u held) is
+    the Jacobian of 5 steps, against central differences of 5 steps
+    (``step_finite_differences(..., n_steps=5)``). Bound ``STEPS · step_fd_rtol(H)`` (each
+    step's evaluation error propagates through at most 5 steps of O(1) Jacobians; measured
+    worst 1.0e-10 of max|[A B]| over these 12 cases, margin 700). The product of the (q, p)
+    blocks (the former fixed-λ_k linearization) misses ∂λ_{k+1}/∂(q_k, p_k): off by 9.3e-4
+    to 2.4e-3 of max|[A B]| here, asserted to exceed 10 times the bound (so this test fails
+    without the λ rows)."""
+    method, system, state, u = _setup(model, "carry", kind, batched)
+    lins, fd, err = multistep_linearization_error(method, system, state, H, u, STEPS)
+    assert lins[0].coordinates == "(q, p, lam)"
+    assert err <= STEPS * step_fd_rtol(H), err
+    qp = np.s_[..., : 2 * state.q.shape[-1], : 2 * state.q.shape[-1]]
+    Aqp = functools.reduce(lambda P, lin: lin.A[qp] @ P, lins[1:], lins[0].A[qp])
+    gap = np.max(np.abs(Aqp - fd[qp])) / np.max(np.abs(fd))
+    assert gap > 10 * STEPS * step_fd_rtol(H), gap
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize("forced", [False, True], ids=["unforced", "forced"])
+@pytest.mark.parametrize("model", ["disc-nonlinear", "general"])
+def test_lie_carry_product_of_step_jacobians_is_the_multistep_jacobian(model, forced,
+                                                                      batched):
+    """LieNonholonomicPRK with ``"carry"`` in the complete state (ε, δμ, λ): the product of
+    5 step A's (and the B sum, u held) against central differences of 5 steps in the
+    retraction's chart (``multistep_linearization_error``), bound
+    ``STEPS · step_fd_rtol(H_LIE)`` (as for the vector-space test above); the product of
+    the (ε, δμ) blocks alone exceeds 10 times that bound (so the test fails without the λ
+    rows). Measured over the 8 cases: worst 3.3e-10 of max|[A B]| (disc-nonlinear, forced),
+    the fixed-λ product off by 2.1e-3 to 2.5e-3."""
+    if forced:
+        method, system, state, u = _lie_forced_setup(model, "carry", batched)
+    else:
+        (method, system, state), u = _lie_setup(model, "carry", batched), None
+    lins, fd, err = multistep_linearization_error(method, system, state, H_LIE, u, STEPS)
+    assert lins[0].coordinates == "(xi, mu, lam)"
+    assert err <= STEPS * step_fd_rtol(H_LIE), err
+    k = 2 * state.p.shape[-1]
+    b = np.s_[..., :k, :k]
+    Ab = functools.reduce(lambda P, lin: lin.A[b] @ P, lins[1:], lins[0].A[b])
+    gap = np.max(np.abs(Ab - fd[b])) / np.max(np.abs(fd))
+    assert gap > 10 * STEPS * step_fd_rtol(H_LIE), gap

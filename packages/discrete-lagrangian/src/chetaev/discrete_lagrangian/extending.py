@@ -20,7 +20,7 @@ Step linearizations (issue 20)
     :class:`StepLinearization`, :class:`LinearizationNotSupportedError`,
     :func:`tangent_fields`, :func:`velocity_constraint_tangent_basis`,
     :func:`lie_step_jacobians`, :func:`control_jacobian`, :class:`QColumns`,
-    :func:`constant_tangents`, :func:`no_controls`.
+    :func:`constant_tangents`, :func:`no_controls`, :func:`with_multiplier_directions`.
 Compositions
     :class:`ComposedSteps` (the step and the chain-rule step linearization of a composition
     of methods, shared by ``discretization_maps.Composition`` and ``chetaev.gni.Composition``).
@@ -53,6 +53,7 @@ from .core._linearization import (
     lie_step_jacobians,
     tangent_fields,
     velocity_constraint_tangent_basis,
+    with_multiplier_directions,
 )
 from .core._linearization import _control_jacobian as control_jacobian
 from .core._linearization import _QColumns as QColumns
@@ -90,4 +91,5 @@ __all__ = [
     "resolve_backend",
     "tangent_fields",
     "velocity_constraint_tangent_basis",
+    "with_multiplier_directions",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "harmonic_nonholonomic_particle",
     "heavy_top",
     "henon_heiles",
+    "multistep_linearization_error",
     "newton_residual_bound",
     "pendulum_angle",
     "pendulum_cartesian_from_angle",
@@ -421,7 +422,8 @@ def step_fd_rtol(h: float, delta: float = FD_DELTA, tol: float = 1e-12) -> float
 
 
 def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: Any = None,
-                            coordinates: str = "(q, p)", delta: float = FD_DELTA) -> np.ndarray:
+                            coordinates: str = "(q, p)", delta: float = FD_DELTA,
+                            n_steps: int = 1) -> np.ndarray:
     """Central differences of ``method.step`` in the coordinates of a ``StepLinearization``.
 
     Each perturbed step is an independent Newton solve at the rounding floor (``method`` with
@@ -431,7 +433,8 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
     ----------
     method, system, state, h, u
         As for ``method.step``.
-    coordinates : {"(q, p)", "(q, v)", "(xi, mu)", "(q, q_next)", "(q, g, v)"}
+    coordinates : {"(q, p)", "(q, v)", "(xi, mu)", "(q, q_next)", "(q, g, v)", \
+"(q, p, lam)", "(q, v, lam)", "(q, g, v, lam)"}
         ``"(q, p)"``: the map ``(q, p, u) -> (q1, p1)`` with ``v = FL⁻¹(q, p)``; the columns
         of u follow those of (q, p). ``"(q, v)"``: ``(q, v) -> (q1, v1)``, the state's other
         entries (λ_k) held. ``"(xi, mu)"``: on a group, ``(ε, δμ) -> (τ⁻¹(g1⁻¹ g1'), μ1')``
@@ -441,31 +444,52 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
         ``"(q, g, v)"``: a reduced state on Rⁿ × G (``chetaev.gni.ReducedGNI``) with the
         group element in ``state.carry["g"]``, ``(δx, ε, δv) -> (x1, τ⁻¹(g1⁻¹ g1'), v1)``
         for the state ``(x + δx, g τ(ε), v + δv)`` (λ_k held, τ the method's retraction).
+        A trailing ``", lam"`` (a method whose step reads the multiplier λ_k carried in its
+        state: ``GNI``, ``ReducedGNI``, ``NonholonomicPRK(multiplier_rule="carry")``) also
+        perturbs ``state.lam`` (its columns after the others, before u's) and appends the
+        rows of ``new.lam``: the map of the complete state.
     delta : float
         The step δ.
+    n_steps : int
+        How many steps of size h (the control u held) the differenced map takes (default
+        1), to check a product of step linearizations against the multi-step Jacobian.
 
     Returns
     -------
     ndarray (..., 2n, 2n + n_u)
+        (with λ: ``(..., 2n + m, 2n + m + n_u)``).
     """
     import attrs
 
     from .core._solver import NewtonOptions
 
     tight = attrs.evolve(method, newton=NewtonOptions(tol=1e-16))
+    with_lam = coordinates.endswith(", lam)")
+    if with_lam:
+        coordinates = coordinates[: -len(", lam)")] + ")"
+    lam0 = np.asarray(state.lam, dtype=float) if with_lam else None
+
+    def run(st, uu):  # n_steps steps; the read-out's λ rows with the complete state
+        for _ in range(int(n_steps)):
+            st = tight.step(system, st, h, u=uu)
+        return st
+
+    def tail(new):
+        return [np.asarray(new.lam, dtype=float)] if with_lam else []
+
     if coordinates == "(xi, mu)":
         from chetaev.liegroups import retraction
 
         group = system.group
         tau = retraction(group, method.retraction)
-        inv1 = group.inverse(tight.step(system, state, h, u=u).q)
+        inv1 = group.inverse(run(state, u).q)
 
-        def f(a, b, uu):
+        def f(a, b, uu, lam):
             g = group.compose(state.q, tau(a))
             mu = state.p + b
-            st = attrs.evolve(state, q=g, p=mu, v=system.legendre_inv(g, mu), carry={})
-            new = tight.step(system, st, h, u=uu)
-            return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p], -1)
+            st = attrs.evolve(state, q=g, p=mu, v=system.legendre_inv(g, mu), carry={}, lam=lam)
+            new = run(st, uu)
+            return np.concatenate([tau.inv(group.compose(inv1, new.q)), new.p, *tail(new)], -1)
 
         x0, y0 = np.zeros(np.shape(state.p)), np.zeros(np.shape(state.p))
     elif coordinates == "(q, g, v)":  # a reduced state (x, g, v): (x, ε) share the first slot
@@ -474,50 +498,58 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
         group = system.group
         tau = retraction(group, method.retraction)
         g0, nx = state.carry["g"], np.shape(state.q)[-1]
-        inv1 = group.inverse(tight.step(system, state, h, u=u).carry["g"])
+        inv1 = group.inverse(run(state, u).carry["g"])
 
-        def f(a, b, uu):
+        def f(a, b, uu, lam):
             g = group.compose(g0, tau(a[..., nx:]))
-            st = attrs.evolve(state, q=a[..., :nx], v=b, carry={"g": g, "xi": None})
-            new = tight.step(system, st, h, u=uu)
+            st = attrs.evolve(state, q=a[..., :nx], v=b, carry={"g": g, "xi": None}, lam=lam)
+            new = run(st, uu)
             eps1 = tau.inv(group.compose(inv1, new.carry["g"]))
-            return np.concatenate([new.q, eps1, new.v], -1)
+            return np.concatenate([new.q, eps1, new.v, *tail(new)], -1)
 
         x0 = np.concatenate([np.asarray(state.q, dtype=float),
                              np.zeros((*np.shape(state.q)[:-1], group.dim))], -1)
         y0 = np.asarray(state.v)
     elif coordinates == "(q, q_next)":  # a two-step method's state (q_k, q_{k+1}) (DSOCS)
 
-        def f(a, b, uu):
-            st = attrs.evolve(state, q=a, carry={**state.carry, "q_next": b})
-            new = tight.step(system, st, h, u=uu)
-            return np.concatenate([new.q, new.carry["q_next"]], -1)
+        def f(a, b, uu, lam):
+            st = attrs.evolve(state, q=a, carry={**state.carry, "q_next": b}, lam=lam)
+            new = run(st, uu)
+            return np.concatenate([new.q, new.carry["q_next"], *tail(new)], -1)
 
         x0, y0 = np.asarray(state.q), np.asarray(state.carry["q_next"])
     else:
         velocity = coordinates == "(q, v)"
 
-        def f(a, b, uu):
+        def f(a, b, uu, lam):
             if velocity:
-                st = attrs.evolve(state, q=a, v=b, carry={})
+                st = attrs.evolve(state, q=a, v=b, carry={}, lam=lam)
             else:
-                st = attrs.evolve(state, q=a, p=b, v=system.legendre_inv(a, b), carry={})
-            new = tight.step(system, st, h, u=uu)
-            return np.concatenate([new.q, new.v if velocity else new.p], -1)
+                st = attrs.evolve(state, q=a, p=b, v=system.legendre_inv(a, b), carry={},
+                                  lam=lam)
+            new = run(st, uu)
+            return np.concatenate([new.q, new.v if velocity else new.p, *tail(new)], -1)
 
         x0, y0 = np.asarray(state.q), np.asarray(state.v if velocity else state.p)
-    n = x0.shape[-1]
+    n, ny = x0.shape[-1], np.shape(y0)[-1]
+
+    def full(a, b, uu):  # the branch's map, λ_k the last block of b (or held)
+        return f(a, b[..., :ny], uu, b[..., ny:] if with_lam else state.lam)
+
+    if with_lam:
+        y0 = np.concatenate([np.broadcast_to(np.asarray(y0, dtype=float),
+                                             (*lam0.shape[:-1], ny)), lam0], -1)
     k = n + np.shape(y0)[-1]  # 2n, or n + N for a reduced state (shape x, velocity (ẋ, ξ))
     cols = []
     for j in range(k):
         e = np.zeros(k)
         e[j] = delta
-        cols.append((f(x0 + e[:n], y0 + e[n:], u) - f(x0 - e[:n], y0 - e[n:], u))
+        cols.append((full(x0 + e[:n], y0 + e[n:], u) - full(x0 - e[:n], y0 - e[n:], u))
                     / (2 * delta))
     for j in range(0 if u is None else np.shape(u)[-1]):
         e = np.zeros(np.shape(u)[-1])
         e[j] = delta
-        cols.append((f(x0, y0, u + e) - f(x0, y0, u - e)) / (2 * delta))
+        cols.append((full(x0, y0, u + e) - full(x0, y0, u - e)) / (2 * delta))
     return np.stack(cols, -1)
 
 
@@ -530,6 +562,30 @@ def step_linearization_error(method: Any, system: Any, state: Any, h: float, u: 
     AB = np.concatenate([lin.A, lin.B], -1)
     fd = step_finite_differences(method, system, state, h, u, lin.coordinates, delta)
     return lin, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))
+
+
+def multistep_linearization_error(method: Any, system: Any, state: Any, h: float,
+                                  u: Any = None, n_steps: int = 5,
+                                  delta: float = FD_DELTA) -> tuple[list, np.ndarray, float]:
+    """``(lins, fd, err)`` for the product of ``n_steps`` step linearizations (issue 20: LQR
+    over a horizon, adjoints).
+
+    ``lins`` are the ``step_linearization`` of the steps from ``state`` (u held), the product
+    ``A = A_N ⋯ A_1``, ``B = Σ_j A_N ⋯ A_{j+1} B_j`` is compared with ``fd``, the central
+    differences of the N steps (:func:`step_finite_differences` with ``n_steps``) in
+    ``lins[0].coordinates``: ``err = max abs([A B] − fd) / max abs([A B])``.
+    """
+    lins, s = [], state
+    for _ in range(int(n_steps)):
+        lins.append(method.step_linearization(system, s, h, u=u))
+        s = lins[-1].state
+    A, B = lins[0].A, lins[0].B
+    for lin in lins[1:]:
+        A, B = lin.A @ A, lin.A @ B + lin.B
+    AB = np.concatenate([A, B], -1)
+    fd = step_finite_differences(method, system, state, h, u, lins[0].coordinates, delta,
+                                 n_steps=n_steps)
+    return lins, fd, float(np.max(np.abs(AB - fd)) / np.max(np.abs(AB)))
 
 
 def sine_controls(n_steps: int, t_end: float, amplitude: float = 0.5,

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
-import numpy as np
-from chetaev.discrete_lagrangian import Method, NewtonOptions, State
+from chetaev.discrete_lagrangian import Method, NewtonOptions
 from chetaev.discrete_lagrangian.extending import ComposedSteps
 
 from ._errors import InputError
@@ -57,9 +54,11 @@ class Composition(ComposedSteps):
     forced GNI); ``info["work"]`` is the sum of the sub-steps' discrete works.
 
     ``newton``: Newton options given to every member (None, the default: the members' own).
-    The step and its linearization (the chain rule over the sub-steps, carrying the GNI's
-    multiplier λ) are those of
-    :class:`chetaev.discrete_lagrangian.extending.ComposedSteps`.
+    The step and its linearization are those of
+    :class:`chetaev.discrete_lagrangian.extending.ComposedSteps`: the chain rule over the
+    members' linearizations in the complete state ``"(q, v, lam)"`` (each GNI sub-step reads
+    the multiplier carried from the previous one, and :meth:`GNI.step_linearization` gives
+    its derivatives), so ``A`` is ``(..., 2n + m, 2n + m)`` like a single GNI's.
     """
 
     methods: tuple = attrs.field(converter=tuple, validator=_check_methods)
@@ -108,58 +107,3 @@ class Composition(ComposedSteps):
 
     def _members(self) -> tuple:
         return tuple(zip(self.methods, self.fractions))
-
-    def _carried_jacobians(self, method: Method, system: Any, state: State, h: float, u: Any,
-                           lin: Any) -> tuple | None:
-        """The GNI's carried multiplier λ_k in the chain rule (``ComposedSteps``).
-
-        A GNI step reads λ_k only through p⁻_k = G(q_k) v_k + (h/2) mu(q_k)ᵀ λ_k (Def. 4.1,
-        (8)/(26)), as it reads v_k through G v_k, so ∂(q_{k+1}, v_{k+1})/∂λ_k =
-        A_v G⁻¹ (h/2) muᵀ (A_v the v-columns of the member's A). λ_{k+1} is the multiplier of
-        the node's KKT system [[G1, mu1ᵀ], [mu1, 0]] (v_{k+1}, c) = (p⁺, −a1), c = −(h/2)λ_{k+1}:
-        mu1ᵀ dc = dp⁺ − (D21L(q1, v1) + Σ_a c_a ∂mu_a/∂q) dq_{k+1} − G1 dv_{k+1} (exact, the
-        rows are in the range of mu1ᵀ), dp⁺ = ∂(D2 L_d + f_d⁺)/∂(q_k, q_{k+1}, u) chained
-        with the member's dq_{k+1} (Marsden & West 2001 §3.2 for f_d⁺).
-        """
-        if not isinstance(method, GNI):
-            return None
-        from ._gni import (
-            _forcing,
-            _gni_force_partials,
-            _gni_ld_hessians,
-            _interface,
-            constraint_parts,
-            metric,
-        )
-
-        iface = _interface(system)
-        q = np.asarray(state.q, dtype=float)
-        q1, v1 = np.asarray(lin.state.q, dtype=float), np.asarray(lin.state.v, dtype=float)
-        n = q.shape[-1]
-        full = np.concatenate([lin.A, lin.B], -1)  # (..., 2n, 2n + n_u)
-        dq1, dv1 = full[..., :n, :], full[..., n:, :]
-        dl = method.discrete_lagrangian
-        _, d12, d22 = _gni_ld_hessians(dl, iface, q, q1, h)
-        d21 = np.swapaxes(d12, -1, -2)
-        dpu = None
-        forcing = _forcing(dl, iface, u)
-        if forcing is not None:
-            _, _, _, dp0, dp1, dpu = _gni_force_partials(dl, forcing[0], q, q1, h, u)
-            d21, d22 = d21 + dp0, d22 + dp1
-        dpp = d22 @ dq1
-        dpp[..., :n] += d21
-        if dpu is not None and lin.B.shape[-1]:
-            dpp[..., 2 * n:] += dpu
-        G1 = metric(iface, q1)
-        mu1, _ = constraint_parts(iface, q1)
-        c = -0.5 * h * np.asarray(lin.state.lam, dtype=float)
-        Ag1 = np.asarray(iface.A_grad(q1), dtype=float)
-        top = (dpp - (iface.D21L(q1, v1) + np.einsum("...aij,...a->...ij", Ag1, c)) @ dq1
-               - G1 @ dv1)
-        dc = np.linalg.solve(mu1 @ np.swapaxes(mu1, -1, -2), mu1 @ top)
-        dlam = (-2.0 / h) * dc  # (..., m, 2n + n_u)
-        G0 = metric(iface, q)
-        mu0, _ = constraint_parts(iface, q)
-        S = np.linalg.solve(G0, (0.5 * h) * np.swapaxes(mu0, -1, -2))  # G⁻¹ (h/2) muᵀ
-        return (lin.A[..., n:] @ S, dlam[..., : 2 * n], dlam[..., n: 2 * n] @ S,
-                dlam[..., 2 * n:])

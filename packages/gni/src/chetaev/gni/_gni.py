@@ -572,38 +572,45 @@ class GNI(Method):
         )
 
     def _step_linearization_impl(self, system, state: State, h, u, new: State):
-        """(A, B) in the state's coordinates (q, v) at fixed λ_k, and in tangent bases of the
-        constraint set (issue 20).
+        """(A, B) in the complete state (q, v, λ), and in tangent bases of the constraint set
+        (issue 20).
 
         The momentum form (Def. 4.1, (8)/(26)) maps (q_k, v_k, λ_k) to (q_{k+1}, v_{k+1},
         λ_{k+1}): p⁻ = G(q_k) v_k + (h/2) mu(q_k)ᵀ λ_k, −D1 L_d(q_k, q_{k+1}) = p⁻,
-        p⁺ = D2 L_d(q_k, q_{k+1}) and v_{k+1} from the node's KKT system
+        p⁺ = D2 L_d(q_k, q_{k+1}) and (v_{k+1}, λ_{k+1}) from the node's KKT system
         [[G, muᵀ], [mu, 0]] (v_{k+1}, c) = (p⁺, −a) at q_{k+1} (the projection of
-        ``node_from_post_momentum``, h λ_{k+1} = −2c). ``A = ∂(q_{k+1}, v_{k+1})/
-        ∂(q_k, v_k)`` ``(..., 2n, 2n)`` at fixed λ_k (the multiplier is a state of its own
-        here, carried from the previous step like NonholonomicPRK's ``"carry"`` rule), from
-        the Jacobian ∂(D1 L_d)/∂q1 of the step's Newton solve by the implicit function
-        theorem; ``coordinates == "(q, v)"``. ``basis``/``next_basis``: orthonormal bases
-        (2n − m columns) of the tangent spaces of {mu(q) v + a(q) = 0}; every step ends on
-        that set. Needs a mechanical system with the mass matrix as the metric (∂G/∂q·v =
-        D21L).
+        ``node_from_post_momentum``, h λ_{k+1} = −2c). The step reads the multiplier λ_k
+        carried in the state (like NonholonomicPRK's ``"carry"`` rule), so the map is
+        linearized in the complete state, ``coordinates == "(q, v, lam)"``:
+        ``A = ∂(q_{k+1}, v_{k+1}, λ_{k+1})/∂(q_k, v_k, λ_k)`` ``(..., 2n + m, 2n + m)``, and
+        a product of step A's is the Jacobian of several steps (LQR over a horizon,
+        adjoints). By the implicit function theorem on the step's Newton matrix
+        ∂(D1 L_d)/∂q1: dq_{k+1} = −(∂D1/∂q1)⁻¹ (∂D1/∂q0 dq + dp⁻), dp⁻ = (D21L + (h/2)
+        Σ_a λ_a ∂mu_a/∂q) dq + G dv + (h/2) muᵀ dλ; then dp⁺ = ∂(D2 L_d)/∂(q0, q1)
+        (dq, dq_{k+1}), and the differentiated KKT system
+        [[G1, mu1ᵀ], [mu1, 0]] (dv_{k+1}, dc) = (dp⁺ − (D21L + Σ_a c_a ∂mu_a/∂q) dq_{k+1},
+        −(∂mu/∂q·v_{k+1} + ∂a/∂q) dq_{k+1}) gives dv_{k+1} and dλ_{k+1} = −(2/h) dc.
+        ``basis``/``next_basis``: orthonormal bases of the tangent spaces of
+        {mu(q) v + a(q) = 0} × Rᵐ (2n − m columns in (q, v), and the m free multiplier
+        directions: 2n columns of length 2n + m); every step ends on that set. Needs a
+        mechanical system with the mass matrix as the metric (∂G/∂q·v = D21L).
 
         ``form="two_step"``: its state carries the look-ahead point q_{k+1}, but that point is
         a function of the node, q_{k+1}(q_k, v_k, λ_k), the solution of the momentum form's
         −D1 L_d(q_k, q_{k+1}) = p⁻_k (the step computes it so whenever the carried point is
         missing, stale in h or computed with another control; on a consistent state the two
         forms give the same nodes, tested). The one-step map in the state's coordinates
-        (q, v) at fixed λ_k is therefore the momentum form's, and so is its Jacobian: the
+        (q, v, λ) is therefore the momentum form's, and so is its Jacobian: the
         same formulas, evaluated at the two-step form's converged next node (q_{k+1},
         v_{k+1}, λ_{k+1}) (equal to the momentum form's to the Newton tolerance). A
-        perturbation of (q_k, v_k) moves the look-ahead point with it (it is not an
+        perturbation of (q_k, v_k, λ_k) moves the look-ahead point with it (it is not an
         independent coordinate of the state).
 
         For a forced system the step's forced transform −D1 L_d − f_d⁻ = p⁻ and
         p⁺ = D2 L_d + f_d⁺ (module docstring; Marsden & West 2001 §3.2) are differentiated
         with the discrete forces' partial derivatives in q_k, q_{k+1} and u
         (:func:`_gni_force_partials`): ∂f_d⁻/∂q_{k+1} joins the step's Newton matrix,
-        and ``B = ∂(q_{k+1}, v_{k+1})/∂u`` ``(..., 2n, n_controls)`` follows from
+        and ``B = ∂(q_{k+1}, v_{k+1}, λ_{k+1})/∂u`` ``(..., 2n + m, n_controls)`` follows from
         ∂f_d^∓/∂u through the same solve and the node's KKT system (zero columns without a
         force).
         """
@@ -611,6 +618,7 @@ class GNI(Method):
             LinearizationNotSupportedError,
             StepLinearization,
             tangent_fields,
+            with_multiplier_directions,
         )
 
         iface = _interface(system)
@@ -639,19 +647,22 @@ class GNI(Method):
             d11, d12 = d11 + dm0, d12 + dm1
             d21, d22 = d21 + dp0, d22 + dp1
         G = metric(iface, q)
+        mu0, _ = constraint_parts(iface, q)
+        m = mu0.shape[-2]
         Ag = np.asarray(iface.A_grad(q), dtype=float)  # [a, i, j] = ∂mu_ai/∂q_j
         dpm_dq = iface.D21L(q, v) + 0.5 * h * np.einsum("...aij,...a->...ij", Ag, lam)
         rhs = np.concatenate([np.broadcast_to(d11 + dpm_dq, (*batch, n, n)),
                               np.broadcast_to(G, (*batch, n, n)),
+                              np.broadcast_to((0.5 * h) * np.swapaxes(mu0, -1, -2),
+                                              (*batch, n, m)),  # ∂p⁻/∂λ_k
                               np.broadcast_to(dmu, (*batch, n, n_u))], axis=-1)
-        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (..., n, 2n + n_u)
+        dq1 = -np.linalg.solve(np.broadcast_to(d12, (*batch, n, n)), rhs)  # (.., n, 2n+m+n_u)
         dpp = d22 @ dq1
         dpp[..., :n] += d21
-        dpp[..., 2 * n:] += dpu
+        dpp[..., 2 * n + m:] += dpu
         # v1 from [[G1, mu1ᵀ], [mu1, 0]] (v1, c) = (p⁺, −a1): differentiate the KKT system
         G1 = metric(iface, q1)
         mu1, _ = constraint_parts(iface, q1)
-        m = mu1.shape[-2]
         c = -0.5 * h * np.asarray(new.lam, dtype=float)  # G1 v1 + mu1ᵀ c = p⁺ (p̄ = G1 v1)
         Ag1 = np.asarray(iface.A_grad(q1), dtype=float)
         top = (dpp - (iface.D21L(q1, v1) + np.einsum("...aij,...a->...ij", Ag1, c)) @ dq1)
@@ -663,15 +674,15 @@ class GNI(Method):
                                                         -1, -2)], -1),
                             np.concatenate([np.broadcast_to(mu1, (*batch, m, n)),
                                             np.zeros((*batch, m, m))], -1)], -2)
-        k = 2 * n + n_u
-        dv1 = np.linalg.solve(K, np.concatenate([np.broadcast_to(top, (*batch, n, k)),
-                                                 np.broadcast_to(low, (*batch, m, k))],
-                                                -2))[..., :n, :]
-        full = np.concatenate([dq1, dv1], axis=-2)
-        A, B = full[..., : 2 * n], full[..., 2 * n:]
-        E0 = _gni_tangent_basis(iface, q, v)
-        E1 = _gni_tangent_basis(iface, q1, v1)
-        return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
+        k = 2 * n + m + n_u
+        dvc = np.linalg.solve(K, np.concatenate([np.broadcast_to(top, (*batch, n, k)),
+                                                 np.broadcast_to(low, (*batch, m, k))], -2))
+        dlam1 = (-2.0 / h) * dvc[..., n:, :]  # h λ_{k+1} = −2c
+        full = np.concatenate([dq1, dvc[..., :n, :], dlam1], axis=-2)
+        A, B = full[..., : 2 * n + m], full[..., 2 * n + m:]
+        E0 = with_multiplier_directions(_gni_tangent_basis(iface, q, v), m)
+        E1 = with_multiplier_directions(_gni_tangent_basis(iface, q1, v1), m)
+        return StepLinearization(state=new, A=A, B=B, coordinates="(q, v, lam)",
                                  **tangent_fields(E0, E1, A, B))
 
 

@@ -586,9 +586,10 @@ class ReducedGNI(Method):
     ``λ_0`` the multiplier of the forced continuous equations at ``u``.
 
     **Step linearization** (issue 20): :meth:`step_linearization` in the complete state
-    ``(q, g, v) = (x_k, W_k, (ẋ_k, ξ_k))`` at fixed λ_k, ``W_k`` perturbed as ``W_k τ(ε)``
-    with the method's retraction (``coordinates == "(q, g, v)"``; the reduced ``(q, v)`` is
-    a sub-block, and a state without a group element is linearized in ``"(q, v)"``, as
+    ``(q, g, v, lam) = (x_k, W_k, (ẋ_k, ξ_k), λ_k)`` (the step reads the carried λ_k),
+    ``W_k`` perturbed as ``W_k τ(ε)`` with the method's retraction
+    (``coordinates == "(q, g, v, lam)"``; the reduced ``(q, v, lam)`` is a sub-block, and a
+    state without a group element is linearized in ``"(q, v, lam)"``, as
     :class:`~chetaev.gni.GNI`), see :meth:`_step_linearization_impl`.
 
     Parameters
@@ -753,9 +754,10 @@ class ReducedGNI(Method):
                      carry={"g": g1, "xi": w[..., n:]}, info=info)
 
     def _step_linearization_impl(self, system, state: State, h, u, new: State):
-        """``(A, B)`` of the step in the complete state ``(q, g, v) = (x_k, W_k, (ẋ_k, ξ_k))``
-        at fixed λ_k, the group element in the tangent chart of the method's retraction, and
-        in tangent bases of the constraint set (issue 20).
+        """``(A, B)`` of the step in the complete state
+        ``(q, g, v, lam) = (x_k, W_k, (ẋ_k, ξ_k), λ_k)``, the group element in the tangent
+        chart of the method's retraction, and in tangent bases of the constraint set
+        (issue 20).
 
         The step (class docstring; paper Def. 7.1, (30)/(38)) maps the node
         ``(x_k, W_k, v_k, λ_k)``, ``v = (ẋ, ξ)``, to ``(x_{k+1}, W_{k+1}, v_{k+1}, λ_{k+1})``:
@@ -766,42 +768,49 @@ class ReducedGNI(Method):
         at ``x_{k+1}`` (``c = −(h/2) λ_{k+1}``, :func:`node_from_post_momentum`); the group
         element is reconstructed as ``W_{k+1} = W_k τ(σ_k)``, ``σ_k = h w_ξ`` (Remark 7.2,
         τ the method's ``retraction``). By the implicit function theorem
-        ``dw = −(∂R/∂w)⁻¹ ∂R/∂(x_k, v_k, u)`` with ``∂R/∂w`` the exact Newton matrix
-        (:func:`_legendre_jacobian`, the force's ``F_v``), and the rest is chained.
+        ``dw = −(∂R/∂w)⁻¹ ∂R/∂(x_k, v_k, λ_k, u)`` with ``∂R/∂w`` the exact Newton matrix
+        (:func:`_legendre_jacobian`, the force's ``F_v``; ``∂R/∂λ_k = −(h/2) K(x_k)ᵀ``), and
+        the rest is chained; the differentiated KKT system gives ``dv_{k+1}`` and
+        ``dλ_{k+1} = −(2/h) dc``.
 
-        Coordinates ``"(q, g, v)"``: the state is perturbed as
-        ``(x_k + δx, W_k τ(ε), v_k + δv)``, ε ∈ 𝔤 (right translation by the method's
+        Coordinates ``"(q, g, v, lam)"``: the state is perturbed as
+        ``(x_k + δx, W_k τ(ε), v_k + δv, λ_k + δλ)``, ε ∈ 𝔤 (right translation by the method's
         retraction, the chart of the Lie methods' ``"(xi, mu)"``), and the next group element
         is read in the same chart, ``ε_{k+1} = τ⁻¹(W_{k+1}⁻¹ W'_{k+1})``. The reduced step is
-        G-invariant, so ``(x_{k+1}, v_{k+1})`` do not depend on ε, and from
+        G-invariant, so ``(x_{k+1}, v_{k+1}, λ_{k+1})`` do not depend on ε, and from
         ``W'_{k+1} = W_k τ(ε) τ(σ_k + δσ)`` with ``τ(ε) = e + ε + O(|ε|²)``:
 
         * ``∂ε_{k+1}/∂ε = Ad_{τ(σ_k)⁻¹} = Ad_{τ(−σ_k)}`` (``τ(σ)⁻¹ τ(ε) τ(σ)``);
-        * ``∂ε_{k+1}/∂(x_k, v_k, u) = h dL τ_{σ_k} ∂w_ξ/∂(x_k, v_k, u)`` with ``dL τ`` the
+        * ``∂ε_{k+1}/∂(x_k, v_k, λ_k, u) = h dL τ_{σ_k} ∂w_ξ/∂(x_k, v_k, λ_k, u)`` with ``dL τ`` the
           retraction's left-trivialized tangent (``τ(σ)⁻¹ Dτ(σ)δσ = dL τ_σ δσ``,
           :meth:`chetaev.liegroups.Retraction.dL`) and ``∂w_ξ`` the last ``d`` rows of the
           implicit function theorem's ``dw``.
 
-        ``A = ∂(x_{k+1}, ε_{k+1}, v_{k+1})/∂(x_k, ε, v_k)`` ``(..., n + d + N, n + d + N)``,
-        ``B = ∂(x_{k+1}, ε_{k+1}, v_{k+1})/∂u`` ``(..., n + d + N, n_controls)`` (zero columns
-        without a force), ``d = group.dim``, ``N = n + d``; ``coordinates == "(q, g, v)"``
-        (λ_k is a state of its own, carried from the previous step, as for
-        :class:`~chetaev.gni.GNI`). The reduced linearization in ``(q, v) = (x, (ẋ, ξ))`` is
-        the sub-block of the rows and columns ``s = np.r_[0:n, n + d:n + d + N]``:
+        ``A = ∂(x_{k+1}, ε_{k+1}, v_{k+1}, λ_{k+1})/∂(x_k, ε, v_k, λ_k)``
+        ``(..., n + d + N + m, n + d + N + m)``, ``B`` its u-derivative
+        ``(..., n + d + N + m, n_controls)`` (zero columns without a force),
+        ``d = group.dim``, ``N = n + d``; a product of step A's is the Jacobian of several
+        steps. The reduced linearization in ``(q, v, lam) = (x, (ẋ, ξ), λ)`` is the sub-block
+        of the rows and columns ``s = np.r_[0:n, n + d:n + d + N + m]``:
         ``A[..., s, :][..., :, s]``, ``B[..., s, :]``. A state without a group element
         (``state.carry["g"] is None``: nothing reconstructs it) is linearized in that
-        ``"(q, v)"`` alone.
+        ``"(q, v, lam)"`` alone.
 
         ``basis``/``next_basis``: orthonormal bases of the tangent spaces of
-        {K(x) v + a(x) = 0} (× G in ``"(q, g, v)"``), on which every node lies:
-        ``n + N − m`` columns in (x, v), then the ``d`` group directions.
+        {K(x) v + a(x) = 0} × Rᵐ (× G in ``"(q, g, v, lam)"``), on which every node lies:
+        ``n + N − m`` columns in (x, v), the ``m`` multiplier directions, then the ``d``
+        group directions.
 
         Second derivatives used: ``potential_hessian`` (central differences of
         ``potential_grad`` when omitted), ``constraint_matrix_grad`` and
         ``constraint_affine_grad`` (central differences when omitted) and the force's
         :meth:`ReducedSystem.force_jacobians`.
         """
-        from chetaev.discrete_lagrangian.extending import StepLinearization, tangent_fields
+        from chetaev.discrete_lagrangian.extending import (
+            StepLinearization,
+            tangent_fields,
+            with_multiplier_directions,
+        )
 
         tau = self._tau(system)
         n, N = system.n_shape, system.N
@@ -813,13 +822,15 @@ class ReducedGNI(Method):
         w = np.concatenate([np.broadcast_to((x1 - x) / h, (*batch, n)),
                             np.broadcast_to(new.carry["xi"], (*batch, N - n))], axis=-1)
         m_u = system.n_controls if system.has_force else 0
-        k = n + N + m_u
-        # ∂R/∂w (the Newton matrix) and ∂R/∂(x_k, v_k, u)
+        m = lam.shape[-1]
+        k = n + N + m + m_u  # the columns (x_k, v_k, λ_k, u)
+        # ∂R/∂w (the Newton matrix) and ∂R/∂(x_k, v_k, λ_k, u)
         Jw = _legendre_jacobian(system, tau, w, h, "minus")
         Rth = np.zeros((*batch, N, k))
         Rth[..., :n, :n] = 0.5 * h * system.hess_V(x)
         Rth[..., :n] -= 0.5 * h * np.einsum("...aij,...a->...ij", system.dK(x), lam)
         Rth[..., :, n: n + N] = -G
+        Rth[..., :, n + N: n + N + m] = -0.5 * h * np.swapaxes(system.K(x), -1, -2)  # −∂p⁻/∂λ
         Jp = _legendre_jacobian(system, tau, w, h, "plus")
         dp_x1 = np.zeros((*batch, N, n))
         dp_x1[..., :n, :] = -0.5 * h * system.hess_V(x1)
@@ -829,7 +840,7 @@ class ReducedGNI(Method):
             Fx1, Fv1, Fu1 = system.force_jacobians(x1, w, u)
             Jw = Jw - 0.5 * h * Fv0
             Rth[..., :n] -= 0.5 * h * Fx0
-            Rth[..., n + N:] = -0.5 * h * Fu0
+            Rth[..., n + N + m:] = -0.5 * h * Fu0
             Jp = Jp + 0.5 * h * Fv1
             dp_x1 = dp_x1 + 0.5 * h * Fx1
             dp_u = 0.5 * h * Fu1
@@ -837,10 +848,9 @@ class ReducedGNI(Method):
         dx1 = h * dw[..., :n, :]
         dx1[..., :, :n] += np.eye(n)
         dpp = Jp @ dw + dp_x1 @ dx1
-        dpp[..., n + N:] += dp_u
+        dpp[..., n + N + m:] += dp_u
         # v_{k+1} from [[G̃, K1ᵀ], [K1, 0]] (v1, c) = (p⁺, −a1): differentiate the KKT system
         K1 = np.broadcast_to(system.K(x1), (*batch, *system.K(x1).shape[-2:]))
-        m = K1.shape[-2]
         c = -0.5 * h * np.asarray(new.lam, dtype=float)
         dK1 = system.dK(x1)
         top = dpp - np.einsum("...aij,...a->...ij", dK1, c) @ dx1
@@ -851,26 +861,27 @@ class ReducedGNI(Method):
         KKT = np.concatenate([
             np.concatenate([np.broadcast_to(G, (*batch, N, N)), np.swapaxes(K1, -1, -2)], -1),
             np.concatenate([K1, np.zeros((*batch, m, m))], -1)], -2)
-        dv1 = np.linalg.solve(KKT, np.concatenate([np.broadcast_to(top, (*batch, N, k)),
-                                                   np.broadcast_to(low, (*batch, m, k))],
-                                                  -2))[..., :N, :]
-        E0 = _reduced_tangent_basis(system, x, v)
-        E1 = _reduced_tangent_basis(system, x1, v1)
-        if state.carry.get("g") is None:  # no group element: the reduced state (q, v) only
+        dvc = np.linalg.solve(KKT, np.concatenate([np.broadcast_to(top, (*batch, N, k)),
+                                                   np.broadcast_to(low, (*batch, m, k))], -2))
+        dv1 = np.concatenate([dvc[..., :N, :], (-2.0 / h) * dvc[..., N:, :]], -2)  # v, λ
+        E0 = with_multiplier_directions(_reduced_tangent_basis(system, x, v), m)
+        E1 = with_multiplier_directions(_reduced_tangent_basis(system, x1, v1), m)
+        nv = N + m  # the rows and columns of (v, λ)
+        if state.carry.get("g") is None:  # no group element: the reduced state (q, v, λ)
             full = np.concatenate([dx1, dv1], axis=-2)
-            A, B = full[..., : n + N], full[..., n + N:]
-            return StepLinearization(state=new, A=A, B=B, coordinates="(q, v)",
+            A, B = full[..., : n + nv], full[..., n + nv:]
+            return StepLinearization(state=new, A=A, B=B, coordinates="(q, v, lam)",
                                      **tangent_fields(E0, E1, A, B))
         # the group rows: ε_{k+1} = Ad_{τ(−σ)} ε + h dLτ_σ dw_ξ (docstring)
         d = N - n
         sigma = h * w[..., n:]
         de1 = h * (tau.dL(sigma) @ dw[..., n:, :])  # (..., d, k) in the columns (x, v, u)
-        rows = np.concatenate([dx1, de1, dv1], axis=-2)  # (..., n + d + N, k)
-        eps_col = np.zeros((*batch, n + d + N, d))
+        rows = np.concatenate([dx1, de1, dv1], axis=-2)  # (..., n + d + N + m, k)
+        eps_col = np.zeros((*batch, n + d + nv, d))
         eps_col[..., n: n + d, :] = system.group.Ad(tau(-sigma), check=False)
-        A = np.concatenate([rows[..., :n], eps_col, rows[..., n: n + N]], axis=-1)
-        B = rows[..., n + N:]
-        return StepLinearization(state=new, A=A, B=B, coordinates="(q, g, v)",
+        A = np.concatenate([rows[..., :n], eps_col, rows[..., n: n + nv]], axis=-1)
+        B = rows[..., n + nv:]
+        return StepLinearization(state=new, A=A, B=B, coordinates="(q, g, v, lam)",
                                  **tangent_fields(_with_group(E0, n, d), _with_group(E1, n, d),
                                                   A, B))
 

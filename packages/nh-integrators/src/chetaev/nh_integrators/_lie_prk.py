@@ -372,9 +372,14 @@ class LieNonholonomicPRK(StageOrders, Method):
         theorem on the converged unknowns of App. F (H, Λ²..Λˢ and the general ℓ's η²..ηˢ;
         :func:`~chetaev.discrete_lagrangian.core._linearization.lie_step_jacobians`, with the
         direct μ_k-dependence of the IIIA momenta Mⁱ, eq. 5 of the note). Λ¹ follows the
-        rule: ``"carry"`` holds λ_k (A is the partial derivative at fixed λ_k),
-        ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"`` λ(g_k, η_k)
-        with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative the implicit derivative of the
+        rule: ``"carry"`` reads the state's λ_k (Λ¹ = λ_k) and returns λ_{k+1} = Λˢ, so the
+        map is linearized in the complete state, ``coordinates == "(xi, mu, lam)"``:
+        ``A = ∂(ζ_{k+1}, δμ_{k+1}, λ_{k+1})/∂(ε, δμ, λ_k)`` ``(..., 2d + m, 2d + m)`` (λ_k's
+        column the derivative in the given Λ¹, λ_{k+1}'s rows Λˢ's rows of the IFT's dx,
+        ``lie_step_jacobians(..., last_multiplier=True)``), B with λ_{k+1}'s rows, the bases
+        extended by the m multiplier directions; a product of step A's is the Jacobian of
+        several steps. ``"zero_first"`` 0, ``"weighted_sum"`` an unknown; ``"continuous"``
+        λ(g_k, η_k) with η_k = Fℓ⁻¹(g_k, μ_k), its (g, η)-derivative the implicit derivative of the
         multiplier's KKT system in the Euler–Poincaré form (paper §6;
         :meth:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier_jacobian`, the
         g-columns left-trivialized, which is the ε-derivative through any retraction at
@@ -401,6 +406,7 @@ class LieNonholonomicPRK(StageOrders, Method):
             StepLinearization,
             lie_step_jacobians,
             tangent_fields,
+            with_multiplier_directions,
         )
 
         from ._lie_core import LieNonholonomicHooks, _coefficients, engine_view
@@ -447,10 +453,11 @@ class LieNonholonomicPRK(StageOrders, Method):
                 f"{self.name}: the step did not record its converged unknowns "
                 "(State.carry['x'])."
             )
-        A, dz_dlam, B = lie_step_jacobians(
+        carried = rule == "carry" and state.lam is not None
+        A, dz_dlam, B, dlams = lie_step_jacobians(
             np.asarray(x, dtype=float), g, mu, h, _coefficients(a, b),
             engine_view(model, ops.group), ops.retraction, hooks, lam_fixed,
-            mu_rows=lambda ev: _lie_mu_rows(nh_hooks, ev))
+            mu_rows=lambda ev: _lie_mu_rows(nh_hooks, ev), last_multiplier=True)
         n_u = int(getattr(system, "n_controls", 0) or 0)
         if B.shape[-1] != n_u:  # an unforced system: no control columns
             B = np.zeros((*A.shape[:-1], n_u))
@@ -462,7 +469,17 @@ class LieNonholonomicPRK(StageOrders, Method):
                 B = B + dz_dlam @ forced_multiplier_control_jacobian(system, g, eta, u)
         E0 = _lie_tangent_basis(model, g, eta)
         E1 = _lie_tangent_basis(model, np.asarray(new.q), np.asarray(new.v))
-        return StepLinearization(state=new, A=A, B=B, coordinates="(xi, mu)",
+        coordinates = "(xi, mu)"
+        if carried:  # the complete state (ε, δμ, λ): Λ¹ = λ_k's column, λ_{k+1} = Λˢ's rows
+            d = A.shape[-1] // 2
+            dl_u = dlams[..., 2 * d + m:]
+            A = np.concatenate([np.concatenate([A, np.broadcast_to(
+                dz_dlam, (*A.shape[:-1], m))], -1), dlams[..., : 2 * d + m]], -2)
+            B = np.concatenate([B, dl_u if dl_u.shape[-1] == n_u
+                                else np.zeros((*dl_u.shape[:-1], n_u))], -2)
+            E0, E1 = with_multiplier_directions(E0, m), with_multiplier_directions(E1, m)
+            coordinates = "(xi, mu, lam)"
+        return StepLinearization(state=new, A=A, B=B, coordinates=coordinates,
                                  **tangent_fields(E0, E1, A, B),
                                  finite_differences=_linearization_fd(
                                      system, rule == "continuous"))

@@ -446,8 +446,15 @@ class NonholonomicPRK(StageOrders, Method):
         implicit function theorem on the converged unknowns of eq. (14) (App. D; the
         Hamiltonian form of eq. (15) is the same map and is linearized through it), with the
         multipliers Λ²..Λˢ (and the implicit v_k^i) among the unknowns
-        (:func:`_nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` holds the
-        state's λ_k fixed (A is the partial derivative at fixed λ_k), ``"zero_first"`` has
+        (:func:`_nh_step_jacobians`). Λ¹ follows the method's rule: ``"carry"`` reads the
+        state's λ_k (Λ¹ = λ_k, paper eq. (14), App. D) and returns λ_{k+1} = Λˢ, so the map
+        is linearized in the complete state, ``coordinates == "(q, p, lam)"``:
+        ``A = ∂(q_{k+1}, p_{k+1}, λ_{k+1})/∂(q_k, p_k, λ_k)`` ``(..., 2n + m, 2n + m)`` (the
+        λ_k column is ∂z/∂Λ¹, the λ_{k+1} rows are Λˢ's rows of dx = −J⁻¹ ∂R/∂θ), B with the
+        λ_{k+1} rows, the bases extended by the m free multiplier directions
+        (:func:`~chetaev.discrete_lagrangian.core._linearization.with_multiplier_directions`),
+        and a product of step A's is the Jacobian of several steps; a state without λ
+        (``lam=None``) falls back to the continuous Λ¹ as the step does. ``"zero_first"`` has
         Λ¹ = 0, ``"continuous"`` (default) has Λ¹ = λ(q_k, v_k) (of the forced equations at
         ``u`` for a forced system) with v_k = FL⁻¹(q_k, p_k): its (q, v)-derivative is
         the implicit derivative of the multiplier's KKT system
@@ -460,9 +467,10 @@ class NonholonomicPRK(StageOrders, Method):
         blocks otherwise, listed in ``finite_differences`` of the result
         (``"multiplier:dc"``, ...). Its u-derivative is exact, ∂Λ¹/∂u = −C⁻¹Φ_v G⁻¹F_u (the
         forced multiplier is affine in F).
-        ``basis``/``next_basis``: orthonormal bases (2n − m columns) of the tangent spaces
-        of {Φ(q, FL⁻¹(q, p)) = 0} at both nodes (:func:`~chetaev.discrete_lagrangian.core.
-        _linearization.velocity_constraint_tangent_basis`); every step ends on that set, so
+        ``basis``/``next_basis``: orthonormal bases (2n − m columns; 2n with the carried λ)
+        of the tangent spaces of {Φ(q, FL⁻¹(q, p)) = 0} (× Rᵐ) at both nodes
+        (:func:`~chetaev.discrete_lagrangian.core._linearization.
+        velocity_constraint_tangent_basis`); every step ends on that set, so
         A and B map into ``next_basis``'s span.
         """
         from chetaev.discrete_lagrangian.extending import (
@@ -471,6 +479,7 @@ class NonholonomicPRK(StageOrders, Method):
             no_controls,
             tangent_fields,
             velocity_constraint_tangent_basis,
+            with_multiplier_directions,
         )
 
         model = self._model(system)
@@ -514,8 +523,8 @@ class NonholonomicPRK(StageOrders, Method):
             return forced_multiplier(system, qq, vv, lam, uu) if forced else lam
 
         lam1 = lam1_of(q, v, u)
-        dz_dq, dz_dp, dz_dlam, dz_du = _nh_step_jacobians(x, q, p, lam1, h, coeffs, model,
-                                                         hooks, implicit, momenta)
+        dz_dq, dz_dp, dz_dlam, dz_du, dlams = _nh_step_jacobians(
+            x, q, p, lam1, h, coeffs, model, hooks, implicit, momenta)
         A = np.concatenate([dz_dq, dz_dp], axis=-1)
         B = dz_du
         continuous = not carried and self.multiplier_rule != "zero_first"
@@ -534,7 +543,16 @@ class NonholonomicPRK(StageOrders, Method):
         B = no_controls(B, A, system)
         E0 = velocity_constraint_tangent_basis(system, q, v)
         E1 = velocity_constraint_tangent_basis(system, new.q, new.v)
-        return StepLinearization(state=new, A=A, B=B, **tangent_fields(E0, E1, A, B),
+        coordinates = "(q, p)"
+        if carried:  # the complete state (q, p, λ): Λ¹ = λ_k's column, λ_{k+1} = Λˢ's rows
+            A = np.concatenate([np.concatenate([A, np.broadcast_to(
+                dz_dlam, (*A.shape[:-1], m))], -1), dlams[..., : 2 * n + m]], -2)
+            B = np.concatenate([B, np.broadcast_to(dlams[..., 2 * n + m:],
+                                                   (*B.shape[:-2], m, B.shape[-1]))], -2)
+            E0, E1 = with_multiplier_directions(E0, m), with_multiplier_directions(E1, m)
+            coordinates = "(q, p, lam)"
+        return StepLinearization(state=new, A=A, B=B, coordinates=coordinates,
+                                 **tangent_fields(E0, E1, A, B),
                                  finite_differences=_linearization_fd(system, continuous))
 
     def check_step(
@@ -860,6 +878,9 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
     dz_dlam : ndarray (..., 2n, m)
         The derivative in the given Λ¹ (chained by the caller with the multiplier rule).
     dz_du : ndarray (..., 2n, n_u)
+    dlams : ndarray (..., m, n + n + m + n_u)
+        The derivative of the last stage multiplier Λˢ (the state's next λ, eq. (14a)) in
+        (q_k, p_k, Λ¹, u): the rows of Λˢ in dx (for s = 1, Λˢ = Λ¹).
     """
     from chetaev.discrete_lagrangian.extending import QColumns, constant_tangents, control_jacobian
 
@@ -911,7 +932,14 @@ def _nh_step_jacobians(x, q, p, lam1, h, coeffs, model, hooks, implicit: bool,
         dp1_th[..., K + n:] += h * (coeffs.bhat @ Fu.reshape((*Fu.shape[:-3], s, n * nu))
                                     ).reshape((*Fu.shape[:-3], n, nu))
     z = np.concatenate([dq1_th, dp1_th], axis=-2)  # (..., 2n, K + L)
-    return z[..., :n], z[..., K:K + n], z[..., n:K], z[..., K + n:]
+    if s > 1:  # x = [V (s n), Λ²..Λˢ, (v_k^i)]: Λˢ's rows, columns (q, Λ¹, p, u)
+        dls = dx[..., s * n + (s - 2) * m: s * n + (s - 1) * m, :]
+    else:
+        dls = np.zeros((*batch, m, K + L))
+        dls[..., n:K] = np.eye(m)
+    dlams = np.concatenate([dls[..., :n], dls[..., K:K + n], dls[..., n:K], dls[..., K + n:]],
+                           axis=-1)
+    return z[..., :n], z[..., K:K + n], z[..., n:K], z[..., K + n:], dlams
 
 
 def _linearization_fd(system: Any, continuous: bool) -> tuple[str, ...]:

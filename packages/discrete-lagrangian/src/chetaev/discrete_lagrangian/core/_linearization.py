@@ -23,6 +23,12 @@ also given in orthonormal bases of the tangent spaces of the invariant set
 (:func:`constraint_tangent_basis`); for a velocity (nonholonomic) constraint Φ(q, v) = 0,
 of {Φ(q, FL⁻¹(q, p)) = 0} (:func:`velocity_constraint_tangent_basis`, 2n − m columns).
 
+A method whose step also reads the node multiplier λ_k carried in its state (the GNI and
+ReducedGNI, the nonholonomic PRKs' ``"carry"`` rule) linearizes in the complete state, λ
+stacked last (``coordinates`` ending in ``", lam)"``, :class:`StepLinearization`): the
+implicit function theorem gives λ_k's columns and λ_{k+1}'s rows from the same solve, so
+that a product of step Jacobians is the Jacobian of several steps.
+
 On a Lie group (``LieVPRK``, ``LieNonholonomicPRK``; ``coordinates == "(xi, mu)"``) the
 state (g, μ) is perturbed as (g τ(ε), μ + δμ) with ε ∈ 𝔤 left-trivialized and τ the
 method's retraction, and the next state is read in the same chart, g_{k+1}' = g_{k+1} τ(ζ):
@@ -54,6 +60,7 @@ __all__ = [
     "tangent_fields",
     "tangent_linearization",
     "velocity_constraint_tangent_basis",
+    "with_multiplier_directions",
 ]
 
 
@@ -72,17 +79,29 @@ class StepLinearization:
     A : ndarray (..., 2n, 2n)
         ∂(q_{k+1}, p_{k+1})/∂(q_k, p_k), the state stacked as (q, p); on a group
         ∂(ζ_{k+1}, δμ_{k+1})/∂(ε, δμ) in the retraction's tangent coordinates (module
-        docstring), n the algebra dimension.
+        docstring), n the algebra dimension. Square over the whole state: with a carried
+        multiplier (``coordinates`` ending in ``", lam)"``) ``(..., 2n + m, 2n + m)``.
     B : ndarray (..., 2n, n_controls)
-        ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls).
+        ∂(q_{k+1}, p_{k+1})/∂u (zero columns for a system without controls); with a carried
+        multiplier also the rows of λ_{k+1}.
     coordinates : str
-        The coordinates of ``A`` and ``B``: ``"(q, p)"``, ``"(xi, mu)"`` on a group, or
-        ``"(q, v)"`` for the GNI (its state's velocities, at fixed λ_k).
+        The coordinates of ``A`` and ``B``, the state's entries stacked in this order:
+        ``"(q, p)"``; ``"(xi, mu)"`` on a group; ``"(q, v)"`` (velocities) or
+        ``"(q, q_next)"`` (a two-step state, ``DSOCSIntegrator``); ``"(q, g, v)"``
+        (``chetaev.gni.ReducedGNI``: shape x, group element in the retraction's chart,
+        velocity). A method whose step reads the node multiplier λ_k carried in the state
+        linearizes in the complete state, λ last: ``"(q, v, lam)"`` (``chetaev.gni.GNI``
+        and its compositions), ``"(q, p, lam)"``
+        (``NonholonomicPRK(multiplier_rule="carry")``), ``"(xi, mu, lam)"``
+        (``LieNonholonomicPRK(multiplier_rule="carry")``), ``"(q, g, v, lam)"``
+        (``ReducedGNI``); a product of such A's is the Jacobian of several steps.
     basis, next_basis : ndarray (..., 2n, d) or None
         Constrained systems: orthonormal bases (columns) of the tangent space of the
         invariant set at the current and the next state, in ``coordinates``:
         {Φ(q) = 0, Φ_q ∂H/∂p = 0} for a holonomic constraint (d = 2n − 2m),
-        {Φ(q, FL⁻¹(q, p)) = 0} for a velocity constraint (d = 2n − m); None otherwise.
+        {Φ(q, FL⁻¹(q, p)) = 0} for a velocity constraint (d = 2n − m); with a carried
+        multiplier that set × Rᵐ (the basis block-diagonal with I_m: d + m columns of
+        length 2n + m); None otherwise.
     A_tangent : ndarray (..., d, d) or None
         ``next_basisᵀ A basis``: the linearization in those tangent coordinates.
     B_tangent : ndarray (..., d, n_controls) or None
@@ -301,6 +320,17 @@ def tangent_fields(E0: np.ndarray, E1: np.ndarray, A: np.ndarray,
     return {"basis": E0, "next_basis": E1, "A_tangent": E1t @ A @ E0, "B_tangent": E1t @ B}
 
 
+def with_multiplier_directions(E: np.ndarray, m: int) -> np.ndarray:
+    """The tangent basis ``E`` ``(..., k, d)`` of a state's constraint set extended by the m
+    free directions of a carried multiplier λ (a state of its own, stacked last):
+    ``[[E, 0], [0, I_m]]`` ``(..., k + m, d + m)``, orthonormal when E is (the ``basis`` of a
+    linearization in coordinates ending in ``", lam)"``, :class:`StepLinearization`)."""
+    top = np.concatenate([E, np.zeros((*E.shape[:-1], m))], -1)
+    low = np.concatenate([np.zeros((*E.shape[:-2], m, E.shape[-1])),
+                          np.broadcast_to(np.eye(m), (*E.shape[:-2], m, m))], -1)
+    return np.concatenate([top, low], -2)
+
+
 def _zero_coadjoint(f: np.ndarray) -> np.ndarray:
     """ζ ↦ 0 in place of ζ ↦ ad*_ζ f (the parameter columns do not move Ξⁱ)."""
     return np.zeros((*np.shape(f), np.shape(f)[-1]))
@@ -309,7 +339,7 @@ def _zero_coadjoint(f: np.ndarray) -> np.ndarray:
 def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
                        coeffs: PRKCoefficients, system: Any, tau: Any, hooks: Any = None,
                        lam_fixed: np.ndarray | None = None,
-                       mu_rows: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       mu_rows: Any = None, last_multiplier: bool = False) -> tuple:
     """Jacobians of one Lie-group PRK step (paper eqs. (24)–(27), Thm. 6.1; §6.3, §6.4) by
     the implicit function theorem, in the left-trivialized tangent coordinates.
 
@@ -339,6 +369,10 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
         ``ev ↦ (..., E, d)``: the derivative of the hooks' equations in μ_k where they read
         μ_k directly (the nonholonomic IIIA momenta Mⁱ); None: they see μ_k only through
         μ_{k+1} and Ñʲ.
+    last_multiplier : bool
+        Also return the derivative of the last stage's multiplier Λˢ (the nonholonomic
+        state's λ_{k+1}): its rows of dx/dθ if the stage is free, the unit block of its
+        given value otherwise.
 
     Returns
     -------
@@ -346,6 +380,8 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     dz_dlam : ndarray (..., 2d, k m)
         The derivative in the given multipliers (the non-free stages, in stage order).
     B : ndarray (..., 2d, n_u)
+    dlams : ndarray (..., m, 2d + k m + n_u)
+        Only with ``last_multiplier``: ∂Λˢ/∂(ε, δμ, given multipliers, u).
     """
     from ._lie_prk import _cat, _hook_shape, _pair_data, lie_prk_residual, stage_derivatives
 
@@ -414,4 +450,14 @@ def lie_step_jacobians(x: np.ndarray, g: np.ndarray, mu: np.ndarray, h: float,
     N = Jx.shape[-1]
     dx = -np.linalg.solve(np.broadcast_to(Jx, (*batch, N, N)), Rt)
     z = np.concatenate([Dx["zeta_xi"] @ dx + zxi, Dx["dmu1"] @ dx + dmu1], axis=-2)
-    return z[..., : 2 * d], z[..., 2 * d: 2 * d + nl], z[..., 2 * d + nl:]
+    out = (z[..., : 2 * d], z[..., 2 * d: 2 * d + nl], z[..., 2 * d + nl:])
+    if not last_multiplier:
+        return out
+    if free[s - 1]:  # x = [H (s d), Λ of the free stages in stage order, extra]
+        r = s * d + (sum(free) - 1) * m
+        dlams = dx[..., r: r + m, :]
+    else:  # given: the unit block of its column
+        dlams = np.zeros((*batch, m, K))
+        r = 2 * d + fixed.index(s - 1) * m
+        dlams[..., r: r + m] = np.eye(m)
+    return (*out, dlams)

@@ -569,13 +569,10 @@ class ComposedSteps(Method):
     Linearization (issue 20): the chain rule over the sub-steps,
     ``A = A_r ⋯ A_1``, ``B = Σ_j A_r ⋯ A_{j+1} B_j`` (u held over the step), each ``(A_j,
     B_j)`` the member's own ``step_linearization`` at its sub-step (implicit function
-    theorem on its Newton matrix), in the members' common ``coordinates``. A member whose
-    step also reads a state entry outside those coordinates (the GNI's carried multiplier
-    λ_k) supplies ``_carried_jacobians(system, state, h, u, lin) -> (A_c, B_c, L_x, L_c,
-    L_u)``: ``A_c = ∂x_{k+1}/∂c_k``, ``L = ∂c_{k+1}/∂(x_k, c_k, u)``, and the chain runs on
-    the extended coordinates (x, c), the result read at fixed c_0 (as the state's other
-    entries are held by ``step_finite_differences``). With a constraint, ``basis`` is the
-    first member's and ``next_basis`` the last member's.
+    theorem on its Newton matrix), in the members' common ``coordinates`` (which cover the
+    whole state the step reads: e.g. the GNI's "(q, v, lam)", its carried multiplier
+    included). With a constraint, ``basis`` is the first member's and ``next_basis`` the last
+    member's.
     """
 
     __slots__ = ()
@@ -593,12 +590,6 @@ class ComposedSteps(Method):
     @abc.abstractmethod
     def _members(self) -> tuple:
         """``((method, fraction), ...)`` as constructed."""
-
-    def _carried_jacobians(self, method: Method, system: Any, state: State, h: float, u: Any,
-                           lin: StepLinearization) -> tuple | None:
-        """``(A_c, L_x, L_c, L_u)`` of a member whose step reads a state entry c outside
-        ``lin.coordinates`` (class docstring), or None (the default: no such entry)."""
-        return None
 
     @property
     def supports_forces(self) -> bool:  # type: ignore[override]
@@ -639,27 +630,19 @@ class ComposedSteps(Method):
         for method, c in self._factors():
             sub = attrs.evolve(s, n=state.n)
             lin = method.step_linearization(system, sub, c * h, u=u)
-            carried = self._carried_jacobians(method, system, sub, c * h, u, lin)
-            kinds.add((lin.coordinates, carried is not None))
+            kinds.add(lin.coordinates)
             if len(kinds) > 1:
                 raise LinearizationNotSupportedError(
                     f"{self.name}: the members linearize in different coordinates "
                     f"({sorted(kinds)}); compose methods of one state type."
                 )
             Aj, Bj = lin.A, lin.B
-            if carried is not None:
-                Ac, Lx, Lc, Lu = carried
-                Aj = np.concatenate([np.concatenate([Aj, Ac], -1),
-                                     np.concatenate([Lx, Lc], -1)], -2)
-                Bj = np.concatenate([Bj, Lu], -2)
             if A is None:
                 A, B, coords, E0 = Aj, Bj, lin.coordinates, lin.basis
             else:
                 A, B = Aj @ A, Aj @ B + Bj
             E1 = lin.next_basis
             s = lin.state
-        nx = lin.A.shape[-1]
-        A, B = A[..., :nx, :nx], B[..., :nx, :]
         fields = {} if E0 is None or E1 is None else tangent_fields(E0, E1, A, B)
         return StepLinearization(state=new, A=A, B=B, coordinates=coords, **fields)
 

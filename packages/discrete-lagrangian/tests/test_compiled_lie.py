@@ -55,11 +55,7 @@ SO3xR3 = Product(SO3, Rn(3))
 @pytest.fixture(scope="module")
 def top():
     """``testing.heavy_top()`` (ℓ = ½ηᵀ𝕀η − e₃·Rχ) from its symbolic Lagrangian."""
-    g = sp.MatrixSymbol("g", 3, 3)
-    e = sp.symbols("e0:3")
-    ell = (sum(0.5 * INERTIA[i] * e[i] ** 2 for i in range(3))
-           - sum(g[2, j] * CHI[j] for j in range(3)))
-    return from_trivialized_lagrangian(SO3, ell, e, g=g)
+    return heavy_top(INERTIA, 1.0, CHI, symbolic=True)
 
 
 @pytest.fixture(scope="module")

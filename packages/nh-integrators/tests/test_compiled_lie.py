@@ -37,13 +37,7 @@ G = Product(SO3, Rn(2))
 def ball():
     """``turntable_ball()`` (r = 1, a = 0.4, Ω = 1) from its symbolic ℓ and constraints
     φ₁ = v_x + Ω y − r ω₂, φ₂ = v_y − Ω x + r ω₁ with ω = R ω_b."""
-    r, a, om = 1.0, 0.4, 1.0
-    g = sp.MatrixSymbol("g", 6, 6)
-    e = sp.symbols("e0:5")
-    ell = sum(0.5 * a * r * r * e[i] ** 2 for i in range(3)) + 0.5 * (e[3] ** 2 + e[4] ** 2)
-    w = [sum(g[i, j] * e[j] for j in range(3)) for i in range(3)]
-    nh = [e[3] + om * g[4, 5] - r * w[1], e[4] - om * g[3, 5] + r * w[0]]
-    return from_trivialized_lagrangian(G, ell, e, g=g, nonholonomic=nh)
+    return turntable_ball(symbolic=True)
 
 
 def _run(system, backend, rule="continuous", q0=None, v0=None, n=100, h=0.1):

@@ -201,18 +201,36 @@ def disc_reference(
 
 
 # ----------------------------------------------------------------------------- ball
+def _symbolic_turntable_ball(r: float, a: float, om: float) -> ConstrainedSystem:
+    """:func:`turntable_ball` from its symbolic ℓ (``symbolic=True``)."""
+    import sympy as sp
+    from chetaev.discrete_lagrangian.symbolic import from_trivialized_lagrangian
+    from chetaev.liegroups import SO3, Product, Rn
+
+    g, e = sp.MatrixSymbol("g", 6, 6), sp.symbols("e0:5")
+    ell = sum(0.5 * a * r * r * e[i] ** 2 for i in range(3)) + 0.5 * (e[3] ** 2 + e[4] ** 2)
+    w = [sum(g[i, j] * e[j] for j in range(3)) for i in range(3)]  # spatial ω = R ω_b
+    nh = [e[3] + om * g[4, 5] - r * w[1], e[4] - om * g[3, 5] + r * w[0]]
+    return from_trivialized_lagrangian(Product(SO3, Rn(2)), ell, e, g=g, nonholonomic=nh)
+
+
 def turntable_ball(
-    radius: float = 1.0, a: float = 0.4, table_rate: float = 1.0
+    radius: float = 1.0, a: float = 0.4, table_rate: float = 1.0, *, symbolic: bool = False
 ) -> ConstrainedSystem:
     """Homogeneous ball rolling on a turntable, SO(3)×R², "physical" constraint (§7.5, A1).
 
     η = (ω_b, v) (body angular velocity, centre velocity); 𝕀 = diag(a r², a r², a r², 1, 1);
     V = 0; with ω = R ω_b (spatial):
     φ₁ = v_x + Ω y − r ω₂ = 0, φ₂ = v_y − Ω x + r ω₁ = 0 (affine in η, depends on g).
+    With ``symbolic=True`` the same ℓ and constraints through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy;
+    exact derivatives and, with numba, the compiled backend's kernels).
     """
     radius = real_scalar(radius, "radius", positive=True)
     a = real_scalar(a, "a", positive=True)
     table_rate = real_scalar(table_rate, "table_rate")
+    if symbolic:
+        return _symbolic_turntable_ball(float(radius), float(a), float(table_rate))
     from chetaev.liegroups import SO3, Product, Rn
 
     G = Product(SO3, Rn(2))

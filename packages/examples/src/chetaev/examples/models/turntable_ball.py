@@ -66,16 +66,7 @@ def symbolic_system(radius: float = RADIUS, a: float = A_INERTIA,
     """:func:`system` from its symbolic ℓ and constraints
     (:func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian`: exact
     derivatives and, with numba installed, the compiled backend's kernels; needs sympy)."""
-    import sympy as sp
-    from chetaev.discrete_lagrangian.symbolic import from_trivialized_lagrangian
-    from chetaev.liegroups import SO3, Product, Rn
-
-    r, Om, a = float(radius), float(table_rate), float(a)
-    g, e = sp.MatrixSymbol("g", 6, 6), sp.symbols("e0:5")
-    ell = sum(0.5 * a * r * r * e[i] ** 2 for i in range(3)) + 0.5 * (e[3] ** 2 + e[4] ** 2)
-    w = [sum(g[i, j] * e[j] for j in range(3)) for i in range(3)]  # spatial ω = R ω_b
-    nh = [e[3] + Om * g[4, 5] - r * w[1], e[4] - Om * g[3, 5] + r * w[0]]
-    return from_trivialized_lagrangian(Product(SO3, Rn(2)), ell, e, g=g, nonholonomic=nh)
+    return nh_testing.turntable_ball(radius, a, table_rate, symbolic=True)
 
 
 def literal_system(radius: float = RADIUS, a: float = A_INERTIA,

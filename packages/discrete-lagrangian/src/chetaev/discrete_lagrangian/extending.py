@@ -21,6 +21,9 @@ Step linearizations (issue 20)
     :func:`tangent_fields`, :func:`velocity_constraint_tangent_basis`,
     :func:`lie_step_jacobians`, :func:`control_jacobian`, :class:`QColumns`,
     :func:`constant_tangents`, :func:`no_controls`, :func:`with_multiplier_directions`.
+Finite differences
+    :func:`fd_jacobian` (the one central-difference Jacobian of the project: per-entry steps,
+    all ``2n`` evaluations in one broadcast call; used where a user supplies no derivative).
 Compositions
     :class:`ComposedSteps` (the step and the chain-rule step linearization of a composition
     of methods, shared by ``discretization_maps.Composition`` and ``chetaev.gni.Composition``).
@@ -34,6 +37,7 @@ Compiled backend (issue 17)
 
 from __future__ import annotations
 
+from ._util._fd import fd_jacobian
 from .core._backend import BackendError, resolve_backend
 from .core._compiled_lie import lie_plan
 from .core._compiled_prk import (
@@ -80,6 +84,7 @@ __all__ = [
     "constraint_force_hooks",
     "control_jacobian",
     "discrete_work",
+    "fd_jacobian",
     "fixed_order_product",
     "forced_hooks",
     "forced_multiplier",

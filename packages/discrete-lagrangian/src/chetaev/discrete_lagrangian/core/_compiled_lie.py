@@ -353,10 +353,7 @@ def mc_Ad_pair(T, r, K, o, Gen, Vm, Ad, AdiT):
 
 def _factors(group: Any) -> list | None:
     """``[(kind, n, algebra offset, matrix offset)]`` of a supported group, else None."""
-    from chetaev.liegroups import SO3
-    from chetaev.liegroups._base import MatrixLieGroup
-    from chetaev.liegroups._product import ProductGroup
-    from chetaev.liegroups._rn import RnGroup
+    from chetaev.liegroups import SO3, MatrixLieGroup, ProductGroup, RnGroup
 
     def kind(f: Any) -> str | None:
         if f == SO3:

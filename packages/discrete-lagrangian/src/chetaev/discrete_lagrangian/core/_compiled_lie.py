@@ -21,7 +21,7 @@ optional ``polish`` to the round-off floor), with the LU and max-norm helpers of
 
 Group pieces (:func:`group_source`): the group's scalar formulas, one numba function per map,
 each the same formula as the ``chetaev.liegroups`` kernel it mirrors (agreement to 1e-14
-tested in ``tests/test_compiled_lie.py``):
+tested in ``tests/test_compiled_lie.py``). Cayley:
 
 =====================  =======================================================
 compiled               mirrors (``chetaev.liegroups``)
@@ -41,13 +41,36 @@ compiled               mirrors (``chetaev.liegroups``)
 ``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f from ``group.ad``)
 =====================  =======================================================
 
-Supported: SO(3) (closed forms), any other matrix group of ``chetaev.liegroups`` through the
-generic matrix Cayley (SE(2), SE(3): tested against liegroups) and products of these with
-Rⁿ factors, Cayley retraction, mechanical ℓ with constant 𝕀. S² (a homogeneous space, not a
-matrix group here), Rⁿ alone (the vector engine), the exp retraction,
-general ℓ, holonomic constraints and external forces run on numpy (``backend="auto"``) or raise
-:class:`~chetaev.discrete_lagrangian.core._backend.BackendError` (``backend="numba"``) with the
-reason.
+exp (``retraction(G, "exp").kernels``; ``grp_Ad_pair``, ``grp_compose``, ``grp_coad`` as
+above): the closed forms of SO(3), SE(2), SE(3), SO(2) written through the functions
+f_n(θ²) of ``chetaev.liegroups._numerics`` (``ftab``: f₀..f₉ with liegroups' half-angle
+forms, upward recursion, and its power series below the thresholds
+:data:`chetaev.liegroups.SERIES_THETA_SQ` with its coefficients, both read from liegroups
+when the source is generated), and their s-derivatives (``FTable.df, d2f, d3f``):
+
+=====================  =======================================================
+compiled               mirrors (``chetaev.liegroups``)
+=====================  =======================================================
+``so3_exp_tau``        ``_so3._exp_core`` (Rodrigues: f₀ I + f₁ X + f₂ w wᵀ)
+``so3_exp_dL``         ``_so3._exp_dl_core`` (f₁ I − f₂ X + f₃ w wᵀ)
+``so3_exp_tensor``     ``dL_tensor`` fallback: ``_numerics.iso_jac`` at the unit vectors
+``so3_exp_S``          ``dL_deriv_T_deriv`` fallback: ``iso_hess`` at the unit vectors
+``se2_exp_*``          ``SE2Group.exp, exp_dL, exp_dL_deriv, exp_dL_hess``
+``se3_exp_*``          ``SE3Group.exp, exp_dL, exp_dL_deriv, exp_dL_hess`` (through the SO(3)
+                       ``iso_jac, iso_hess, iso_third``)
+``so2_exp_tau``        ``SO2Group.exp`` (dL = 1: zero tensor and S)
+=====================  =======================================================
+
+Rⁿ factors: exp = Cayley = translation (``rn_tau``, identity dL).
+
+Supported: SO(3), SE(2), SE(3) and products of these with Rⁿ factors with either retraction
+(Cayley also for the other matrix groups of ``chetaev.liegroups`` through the generic matrix
+Cayley; exp also for SO(2)); mechanical ℓ with constant 𝕀. S² is not a matrix group here:
+its models run compiled as their SO(3) lifts
+(``chetaev.nh_integrators.spherical_pendulum(symbolic=True)``). Rⁿ alone (the vector
+engine), general ℓ, holonomic constraints and external forces run on numpy
+(``backend="auto"``) or raise :class:`~chetaev.discrete_lagrangian.core._backend.BackendError`
+(``backend="numba"``) with the reason (:func:`group_support`, :func:`lie_plan`).
 
 Hooks (a source piece with fixed names, as in ``_compiled_prk``): the constants ``HAS_HOOKS,
 WK, KF, POLISH`` and ``hook_force(i, Gi, Omi, Lami, Fi, wk)``,

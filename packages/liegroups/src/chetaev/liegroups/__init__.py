@@ -7,7 +7,7 @@ Groups ``SO2, SO3, SE2, SE3``, ``Rn(n)``, ``Product(G1, G2, ...)``; the homogene
 
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
-from ._numerics import SERIES_THETA_SQ, use_series
+from ._numerics import SERIES_THETA_SQ, series_coefficients, series_rule, use_series
 from ._product import Product, ProductGroup
 from ._retractions import Retraction, retraction
 from ._rn import Rn, RnGroup
@@ -38,5 +38,7 @@ __all__ = [
     "SO3Group",
     "Sphere2",
     "retraction",
+    "series_coefficients",
+    "series_rule",
     "use_series",
 ]

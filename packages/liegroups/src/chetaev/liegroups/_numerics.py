@@ -41,6 +41,8 @@ __all__ = [
     "iso_jac",
     "iso_matrix",
     "iso_third",
+    "series_coefficients",
+    "series_rule",
     "sq3",
     "use_series",
     "vee3",
@@ -58,7 +60,9 @@ SERIES_THETA_SQ: dict[str, tuple[float, int]] = {
 }
 
 
-def _series_rule(n: int) -> tuple[float, int]:
+def series_rule(n: int) -> tuple[float, int]:
+    """``(threshold on θ², number of terms)`` of the power series of ``f_n``
+    (:data:`SERIES_THETA_SQ`); compiled mirrors of the closed forms read it from here."""
     return SERIES_THETA_SQ["n<=2" if n <= 2 else ("n<=4" if n <= 4 else "n>=5")]
 
 
@@ -69,13 +73,13 @@ def use_series(theta_sq: np.ndarray, n: int) -> np.ndarray:
     :data:`SERIES_THETA_SQ`); every closed form with a removable singularity at theta = 0 is
     written through ``f_n`` and therefore switches here.
     """
-    return theta_sq < _series_rule(n)[0]
+    return theta_sq < series_rule(n)[0]
 
 
 @functools.cache
-def _series_coeffs(n: int) -> np.ndarray:
+def series_coefficients(n: int) -> np.ndarray:
     """Power-series coefficients ``(-1)^k / (2k + n)!`` of ``f_n`` (cached, read-only)."""
-    c = np.array([(-1.0) ** k / math.factorial(2 * k + n) for k in range(_series_rule(n)[1])])
+    c = np.array([(-1.0) ** k / math.factorial(2 * k + n) for k in range(series_rule(n)[1])])
     c.flags.writeable = False
     return c
 
@@ -88,7 +92,7 @@ SMALL_SERIES: int = 64
 
 
 def _series(n: int, s: np.ndarray) -> np.ndarray:
-    coeffs = _series_coeffs(n)
+    coeffs = series_coefficients(n)
     if s.size <= SMALL_SERIES:
         P = np.empty((s.size, coeffs.size))
         P[:, 0] = 1.0
@@ -103,15 +107,15 @@ def _series(n: int, s: np.ndarray) -> np.ndarray:
 
 
 #: f_n computed together by FTable._small_block, and their series coefficients as columns
-#: (each column holds exactly the terms of _series_coeffs(n); the rest are zeros)
+#: (each column holds exactly the terms of series_coefficients(n); the rest are zeros)
 _BLOCK_NS = (3, 4, 5, 6, 7)
 
 
 def _block_coeffs() -> np.ndarray:
-    K = max(_series_rule(n)[1] for n in _BLOCK_NS)
+    K = max(series_rule(n)[1] for n in _BLOCK_NS)
     C = np.zeros((K, len(_BLOCK_NS)))
     for j, n in enumerate(_BLOCK_NS):
-        c = _series_coeffs(n)
+        c = series_coefficients(n)
         C[: c.size, j] = c
     C.flags.writeable = False
     return C

@@ -18,6 +18,7 @@ import numpy as np
 from ._base import MatrixLieGroup
 from ._errors import LieGroupError
 from ._numerics import (
+    SERIES_THETA_SQ,
     SMALL_SERIES,
     FTable,
     blocked,
@@ -372,7 +373,7 @@ def _exp_dl_inv_from_table(w, T):
     if T.all_series:  # every theta < 2 (known without another array pass)
         return iso_from_coeffs(w, a, 0.5, c_series)
     M = iso_from_coeffs(w, a, 0.5, c_series)
-    big = np.flatnonzero(T.s.reshape(-1) >= 4.0)
+    big = np.flatnonzero(T.s.reshape(-1) >= SERIES_THETA_SQ["n<=4"][0])  # f3, f4 closed forms
     if big.size == 0:
         return M
     # recompute the entries of the elements with theta >= 2 only (few, usually)

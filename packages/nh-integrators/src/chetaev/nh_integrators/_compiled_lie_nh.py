@@ -268,10 +268,12 @@ _RULES = {"continuous": 0, "zero_first": 1}
 
 def compiled_lie_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     """``(why_not, plan)`` of :class:`LieNonholonomicPRK` on ``system`` (issue 17): a
-    mechanical ℓ with a velocity constraint, built by ``from_trivialized_lagrangian``, on a
-    matrix group (SO(3), SE(2), SE(3), products with Rⁿ) with Cayley, no external force,
-    the rules ``"continuous"`` and ``"zero_first"`` (``"carry"`` needs the per-step
-    multiplier-mode monitor, ``"weighted_sum"`` the rank check)."""
+    mechanical ℓ with a velocity constraint, built by ``from_trivialized_lagrangian``, on
+    SO(3), SE(2), SE(3) or their products with Rⁿ (S² through its SO(3) lift,
+    ``spherical_pendulum`` / ``spherical_kepler(symbolic=True)``), with the Cayley or the
+    exp retraction, no external force, the rules ``"continuous"`` and ``"zero_first"``
+    (``"carry"`` needs the per-step multiplier-mode monitor, ``"weighted_sum"`` the rank
+    check)."""
     from chetaev.discrete_lagrangian import NewtonOptions
     from chetaev.discrete_lagrangian.extending import lie_plan
 

@@ -68,6 +68,47 @@ def _rotation(g: Any, name: str = "g") -> np.ndarray:
     return g
 
 
+def _regularized_inertia(x0: np.ndarray, mass: float, regularization: float) -> np.ndarray:
+    """𝕀_reg = m (I − x₀x₀ᵀ) + M x₀x₀ᵀ of the lift (validates m and M)."""
+    mass = real_scalar(mass, "mass", positive=True)
+    if not (
+        isinstance(regularization, (int, float, np.integer, np.floating))
+        and np.isfinite(regularization)
+        and regularization > 0
+    ):
+        raise InputError(
+            f"`regularization` M must be positive and finite, got {regularization}. Any M > 0 "
+            "gives the same dynamics on the constraint (e.g. M = mass)."
+        )
+    P = np.outer(x0, x0)
+    return mass * (np.eye(3) - P) + float(regularization) * P
+
+
+def _symbolic_lift(
+    potential: Callable[[list], Any], mass: float, regularization: float, x0: Any
+) -> ConstrainedSystem:
+    """The lift of :func:`sphere_lift` built by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy):
+    ℓ = ½ ηᵀ𝕀_reg η − V(g x₀) with the constraint x₀·η = 0, exact derivatives and kernels
+    (the compiled backend). ``potential`` maps the sympy entries ``[x₁, x₂, x₃]`` of x = g x₀
+    to V(x)."""
+    import sympy as sp
+    from chetaev.discrete_lagrangian.symbolic import from_trivialized_lagrangian
+
+    x0 = _unit(x0)
+    inertia = _regularized_inertia(x0, mass, regularization)
+    g, e = sp.MatrixSymbol("g", 3, 3), sp.symbols("e0:3")
+    x = [sum(g[i, j] * float(x0[j]) for j in range(3) if x0[j] != 0.0) for i in range(3)]
+    kinetic = sum(
+        0.5 * float(inertia[i, j]) * e[i] * e[j]
+        for i in range(3)
+        for j in range(3)
+        if inertia[i, j] != 0.0
+    )
+    phi = sum(float(x0[i]) * e[i] for i in range(3) if x0[i] != 0.0)
+    return from_trivialized_lagrangian(_so3(), kinetic - potential(x), e, g=g, nonholonomic=[phi])
+
+
 def sphere_lift(
     potential: Callable[[np.ndarray], np.ndarray],
     potential_grad: Callable[[np.ndarray], np.ndarray],
@@ -114,18 +155,7 @@ def sphere_lift(
             "`potential_hess` must be None or a callable x (..., 3) -> (..., 3, 3), got "
             f"{type(potential_hess).__name__}."
         )
-    mass = real_scalar(mass, "mass", positive=True)
-    if not (
-        isinstance(regularization, (int, float, np.integer, np.floating))
-        and np.isfinite(regularization)
-        and regularization > 0
-    ):
-        raise InputError(
-            f"`regularization` M must be positive and finite, got {regularization}. Any M > 0 "
-            "gives the same dynamics on the constraint (e.g. M = mass)."
-        )
-    P = np.outer(x0, x0)
-    inertia = mass * (np.eye(3) - P) + regularization * P
+    inertia = _regularized_inertia(x0, mass, regularization)
     S2x, SO3 = _space(x0), _so3()
     X0 = SO3.hat(x0)
     K = S2x.kernels  # unchecked project / pullback_gradient (g comes from the step, validated)
@@ -154,13 +184,24 @@ def sphere_lift(
 
 
 def spherical_pendulum(
-    mass: float = 1.0, regularization: float = 1.0, alpha: float = 1.0, x0: Any = (0.0, 0.0, 1.0)
+    mass: float = 1.0,
+    regularization: float = 1.0,
+    alpha: float = 1.0,
+    x0: Any = (0.0, 0.0, 1.0),
+    *,
+    symbolic: bool = False,
 ) -> ConstrainedSystem:
     """Spherical pendulum, L = (m/2)|ẋ|² + γ·x with γ = (0, 0, −α) (homogeneous-spaces §5.1).
 
-    Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (paper §5.1).
+    Energy E = (m/2)|ẋ|² + α x₃; the continuous multiplier is λ ≡ 0 (paper §5.1). With
+    ``symbolic=True`` the same lift (ℓ = ½ηᵀ𝕀_reg η − α (g x₀)₃, x₀·η = 0) through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy;
+    exact derivatives and, with numba, the compiled backend's kernels).
     """
-    gamma = np.array([0.0, 0.0, -real_scalar(alpha, "alpha")])
+    alpha = real_scalar(alpha, "alpha")
+    if symbolic:
+        return _symbolic_lift(lambda x: alpha * x[2], mass, regularization, x0)
+    gamma = np.array([0.0, 0.0, -alpha])
     return sphere_lift(
         lambda x: -np.asarray(x) @ gamma,
         lambda x: np.broadcast_to(-gamma, np.shape(x)).copy(),
@@ -177,13 +218,26 @@ def spherical_kepler(
     rho: float = 1.0,
     center: Any = (0.0, 0.0, 1.0),
     x0: Any = (0.0, 0.0, 1.0),
+    *,
+    symbolic: bool = False,
 ) -> ConstrainedSystem:
     """Spherical Kepler problem, V(x) = −ρ c/√(1 − c²), c = X·x (homogeneous-spaces §5.2).
 
-    V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, paper §5.2); λ ≡ 0.
+    V = −ρ cot ϑ with ϑ the angle to the centre X (default X = e₃, paper §5.2); λ ≡ 0. With
+    ``symbolic=True`` the same lift through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy;
+    exact derivatives and, with numba, the compiled backend's kernels).
     """
     X = _unit(center, "center")
     rho = real_scalar(rho, "rho")
+    if symbolic:
+        import sympy as sp
+
+        def V_sym(x: list) -> Any:
+            c = sum(float(X[i]) * x[i] for i in range(3) if X[i] != 0.0)
+            return -rho * c / sp.sqrt(1 - c**2)
+
+        return _symbolic_lift(V_sym, mass, regularization, x0)
 
     def V(x: np.ndarray) -> np.ndarray:
         c = np.asarray(x) @ X

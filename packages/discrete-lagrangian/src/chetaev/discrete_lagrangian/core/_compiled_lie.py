@@ -21,7 +21,7 @@ optional ``polish`` to the round-off floor), with the LU and max-norm helpers of
 
 Group pieces (:func:`group_source`): the group's scalar formulas, one numba function per map,
 each the same formula as the ``chetaev.liegroups`` kernel it mirrors (agreement to 1e-14
-tested in ``tests/test_compiled_lie.py``):
+tested in ``tests/test_compiled_lie.py``). Cayley:
 
 =====================  =======================================================
 compiled               mirrors (``chetaev.liegroups``)
@@ -41,13 +41,36 @@ compiled               mirrors (``chetaev.liegroups``)
 ``grp_coad``           ``SystemInterface.coadjoint_matrix`` (ζ ↦ ad*_ζ f from ``group.ad``)
 =====================  =======================================================
 
-Supported: SO(3) (closed forms), any other matrix group of ``chetaev.liegroups`` through the
-generic matrix Cayley (SE(2), SE(3): tested against liegroups) and products of these with
-Rⁿ factors, Cayley retraction, mechanical ℓ with constant 𝕀. S² (a homogeneous space, not a
-matrix group here), Rⁿ alone (the vector engine), the exp retraction,
-general ℓ, holonomic constraints and external forces run on numpy (``backend="auto"``) or raise
-:class:`~chetaev.discrete_lagrangian.core._backend.BackendError` (``backend="numba"``) with the
-reason.
+exp (``retraction(G, "exp").kernels``; ``grp_Ad_pair``, ``grp_compose``, ``grp_coad`` as
+above): the closed forms of SO(3), SE(2), SE(3), SO(2) written through the functions
+f_n(θ²) of ``chetaev.liegroups`` (``ftab``: f₀..f₉ with liegroups' half-angle
+forms, upward recursion, and its power series below the thresholds
+:data:`chetaev.liegroups.SERIES_THETA_SQ` with its coefficients, both read from liegroups
+when the source is generated), and their s-derivatives (``FTable.df, d2f, d3f``):
+
+=====================  =======================================================
+compiled               mirrors (``chetaev.liegroups``)
+=====================  =======================================================
+``so3_exp_tau``        ``_so3._exp_core`` (Rodrigues: f₀ I + f₁ X + f₂ w wᵀ)
+``so3_exp_dL``         ``_so3._exp_dl_core`` (f₁ I − f₂ X + f₃ w wᵀ)
+``so3_exp_tensor``     ``dL_tensor`` fallback: ``_numerics.iso_jac`` at the unit vectors
+``so3_exp_S``          ``dL_deriv_T_deriv`` fallback: ``iso_hess`` at the unit vectors
+``se2_exp_*``          ``SE2Group.exp, exp_dL, exp_dL_deriv, exp_dL_hess``
+``se3_exp_*``          ``SE3Group.exp, exp_dL, exp_dL_deriv, exp_dL_hess`` (through the SO(3)
+                       ``iso_jac, iso_hess, iso_third``)
+``so2_exp_tau``        ``SO2Group.exp`` (dL = 1: zero tensor and S)
+=====================  =======================================================
+
+Rⁿ factors: exp = Cayley = translation (``rn_tau``, identity dL).
+
+Supported: SO(3), SE(2), SE(3) and products of these with Rⁿ factors with either retraction
+(Cayley also for the other matrix groups of ``chetaev.liegroups`` through the generic matrix
+Cayley; exp also for SO(2)); mechanical ℓ with constant 𝕀. S² is not a matrix group here:
+its models run compiled as their SO(3) lifts
+(``chetaev.nh_integrators.spherical_pendulum(symbolic=True)``). Rⁿ alone (the vector
+engine), general ℓ, holonomic constraints and external forces run on numpy
+(``backend="auto"``) or raise :class:`~chetaev.discrete_lagrangian.core._backend.BackendError`
+(``backend="numba"``) with the reason (:func:`group_support`, :func:`lie_plan`).
 
 Hooks (a source piece with fixed names, as in ``_compiled_prk``): the constants ``HAS_HOOKS,
 WK, KF, POLISH`` and ``hook_force(i, Gi, Omi, Lami, Fi, wk)``,
@@ -350,26 +373,480 @@ def mc_Ad_pair(T, r, K, o, Gen, Vm, Ad, AdiT):
             AdiT[o + c, o + b] = mc_vee(Vm, Mi, b)
 '''
 
+_EXP_PIECES = '''
+@njit(cache=True)
+def ser(n, s):
+    # liegroups' _series(n, s): sum_k SER_C[n, k] s^k over its SER_N[n] terms
+    acc = 0.0
+    pw = 1.0
+    for k in range(SER_N[n]):
+        acc += SER_C[n, k] * pw
+        pw *= s
+    return acc
 
-def _factors(group: Any) -> list | None:
-    """``[(kind, n, algebra offset, matrix offset)]`` of a supported group, else None."""
-    from chetaev.liegroups import SO3, MatrixLieGroup, ProductGroup, RnGroup
 
-    def kind(f: Any) -> str | None:
+@njit(cache=True)
+def ftab(s, nmax):
+    # f_0..f_nmax of s = theta^2 (liegroups' FTable: half-angle closed forms of f_0..f_2,
+    # the upward recursion f_n = (1/(n-2)! - f_{n-2})/s, the series below SER_THR[n])
+    F = np.empty(10)
+    if s < SER_THR[0]:
+        F[0] = ser(0, s)
+        F[1] = ser(1, s)
+        F[2] = ser(2, s)
+    else:
+        th = math.sqrt(s)
+        half = 0.5 * th
+        sht = math.sin(half) / th
+        F[2] = 2.0 * sht * sht
+        F[1] = 2.0 * sht * math.cos(half)
+        F[0] = 1.0 - s * F[2]
+    for n in range(3, nmax + 1):
+        if s < SER_THR[n]:
+            F[n] = ser(n, s)
+        else:
+            F[n] = (INV_FACT[n - 2] - F[n - 2]) / s
+    return F
+
+
+@njit(cache=True)
+def f_d1(F, n):
+    # FTable.df: (n f_{n+2} - f_{n+1}) / 2
+    return 0.5 * (n * F[n + 2] - F[n + 1])
+
+
+@njit(cache=True)
+def f_d2(F, n):
+    # FTable.d2f
+    return 0.25 * (n * (n + 2) * F[n + 4] - (2 * n + 1) * F[n + 3] + F[n + 2])
+
+
+@njit(cache=True)
+def f_d3(F, n):
+    # FTable.d3f
+    return 0.125 * (n * (n + 2) * (n + 4) * F[n + 6] - 3 * (n * n + 3 * n + 1) * F[n + 5]
+                    + 3 * (n + 1) * F[n + 4] - F[n + 3])
+
+
+@njit(cache=True)
+def v3(X, o):
+    return (X[o], X[o + 1], X[o + 2])
+
+
+@njit(cache=True)
+def cr3(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+@njit(cache=True)
+def dt3(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@njit(cache=True)
+def e3(k):
+    return (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
+
+
+@njit(cache=True)
+def hat3e(v, b, a):
+    # hat(v)[b, a] of a 3-tuple
+    if b == a:
+        return 0.0
+    if b == 0:
+        return -v[2] if a == 1 else v[1]
+    if b == 1:
+        return v[2] if a == 0 else -v[0]
+    return -v[1] if a == 0 else v[0]
+
+
+@njit(cache=True)
+def so3_exp_cf(F, order):
+    # _so3._exp_dl_coeffs: exp dL = r I + p X + q X^2, r = 1, p = -f_2, q = f_3 and their
+    # s-derivatives (those of r vanish): (p, q, p1, q1, p2, q2, p3, q3)
+    p1 = q1 = p2 = q2 = p3 = q3 = 0.0
+    if order >= 1:
+        p1 = -f_d1(F, 2)
+        q1 = f_d1(F, 3)
+    if order >= 2:
+        p2 = -f_d2(F, 2)
+        q2 = f_d2(F, 3)
+    if order >= 3:
+        p3 = -f_d3(F, 2)
+        q3 = f_d3(F, 3)
+    return (-F[2], F[3], p1, q1, p2, q2, p3, q3)
+
+
+@njit(cache=True)
+def iso2(w, a, b, c, M, ro, co):
+    # a I + b hat(w) + c w w^T (iso_from_coeffs) into M[ro:ro+3, co:co+3]
+    for i in range(3):
+        cwi = c * w[i]
+        for j in range(3):
+            val = cwi * w[j]
+            if i == j:
+                val += a
+            else:
+                val += b * hat3e(w, i, j)
+            M[ro + i, co + j] = val
+
+
+@njit(cache=True)
+def iso_jac(w, e, p, q, r1, p1, q1, J):
+    # _numerics.iso_jac: the Jacobian in w of r e + p w x e + q w x (w x e)
+    we = cr3(w, e)
+    wwe = cr3(w, we)
+    wet = dt3(w, e)
+    for b in range(3):
+        ub = r1 * e[b] + p1 * we[b] + q1 * wwe[b]
+        for c in range(3):
+            val = 2.0 * ub * w[c] - p * hat3e(e, b, c) + q * (w[b] * e[c] - 2.0 * e[b] * w[c])
+            if b == c:
+                val += q * wet
+            J[b, c] = val
+
+
+@njit(cache=True)
+def iso_hess(w, e, v, q, r1, p1, q1, r2, p2, q2, H):
+    # _numerics.iso_hess: the Jacobian in w of iso_jac(w, e) v
+    we = cr3(w, e)
+    wwe = cr3(w, we)
+    wv = dt3(w, v)
+    wet = dt3(w, e)
+    ev = dt3(e, v)
+    exv = cr3(e, v)
+    for b in range(3):
+        ub = r1 * e[b] + p1 * we[b] + q1 * wwe[b]
+        u2b = r2 * e[b] + p2 * we[b] + q2 * wwe[b]
+        tb = wet * v[b] + w[b] * ev - 2.0 * e[b] * wv
+        for c in range(3):
+            du = 2.0 * u2b * w[c] - p1 * hat3e(e, b, c) + q1 * (w[b] * e[c] - 2.0 * e[b] * w[c])
+            pp = v[b] * e[c] - 2.0 * e[b] * v[c]
+            if b == c:
+                du += q1 * wet
+                pp += ev
+            H[b, c] = (2.0 * ub * v[c] + 2.0 * wv * du - 2.0 * p1 * exv[b] * w[c]
+                       + 2.0 * q1 * tb * w[c] + q * pp)
+
+
+@njit(cache=True)
+def iso_third(w, e, x, y, p1, q1, r2, p2, q2, r3, p3, q3, T):
+    # _numerics.iso_third: the Jacobian in w of iso_hess(w, e, x) y
+    s = dt3(w, w)
+    a2 = r2 - 2.0 * q1 - s * q2
+    a3 = r3 - 3.0 * q2 - s * q3
+    wx = dt3(w, x)
+    wy = dt3(w, y)
+    wet = dt3(w, e)
+    xy = dt3(x, y)
+    xe = dt3(x, e)
+    ye = dt3(y, e)
+    w_e = cr3(w, e)
+    x_e = cr3(x, e)
+    y_e = cr3(y, e)
+    kxy = 4.0 * q2 * wx * wy + 2.0 * q1 * xy
+    diag = kxy * wet + 2.0 * q1 * (wx * ye + wy * xe)
+    hc = 4.0 * p2 * wx * wy + 2.0 * p1 * xy
+    for b in range(3):
+        vec2 = a2 * e[b] + p2 * w_e[b] + q2 * wet * w[b]
+        vec3 = a3 * e[b] + p3 * w_e[b] + q3 * wet * w[b]
+        dqx = x[b] * wet + w[b] * xe
+        dqy = y[b] * wet + w[b] * ye
+        kw = (8.0 * wx * wy * vec3 + 4.0 * xy * vec2 + 4.0 * p2 * (wx * y_e[b] + wy * x_e[b])
+              + 4.0 * q2 * (wx * dqy + wy * dqx) + 2.0 * q1 * (x[b] * ye + y[b] * xe))
+        kx = 4.0 * wy * vec2 + 2.0 * p1 * y_e[b] + 2.0 * q1 * dqy
+        ky = 4.0 * wx * vec2 + 2.0 * p1 * x_e[b] + 2.0 * q1 * dqx
+        ke = kxy * w[b] + 2.0 * q1 * (wx * y[b] + wy * x[b])
+        for c in range(3):
+            val = kw * w[c] + kx * x[c] + ky * y[c] + ke * e[c] - hc * hat3e(e, b, c)
+            if b == c:
+                val += diag
+            T[b, c] = val
+
+
+@njit(cache=True)
+def so3_exp_tau(X, o, T, r, K):
+    # SO3._exp_core (Rodrigues): f_0 I + f_1 hat(w) + f_2 w w^T
+    w = v3(X, o)
+    F = ftab(dt3(w, w), 2)
+    so3_iso(X, o, F[0], F[1], F[2], T, r, K)
+
+
+@njit(cache=True)
+def so3_exp_dL(X, o, Dm):
+    # SO3._exp_dl_core: f_1 I - f_2 hat(w) + f_3 w w^T
+    w = v3(X, o)
+    F = ftab(dt3(w, w), 3)
+    iso2(w, F[1], -F[2], F[3], Dm, o, o)
+
+
+@njit(cache=True)
+def so3_exp_tensor(X, o, Tn):
+    # Retraction._dL_tensor_k fallback: T[b, a, c] = exp_dL_deriv(w, e_a)[b, c] (iso_jac)
+    w = v3(X, o)
+    p, q, p1, q1, p2, q2, p3, q3 = so3_exp_cf(ftab(dt3(w, w), 5), 1)
+    J = np.empty((3, 3))
+    for a in range(3):
+        iso_jac(w, e3(a), p, q, 0.0, p1, q1, J)
+        for b in range(3):
+            for c in range(3):
+                Tn[o + b, o + a, o + c] = J[b, c]
+
+
+@njit(cache=True)
+def so3_exp_S(X, E, P, o, S):
+    # Retraction._dL_deriv_T_deriv_k fallback: S[c, e] = sum_b mu_b exp_dL_hess(w, eta, e_c)[b, e]
+    w = v3(X, o)
+    e = v3(E, o)
+    p, q, p1, q1, p2, q2, p3, q3 = so3_exp_cf(ftab(dt3(w, w), 7), 2)
+    H = np.empty((3, 3))
+    for c in range(3):
+        iso_hess(w, e, e3(c), q, 0.0, p1, q1, 0.0, p2, q2, H)
+        for j in range(3):
+            acc = 0.0
+            for b in range(3):
+                acc += P[o + b] * H[b, j]
+            S[o + c, o + j] = acc
+
+
+@njit(cache=True)
+def so2_exp_tau(X, o, T, r, K):
+    # SO2.exp: the rotation by omega
+    c = math.cos(X[o])
+    s = math.sin(X[o])
+    T[r * K + r] = c
+    T[r * K + r + 1] = -s
+    T[(r + 1) * K + r] = s
+    T[(r + 1) * K + r + 1] = c
+
+
+@njit(cache=True)
+def se2_exp_tau(X, o, T, r, K):
+    # SE2.exp: [[R(omega), f_1 v + omega f_2 J v], [0, 1]]
+    v0, v1, w = X[o], X[o + 1], X[o + 2]
+    F = ftab(w * w, 2)
+    c, s = F[0], w * F[1]
+    T[r * K + r] = c
+    T[r * K + r + 1] = -s
+    T[(r + 1) * K + r] = s
+    T[(r + 1) * K + r + 1] = c
+    T[r * K + r + 2] = F[1] * v0 + (w * F[2]) * (-v1)
+    T[(r + 1) * K + r + 2] = F[1] * v1 + (w * F[2]) * v0
+    T[(r + 2) * K + r] = 0.0
+    T[(r + 2) * K + r + 1] = 0.0
+    T[(r + 2) * K + r + 2] = 1.0
+
+
+@njit(cache=True)
+def se2_exp_dL(X, o, Dm):
+    # SE2.exp_dL: [[f_1 I - omega f_2 J, u], [0, 1]], u = f_2 J v + omega f_3 v
+    v0, v1, w = X[o], X[o + 1], X[o + 2]
+    F = ftab(w * w, 3)
+    a, b = F[1], -w * F[2]
+    Dm[o, o] = a
+    Dm[o, o + 1] = -b
+    Dm[o + 1, o] = b
+    Dm[o + 1, o + 1] = a
+    Dm[o, o + 2] = F[2] * (-v1) + (w * F[3]) * v0
+    Dm[o + 1, o + 2] = F[2] * v0 + (w * F[3]) * v1
+    Dm[o + 2, o] = 0.0
+    Dm[o + 2, o + 1] = 0.0
+    Dm[o + 2, o + 2] = 1.0
+
+
+@njit(cache=True)
+def se2_exp_tensor(X, o, Tn):
+    # T[b, a, c] = SE2.exp_dL_deriv(xi, e_a)[b, c]
+    v0, v1, w = X[o], X[o + 1], X[o + 2]
+    F = ftab(w * w, 4)
+    f1, f2, f3, f4 = F[1], F[2], F[3], F[4]
+    for a in range(3):
+        m0 = 1.0 if a == 0 else 0.0
+        m1 = 1.0 if a == 1 else 0.0
+        mw = 1.0 if a == 2 else 0.0
+        aa, bb = mw * w * f3, mw * f2
+        Tn[o, o + a, o] = aa
+        Tn[o, o + a, o + 1] = -bb
+        Tn[o + 1, o + a, o] = bb
+        Tn[o + 1, o + a, o + 1] = aa
+        g1 = w * (f3 - f2)
+        g2 = f1 - f2
+        g3 = mw * w * (2.0 * f4 - f3)
+        g4 = mw * (f2 - 2.0 * f3)
+        Tn[o, o + a, o + 2] = g1 * m0 - g2 * (-m1) + g3 * (-v1) + g4 * v0
+        Tn[o + 1, o + a, o + 2] = g1 * m1 - g2 * m0 + g3 * v0 + g4 * v1
+        for c in range(3):
+            Tn[o + 2, o + a, o + c] = 0.0
+
+
+@njit(cache=True)
+def se2_exp_S(X, E, P, o, S):
+    # S[c, e] = sum_b mu_b SE2.exp_dL_hess(xi, eta, e_c)[b, e]
+    v0, v1, w = X[o], X[o + 1], X[o + 2]
+    m0, m1, mw = E[o], E[o + 1], E[o + 2]
+    F = ftab(w * w, 5)
+    f1, f2, f3, f4, f5 = F[1], F[2], F[3], F[4], F[5]
+    eps_, zeta = w * (2.0 * f4 - f3), f2 - 2.0 * f3
+    gamma_p = 2.0 * f2 - 2.0 * f3 - f1
+    delta_p = w * (2.0 * f3 - f2 - 2.0 * f4)
+    eps_p = 4.0 * f3 - 6.0 * f4 - f2
+    zeta_p = w * (4.0 * f4 - f3 - 6.0 * f5)
+    for cc in range(3):
+        a0 = 1.0 if cc == 0 else 0.0
+        a1 = 1.0 if cc == 1 else 0.0
+        aw = 1.0 if cc == 2 else 0.0
+        c, d = aw * mw * zeta, aw * mw * eps_
+        col0 = ((mw * eps_) * (-a1) + (mw * zeta) * a0 + (aw * gamma_p) * m0
+                - (aw * delta_p) * (-m1) + (aw * mw * eps_p) * (-v1) + (aw * mw * zeta_p) * v0)
+        col1 = ((mw * eps_) * a0 + (mw * zeta) * a1 + (aw * gamma_p) * m1
+                - (aw * delta_p) * m0 + (aw * mw * eps_p) * v0 + (aw * mw * zeta_p) * v1)
+        S[o + cc, o] = P[o] * c + P[o + 1] * d
+        S[o + cc, o + 1] = -P[o] * d + P[o + 1] * c
+        S[o + cc, o + 2] = P[o] * col0 + P[o + 1] * col1
+
+
+@njit(cache=True)
+def se3_exp_tau(X, o, T, r, K):
+    # SE3.exp: [[exp(omega), v + f_2 omega x v + f_3 omega x (omega x v)], [0, 1]]
+    v = v3(X, o)
+    w = v3(X, o + 3)
+    F = ftab(dt3(w, w), 3)
+    so3_iso(X, o + 3, F[0], F[1], F[2], T, r, K)
+    wv = cr3(w, v)
+    wwv = cr3(w, wv)
+    for i in range(3):
+        T[(r + i) * K + r + 3] = v[i] + F[2] * wv[i] + F[3] * wwv[i]
+        T[(r + 3) * K + r + i] = 0.0
+    T[(r + 3) * K + r + 3] = 1.0
+
+
+@njit(cache=True)
+def se3_exp_dL(X, o, Dm):
+    # SE3.exp_dL: [[D, M], [0, D]], D the SO(3) exp dL of omega, M[:, k] = J(omega, e_k) v
+    v = v3(X, o)
+    w = v3(X, o + 3)
+    F = ftab(dt3(w, w), 5)
+    iso2(w, F[1], -F[2], F[3], Dm, o, o)
+    iso2(w, F[1], -F[2], F[3], Dm, o + 3, o + 3)
+    p, q, p1, q1, p2, q2, p3, q3 = so3_exp_cf(F, 1)
+    J = np.empty((3, 3))
+    for k in range(3):
+        iso_jac(w, e3(k), p, q, 0.0, p1, q1, J)
+        for i in range(3):
+            Dm[o + 3 + i, o + k] = 0.0
+            acc = 0.0
+            for j in range(3):
+                acc += J[i, j] * v[j]
+            Dm[o + i, o + 3 + k] = acc
+
+
+@njit(cache=True)
+def se3_exp_tensor(X, o, Tn):
+    # T[b, a, c] = SE3.exp_dL_deriv(xi, e_a)[b, c]: [[J(w, B), J(w, A) + H(w, B, v)],
+    # [0, J(w, B)]] for e_a = (A, B)
+    v = v3(X, o)
+    w = v3(X, o + 3)
+    p, q, p1, q1, p2, q2, p3, q3 = so3_exp_cf(ftab(dt3(w, w), 7), 2)
+    J = np.empty((3, 3))
+    H = np.empty((3, 3))
+    for a in range(6):
+        for b in range(6):
+            for c in range(6):
+                Tn[o + b, o + a, o + c] = 0.0
+        if a < 3:
+            iso_jac(w, e3(a), p, q, 0.0, p1, q1, J)
+            for b in range(3):
+                for c in range(3):
+                    Tn[o + b, o + a, o + 3 + c] = J[b, c]
+        else:
+            eb = e3(a - 3)
+            iso_jac(w, eb, p, q, 0.0, p1, q1, J)
+            iso_hess(w, eb, v, q, 0.0, p1, q1, 0.0, p2, q2, H)
+            for b in range(3):
+                for c in range(3):
+                    Tn[o + b, o + a, o + c] = J[b, c]
+                    Tn[o + 3 + b, o + a, o + 3 + c] = J[b, c]
+                    Tn[o + b, o + a, o + 3 + c] = H[b, c]
+
+
+@njit(cache=True)
+def se3_exp_S(X, E, P, o, S):
+    # S[c, e] = sum_b mu_b SE3.exp_dL_hess(xi, eta, e_c)[b, e]: with eta = (A, B), u = e_c =
+    # (u_v, u_w): [[H(w,B,u_w), H(w,B,u_v) + H(w,A,u_w) + T(w,B,v,u_w)], [0, H(w,B,u_w)]]
+    v = v3(X, o)
+    w = v3(X, o + 3)
+    A = v3(E, o)
+    B = v3(E, o + 3)
+    p, q, p1, q1, p2, q2, p3, q3 = so3_exp_cf(ftab(dt3(w, w), 9), 3)
+    H = np.empty((3, 3))
+    H2 = np.empty((3, 3))
+    Tt = np.empty((3, 3))
+    for c in range(6):
+        for j in range(6):
+            S[o + c, o + j] = 0.0
+        if c < 3:
+            iso_hess(w, B, e3(c), q, 0.0, p1, q1, 0.0, p2, q2, H)
+            for j in range(3):
+                acc = 0.0
+                for b in range(3):
+                    acc += P[o + b] * H[b, j]
+                S[o + c, o + 3 + j] = acc
+        else:
+            uw = e3(c - 3)
+            iso_hess(w, B, uw, q, 0.0, p1, q1, 0.0, p2, q2, H)
+            iso_hess(w, A, uw, q, 0.0, p1, q1, 0.0, p2, q2, H2)
+            iso_third(w, B, v, uw, p1, q1, 0.0, p2, q2, 0.0, p3, q3, Tt)
+            for j in range(3):
+                acc = 0.0
+                acc2 = 0.0
+                for b in range(3):
+                    acc += P[o + b] * H[b, j]
+                    acc2 += P[o + b] * (H2[b, j] + Tt[b, j]) + P[o + 3 + b] * H[b, j]
+                S[o + c, o + j] = acc
+                S[o + c, o + 3 + j] = acc2
+'''
+
+
+def _exp_constants() -> str:
+    """The series data of the exp pieces, from ``chetaev.liegroups`` (one definition): per
+    f_n, n = 0..9, the threshold on theta^2 below which its power series is summed
+    (:data:`chetaev.liegroups.SERIES_THETA_SQ`), the number of terms and the coefficients
+    (:func:`chetaev.liegroups.series_coefficients`), and 1/k! of the upward recursion."""
+    from chetaev.liegroups import series_coefficients, series_rule
+
+    rules = [series_rule(n) for n in range(10)]
+    width = max(nt for _thr, nt in rules)
+    coef = np.zeros((10, width))
+    for n in range(10):
+        c = np.asarray(series_coefficients(n), dtype=float)
+        coef[n, : c.size] = c
+    return (f"SER_THR = np.array({[float(t) for t, _nt in rules]!r})\n"
+            f"SER_N = np.array({[int(nt) for _t, nt in rules]!r})\n"
+            f"SER_C = np.array({coef.tolist()!r})\n"
+            f"INV_FACT = np.array({[1.0 / math.factorial(k) for k in range(10)]!r})\n")
+
+
+def _factors(group: Any, kind: str = "cayley") -> list | None:
+    """``[(kind, n, algebra offset, matrix offset, factor)]`` of a group with a compiled
+    piece for the retraction ``kind``, else None (factor kinds: ``"so3"``, ``"rn"``, ``"mc"``
+    (Cayley: the generic matrix Cayley; exp: the closed forms of SE(2), SE(3), SO(2)))."""
+    from chetaev.liegroups import SE2, SE3, SO2, SO3, MatrixLieGroup, ProductGroup, RnGroup
+
+    def fkind(f: Any) -> str | None:
         if f == SO3:
             return "so3"
         if isinstance(f, RnGroup):
             return "rn"
         if (isinstance(f, MatrixLieGroup) and not isinstance(f, ProductGroup)
-                and len(tuple(f.shape)) == 2):
-            return "mc"  # the generic matrix Cayley of MatrixLieGroup (SE(2), SE(3), SO(2))
+                and len(tuple(f.shape)) == 2 and (kind == "cayley" or f in (SE2, SE3, SO2))):
+            return "mc"  # Cayley: the generic matrix Cayley of MatrixLieGroup; exp: closed forms
         return None
 
     factors = group.factors if isinstance(group, ProductGroup) else (group,)
     out = []
     o = r = 0
     for f in factors:
-        k = kind(f)
+        k = fkind(f)
         if k is None or (k == "rn" and not isinstance(group, ProductGroup)):
             return None
         out.append((k, int(f.dim), o, r, f))
@@ -380,11 +857,14 @@ def _factors(group: Any) -> list | None:
 
 def group_support(group: Any, kind: str) -> str:
     """Why ``(group, kind)`` has no compiled group piece ("" when it has one)."""
-    if kind != "cayley":
-        return "the exp retraction (compiled: Cayley only so far)"
-    if _factors(group) is None:
-        return (f"the group {getattr(group, 'name', group)} (compiled: matrix groups such as "
-                "SO(3), SE(2), SE(3) and their products with Rⁿ; not S² or Rⁿ alone)")
+    if kind not in ("cayley", "exp"):
+        return f"the retraction {kind!r} (compiled: 'cayley' and 'exp')"
+    if _factors(group, kind) is None:
+        which = ("matrix groups such as SO(3), SE(2), SE(3)" if kind == "cayley"
+                 else "SO(3), SE(2), SE(3), SO(2)")
+        return (f"the group {getattr(group, 'name', group)} with the {kind} retraction "
+                f"(compiled: {which} and their products with Rⁿ; not S² or Rⁿ alone: S² runs "
+                "compiled as its lift to SO(3), e.g. spherical_pendulum(symbolic=True))")
     return ""
 
 
@@ -393,9 +873,11 @@ def group_source(group: Any, kind: str) -> str:
     grp_coad`` on flat ``K × K`` elements and ``(D,)`` algebra vectors (module docstring)."""
     if group_support(group, kind):
         raise ValueError(group_support(group, kind))
-    fs = _factors(group)
+    fs = _factors(group, kind)
     K = int(group.shape[0])
     lines = [_SO3_CAYLEY, _RN_BLOCK, _MATRIX_CAYLEY]
+    if kind == "exp":
+        lines += [_exp_constants(), _EXP_PIECES]
     ad = np.asarray(group.ad(np.eye(group.dim)), dtype=float)  # ad(e_k), the coadjoint
     lines.append(f"ADB = np.array({ad.tolist()!r})")
     mcs = []
@@ -406,7 +888,7 @@ def group_source(group: Any, kind: str) -> str:
             vee[np.abs(vee) < 1e-15] = 0.0
             lines.append(f"GEN_{i} = np.array({gen.tolist()!r})\nVEE_{i} = np.array("
                          f"{vee.tolist()!r})")
-            mcs.append((i, o, r))
+            mcs.append((i, o, r, str(f.name).lower()))
 
     def fn(head: str, body: list[str], zero: str = "") -> None:
         lines.append("\n@njit(cache=True)\ndef " + head + ":")
@@ -417,20 +899,35 @@ def group_source(group: Any, kind: str) -> str:
 
     so3 = [(o, r) for k, n, o, r, _f in fs if k == "so3"]
     rn = [(n, o, r) for k, n, o, r, _f in fs if k == "rn"]
-    fn("grp_tau(X, T)", [f"so3_cay_tau(X, {o}, T, {r}, {K})" for o, r in so3]
-       + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn]
-       + [f"mc_tau(X, {o}, GEN_{i}, T, {r}, {K})" for i, o, r in mcs], "T")
-    fn("grp_dL(X, Dm)", [f"so3_cay_dL(X, {o}, Dm)" for o, r in so3]
-       + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn]
-       + [f"mc_dL(X, {o}, GEN_{i}, VEE_{i}, Dm)" for i, o, r in mcs], "Dm")
-    fn("grp_tensor(X, Tn)", [f"so3_cay_tensor(X, {o}, Tn)" for o, r in so3]
-       + [f"mc_tensor(X, {o}, GEN_{i}, VEE_{i}, Tn)" for i, o, r in mcs], "Tn")
-    fn("grp_S(X, E, P, S)", [f"so3_cay_S(X, E, P, {o}, S)" for o, r in so3]
-       + [f"mc_S(X, E, P, {o}, GEN_{i}, VEE_{i}, S)" for i, o, r in mcs], "S")
+    if kind == "exp":  # the closed forms: so3_exp_*, se2_exp_*, se3_exp_*, so2_exp_tau
+        fn("grp_tau(X, T)", [f"so3_exp_tau(X, {o}, T, {r}, {K})" for o, r in so3]
+           + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn]
+           + [f"{nm}_exp_tau(X, {o}, T, {r}, {K})" for i, o, r, nm in mcs], "T")
+        fn("grp_dL(X, Dm)", [f"so3_exp_dL(X, {o}, Dm)" for o, r in so3]
+           + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn]
+           + [f"rn_eye({o}, 1, Dm)" if nm == "so2" else f"{nm}_exp_dL(X, {o}, Dm)"
+              for i, o, r, nm in mcs], "Dm")
+        # SO(2) is abelian: its dL is constant (zero tensor and S)
+        fn("grp_tensor(X, Tn)", [f"so3_exp_tensor(X, {o}, Tn)" for o, r in so3]
+           + [f"{nm}_exp_tensor(X, {o}, Tn)" for i, o, r, nm in mcs if nm != "so2"], "Tn")
+        fn("grp_S(X, E, P, S)", [f"so3_exp_S(X, E, P, {o}, S)" for o, r in so3]
+           + [f"{nm}_exp_S(X, E, P, {o}, S)" for i, o, r, nm in mcs if nm != "so2"], "S")
+    else:
+        fn("grp_tau(X, T)", [f"so3_cay_tau(X, {o}, T, {r}, {K})" for o, r in so3]
+           + [f"rn_tau(X, {o}, {n}, T, {r}, {K})" for n, o, r in rn]
+           + [f"mc_tau(X, {o}, GEN_{i}, T, {r}, {K})" for i, o, r, _nm in mcs], "T")
+        fn("grp_dL(X, Dm)", [f"so3_cay_dL(X, {o}, Dm)" for o, r in so3]
+           + [f"rn_eye({o}, {n}, Dm)" for n, o, r in rn]
+           + [f"mc_dL(X, {o}, GEN_{i}, VEE_{i}, Dm)" for i, o, r, _nm in mcs], "Dm")
+        fn("grp_tensor(X, Tn)", [f"so3_cay_tensor(X, {o}, Tn)" for o, r in so3]
+           + [f"mc_tensor(X, {o}, GEN_{i}, VEE_{i}, Tn)" for i, o, r, _nm in mcs], "Tn")
+        fn("grp_S(X, E, P, S)", [f"so3_cay_S(X, E, P, {o}, S)" for o, r in so3]
+           + [f"mc_S(X, E, P, {o}, GEN_{i}, VEE_{i}, S)" for i, o, r, _nm in mcs], "S")
     body = ["AdiT[...] = 0.0"]
     body += [f"so3_Ad_pair(T, {r}, {K}, {o}, Ad, AdiT)" for o, r in so3]
     body += [f"rn_eye({o}, {n}, Ad)\n    rn_eye({o}, {n}, AdiT)" for n, o, r in rn]
-    body += [f"mc_Ad_pair(T, {r}, {K}, {o}, GEN_{i}, VEE_{i}, Ad, AdiT)" for i, o, r in mcs]
+    body += [f"mc_Ad_pair(T, {r}, {K}, {o}, GEN_{i}, VEE_{i}, Ad, AdiT)"
+             for i, o, r, _nm in mcs]
     fn("grp_Ad_pair(T, Ad, AdiT)", body, "Ad")
     # ζ ↦ ad*_ζ f = ad(ζ)ᵀ f: P[a, k] = Σ_b ad(e_k)[b, a] f_b (SystemInterface.coadjoint_matrix)
     fn("grp_coad(f, P)", ["for a in range(ADB.shape[0]):",

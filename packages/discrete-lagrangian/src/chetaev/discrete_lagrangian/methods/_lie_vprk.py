@@ -144,8 +144,9 @@ class LieVPRK(PairMethod):
     def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
         """``(why_not, plan)``: the compiled plan (issue 17,
         :mod:`~chetaev.discrete_lagrangian.core._compiled_lie`) for an unconstrained, unforced
-        ℓ = ½ηᵀ𝕀η − V(g) built by ``symbolic.from_trivialized_lagrangian`` on a matrix
-        group (SO(3), SE(2), SE(3), products with Rⁿ) with the Cayley retraction."""
+        ℓ = ½ηᵀ𝕀η − V(g) built by ``symbolic.from_trivialized_lagrangian`` on SO(3), SE(2),
+        SE(3) or their products with Rⁿ (with Cayley also the other matrix groups of
+        ``chetaev.liegroups``), with either retraction, Cayley or exp."""
         from ..core._compiled_lie import lie_plan
 
         k = iface.kernels

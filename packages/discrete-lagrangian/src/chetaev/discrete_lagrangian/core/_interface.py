@@ -349,11 +349,14 @@ def _force_fields(inner: Any) -> dict[str, Any]:
 _CACHE: dict[int, tuple[weakref.ref, SystemInterface]] = {}
 
 
-def _forget(key: int, ref: weakref.ref) -> None:
-    """Drop the cache entry of a collected system (only if it is still that system's)."""
-    hit = _CACHE.get(key)
+def _forget(key: int, ref: weakref.ref, cache: dict = _CACHE) -> None:
+    """Drop the cache entry of a collected system (only if it is still that system's).
+
+    The cache is bound as a default argument: a system collected at interpreter exit, after
+    the module's globals are cleared, must still find it."""
+    hit = cache.get(key)
     if hit is not None and hit[0] is ref:
-        del _CACHE[key]
+        del cache[key]
 
 
 def interface_of(system: Any) -> SystemInterface:

@@ -11,7 +11,8 @@ rule compiled as the trapezoidal rule differs by 4.7e-3 in q). The reference is 
 path of the same method on the same symbolic system. The models are the particles of
 ``chetaev.gni.testing`` (the docs' theory page: M = diag(1, 2, 1.5),
 V = ½x² + ½y² + ¼z² + 0.1xz, Φ = ż − yẋ (+ the affine term −0.7(1 + 0.3x))) built by
-``from_lagrangian``, and a variant with a q-dependent mass. Each (model, discrete
+``from_lagrangian`` (``nonholonomic_particle(symbolic=True)``), and a variant with a
+q-dependent mass. Each (model, discrete
 Lagrangian) is one compiled module (~10 s on first use, then cached on disk).
 """
 
@@ -44,38 +45,30 @@ H = 0.1
 VARIANTS = ("euler_a", "euler_b", "rattle", "midpoint")
 
 
-def _symbols():
-    return sp.symbols("x y z v_x v_y v_z")
-
-
-def _symbolic_particle(affine: bool, mass_q: bool = False) -> ParticleProblem:
-    """The particle of ``chetaev.gni.testing.nonholonomic_particle`` from its Lagrangian
-    (same q0, v0); ``mass_q``: the mass entry of x is 1 + y²/4 (a q-dependent metric)."""
-    x, y, z, vx, vy, vz = _symbols()
-    m1 = 1 + y**2 / 4 if mass_q else 1
-    T = (m1 * vx**2 + 2 * vy**2 + sp.Rational(3, 2) * vz**2) / 2
+def _mass_particle() -> ParticleProblem:
+    """The linear particle of ``nonholonomic_particle`` with a q-dependent metric: the mass
+    entry of x is 1 + y²/4 (same V, constraint, q0 and v0)."""
+    x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
+    T = ((1 + y**2 / 4) * vx**2 + 2 * vy**2 + sp.Rational(3, 2) * vz**2) / 2
     V = x**2 / 2 + y**2 / 2 + z**2 / 4 + sp.Rational(1, 10) * x * z
-    phi = vz - y * vx
-    if affine:
-        phi = phi - sp.Rational(7, 10) * (1 + sp.Rational(3, 10) * x)
-    system = from_lagrangian(T - V, [x, y, z], [vx, vy, vz], nonholonomic=[phi])
-    ref = nonholonomic_particle(affine)
-    return ParticleProblem(system=system, q0=ref.q0, v0=ref.v0, affine=affine)
+    system = from_lagrangian(T - V, [x, y, z], [vx, vy, vz], nonholonomic=[vz - y * vx])
+    ref = nonholonomic_particle()
+    return ParticleProblem(system=system, q0=ref.q0, v0=ref.v0, affine=False)
 
 
 @pytest.fixture(scope="module")
 def particle():
-    return _symbolic_particle(False)
+    return nonholonomic_particle(symbolic=True)
 
 
 @pytest.fixture(scope="module")
 def affine_particle():
-    return _symbolic_particle(True)
+    return nonholonomic_particle(True, symbolic=True)
 
 
 @pytest.fixture(scope="module")
 def mass_particle():
-    return _symbolic_particle(False, mass_q=True)
+    return _mass_particle()
 
 
 def _run(problem, variant, backend, q0=None, v0=None, n=100, h=H, newton=TIGHT, **kw):

@@ -564,7 +564,9 @@ class ComposedSteps(Method):
 
     Step: the members are applied in order, the j-th with step ``c_j h`` and the control ``u``
     of the step (held over the whole step); ``info`` sums the Newton iterations and the
-    discrete works (``"work"``) and keeps the largest residual.
+    discrete works (``"work"``), keeps the largest residual, and has ``"backend": "numba"``
+    when every sub-step ran compiled (so ``integrate`` reports ``stats["backend"] ==
+    "numba"`` for a composition of compiled members).
 
     Linearization (issue 20): the chain rule over the sub-steps,
     ``A = A_r ⋯ A_1``, ``B = Σ_j A_r ⋯ A_{j+1} B_j`` (u held over the step), each ``(A_j,
@@ -605,8 +607,10 @@ class ComposedSteps(Method):
         iters = 0
         resid = None
         work = None
+        compiled = True
         for method, c in self._factors():
             s = method.step(system, attrs.evolve(s, n=state.n), c * h, u=u)
+            compiled = compiled and s.info.get("backend") == "numba"
             iters += int(np.max(s.info.get("newton_iterations", 0)))
             r = s.info.get("residual")
             if r is not None:
@@ -619,6 +623,10 @@ class ComposedSteps(Method):
             info["residual"] = resid
         if work is not None:
             info["work"] = work
+        # "numba" when every sub-step ran compiled (the driver's stats["backend"])
+        info.pop("backend", None)
+        if compiled:
+            info["backend"] = "numba"
         return attrs.evolve(s, t=state.t + h, n=state.n + 1, info=info)
 
     def _step_linearization_impl(self, system, state: State, h: float, u: Any,

@@ -33,7 +33,7 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
 from chetaev.discrete_lagrangian.extending import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import fit_order  # noqa: E402
-from chetaev.gni import GNI, AlphaDiscreteLagrangian  # noqa: E402
+from chetaev.gni import GNI, AlphaDiscreteLagrangian, Composition  # noqa: E402
 from chetaev.gni.testing import ParticleProblem, nonholonomic_particle  # noqa: E402
 
 AGREE = 1e-12
@@ -264,3 +264,26 @@ def test_step_linearization_of_a_compiled_gni(particle):
     assert err <= step_fd_rtol(H)
     ref = GNI("rattle", backend="numpy").step_linearization(particle.system, state, H)
     assert np.array_equal(lin.A, ref.A)
+
+
+def test_composition_reports_the_backend_of_its_members(particle):
+    """A composition has no compiled loop of its own; its sub-steps run compiled when its
+    members do, and ``integrate`` reports ``stats["backend"] == "numba"`` exactly when every
+    sub-step of every step ran compiled (it used to report "numpy" under "auto")."""
+    def comp(b, a):
+        return Composition((GNI("euler_b", newton=TIGHT, backend=b),
+                            GNI("euler_a", newton=TIGHT, backend=a)))
+
+    def run(method, n=10):
+        return integrate(particle.system, method, particle.q0, particle.v0, h=H, n_steps=n)
+
+    ref = run(comp("numpy", "numpy"))
+    assert ref.stats["backend"] == "numpy"
+    for backends, reported in ((("numba", "numba"), "numba"), (("auto", "auto"), "numba"),
+                               (("numba", "numpy"), "numpy"), (("numpy", "numba"), "numpy")):
+        sol = run(comp(*backends))
+        assert sol.success and sol.stats["backend"] == reported, backends
+        assert np.max(np.abs(sol.q - ref.q)) <= AGREE
+    s0 = comp("numpy", "numpy").initial_state(particle.system, particle.q0, particle.v0)
+    assert comp("numba", "numba").step(particle.system, s0, H).info["backend"] == "numba"
+    assert "backend" not in comp("numpy", "numba").step(particle.system, s0, H).info

@@ -287,3 +287,8 @@ def test_composition_reports_the_backend_of_its_members(particle):
     s0 = comp("numpy", "numpy").initial_state(particle.system, particle.q0, particle.v0)
     assert comp("numba", "numba").step(particle.system, s0, H).info["backend"] == "numba"
     assert "backend" not in comp("numpy", "numba").step(particle.system, s0, H).info
+    # the composition's `newton` keeps each member's backend (it used to reset it to "auto")
+    numpy_members = Composition((GNI("euler_b", backend="numpy"),
+                                 GNI("euler_a", backend="numpy")), newton=TIGHT)
+    assert [m.backend for m, _ in numpy_members._factors()] == ["numpy", "numpy"]
+    assert run(numpy_members).stats["backend"] == "numpy"

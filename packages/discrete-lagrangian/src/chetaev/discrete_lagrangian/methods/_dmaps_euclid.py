@@ -556,6 +556,14 @@ def _has_newton(method: Method) -> bool:
     return attrs.has(type(method)) and "newton" in attrs.fields_dict(type(method))
 
 
+def _with_newton(method: Method, newton: NewtonOptions) -> Method:
+    """``method`` with the Newton options ``newton`` and its own ``backend`` (``attrs.evolve``
+    calls the constructor without ``backend=``, which would reset it to "auto")."""
+    new = attrs.evolve(method, newton=newton)
+    object.__setattr__(new, "_backend", method.backend)
+    return new
+
+
 class ComposedSteps(Method):
     """The step and the step linearization of a composition ``Ψ_{c_r h} ∘ … ∘ Ψ_{c_1 h}``
     (paper (5.7)–(5.10); HLW §II.4), written once for :class:`Composition` and
@@ -582,11 +590,11 @@ class ComposedSteps(Method):
     def _factors(self) -> tuple:
         """``((method, fraction), ...)`` in the order of application: the subclass's
         ``_members()``, each member with the composition's ``newton`` options when given
-        (members without a ``newton`` field keep theirs)."""
+        (members without a ``newton`` field keep theirs) and its own ``backend``."""
         newton = getattr(self, "newton", None)
         if newton is None:
             return self._members()
-        return tuple((attrs.evolve(m, newton=newton) if _has_newton(m) else m, c)
+        return tuple((_with_newton(m, newton) if _has_newton(m) else m, c)
                      for m, c in self._members())
 
     @abc.abstractmethod

@@ -98,6 +98,37 @@ def curvature_particle() -> Problem:
     return dsocs, np.array([0.0, 0.0]), np.array([1.0, 0.0]), h
 
 
+# --- symbolic twins (issue 17) -----------------------------------------------------------------
+
+def _vertical_disc_twin() -> Any:
+    from chetaev.nh_integrators.testing import vertical_disc as disc
+
+    return disc(symbolic=True)
+
+
+def _particle_twin(affine: bool) -> Any:
+    from chetaev.gni.testing import nonholonomic_particle as particle
+
+    return particle(affine, symbolic=True).system
+
+
+#: The symbolic twin of a problem's system: the same physics built by
+#: ``chetaev.discrete_lagrangian.symbolic`` (exact derivatives and the kernels of the compiled
+#: backend; needs sympy), from the packages' public testing functions. Keyed by the problem's
+#: name (the function above; ``nonholonomic_particle_affine`` is ``nonholonomic_particle(
+#: affine=True)``). ``test_compiled_protocol.py`` maps each registry pair to its twin and
+#: checks each twin equal to the registry's hand-written system (``assert_systems_agree``).
+SYMBOLIC_TWINS: dict[str, Callable[[], Any]] = {
+    "pendulum_angle": lambda: dlt.pendulum_angle(symbolic=True),
+    "spherical_pendulum": lambda: dlt.spherical_pendulum(symbolic=True),
+    "free_rigid_body": lambda: dlt.free_rigid_body(symbolic=True),
+    "heavy_top": lambda: dlt.heavy_top(symbolic=True),
+    "nonholonomic_particle": lambda: _particle_twin(False),
+    "nonholonomic_particle_affine": lambda: _particle_twin(True),
+    "vertical_disc": _vertical_disc_twin,
+}
+
+
 # --- the registry ------------------------------------------------------------------------------
 
 def _gni(variant: str) -> Any:

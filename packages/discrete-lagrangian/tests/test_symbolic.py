@@ -49,17 +49,6 @@ def _symbols(n):
 
 
 # ----------------------------------------------------------------------------- twins
-def sym_pendulum_angle(g=1.0, length=1.0):
-    (th,), (w,) = _symbols(1)
-    return from_lagrangian(length**2 * w**2 / 2 + g * length * sp.cos(th), [th], [w])
-
-
-def sym_cartesian_pendulum(dim=2, g=1.0, length=1.0):
-    q, v = _symbols(dim)
-    L = sum(vi**2 for vi in v) / 2 - g * q[-1]
-    return from_lagrangian(L, q, v, holonomic=[(sum(x**2 for x in q) - length**2) / 2])
-
-
 def sym_henon_heiles():
     (x, y), v = _symbols(2)
     V = (x**2 + y**2) / 2 + x**2 * y - y**3 / 3
@@ -73,23 +62,13 @@ def sym_double_pendulum():
     return from_lagrangian(L, [t1, t2], [w1, w2])
 
 
-def sym_heavy_top(inertia=(1.0, 1.5, 2.5), mgl=1.0, chi=(0.1, 0.2, 1.0)):
-    R = sp.MatrixSymbol("R", 3, 3)
-    eta = list(sp.symbols("eta0:3"))
-    T = sum(i * e**2 for i, e in zip(inertia, eta)) / 2
-    V = mgl * sum(R[2, j] * chi[j] for j in range(3))  # e₃·Rχ
-    return from_trivialized_lagrangian(SO3, T - V, eta, g=R)
-
-
-def sym_free_rigid_body(inertia=(1.0, 2.0, 3.0)):
-    eta = list(sp.symbols("eta0:3"))
-    return from_trivialized_lagrangian(SO3, sum(i * e**2 for i, e in zip(inertia, eta)) / 2, eta)
-
-
 VECTOR_TWINS = [
-    ("pendulum_angle", testing.pendulum_angle(0.8, 1.3), lambda: sym_pendulum_angle(0.8, 1.3), 1),
-    ("cartesian_pendulum", testing.cartesian_pendulum(2), sym_cartesian_pendulum, 2),
-    ("spherical_pendulum", testing.spherical_pendulum(), lambda: sym_cartesian_pendulum(3), 3),
+    ("pendulum_angle", testing.pendulum_angle(0.8, 1.3),
+     lambda: testing.pendulum_angle(0.8, 1.3, symbolic=True), 1),
+    ("cartesian_pendulum", testing.cartesian_pendulum(2),
+     lambda: testing.cartesian_pendulum(2, symbolic=True), 2),
+    ("spherical_pendulum", testing.spherical_pendulum(),
+     lambda: testing.spherical_pendulum(symbolic=True), 3),
     ("henon_heiles", testing.henon_heiles(), sym_henon_heiles, 2),
     # the hand-written MechanicalSystem forms D11L by finite differences of dM (error ~4e-13
     # measured), so the full comparison is against the general model with analytic blocks;
@@ -113,10 +92,11 @@ def test_vector_twin_agrees(name, hand, build, n, batch):
 
 @pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize(("hand", "build", "n"), [
-    (testing.pendulum_angle(0.8, 1.3), lambda: sym_pendulum_angle(0.8, 1.3), 1),
+    (testing.pendulum_angle(0.8, 1.3), lambda: testing.pendulum_angle(0.8, 1.3, symbolic=True), 1),
     (testing.henon_heiles(), sym_henon_heiles, 2),
     (testing.double_pendulum(), sym_double_pendulum, 2),
-    (testing.spherical_pendulum().system, lambda: sym_cartesian_pendulum(3).system, 3),
+    (testing.spherical_pendulum().system,
+     lambda: testing.spherical_pendulum(symbolic=True).system, 3),
 ], ids=["pendulum_angle", "henon_heiles", "double_pendulum", "spherical_pendulum"])
 def test_mechanical_blocks_agree(hand, build, n, batch):
     sym = build()
@@ -129,8 +109,10 @@ def test_mechanical_blocks_agree(hand, build, n, batch):
 
 
 @pytest.mark.parametrize("batch", BATCHES)
-@pytest.mark.parametrize(("hand", "build"), [(testing.heavy_top(), sym_heavy_top),
-                                             (testing.free_rigid_body(), sym_free_rigid_body)],
+@pytest.mark.parametrize(("hand", "build"), [
+    (testing.heavy_top(), lambda: testing.heavy_top(symbolic=True)),
+    (testing.free_rigid_body(), lambda: testing.free_rigid_body(symbolic=True)),
+],
                          ids=["heavy_top", "free_rigid_body"])
 def test_group_twin_agrees(hand, build, batch):
     sym = build()
@@ -156,7 +138,7 @@ def test_recognised_classes():
     assert type(gen) is LagrangianSystem and not gen.fd_second_derivatives
     gyro = from_lagrangian(sum(x**2 for x in v) / 2 + q[0] * v[1], q, v)  # linear in v
     assert type(gyro) is LagrangianSystem
-    assert isinstance(sym_cartesian_pendulum().constraint, HolonomicConstraint)
+    assert isinstance(testing.cartesian_pendulum(symbolic=True).constraint, HolonomicConstraint)
     lin = from_lagrangian(mech_L := sum(x**2 for x in v) / 2, q, v,
                           nonholonomic=[v[2] - q[1] * v[0]])
     assert isinstance(lin.constraint, LinearVelocityConstraint) and not lin.constraint.is_affine
@@ -206,7 +188,7 @@ def test_integrations_agree_to_round_off():
     cases = [
         (testing.double_pendulum(), sym_double_pendulum(), VPRK(gauss(3)),
          np.array([0.5, -0.3]), np.array([0.1, 0.4])),
-        (testing.spherical_pendulum(), sym_cartesian_pendulum(3),
+        (testing.spherical_pendulum(), testing.spherical_pendulum(symbolic=True),
          ConstrainedPRK(lobatto_iiia_iiib(3)), np.array([0.6, 0.0, -0.8]),
          np.array([0.0, 0.7, 0.0])),
     ]
@@ -223,7 +205,8 @@ def test_integrations_agree_to_round_off():
     rng = np.random.default_rng(1)
     g0, eta0 = SO3.random(rng), rng.standard_normal(3)
     a = integrate(testing.heavy_top(), LieVPRK(gauss(2)), g0, eta0, h=0.05, n_steps=200)
-    b = integrate(sym_heavy_top(), LieVPRK(gauss(2)), g0, eta0, h=0.05, n_steps=200)
+    b = integrate(testing.heavy_top(symbolic=True), LieVPRK(gauss(2)), g0, eta0, h=0.05,
+                  n_steps=200)
     # measured: exactly 0 (OPENBLAS_NUM_THREADS=1)
     np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-12)
     # measured: exactly 0 (OPENBLAS_NUM_THREADS=1)
@@ -342,11 +325,11 @@ def test_constraints_dependent_only_at_q0_are_caught_at_the_first_state():
 
 # ----------------------------------------------------------------------------- pickling
 def test_generated_systems_pickle():
-    for sym, (q, v) in [(sym_cartesian_pendulum(3), _states(3, (4,))),
+    for sym, (q, v) in [(testing.spherical_pendulum(symbolic=True), _states(3, (4,))),
                         (sym_double_pendulum(), _states(2, (4,)))]:
         back = pickle.loads(pickle.dumps(sym))
         testing.assert_systems_agree(back, sym, q, v, rtol=0.0)
-    top = sym_heavy_top()
+    top = testing.heavy_top(symbolic=True)
     back = pickle.loads(pickle.dumps(top))
     rng = np.random.default_rng(2)
     g = SO3.random(rng, (3,))

@@ -11,7 +11,8 @@ rule compiled as the trapezoidal rule differs by 4.7e-3 in q). The reference is 
 path of the same method on the same symbolic system. The models are the particles of
 ``chetaev.gni.testing`` (the docs' theory page: M = diag(1, 2, 1.5),
 V = ½x² + ½y² + ¼z² + 0.1xz, Φ = ż − yẋ (+ the affine term −0.7(1 + 0.3x))) built by
-``from_lagrangian``, and a variant with a q-dependent mass. Each (model, discrete
+``from_lagrangian`` (``nonholonomic_particle(symbolic=True)``), and a variant with a
+q-dependent mass. Each (model, discrete
 Lagrangian) is one compiled module (~10 s on first use, then cached on disk).
 """
 
@@ -32,7 +33,7 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
 from chetaev.discrete_lagrangian.extending import BackendError  # noqa: E402
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
 from chetaev.discrete_lagrangian.testing import fit_order  # noqa: E402
-from chetaev.gni import GNI, AlphaDiscreteLagrangian  # noqa: E402
+from chetaev.gni import GNI, AlphaDiscreteLagrangian, Composition  # noqa: E402
 from chetaev.gni.testing import ParticleProblem, nonholonomic_particle  # noqa: E402
 
 AGREE = 1e-12
@@ -44,38 +45,30 @@ H = 0.1
 VARIANTS = ("euler_a", "euler_b", "rattle", "midpoint")
 
 
-def _symbols():
-    return sp.symbols("x y z v_x v_y v_z")
-
-
-def _symbolic_particle(affine: bool, mass_q: bool = False) -> ParticleProblem:
-    """The particle of ``chetaev.gni.testing.nonholonomic_particle`` from its Lagrangian
-    (same q0, v0); ``mass_q``: the mass entry of x is 1 + y²/4 (a q-dependent metric)."""
-    x, y, z, vx, vy, vz = _symbols()
-    m1 = 1 + y**2 / 4 if mass_q else 1
-    T = (m1 * vx**2 + 2 * vy**2 + sp.Rational(3, 2) * vz**2) / 2
+def _mass_particle() -> ParticleProblem:
+    """The linear particle of ``nonholonomic_particle`` with a q-dependent metric: the mass
+    entry of x is 1 + y²/4 (same V, constraint, q0 and v0)."""
+    x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
+    T = ((1 + y**2 / 4) * vx**2 + 2 * vy**2 + sp.Rational(3, 2) * vz**2) / 2
     V = x**2 / 2 + y**2 / 2 + z**2 / 4 + sp.Rational(1, 10) * x * z
-    phi = vz - y * vx
-    if affine:
-        phi = phi - sp.Rational(7, 10) * (1 + sp.Rational(3, 10) * x)
-    system = from_lagrangian(T - V, [x, y, z], [vx, vy, vz], nonholonomic=[phi])
-    ref = nonholonomic_particle(affine)
-    return ParticleProblem(system=system, q0=ref.q0, v0=ref.v0, affine=affine)
+    system = from_lagrangian(T - V, [x, y, z], [vx, vy, vz], nonholonomic=[vz - y * vx])
+    ref = nonholonomic_particle()
+    return ParticleProblem(system=system, q0=ref.q0, v0=ref.v0, affine=False)
 
 
 @pytest.fixture(scope="module")
 def particle():
-    return _symbolic_particle(False)
+    return nonholonomic_particle(symbolic=True)
 
 
 @pytest.fixture(scope="module")
 def affine_particle():
-    return _symbolic_particle(True)
+    return nonholonomic_particle(True, symbolic=True)
 
 
 @pytest.fixture(scope="module")
 def mass_particle():
-    return _symbolic_particle(False, mass_q=True)
+    return _mass_particle()
 
 
 def _run(problem, variant, backend, q0=None, v0=None, n=100, h=H, newton=TIGHT, **kw):
@@ -271,3 +264,31 @@ def test_step_linearization_of_a_compiled_gni(particle):
     assert err <= step_fd_rtol(H)
     ref = GNI("rattle", backend="numpy").step_linearization(particle.system, state, H)
     assert np.array_equal(lin.A, ref.A)
+
+
+def test_composition_reports_the_backend_of_its_members(particle):
+    """A composition has no compiled loop of its own; its sub-steps run compiled when its
+    members do, and ``integrate`` reports ``stats["backend"] == "numba"`` exactly when every
+    sub-step of every step ran compiled (it used to report "numpy" under "auto")."""
+    def comp(b, a):
+        return Composition((GNI("euler_b", newton=TIGHT, backend=b),
+                            GNI("euler_a", newton=TIGHT, backend=a)))
+
+    def run(method, n=10):
+        return integrate(particle.system, method, particle.q0, particle.v0, h=H, n_steps=n)
+
+    ref = run(comp("numpy", "numpy"))
+    assert ref.stats["backend"] == "numpy"
+    for backends, reported in ((("numba", "numba"), "numba"), (("auto", "auto"), "numba"),
+                               (("numba", "numpy"), "numpy"), (("numpy", "numba"), "numpy")):
+        sol = run(comp(*backends))
+        assert sol.success and sol.stats["backend"] == reported, backends
+        assert np.max(np.abs(sol.q - ref.q)) <= AGREE
+    s0 = comp("numpy", "numpy").initial_state(particle.system, particle.q0, particle.v0)
+    assert comp("numba", "numba").step(particle.system, s0, H).info["backend"] == "numba"
+    assert "backend" not in comp("numpy", "numba").step(particle.system, s0, H).info
+    # the composition's `newton` keeps each member's backend (it used to reset it to "auto")
+    numpy_members = Composition((GNI("euler_b", backend="numpy"),
+                                 GNI("euler_a", backend="numpy")), newton=TIGHT)
+    assert [m.backend for m, _ in numpy_members._factors()] == ["numpy", "numpy"]
+    assert run(numpy_members).stats["backend"] == "numpy"

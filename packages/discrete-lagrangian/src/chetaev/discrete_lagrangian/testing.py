@@ -169,8 +169,22 @@ HARMONIC_PARTICLE_Q0 = np.array([1.0, 0.5, 0.0])
 HARMONIC_PARTICLE_V0 = np.array([0.5, 1.0, 0.25])  # v_z = y v_x
 
 
-def pendulum_angle(g: float = 1.0, length: float = 1.0) -> MechanicalSystem:
-    """Planar pendulum in the angle θ: L = ½ ℓ² θ̇² + g ℓ cos θ (mass 1)."""
+def pendulum_angle(g: float = 1.0, length: float = 1.0, *,
+                   symbolic: bool = False) -> MechanicalSystem:
+    """Planar pendulum in the angle θ: L = ½ ℓ² θ̇² + g ℓ cos θ (mass 1).
+
+    With ``symbolic=True`` the same L through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (needs sympy; exact
+    derivatives and, with numba, the compiled backend's kernels).
+    """
+    if symbolic:
+        import sympy as sp
+
+        from .symbolic import from_lagrangian
+
+        th, om = sp.symbols("theta omega")
+        g, length = float(g), float(length)
+        return from_lagrangian(0.5 * length**2 * om**2 + g * length * sp.cos(th), [th], [om])
     return MechanicalSystem(
         np.array([[length**2]]),
         lambda th: -g * length * np.cos(th[..., 0]),
@@ -180,12 +194,26 @@ def pendulum_angle(g: float = 1.0, length: float = 1.0) -> MechanicalSystem:
 
 
 def cartesian_pendulum(dim: int = 2, g: float = 1.0, length: float = 1.0,
-                       analytic_hessian: bool = True) -> ConstrainedSystem:
+                       analytic_hessian: bool = True, *,
+                       symbolic: bool = False) -> ConstrainedSystem:
     """Pendulum in Cartesian coordinates: L = ½|v|² − g q_last, Φ = (|q|² − ℓ²)/2.
 
-    ``dim=2`` is the planar pendulum, ``dim=3`` the spherical pendulum.
+    ``dim=2`` is the planar pendulum, ``dim=3`` the spherical pendulum. With
+    ``symbolic=True`` the same L and Φ through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (needs sympy; exact
+    derivatives, so ``analytic_hessian`` does not apply, and, with numba, the compiled
+    backend's kernels).
     """
     n = dim
+    if symbolic:
+        import sympy as sp
+
+        from .symbolic import from_lagrangian
+
+        q, v = sp.symbols(f"q0:{n}"), sp.symbols(f"v0:{n}")
+        L = sum(vi**2 for vi in v) / 2 - float(g) * q[-1]
+        phi = (sum(qi**2 for qi in q) - float(length) ** 2) / 2
+        return from_lagrangian(L, list(q), list(v), holonomic=[phi])
     e = np.zeros(n)
     e[-1] = g
 
@@ -207,9 +235,11 @@ def cartesian_pendulum(dim: int = 2, g: float = 1.0, length: float = 1.0,
     return ConstrainedSystem(system, constraint)
 
 
-def spherical_pendulum(g: float = 1.0, length: float = 1.0) -> ConstrainedSystem:
-    """Spherical pendulum: :func:`cartesian_pendulum` with ``dim=3``."""
-    return cartesian_pendulum(3, g, length)
+def spherical_pendulum(g: float = 1.0, length: float = 1.0, *,
+                       symbolic: bool = False) -> ConstrainedSystem:
+    """Spherical pendulum: :func:`cartesian_pendulum` with ``dim=3`` (``symbolic``: its
+    symbolic twin)."""
+    return cartesian_pendulum(3, g, length, symbolic=symbolic)
 
 
 def pendulum_cartesian_from_angle(theta, omega, length: float = 1.0):
@@ -302,9 +332,23 @@ def double_pendulum(general: bool = False, analytic: bool = True):
     return LagrangianSystem(2, L, dLdq, dLdv, d2vv, d2vq, d2qq)
 
 
-def free_rigid_body(inertia=(1.0, 2.0, 3.0)):
-    """Free rigid body on SO(3): ℓ = ½ ηᵀ𝕀η (Euler: Π̇ = Π × Ω)."""
+def free_rigid_body(inertia=(1.0, 2.0, 3.0), *, symbolic: bool = False):
+    """Free rigid body on SO(3): ℓ = ½ ηᵀ𝕀η (Euler: Π̇ = Π × Ω).
+
+    With ``symbolic=True`` the same ℓ through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy;
+    exact derivatives and, with numba, the compiled backend's kernels).
+    """
     from chetaev.liegroups import SO3
+
+    if symbolic:
+        import sympy as sp
+
+        from .symbolic import from_trivialized_lagrangian
+
+        e = sp.symbols("e0:3")
+        ell = sum(0.5 * float(inertia[i]) * e[i] ** 2 for i in range(3))
+        return from_trivialized_lagrangian(SO3, ell, e, g=sp.MatrixSymbol("g", 3, 3))
 
     from .systems._systems import TrivializedMechanicalSystem
 

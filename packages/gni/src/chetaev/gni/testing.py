@@ -119,15 +119,35 @@ def _multiplier(q, v, affine, M, H):
     return np.linalg.solve(C, rhs[..., None])[..., 0]
 
 
-def nonholonomic_particle(affine: bool = False) -> ParticleProblem:
+def _symbolic_particle(affine: bool) -> object:
+    """The particle's system from its Lagrangian and constraint (``symbolic=True``)."""
+    import sympy as sp
+    from chetaev.discrete_lagrangian.symbolic import from_lagrangian
+
+    q, v = sp.symbols("x y z"), sp.symbols("v_x v_y v_z")
+    T = sum(float(_M[i, i]) * v[i] ** 2 for i in range(3)) / 2
+    V = sum(float(_H[i, j]) * q[i] * q[j] for i in range(3) for j in range(3)) / 2
+    phi = v[2] - q[1] * v[0]
+    if affine:
+        phi = phi - _AFF * (1.0 + 0.3 * q[0])
+    return from_lagrangian(T - V, list(q), list(v), nonholonomic=[phi])
+
+
+def nonholonomic_particle(affine: bool = False, *, symbolic: bool = False) -> ParticleProblem:
     """The particle problem of the docs' theory page (linear or affine constraint), ready to
     integrate.
 
-    ``q0 = (0.3, −0.5, 0.2)``, ``v0 = (1, 0.5, y0 v_x + Y_z(q0))``.
+    ``q0 = (0.3, −0.5, 0.2)``, ``v0 = (1, 0.5, y0 v_x + Y_z(q0))``. With ``symbolic=True`` the
+    system is built from the same Lagrangian and constraint by
+    :func:`chetaev.discrete_lagrangian.symbolic.from_lagrangian` (needs sympy; exact
+    derivatives and, with numba, the compiled backend's kernels); the initial data and the
+    reference are the same.
     """
     q0 = np.array([0.3, -0.5, 0.2])
     vz = q0[1] * 1.0 + (_AFF * (1.0 + 0.3 * q0[0]) if affine else 0.0)
     v0 = np.array([1.0, 0.5, vz])
+    if symbolic:
+        return ParticleProblem(system=_symbolic_particle(affine), q0=q0, v0=v0, affine=affine)
     mech = MechanicalSystem(_M, *_quadratic(_H))
     if affine:
         con = LinearVelocityConstraint(_A, a=_a_affine, dA=_dA, da=_da_affine)

@@ -43,8 +43,22 @@ _J2 = np.array([[0.0, -1.0], [1.0, 0.0]])
 
 
 # ----------------------------------------------------------------------------- vertical disc
+def _symbolic_vertical_disc(mass: float, inertia_z: float, constraint: str) -> ConstrainedSystem:
+    """:func:`vertical_disc` from its symbolic ℓ and φ (``symbolic=True``)."""
+    import sympy as sp
+    from chetaev.discrete_lagrangian.symbolic import from_trivialized_lagrangian
+    from chetaev.liegroups import SE2
+
+    g, e = sp.MatrixSymbol("g", 3, 3), sp.symbols("e0:3")
+    ell = (0.5 * mass * (e[0] ** 2 + e[1] ** 2) + 0.5 * inertia_z * e[2] ** 2
+           - 0.5 * (g[0, 2] ** 2 + g[1, 2] ** 2))
+    phi = e[1] + e[1] ** 3 if constraint == "nonlinear" else e[1]
+    return from_trivialized_lagrangian(SE2, ell, e, g=g, nonholonomic=[phi])
+
+
 def vertical_disc(
-    mass: float = 1.0, inertia_z: float = 0.5, constraint: str = "linear"
+    mass: float = 1.0, inertia_z: float = 0.5, constraint: str = "linear", *,
+    symbolic: bool = False,
 ) -> ConstrainedSystem:
     """Vertical disc with a spring on SE(2) (§7.4): ℓ = ½[m(v₁² + v₂²) + I_z ω²] − ½(x² + y²),
     φ = v₂ (no lateral sliding). η = (v₁, v₂, ω).
@@ -52,11 +66,16 @@ def vertical_disc(
     ``constraint="nonlinear"`` uses the general ``VelocityConstraint`` φ = v₂ + v₂³ instead:
     the same constraint set and, on it, the same Chetaev force direction D₂φ = (0, 1, 0), so
     the same continuous motion and multiplier, while the discrete method sees a constraint
-    that is nonlinear in η (D₂φ is evaluated at the stage velocities, where v₂ ≠ 0)."""
+    that is nonlinear in η (D₂φ is evaluated at the stage velocities, where v₂ ≠ 0).
+    With ``symbolic=True`` the same ℓ and φ through
+    :func:`chetaev.discrete_lagrangian.symbolic.from_trivialized_lagrangian` (needs sympy;
+    exact derivatives and, with numba, the compiled backend's kernels)."""
     mass = real_scalar(mass, "mass", positive=True)
     inertia_z = real_scalar(inertia_z, "inertia_z", positive=True)
     if constraint not in ("linear", "nonlinear"):
         raise InputError(f"`constraint` must be 'linear' or 'nonlinear', got {constraint!r}.")
+    if symbolic:
+        return _symbolic_vertical_disc(float(mass), float(inertia_z), constraint)
     from chetaev.liegroups import SE2
 
     def V(g: np.ndarray) -> np.ndarray:

@@ -401,6 +401,7 @@ def integrate(
     n_rejected = 0
     max_it = 0
     max_res = 0.0
+    compiled_steps = 0  # steps that report info["backend"] == "numba"
     success, message = True, ""
     wall = time.perf_counter()
     last_saved = 0
@@ -474,6 +475,7 @@ def integrate(
         if res > max_res:
             max_res = res
         n_rejected += int(info.get("rejected_roots", 0))
+        compiled_steps += info.get("backend") == "numba"
         if k % save_every == 0:
             rec.record(state)
             last_saved = k
@@ -499,7 +501,9 @@ def integrate(
         "n_rejected": n_rejected,
         "fd_second_derivatives": bool(getattr(system, "fd_second_derivatives", False)),
         "wall_time_s": time.perf_counter() - wall,
-        "backend": "numba" if plan is not None else "numpy",
+        # compiled when the method has a plan, or when every step ran compiled (a
+        # composition whose members have compiled steps)
+        "backend": "numba" if plan is not None or 0 < k == compiled_steps else "numpy",
     }
     if constraint_checks:
         stats["max_constraint_residual"] = max_constraint

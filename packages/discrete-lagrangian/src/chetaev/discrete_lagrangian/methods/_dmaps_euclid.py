@@ -556,6 +556,14 @@ def _has_newton(method: Method) -> bool:
     return attrs.has(type(method)) and "newton" in attrs.fields_dict(type(method))
 
 
+def _with_newton(method: Method, newton: NewtonOptions) -> Method:
+    """``method`` with the Newton options ``newton`` and its own ``backend`` (``attrs.evolve``
+    calls the constructor without ``backend=``, which would reset it to "auto")."""
+    new = attrs.evolve(method, newton=newton)
+    object.__setattr__(new, "_backend", method.backend)
+    return new
+
+
 class ComposedSteps(Method):
     """The step and the step linearization of a composition ``Ψ_{c_r h} ∘ … ∘ Ψ_{c_1 h}``
     (paper (5.7)–(5.10); HLW §II.4), written once for :class:`Composition` and
@@ -564,7 +572,9 @@ class ComposedSteps(Method):
 
     Step: the members are applied in order, the j-th with step ``c_j h`` and the control ``u``
     of the step (held over the whole step); ``info`` sums the Newton iterations and the
-    discrete works (``"work"``) and keeps the largest residual.
+    discrete works (``"work"``), keeps the largest residual, and has ``"backend": "numba"``
+    when every sub-step ran compiled (so ``integrate`` reports ``stats["backend"] ==
+    "numba"`` for a composition of compiled members).
 
     Linearization (issue 20): the chain rule over the sub-steps,
     ``A = A_r ⋯ A_1``, ``B = Σ_j A_r ⋯ A_{j+1} B_j`` (u held over the step), each ``(A_j,
@@ -580,11 +590,11 @@ class ComposedSteps(Method):
     def _factors(self) -> tuple:
         """``((method, fraction), ...)`` in the order of application: the subclass's
         ``_members()``, each member with the composition's ``newton`` options when given
-        (members without a ``newton`` field keep theirs)."""
+        (members without a ``newton`` field keep theirs) and its own ``backend``."""
         newton = getattr(self, "newton", None)
         if newton is None:
             return self._members()
-        return tuple((attrs.evolve(m, newton=newton) if _has_newton(m) else m, c)
+        return tuple((_with_newton(m, newton) if _has_newton(m) else m, c)
                      for m, c in self._members())
 
     @abc.abstractmethod
@@ -605,8 +615,10 @@ class ComposedSteps(Method):
         iters = 0
         resid = None
         work = None
+        compiled = True
         for method, c in self._factors():
             s = method.step(system, attrs.evolve(s, n=state.n), c * h, u=u)
+            compiled = compiled and s.info.get("backend") == "numba"
             iters += int(np.max(s.info.get("newton_iterations", 0)))
             r = s.info.get("residual")
             if r is not None:
@@ -619,6 +631,10 @@ class ComposedSteps(Method):
             info["residual"] = resid
         if work is not None:
             info["work"] = work
+        # "numba" when every sub-step ran compiled (the driver's stats["backend"])
+        info.pop("backend", None)
+        if compiled:
+            info["backend"] = "numba"
         return attrs.evolve(s, t=state.t + h, n=state.n + 1, info=info)
 
     def _step_linearization_impl(self, system, state: State, h: float, u: Any,

@@ -126,7 +126,14 @@ SYMBOLIC_TWINS: dict[str, Callable[[], Any]] = {
     "nonholonomic_particle": lambda: _particle_twin(False),
     "nonholonomic_particle_affine": lambda: _particle_twin(True),
     "vertical_disc": _vertical_disc_twin,
+    "sphere_pendulum": lambda: _sphere_pendulum_twin(),
 }
+
+
+def _sphere_pendulum_twin() -> Any:
+    from chetaev.nh_integrators import spherical_pendulum as sp
+
+    return sp(symbolic=True)
 
 
 # --- the registry ------------------------------------------------------------------------------

@@ -66,9 +66,9 @@ def check_backend(value: Any, method_name: str, compiled: bool) -> str:
     if value == "numba":
         if not compiled:
             raise BackendError(
-                f"backend='numba': {method_name} has no compiled path yet (issue 17 compiles "
-                "VPRK, ConstrainedPRK and NonholonomicPRK so far). Use backend='numpy' "
-                "or 'auto'."
+                f"backend='numba': {method_name} has no compiled path yet (compiled: VPRK, "
+                "ConstrainedPRK, NonholonomicPRK, LieVPRK, LieNonholonomicPRK and the GNI; "
+                "see the README's compiled fast path). Use backend='numpy' or 'auto'."
             )
         from ._kernels import INSTALL_FAST, numba_available
 

@@ -35,7 +35,7 @@ import numpy as np
 from .._util._errors import ConstraintViolationError, InputError, SingularMatrixError
 from .._util._fd import fd_jacobian, group_perturb, vector_perturb
 from .._util._validation import real_array
-from ._systems import _solve, _wrap, qcore
+from ._systems import _constant_mass_inverse, _solve, _wrap, qcore
 
 __all__ = [
     "ConstrainedSystem",
@@ -395,7 +395,10 @@ class LinearVelocityConstraint(_CheckMixin):
 
     def dphi_dq(self, q, v):
         """[a, j] = Σ_i ∂A_ai/∂q_j v_i + ∂a_a/∂q_j, shape (..., m, n)."""
-        return np.einsum("...aij,...i->...aj", self.matrix_grad(q), v) + self.affine_grad(q)
+        Cq = np.einsum("...aij,...i->...aj", self.matrix_grad(q), v)
+        if self.a is None or not callable(self.a):  # ∂a/∂q = 0: nothing to add
+            return Cq
+        return Cq + self.affine_grad(q)
 
     def d2phi_dvdq(self, q, v):
         """[a, i, j] = ∂A_ai/∂q_j."""
@@ -620,30 +623,48 @@ class ConstrainedSystem(_CheckMixin):
         return lam, acc
 
     def _kkt_solve(self, q, v, force=None):
+        """``(λ, a, C)`` of the KKT system (:meth:`_multiplier_and_acc`).
+
+        With a constant mass matrix (:func:`~._systems._constant_mass_inverse`: ``D22L = M``,
+        ``D21L = 0``) the inverse ``M⁻¹``, formed once with the system, replaces the two
+        factorisations of ``G`` per batch entry; its products are summed in one fixed order
+        (``np.einsum``, no BLAS), so a member's λ does not depend on the batch size. With
+        one constraint ``C`` is ``1 x 1``: its condition number is 1 unless it is zero or
+        not finite, and ``λ = -rhs / C`` (what LAPACK's solve computes for ``1 x 1``)."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
         sysm = self.system
-        G = sysm.D22L(q, v)
         f = sysm.force_free_rhs(q, v)
         if force is not None:
             f = f + force
         B = self.constraint.dphi_dv(q, v)  # (..., m, n)
         Bq = self.constraint.dphi_dq(q, v)  # (..., m, n)
-        a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
-        GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
+        Minv = _constant_mass_inverse(sysm)
+        if Minv is None:
+            G = sysm.D22L(q, v)
+            a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
+            GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
+        else:  # constant mass: M⁻¹ f and M⁻¹ Bᵀ
+            a0 = np.einsum("ik,...k->...i", Minv, f)
+            GinvBt = np.einsum("ik,...ak->...ia", Minv, B)
         C = B @ GinvBt
         rhs = np.einsum("...aj,...j->...a", Bq, v) + np.einsum("...ai,...i->...a", B, a0)
-        try:
-            cond = np.linalg.cond(C)
-        except np.linalg.LinAlgError:
-            cond = np.inf
+        one = C.shape[-1] == 1
+        if one:  # cond(C) = 1 for a nonzero finite 1 x 1 C, else inf (as np.linalg.cond)
+            c = C[..., 0]
+            cond = np.where(np.isfinite(c) & (c != 0.0), 1.0, np.inf)
+        else:
+            try:
+                cond = np.linalg.cond(C)
+            except np.linalg.LinAlgError:
+                cond = np.inf
         if not np.all(np.isfinite(cond)) or np.any(cond > 1e13):
             raise SingularMatrixError(
                 "The constraint matrix C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ is singular (condition "
                 f"number {np.max(cond):.2e}): the constraints are not independent at this "
                 "point. Remove redundant constraints or move the initial point."
             )
-        lam = -np.linalg.solve(C, rhs[..., None])[..., 0]
+        lam = -(rhs / c) if one else -np.linalg.solve(C, rhs[..., None])[..., 0]
         acc = a0 + np.einsum("...ia,...a->...i", GinvBt, lam)
         return lam, acc, C
 

@@ -292,7 +292,7 @@ class NonholonomicHooks:
             return _structured_solver(
                 model, step, self.s, step.q.shape[:-1],
                 np.ascontiguousarray(step.Q.transpose(1, 0, 2)),
-                np.ascontiguousarray(np.moveaxis(AQ, 0, 1)),
+                np.ascontiguousarray(AQ.transpose(1, 0, 2, 3)),
                 np.ascontiguousarray(vc.transpose(1, 0, 2)),
                 staged=True,
             )
@@ -726,9 +726,9 @@ def _small_inverse(S: Array) -> Array:
                 j1, j2 = (j + 1) % 3, (j + 2) % 3
                 adj[j, i] = E[i1, j1] * E[i2, j2] - E[i1, j2] * E[i2, j1]
         det = E[0, 0] * adj[0, 0] + E[0, 1] * adj[1, 0] + E[0, 2] * adj[2, 0]
-    norms = np.sqrt(np.sum(E * E, axis=1))  # the row norms (k, ...)
+    norms = np.sqrt((E * E).sum(axis=1))  # the row norms (k, ...)
     scale = norms[0]
-    for i in range(1, k):  # their product, in the order of np.prod
+    for i in range(1, k):  # their product, in np.prod's order
         scale = scale * norms[i]
     singular = ~(np.abs(det) > 1e-14 * scale) | ~np.isfinite(det)
     if singular.any():

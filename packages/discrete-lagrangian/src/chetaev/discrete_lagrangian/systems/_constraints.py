@@ -390,6 +390,8 @@ class LinearVelocityConstraint(_CheckMixin):
     def dphi_dv(self, q, v):
         """A(q) broadcast against v, shape (..., m, n)."""
         A = self.matrix(q)
+        if A.shape[:-2] == np.shape(v)[:-1]:  # already of v's batch shape
+            return A
         shape = np.broadcast_shapes(A.shape[:-2], np.shape(v)[:-1])
         return np.broadcast_to(A, shape + A.shape[-2:])
 
@@ -652,13 +654,15 @@ class ConstrainedSystem(_CheckMixin):
         one = C.shape[-1] == 1
         if one:  # cond(C) = 1 for a nonzero finite 1 x 1 C, else inf (as np.linalg.cond)
             c = C[..., 0]
-            cond = np.where(np.isfinite(c) & (c != 0.0), 1.0, np.inf)
+            regular = bool((np.isfinite(c) & (c != 0.0)).all())
+            cond = 1.0 if regular else np.inf
         else:
             try:
                 cond = np.linalg.cond(C)
             except np.linalg.LinAlgError:
                 cond = np.inf
-        if not np.all(np.isfinite(cond)) or np.any(cond > 1e13):
+            regular = bool(np.all(np.isfinite(cond)) and not np.any(cond > 1e13))
+        if not regular:
             raise SingularMatrixError(
                 "The constraint matrix C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ is singular (condition "
                 f"number {np.max(cond):.2e}): the constraints are not independent at this "

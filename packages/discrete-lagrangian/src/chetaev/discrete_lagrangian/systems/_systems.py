@@ -341,8 +341,8 @@ class _SystemMixin:
         """
         if _constant_mass_inverse(self) is not None:  # D21L = 0: no (n, n) zeros to apply
             f = self.D1L(q, v)
-            if self.group is None:
-                return np.array(f, dtype=float)
+            if self.group is None:  # a fresh writeable array (D1L may be a broadcast view)
+                return f if f.flags.writeable and f.flags.owndata else np.array(f, dtype=float)
         else:
             f = self.D1L(q, v) - np.einsum("...ij,...j->...i", self.D21L(q, v), v)
         if self.group is not None:
@@ -607,6 +607,8 @@ class MechanicalSystem(_SystemMixin):
         g = -self.gradV(q)
         if not self.constant_mass:
             g = g + 0.5 * np.einsum("...i,...ijk,...j->...k", v, self.dM(q), v)
+        if g.shape[:-1] == np.shape(v)[:-1] == np.shape(q)[:-1]:  # nothing to broadcast
+            return g
         shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
         return np.broadcast_to(g, (*shape, self.n))
 

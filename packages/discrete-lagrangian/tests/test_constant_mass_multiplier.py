@@ -197,3 +197,31 @@ def test_one_dependent_constraint_is_singular_on_both_paths(general):
     assert np.all(np.isfinite(zero_row.multiplier(q[:1], v[:1])))
     with pytest.raises(SingularMatrixError, match="singular"):
         zero_row.multiplier(q, v)
+
+
+def test_two_by_two_condition_number_matches_numpy():
+    """The closed-form condition number of a 2 x 2 C (``σ₁/σ₂`` from ``|C|_F`` and
+    ``det C``) equals ``np.linalg.cond`` to ``eps·cond`` relative (the rounding of the
+    smaller singular value), and both exceed the singularity threshold 1e13 on nearly
+    dependent rows; singular and non-finite matrices give a non-finite value."""
+    from chetaev.discrete_lagrangian.systems._constraints import _condition_number
+
+    rng = np.random.default_rng(23)
+    C = rng.standard_normal((400, 2, 2)) * np.exp(rng.uniform(-20.0, 20.0, (400, 1, 1)))
+    ref = np.linalg.cond(C)
+    got = _condition_number(C)
+    assert np.all(np.abs(got - ref) <= 64 * np.finfo(float).eps * ref * ref)
+    near = (
+        np.array([[1.0, 2.0], [0.5, 1.0 + 1e-15]])[None]
+        * np.array([1e-30, 1.0, 1e30])[:, None, None]
+    )
+    assert np.all(np.linalg.cond(near) > 1e13) and np.all(_condition_number(near) > 1e13)
+    bad = np.array(
+        [
+            [[0.0, 0.0], [0.0, 0.0]],
+            [[1.0, 2.0], [2.0, 4.0]],
+            [[np.nan, 1.0], [0.0, 1.0]],
+            [[np.inf, 0.0], [0.0, 1.0]],
+        ]
+    )
+    assert not np.any(np.isfinite(_condition_number(bad)) & (_condition_number(bad) <= 1e13))

@@ -677,8 +677,10 @@ def _staged_solve_m1(c: dict, s: int, n: int, identity: bool, tim, Cq1, Gh1, Sin
         dL = np.einsum("ikb,kb->ib", Sinv_s, rhs)
         corr = fixed_order_product(hah1, (Gh_s * dL[..., None]).reshape(s - 1, B * n)).reshape(
             s, B, n)
-        u += corr
-        return np.concatenate([u.transpose(1, 0, 2).reshape(B, nV), dL.T], axis=1)
+        out = np.empty(F.shape)  # dV = u + corr written stage-major into the (B, N) result
+        np.add(u, corr, out=out[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+        out[:, nV:] = dL.T
+        return out
 
     return solve
 

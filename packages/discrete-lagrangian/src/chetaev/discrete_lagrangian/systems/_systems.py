@@ -607,8 +607,8 @@ class MechanicalSystem(_SystemMixin):
         g = -self.gradV(q)
         if not self.constant_mass:
             g = g + 0.5 * np.einsum("...i,...ijk,...j->...k", v, self.dM(q), v)
-        if g.shape[:-1] == np.shape(v)[:-1] == np.shape(q)[:-1]:  # nothing to broadcast
-            return g
+        if g.shape == (*np.shape(q)[:-1], self.n) and np.shape(v)[:-1] == g.shape[:-1]:
+            return g  # nothing to broadcast
         shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
         return np.broadcast_to(g, (*shape, self.n))
 

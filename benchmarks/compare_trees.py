@@ -27,7 +27,9 @@ Cases (h = 0.1 unless stated; Lobatto IIIA-IIIB s = 3; Cayley retraction):
 The worker handles the small API differences between trees (the ball's models moved from the
 private ``nh_integrators._lie_testing`` to the public ``nh_integrators.testing``).
 ``OPENBLAS_NUM_THREADS`` (and ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``) default to 1 in the
-workers unless set in the environment; the header states them.
+workers unless set in the environment; the header states them. Every method is built with
+``backend="numpy"`` where the tree has that keyword (issue 17): the base tree has no compiled
+backend, so the gate compares numpy path with numpy path.
 """
 
 from __future__ import annotations
@@ -53,8 +55,18 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # ---------------------------------------------------------------- worker (one tree)
 
 
+def _numpy_method(cls, *args):
+    """``cls(*args)`` on the numpy path: ``backend="numpy"`` where the tree has the keyword
+    (issue 17's compiled backend); older trees (the pre-redesign base) have only numpy."""
+    try:
+        return cls(*args, backend="numpy")
+    except TypeError:  # a tree without the ``backend`` keyword
+        return cls(*args)
+
+
 def _problems():
-    """(method, system, q0, v0, h, batch size) per case, built with the worker's tree."""
+    """(method, system, q0, v0, h, batch size) per case, built with the worker's tree; every
+    method on the numpy path (``backend="numpy"``), the only path the base tree has."""
     from chetaev.discrete_lagrangian import LieVPRK
     from chetaev.discrete_lagrangian import testing as dlt
     from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK
@@ -71,12 +83,13 @@ def _problems():
     cq, cv = nht.chaotic_ensemble(63)
     gb, eb = ball_initial()
     return {
-        "particle": (NonholonomicPRK(pair), nht.particle_system(),
+        "particle": (_numpy_method(NonholonomicPRK, pair), nht.particle_system(),
                      nht.PARTICLE_Q0.copy(), nht.PARTICLE_V0.copy(), 0.1, 1),
-        "chaotic": (NonholonomicPRK(pair), chaotic, cq[3].copy(), cv[3].copy(), 0.1, 1),
-        "chaotic B=64": (NonholonomicPRK(pair), chaotic, cq, cv, 0.1, 64),
-        "ball": (LieNonholonomicPRK(3), turntable_ball(), gb, eb, 0.1, 1),
-        "heavy top": (LieVPRK(pair), dlt.heavy_top(), np.eye(3),
+        "chaotic": (_numpy_method(NonholonomicPRK, pair), chaotic, cq[3].copy(), cv[3].copy(),
+                    0.1, 1),
+        "chaotic B=64": (_numpy_method(NonholonomicPRK, pair), chaotic, cq, cv, 0.1, 64),
+        "ball": (_numpy_method(LieNonholonomicPRK, 3), turntable_ball(), gb, eb, 0.1, 1),
+        "heavy top": (_numpy_method(LieVPRK, pair), dlt.heavy_top(), np.eye(3),
                       np.array([0.3, 1.0, -0.4]), 0.05, 1),
     }
 

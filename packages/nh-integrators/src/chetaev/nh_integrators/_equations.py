@@ -292,7 +292,7 @@ class NonholonomicHooks:
             return _structured_solver(
                 model, step, self.s, step.q.shape[:-1],
                 np.ascontiguousarray(step.Q.transpose(1, 0, 2)),
-                np.ascontiguousarray(np.moveaxis(AQ, 0, 1)),
+                np.ascontiguousarray(AQ.transpose(1, 0, 2, 3)),
                 np.ascontiguousarray(vc.transpose(1, 0, 2)),
                 staged=True,
             )
@@ -677,8 +677,10 @@ def _staged_solve_m1(c: dict, s: int, n: int, identity: bool, tim, Cq1, Gh1, Sin
         dL = np.einsum("ikb,kb->ib", Sinv_s, rhs)
         corr = fixed_order_product(hah1, (Gh_s * dL[..., None]).reshape(s - 1, B * n)).reshape(
             s, B, n)
-        u += corr
-        return np.concatenate([u.transpose(1, 0, 2).reshape(B, nV), dL.T], axis=1)
+        out = np.empty(F.shape)  # dV = u + corr written stage-major into the (B, N) result
+        np.add(u, corr, out=out[:, :nV].reshape(B, s, n).transpose(1, 0, 2))
+        out[:, nV:] = dL.T
+        return out
 
     return solve
 
@@ -706,13 +708,18 @@ def _small_inverse(S: Array) -> Array:
                 except np.linalg.LinAlgError:
                     pass
             return out
-    E = np.moveaxis(S, (-2, -1), (0, 1)).copy()  # E[i, j] = S[..., i, j], contiguous
+    d = S.ndim  # (explicit transposes: np.moveaxis costs more than the arithmetic here)
+    E = S.transpose(d - 2, d - 1, *range(d - 2)).copy()  # E[i, j] = S[..., i, j], contiguous
     if k == 1:
         det = E[0, 0]
         adj = np.ones_like(E)
     elif k == 2:
         det = E[0, 0] * E[1, 1] - E[0, 1] * E[1, 0]
-        adj = np.stack([np.stack([E[1, 1], -E[0, 1]]), np.stack([-E[1, 0], E[0, 0]])])
+        adj = np.empty_like(E)  # written in place (no stacked temporaries)
+        adj[0, 0] = E[1, 1]
+        adj[0, 1] = -E[0, 1]
+        adj[1, 0] = -E[1, 0]
+        adj[1, 1] = E[0, 0]
     else:
         adj = np.empty_like(E)  # adj[j, i] = cofactor C_ij
         for i in range(3):
@@ -721,11 +728,15 @@ def _small_inverse(S: Array) -> Array:
                 j1, j2 = (j + 1) % 3, (j + 2) % 3
                 adj[j, i] = E[i1, j1] * E[i2, j2] - E[i1, j2] * E[i2, j1]
         det = E[0, 0] * adj[0, 0] + E[0, 1] * adj[1, 0] + E[0, 2] * adj[2, 0]
-    scale = np.prod(np.sqrt(np.sum(E * E, axis=1)), axis=0)  # product of the row norms
+    norms = np.sqrt((E * E).sum(axis=1))  # the row norms (k, ...)
+    scale = norms[0]
+    for i in range(1, k):  # their product, in np.prod's order
+        scale = scale * norms[i]
     singular = ~(np.abs(det) > 1e-14 * scale) | ~np.isfinite(det)
     if singular.any():
         det = np.where(singular, np.nan, det)
-    return np.moveaxis(adj / det, (0, 1), (-2, -1))
+    adj /= det
+    return adj.transpose(*range(2, d), 0, 1)
 
 
 def lagrangian_output(x, q, p, lam, h, a, b, ahat, model: StageModel, implicit: bool = False):

@@ -734,7 +734,12 @@ class NonholonomicPRK(StageOrders, Method):
             # node values from the last residual evaluation (at x): eq. (14a), lambda = Lambda^s
             q1, p1 = equations.node_values()
             lam1 = equations.stage_multipliers()[..., -1, :]
-            v1 = p1 @ model.mass_inv.T if model.mass_inv is not None else model.legendre_inv(q1, p1)
+            if model.mass_inv is not None:  # M^{-1} p in one fixed order (any batch size)
+                v1 = equations.times_inverse_mass(p1)
+                if v1 is p1:  # M = I: a copy, not the momentum array itself
+                    v1 = p1.copy()
+            else:
+                v1 = model.legendre_inv(q1, p1)
         else:  # the generic form (Lagrangian or Hamiltonian unknowns): eq. (14a) / (15a)
             q1 = q + h * (b @ aux["V"])
             p1 = p + h * (b @ aux["W"])

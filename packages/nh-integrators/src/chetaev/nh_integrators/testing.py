@@ -215,14 +215,20 @@ def chaotic_system(m: int = 3) -> ConstrainedSystem:
     diag = np.arange(n) * (n + 1)
     off = rows * n + cols
 
-    def gV(q):  # (q*q) @ partner summed in one order for every batch size (no BLAS)
+    def pair_sums(qq):
+        """``qq @ partner`` as one 2-D BLAS product: exact in any summation order, so the
+        same for every batch size (each sum has at most two nonzero terms, the weights
+        are 0 or 1 and ``qq >= 0``: one rounding of ``a + b``, whatever the kernel)."""
+        return (qq.reshape(-1, n) @ partner).reshape(qq.shape)
+
+    def gV(q):
         qq = q * q
-        return q * (1.0 + np.einsum("...k,kj->...j", qq, partner))
+        return q * (1.0 + pair_sums(qq))
 
     def hV(q):
         H = np.zeros((*q.shape[:-1], n * n))
         qq = q * q
-        H[..., diag] = 1.0 + np.einsum("...k,kj->...j", qq, partner)
+        H[..., diag] = 1.0 + pair_sums(qq)
         H[..., off] = 2.0 * q[..., rows] * q[..., cols]
         return H.reshape(*q.shape[:-1], n, n)
 

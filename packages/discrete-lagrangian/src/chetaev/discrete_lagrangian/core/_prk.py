@@ -407,10 +407,18 @@ def solve_stages(
 # the residual many times per step (the nonholonomic PRK's default path).
 
 
+try:  # np.einsum without optimize is this C function behind a dispatch layer whose ~1 µs
+    # per call is a sizeable share of the small stage products below (called several
+    # times per Newton iteration); the same function, so the same result
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover - numpy < 2 (numpy.core) or a future layout
+    _einsum = np.einsum
+
+
 def _times_matrix(X: np.ndarray, MT: np.ndarray) -> np.ndarray:
     """``X @ MT`` for a constant ``(k, k)`` matrix, batch-size independent (see
     :func:`fixed_order_product`)."""
-    return np.einsum("...k,km->...m", X, MT)
+    return _einsum("...k,km->...m", X, MT)
 
 
 def fixed_order_product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -423,7 +431,7 @@ def fixed_order_product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     into chunks would differ from the whole batch. ``np.einsum`` (no ``optimize``) sums the
     ``k`` terms of every entry in one fixed order, whatever ``N``.
     """
-    return np.einsum("ij,jn->in", A, X)
+    return _einsum("ij,jn->in", A, X)
 
 
 def _blockdiag_view(J5: np.ndarray) -> np.ndarray:
@@ -1054,4 +1062,4 @@ class PRKStep:
 
     def stage_multipliers(self):
         """Λ of the last evaluation, batch-first ``(..., s, m)`` (a view when stage-major)."""
-        return np.moveaxis(self.Lam, 0, 1) if self.staged else self.Lam
+        return self.Lam.swapaxes(0, 1) if self.staged else self.Lam

@@ -673,12 +673,17 @@ def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResul
     any_out = False
     left = np.zeros(batch, np.int64)  # > 0: handed to the fallback with that many iterations
     to_fallback = np.zeros(batch, bool)
+    # an iteration whose every rate is below lo (no entry over refresh_rate, none without
+    # decrease) needs none of the per-entry bookkeeping below: one test says so
+    lo = min(refresh, 1.0)
     while it < max_iter:
         active = (r > thr) & (r < np.inf)
         if any_out:
             active &= ~out
-        if not active.any():
+        n_active = np.count_nonzero(active)
+        if not n_active:
             break
+        all_active = n_active == active.size
         if not all_built:
             need = active & ~built
             if need.any():
@@ -694,6 +699,7 @@ def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResul
                     any_out = True
                     left[need] = max_iter - it
                     active &= ~need
+                    all_active = False
                     if not active.any():
                         break
                 else:
@@ -714,15 +720,21 @@ def _structured_batch(fun, make_solver, x, opts, scale, fallback) -> NewtonResul
                 active &= ~singular
                 built &= ~singular
                 all_built = False
+                all_active = False
                 if not active.any():
                     break
         it += 1
-        all_active = bool(active.all())
         x = x - dx if all_active else np.where(active[..., None], x - dx, x)  # others stay
         F = fun(x)
         r_new = norm(F)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = r_new / np.maximum(r, 1e-300)
+        if not (ratio >= lo).any():  # every entry contracts faster than refresh_rate
+            r = r_new
+            fresh = None
+            if stall is not None:
+                stall = np.where(active, 0, stall)
+            continue
         # the matrix is judged on entries clear of the round-off floor (an entry within a
         # few units of the tolerance, whose rate is noise, needs no better matrix)
         over = (ratio > refresh) & (r > thr16) & (r_new > thr)

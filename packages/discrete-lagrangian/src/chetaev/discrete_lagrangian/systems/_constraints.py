@@ -35,7 +35,7 @@ import numpy as np
 from .._util._errors import ConstraintViolationError, InputError, SingularMatrixError
 from .._util._fd import fd_jacobian, group_perturb, vector_perturb
 from .._util._validation import real_array
-from ._systems import _solve, _wrap, qcore
+from ._systems import _constant_mass_inverse, _solve, _wrap, qcore
 
 __all__ = [
     "ConstrainedSystem",
@@ -390,12 +390,17 @@ class LinearVelocityConstraint(_CheckMixin):
     def dphi_dv(self, q, v):
         """A(q) broadcast against v, shape (..., m, n)."""
         A = self.matrix(q)
+        if A.shape[:-2] == np.shape(v)[:-1]:  # already of v's batch shape
+            return A
         shape = np.broadcast_shapes(A.shape[:-2], np.shape(v)[:-1])
         return np.broadcast_to(A, shape + A.shape[-2:])
 
     def dphi_dq(self, q, v):
         """[a, j] = Σ_i ∂A_ai/∂q_j v_i + ∂a_a/∂q_j, shape (..., m, n)."""
-        return np.einsum("...aij,...i->...aj", self.matrix_grad(q), v) + self.affine_grad(q)
+        Cq = np.einsum("...aij,...i->...aj", self.matrix_grad(q), v)
+        if self.a is None or not callable(self.a):  # ∂a/∂q = 0: nothing to add
+            return Cq
+        return Cq + self.affine_grad(q)
 
     def d2phi_dvdq(self, q, v):
         """[a, i, j] = ∂A_ai/∂q_j."""
@@ -486,6 +491,29 @@ class VelocityConstraint(_CheckMixin):
         v = np.asarray(v, dtype=float)
         return fd_jacobian(lambda vv: self.dphi_dv(q, vv), v, v.shape[-1],
                            batch_shape=self._bs(q, v), out_ndim=2, scale=v)
+
+
+def _condition_number(C: np.ndarray) -> np.ndarray:
+    """The 2-norm condition number of a stack of square matrices ``(..., k, k)``, as
+    ``np.linalg.cond`` (inf or NaN for a singular or non-finite matrix).
+
+    For ``k = 2`` in closed form (an SVD per entry costs more than the rest of the
+    multiplier): with ``F = |C|_F^2`` and ``t = 2 |det C| / F``, the singular values satisfy
+    ``σ₁² + σ₂² = F`` and ``σ₁ σ₂ = |det C|``, so ``cond = σ₁/σ₂ = (1 + sqrt(1 - t²)) / t``
+    (no overflow of ``F²``; the rounding of ``det C`` near singularity, ``eps·cond``
+    relative, is that of the SVD's smallest singular value, so the test ``cond > 1e13``
+    decides as before).
+    """
+    if C.shape[-1] == 2:
+        a, b, c, d = C[..., 0, 0], C[..., 0, 1], C[..., 1, 0], C[..., 1, 1]
+        F = a * a + b * b + c * c + d * d
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = 2.0 * np.abs(a * d - b * c) / F
+            return (1.0 + np.sqrt(np.maximum(1.0 - t * t, 0.0))) / t
+    try:
+        return np.linalg.cond(C)
+    except np.linalg.LinAlgError:
+        return np.asarray(np.inf)
 
 
 @attrs.frozen(eq=False)
@@ -620,30 +648,47 @@ class ConstrainedSystem(_CheckMixin):
         return lam, acc
 
     def _kkt_solve(self, q, v, force=None):
+        """``(λ, a, C)`` of the KKT system (:meth:`_multiplier_and_acc`).
+
+        With a constant mass matrix (:func:`~._systems._constant_mass_inverse`: ``D22L = M``,
+        ``D21L = 0``) the inverse ``M⁻¹``, formed once with the system, replaces the two
+        factorisations of ``G`` per batch entry; its products are summed in one fixed order
+        (``np.einsum``, no BLAS), so a member's λ does not depend on the batch size. With
+        one constraint ``C`` is ``1 x 1``: its condition number is 1 unless it is zero or
+        not finite, and ``λ = -rhs / C`` (what LAPACK's solve computes for ``1 x 1``)."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
         sysm = self.system
-        G = sysm.D22L(q, v)
         f = sysm.force_free_rhs(q, v)
         if force is not None:
             f = f + force
         B = self.constraint.dphi_dv(q, v)  # (..., m, n)
         Bq = self.constraint.dphi_dq(q, v)  # (..., m, n)
-        a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
-        GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
+        Minv = _constant_mass_inverse(sysm)
+        if Minv is None:
+            G = sysm.D22L(q, v)
+            a0 = _solve(G, f[..., None], "∂²L/∂v² (the mass matrix)")[..., 0]
+            GinvBt = np.linalg.solve(G, np.swapaxes(B, -1, -2))  # (..., n, m)
+        else:  # constant mass: M⁻¹ f and M⁻¹ Bᵀ
+            a0 = np.einsum("ik,...k->...i", Minv, f)
+            GinvBt = np.einsum("ik,...ak->...ia", Minv, B)
         C = B @ GinvBt
         rhs = np.einsum("...aj,...j->...a", Bq, v) + np.einsum("...ai,...i->...a", B, a0)
-        try:
-            cond = np.linalg.cond(C)
-        except np.linalg.LinAlgError:
-            cond = np.inf
-        if not np.all(np.isfinite(cond)) or np.any(cond > 1e13):
+        one = C.shape[-1] == 1
+        if one:  # cond(C) = 1 for a nonzero finite 1 x 1 C, else inf (as np.linalg.cond)
+            c = C[..., 0]
+            regular = bool((np.isfinite(c) & (c != 0.0)).all())
+            cond = 1.0 if regular else np.inf
+        else:
+            cond = _condition_number(C)
+            regular = bool(np.all(np.isfinite(cond)) and not np.any(cond > 1e13))
+        if not regular:
             raise SingularMatrixError(
                 "The constraint matrix C = (∂Φ/∂v) g_L⁻¹ (∂Φ/∂v)ᵀ is singular (condition "
                 f"number {np.max(cond):.2e}): the constraints are not independent at this "
                 "point. Remove redundant constraints or move the initial point."
             )
-        lam = -np.linalg.solve(C, rhs[..., None])[..., 0]
+        lam = -(rhs / c) if one else -np.linalg.solve(C, rhs[..., None])[..., 0]
         acc = a0 + np.einsum("...ia,...a->...i", GinvBt, lam)
         return lam, acc, C
 

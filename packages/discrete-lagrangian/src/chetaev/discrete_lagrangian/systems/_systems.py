@@ -339,7 +339,12 @@ class _SystemMixin:
         Vector space: f = D1L − D21L v. Group (Euler–Poincaré, paper §6):
         f = ad*_η D2L + D1L − D21L η.
         """
-        f = self.D1L(q, v) - np.einsum("...ij,...j->...i", self.D21L(q, v), v)
+        if _constant_mass_inverse(self) is not None:  # D21L = 0: no (n, n) zeros to apply
+            f = self.D1L(q, v)
+            if self.group is None:  # a fresh writeable array (D1L may be a broadcast view)
+                return f if f.flags.writeable and f.flags.owndata else np.array(f, dtype=float)
+        else:
+            f = self.D1L(q, v) - np.einsum("...ij,...j->...i", self.D21L(q, v), v)
         if self.group is not None:
             f = f + coadjoint(self.group, v, self.D2L(q, v))
         return f
@@ -602,6 +607,8 @@ class MechanicalSystem(_SystemMixin):
         g = -self.gradV(q)
         if not self.constant_mass:
             g = g + 0.5 * np.einsum("...i,...ijk,...j->...k", v, self.dM(q), v)
+        if g.shape == (*np.shape(q)[:-1], self.n) and np.shape(v)[:-1] == g.shape[:-1]:
+            return g  # nothing to broadcast
         shape = np.broadcast_shapes(np.shape(q)[:-1], np.shape(v)[:-1])
         return np.broadcast_to(g, (*shape, self.n))
 
@@ -878,3 +885,21 @@ for _cls, _group in ((LagrangianSystem, False), (MechanicalSystem, False),
     if _cls.__doc__:  # None under python -OO
         _cls.__doc__ = _cls.__doc__.replace("    {FORCE_PARAMETERS}\n", _force_parameters(_group))
 del _cls, _group
+
+
+def _constant_mass_inverse(system: Any) -> np.ndarray | None:
+    """The inverse of the constant mass matrix of ``system`` (``(n, n)``, computed once at
+    construction), or None.
+
+    A :class:`MechanicalSystem` with a constant ``mass`` gives ``M⁻¹``, a
+    :class:`TrivializedMechanicalSystem` ``𝕀⁻¹`` (its inertia is always constant); every
+    other system (a callable mass, a general Lagrangian) None. With a constant mass
+    ``D21L = 0`` and ``D22L = M``, so the KKT solve of the multiplier
+    (:meth:`~chetaev.discrete_lagrangian.ConstrainedSystem.multiplier`) multiplies by this
+    inverse instead of factorising ``M`` at every batch entry.
+    """
+    if isinstance(system, MechanicalSystem):
+        return system._Minv if system.constant_mass else None
+    if isinstance(system, TrivializedMechanicalSystem):
+        return system._Iinv
+    return None

@@ -30,9 +30,12 @@ Compositions
 Compiled backend (issue 17)
     :func:`resolve_backend`, :class:`BackendError`, :func:`compiled_step`,
     :class:`CompiledPlan`, :func:`build_source`, :func:`constraint_force_hooks`,
-    :data:`ENGINE` (the engine's numba source), :data:`LINALG` and :data:`BATCH_DRIVERS` (its
-    LU, max-norm and batch-driver pieces, which a method with a step of its own reuses),
-    :func:`lie_plan` (the compiled Lie-group engine).
+    :data:`ENGINE` (the engine's numba source), :data:`LINALG`, :data:`NEWTON` and
+    :data:`BATCH_DRIVERS` (its LU and max-norm pieces, the one compiled Newton driver
+    ``_newton`` with the step loop's bookkeeping, and the batch drivers, which a method with a
+    step of its own reuses), :func:`inline_small` and :data:`INLINE_LINES` (numba's IR-level
+    inlining of chosen functions of a module source), :func:`lie_plan` (the compiled
+    Lie-group engine).
 """
 
 from __future__ import annotations
@@ -43,11 +46,14 @@ from .core._compiled_lie import lie_plan
 from .core._compiled_prk import (
     BATCH_DRIVERS,
     ENGINE,
+    INLINE_LINES,
     LINALG,
+    NEWTON,
     CompiledPlan,
     build_source,
     compiled_step,
     constraint_force_hooks,
+    inline_small,
 )
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
@@ -70,7 +76,9 @@ from .methods._vprk import _no_controls as no_controls
 __all__ = [
     "BATCH_DRIVERS",
     "ENGINE",
+    "INLINE_LINES",
     "LINALG",
+    "NEWTON",
     "BackendError",
     "CompiledPlan",
     "ComposedSteps",
@@ -89,6 +97,7 @@ __all__ = [
     "forced_hooks",
     "forced_multiplier",
     "forced_multiplier_control_jacobian",
+    "inline_small",
     "interface_of",
     "lie_plan",
     "lie_step_jacobians",

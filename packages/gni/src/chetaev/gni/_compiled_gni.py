@@ -12,8 +12,9 @@ The compiled twin of :func:`._gni.gni_momentum_step` for a system built by
 2. the inverse discrete Legendre transform ``−D1 L_d(q_k, q_{k+1}) = p⁻_k`` solved for
    ``q_{k+1}`` by the chord Newton iteration of :func:`._gni.solve_pre_legendre` (matrix
    ``∂(D1 L_d)/∂q_{k+1}`` at the guess ``q_k + h v_k``, scale ``1 + max|p⁻_k|``) with the one
-   stopping rule of ``newton_solve`` (unbatched): ``max|R| ≤ max(max(tol, 64 eps)·scale,
-   atol)``, a non-finite residual, a singular matrix, ``max_iter`` iterations or ``max_stall``
+   compiled Newton driver (``NEWTON`` of ``chetaev.discrete_lagrangian.extending``, the rule
+   of ``newton_solve`` unbatched): ``max|R| ≤ max(max(tol, 64 eps)·scale, atol)``, a
+   non-finite residual, a singular matrix, ``max_iter`` iterations or ``max_stall``
    non-decreasing ones;
 3. ``p⁺_{k+1} = D2 L_d(q_k, q_{k+1})``, the closed-form multiplier
    ``h λ_{k+1} = −2 C⁻¹ (mu G⁻¹ p⁺ + a)``, ``C = mu G⁻¹ muᵀ`` at ``q_{k+1}``,
@@ -35,10 +36,14 @@ Discrete Lagrangians: the endpoint family ``L_d^α = h[(1−α)L(q0, v̄) + αL(
 ``L_d = h L((1−α)q0 + αq1, v̄)`` (``"midpoint"``, ``DiscreteLagrangian("alpha", α)``); not a
 subclass of these (it may override the formulas) nor a discrete Lagrangian of the user's.
 
-The generated module reuses the LU factorisation, the max-norm and the serial / ``prange``
-batch drivers of the PRK engine (``chetaev.discrete_lagrangian.extending.ENGINE``) and
-defines its own ``_run_one`` with the engine's signature, so the engine's ``run_compiled``
-(the compiled ``integrate`` loop) and ``compiled_step`` run it unchanged.
+Both forms solve through one setup, ``_gni_solve(two, ...)`` (the metric and constraint at
+the node, the guess, the scale), and the one driver ``_newton`` on this module's ``_eval``
+(the form selected by ``two``). The generated module reuses the LU factorisation, the
+max-norm, the Newton driver with the step loop's bookkeeping and the serial / ``prange``
+batch drivers of the PRK engine (``LINALG``, ``NEWTON``, ``BATCH_DRIVERS`` of
+``chetaev.discrete_lagrangian.extending``; ``_eval`` and ``_newton`` inlined) and defines its
+own ``_run_one`` with the engine's signature, so the engine's ``run_compiled`` (the compiled
+``integrate`` loop) and ``compiled_step`` run it unchanged.
 """
 
 from __future__ import annotations
@@ -168,150 +173,104 @@ def _gni_node(q1, pp, h, z, G, piv, mu, a, Y, C, pivm, w, lam1, pb, v1):
     return True
 
 
-@njit(cache=True, inline='always')
-def _gni_eval(two, x, ctx, want, R, J):
-    """R and, if want, J at x of the local form (two) or of the inverse Legendre transform
-    (one context type for both: no function arguments, so numba caches the callers)."""
-    if two:
-        _gni_two_eval(x, ctx, want, R, J)
-    else:
-        _gni_legendre_eval(x, ctx, want, R, J)
-
-
-@njit(cache=True, inline='always')
-def _gni_newton(two, ctx, x, R, J, piv, dx, thr, max_iter, refresh, max_stall, simplified):
-    """The stopping rule of newton_solve (unbatched) on _gni_eval(two, x, ctx, ...): full
-    Newton, or simplified Newton whose matrix is rebuilt at the iterate when the rate exceeds
-    refresh (refresh = inf: a chord iteration). Returns (r, it)."""
-    _gni_eval(two, x, ctx, not simplified, R, J)
-    jfresh = not simplified
-    r = _maxabs(R)
-    it = 0
-    stall = 0
-    have_lu = False
-    while it < max_iter and r > thr and r < math.inf:
-        if not have_lu:
-            if not jfresh:
-                _gni_eval(two, x, ctx, True, R, J)
-            if not _lu_factor(J, piv):
-                break
-            have_lu = True
-        _lu_solve(J, piv, R, dx)
-        for i in range(x.shape[0]):
-            x[i] -= dx[i]
-        it += 1
-        _gni_eval(two, x, ctx, not simplified, R, J)
-        jfresh = not simplified
-        rn = _maxabs(R)
-        rate = rn / max(r, 1e-300)
-        stall = stall + 1 if rate >= 1.0 else 0
-        r = rn
-        if not simplified or (rate > refresh and r > thr):
-            have_lu = False
-        if stall >= max_stall:
-            break
-    return r, it
-
-
-@njit(cache=True, inline='always')
-def _gni_legendre_eval(x, ctx, want, F, J):
-    """R = D1 L_d(q, x) + p_minus and, if want, J = d(D1 L_d)/dq1 at x."""
-    q, pm, h, vb, qa, t1, t2, T1, T2, _, _, _, _, _, _, _ = ctx
-    _gni_D1(q, x, h, vb, qa, t1, t2, F)
-    for c in range(N):
-        F[c] += pm[c]
-    if want:
-        _gni_D12(q, x, h, vb, qa, T1, T2, J)
-
-
 @njit(cache=True)
-def _gni_legendre(q, v, lam, h, tolf, atol, max_iter, max_stall, z, vb, qa, t1, t2, T1, T2,
-                  G, J, piv, mu, a, Y, pm, F, dx, x):
-    """-D1 L_d(q, x) = p_minus, p_minus = G v + (h/2) mu^T lam at q (pre_post_from_node),
-    for x: chord Newton, matrix at the guess q + h v (solve_pre_legendre). Returns
-    (r, thr, it)."""
-    D22L(q, z, G)
-    phi_v(q, z, mu)
-    mp = 0.0
-    for c in range(N):
-        pbar = 0.0
-        for l in range(N):
-            pbar += G[c, l] * v[l]
-        imp = 0.0
+def _eval(two, ctx, x, R, J, jac):
+    """NEWTON's evaluation: the residual at x in R, or with jac the Jacobian J at x (the
+    point of the last residual), of the local form (two: (9)/(27) in x = (q_{k+2},
+    lam_{k+1}), gni_two_step_residual / gni_two_step_jacobian; G holds the LU of G(q_{k+1}),
+    Y the rows G^-1 mu_i) or of the inverse Legendre transform (R = D1 L_d(q, x) + p_minus,
+    J = d(D1 L_d)/dq1). One context type for both forms."""
+    q, pb, h, vb, qa, t1, t2, T1, T2, Jn, G, pivg, mu, a, Y, d1, scale = ctx
+    if not two:
+        if jac:
+            _gni_D12(q, x, h, vb, qa, T1, T2, J)
+        else:
+            _gni_D1(q, x, h, vb, qa, t1, t2, R)
+            for c in range(N):
+                R[c] += pb[c]
+        return
+    xq = x[:N]
+    if jac:
+        _gni_D12(q, xq, h, vb, qa, T1, T2, Jn)
+        for r in range(N):
+            for c in range(N):
+                J[r, c] = Jn[r, c]
+            for i in range(M):
+                J[r, N + i] = h * mu[i, r]
         for i in range(M):
-            imp += mu[i, c] * lam[i]
-        pm[c] = pbar + 0.5 * h * imp
-        mp = max(mp, abs(pm[c]))
-    for c in range(N):
-        x[c] = q[c] + h * v[c]
-    thr = max(tolf * (1.0 + mp), atol)
-    ctx = (q, pm, h, vb, qa, t1, t2, T1, T2, T1, G, piv, mu, a, Y, t1)
-    r, it = _gni_newton(False, ctx, x, F, J, piv, dx, thr, max_iter, math.inf, max_stall,
-                        True)
-    return r, thr, it
-
-
-@njit(cache=True, inline='always')
-def _gni_two_eval(y, ctx, want, R, JJ):
-    """Residual (9)/(27) in y = (q_{k+1}, lam_k) (gni_two_step_residual) and, if want, its
-    Jacobian (gni_two_step_jacobian); G holds the LU of G(q_k), Y the rows G^-1 mu_i."""
-    q1, pp, h, vb, qa, t1, t2, T1, T2, Jn, G, piv, mu, a, Y, d1 = ctx
-    xq = y[:N]
-    _gni_D1(q1, xq, h, vb, qa, t1, t2, d1)
+            for c in range(N):
+                acc = 0.0
+                for l in range(N):
+                    acc += (-0.5 * Y[i, l]) * Jn[l, c]
+                J[N + i, c] = acc
+            for j in range(M):
+                J[N + i, N + j] = 0.0
+        return
+    _gni_D1(q, xq, h, vb, qa, t1, t2, d1)
     for c in range(N):
         acc = 0.0
         for i in range(M):
-            acc += mu[i, c] * y[N + i]
-        R[c] = d1[c] + pp[c] + h * acc
-        t1[c] = 0.5 * (pp[c] - d1[c])
-    _lu_solve(G, piv, t1, t2)
+            acc += mu[i, c] * x[N + i]
+        R[c] = d1[c] + pb[c] + h * acc
+        t1[c] = 0.5 * (pb[c] - d1[c])
+    _lu_solve(G, pivg, t1, t2)
     for i in range(M):
         acc = 0.0
         for c in range(N):
             acc += mu[i, c] * t2[c]
         R[N + i] = acc + a[i]
-    if not want:
-        return
-    _gni_D12(q1, xq, h, vb, qa, T1, T2, Jn)
-    for r in range(N):
-        for c in range(N):
-            JJ[r, c] = Jn[r, c]
-        for i in range(M):
-            JJ[r, N + i] = h * mu[i, r]
-    for i in range(M):
-        for c in range(N):
-            acc = 0.0
-            for l in range(N):
-                acc += (-0.5 * Y[i, l]) * Jn[l, c]
-            JJ[N + i, c] = acc
-        for j in range(M):
-            JJ[N + i, N + j] = 0.0
 
 
 @njit(cache=True)
-def _gni_two(q0, q1, p, lam, h, tolf, atol, max_iter, refresh, max_stall, z, vb, qa, t1, t2,
-             T1, T2, Jn, G, piv, mu, a, Y, pp, d1, y, R, JJ, pivj, dy):
-    """The local form (9)/(27) at the node q1 (GNI._step_two): Newton on y = (q2, lam1)
-    from [2 q1 - q0, lam], scale 1 + max|p|. Returns (r, thr, it); pp = p_plus at q1."""
-    D22L(q1, z, G)
-    phi_v(q1, z, mu)
-    phi(q1, z, a)
-    if not _lu_factor(G, piv):
-        return math.inf, 0.0, 0
-    for i in range(M):
-        _lu_solve(G, piv, mu[i], Y[i])
-    _gni_D2(q0, q1, h, vb, qa, t1, t2, pp)
+def _scale(two, ctx, x):
+    # 1 + max|p_minus| (the momentum form), 1 + max|pbar_k| (the local form): set up by
+    # _gni_solve
+    return ctx[16]
+
+
+@njit(cache=True)
+def _gni_solve(two, q0, q, v, p, lam, h, tolf, atol, max_iter, refresh, max_stall, ws, pb, x,
+               R, J, piv, dx):
+    """One Newton solve of a step, either form, through NEWTON's _newton. The momentum form
+    (two False; GNI's momentum step): -D1 L_d(q, x) = p_minus for x = q_{k+1}, p_minus =
+    G v + (h/2) mu^T lam at q (pre_post_from_node) in pb; chord Newton, matrix at the guess
+    q + h v (solve_pre_legendre), scale 1 + max|p_minus|. The local form (two; GNI._step_two)
+    at the node q = q_{k+1} after q0 = q_k: x = (q_{k+2}, lam_{k+1}) from [2 q - q0, lam],
+    p_plus = D2 L_d(q0, q) in pb, the LU of G(q) and Y = G^-1 mu^T in ws, scale 1 +
+    max|p|. Returns (r, thr, it)."""
+    z, vb, qa, t1, t2, T1, T2, Jn, G, pivg, mu, a, Y, d1 = ws
+    D22L(q, z, G)
+    phi_v(q, z, mu)
     mp = 0.0
-    for c in range(N):
-        y[c] = 2.0 * q1[c] - q0[c]
-        mp = max(mp, abs(p[c]))
-    for i in range(M):
-        y[N + i] = lam[i]
-    thr = max(tolf * (1.0 + mp), atol)
-    ctx = (q1, pp, h, vb, qa, t1, t2, T1, T2, Jn, G, piv, mu, a, Y, d1)
-    r, it = _gni_newton(True, ctx, y, R, JJ, pivj, dy, thr, max_iter, refresh, max_stall,
-                        SIMPLIFIED)
-    return r, thr, it
+    if two:
+        phi(q, z, a)
+        if not _lu_factor(G, pivg):
+            return math.inf, 0.0, 0
+        for i in range(M):
+            _lu_solve(G, pivg, mu[i], Y[i])
+        _gni_D2(q0, q, h, vb, qa, t1, t2, pb)
+        for c in range(N):
+            x[c] = 2.0 * q[c] - q0[c]
+            mp = max(mp, abs(p[c]))
+        for i in range(M):
+            x[N + i] = lam[i]
+    else:
+        for c in range(N):
+            pbar = 0.0
+            for l in range(N):
+                pbar += G[c, l] * v[l]
+            imp = 0.0
+            for i in range(M):
+                imp += mu[i, c] * lam[i]
+            pb[c] = pbar + 0.5 * h * imp
+            mp = max(mp, abs(pb[c]))
+        for c in range(N):
+            x[c] = q[c] + h * v[c]
+    ctx = (q, pb, h, vb, qa, t1, t2, T1, T2, Jn, G, pivg, mu, a, Y, d1, 1.0 + mp)
+    rf = refresh if two else math.inf
+    simplified = SIMPLIFIED if two else True
+    return _newton(two, ctx, x, R, J, piv, dx, tolf, 0.0, atol, -1.0, max_iter, rf, max_stall,
+                   simplified)
 
 
 @njit(cache=True)
@@ -324,12 +283,16 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     t2 = np.empty(N)
     T1 = np.empty((N, N))
     T2 = np.empty((N, N))
+    Jn = np.empty((N, N))
     G = np.empty((N, N))
-    J = np.empty((N, N))
-    piv = np.empty(N, np.int64)
+    pivg = np.empty(N, np.int64)
     mu = np.empty((M, N))
     a = np.empty(M)
     Y = np.empty((M, N))
+    d1 = np.empty(N)
+    ws = (z, vb, qa, t1, t2, T1, T2, Jn, G, pivg, mu, a, Y, d1)
+    J = np.empty((N, N))
+    piv = np.empty(N, np.int64)
     C = np.empty((M, M))
     pivm = np.empty(M, np.int64)
     w = np.empty(M)
@@ -367,16 +330,14 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             for c in range(N):
                 x[c] = qn[c]
         else:
-            r, thr, it0 = _gni_legendre(q, v, lam, h, tolf, atol, max_iter, max_stall, z, vb,
-                                        qa, t1, t2, T1, T2, G, J, piv, mu, a, Y, pm, F, dx,
-                                        x)
+            r, thr, it0 = _gni_solve(False, q, q, v, p, lam, h, tolf, atol, max_iter, refresh,
+                                     max_stall, ws, pm, x, F, J, piv, dx)
         fit = it0
         if TWO and r <= thr:
             # the local form: (q2, lam1) at the node x = q_{k+1}; v1 from the averaged
             # momentum (p_plus - D1 L_d(x, q2))/2 (GNI._step_two)
-            r, thr, it = _gni_two(q, x, p, lam, h, tolf, atol, max_iter, refresh, max_stall,
-                                  z, vb, qa, t1, t2, T1, T2, J, G, piv, mu, a, Y, pp, F, y, R,
-                                  JJ, pivj, dy)
+            r, thr, it = _gni_solve(True, q, x, v, p, lam, h, tolf, atol, max_iter, refresh,
+                                    max_stall, ws, pp, y, R, JJ, pivj, dy)
             fit = it
         its[k - 1] = it0 + it
         res[k - 1] = r
@@ -390,26 +351,16 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             _gni_D1(x, y[:N], h, vb, qa, t1, t2, F)
             for c in range(N):
                 p1[c] = 0.5 * (pp[c] + (-F[c]))
-            _lu_solve(G, piv, p1, v1)
+            _lu_solve(G, pivg, p1, v1)
             for i in range(M):
                 lam1[i] = y[N + i]
         else:
             # p_plus = D2 L_d(q_k, q_{k+1}), the node data at k+1 (node_from_post_momentum)
             _gni_D2(q, x, h, vb, qa, t1, t2, pp)
-            if not _gni_node(x, pp, h, z, G, piv, mu, a, Y, C, pivm, w, lam1, p1, v1):
+            if not _gni_node(x, pp, h, z, G, pivg, mu, a, Y, C, pivm, w, lam1, p1, v1):
                 status = 2
                 break
-        sq = 0.0
-        sv = 0.0
-        sp = 0.0
-        sl = 0.0
-        for c in range(N):
-            sq += x[c] * x[c]
-            sv += v1[c] * v1[c]
-            sp += p1[c] * p1[c]
-        for i in range(M):
-            sl += lam1[i] * lam1[i]
-        if not (sq < math.inf and sv < math.inf and sp < math.inf and sl < math.inf):
+        if not (_finite(x) and _finite(v1) and _finite(p1) and _finite(lam1)):
             status = 2
             break
         phi(x, v1, ph)
@@ -434,24 +385,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             lam[i] = lam1[i]
         done = k
         if k % save_every == 0:
-            row = k // save_every
-            for c in range(N):
-                oq[row, c] = q[c]
-                ov[row, c] = v[c]
-                op[row, c] = p[c]
-            for i in range(M):
-                olam[row, i] = lam[i]
-    for c in range(N):
-        fin[0, c] = q[c]
-        fin[1, c] = v[c]
-        fin[2, c] = p[c]
-    for i in range(M):
-        fin[3, i] = lam[i]
-    out[0] = status
-    out[1] = done
-    out[2] = fail_r
-    out[3] = fail_thr
-    out[4] = fail_it
+            _save_node(oq, ov, op, olam, k // save_every, q, v, p, lam)
+    _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
 '''
 
 
@@ -485,8 +420,10 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     from chetaev.discrete_lagrangian.extending import (
         BATCH_DRIVERS,
         LINALG,
+        NEWTON,
         CompiledPlan,
         build_source,
+        inline_small,
     )
 
     k = iface.kernels
@@ -506,9 +443,10 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     plan = per.get(key)
     if plan is None:
         consts = f"QUAD = {fam[0]}\nALPHA = {fam[1]!r}\nTWO = {two}\n"
-        engine = "\n\n".join([GNI_STEP, LINALG, BATCH_DRIVERS])
-        source = build_source(k, 1, 0, "", two and method.newton.simplified, consts,
-                              engine=engine)
+        engine = "\n\n".join([GNI_STEP, LINALG, NEWTON, BATCH_DRIVERS])
+        # the driver and the evaluation inlined into _gni_solve (as the Lie engine)
+        source = inline_small(build_source(k, 1, 0, "", two and method.newton.simplified,
+                                           consts, engine=engine), names=("_eval", "_newton"))
         nil = np.zeros((1, 1))
         plan = CompiledPlan(source=source, a=nil, ahat=nil, b=np.zeros(1), bhat=np.zeros(1),
                             m=int(k.m), options=method.newton, has_lam=True)

@@ -229,13 +229,7 @@ def hook_scale(mu, x):
 
 @njit(cache=True)
 def hook_guess(eta, hist, nhist, vprev, lam, x):
-    if nhist >= 2:
-        for i in range(NX):
-            x[i] = 2.0 * hist[0, i] - hist[1, i]
-    elif nhist == 1:
-        for i in range(NX):
-            x[i] = hist[0, i]
-    else:
+    if not _extrapolate(hist, nhist, x):  # hist: the last two solutions
         for i in range(S):
             for k in range(D):
                 x[i * D + k] = eta[k]

@@ -174,16 +174,7 @@ def hook_first(q, v, lam, lam1, wk):
 
 @njit(cache=True)
 def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
-    if nhist >= 3:
-        for i in range(NX):
-            x[i] = 3.0 * hist[0, i] - 3.0 * hist[1, i] + hist[2, i]
-    elif nhist == 2:
-        for i in range(NX):
-            x[i] = 2.0 * hist[0, i] - hist[1, i]
-    elif nhist == 1:
-        for i in range(NX):
-            x[i] = hist[0, i]
-    else:
+    if not _extrapolate(hist, nhist, x):
         for i in range(S):
             for k in range(N):
                 if QP:  # Q^i = q_k + h c_i v_k, P^i = p_k (NonholonomicPRK._step_impl)

@@ -13,11 +13,14 @@ eq. (26))::
 
 and the same analytic Jacobian (the chain rule of
 :func:`~chetaev.discrete_lagrangian.core._lie_prk.stage_derivatives`, for ℓ = ½ηᵀ𝕀η − V(g)
-with constant 𝕀). The Newton loop is the rule of
-:func:`~chetaev.discrete_lagrangian.core._solver.newton_solve` for one system (``_newton_single``:
-threshold ``max(max(tol, 64 eps)·scale, atol)``, stall count, simplified-Newton refresh, the
-optional ``polish`` to the round-off floor), with the LU and max-norm helpers of
-:mod:`~chetaev.discrete_lagrangian.core._compiled_prk` (its source pieces, :data:`LINALG`).
+with constant 𝕀). The Newton iteration is the one compiled driver of
+:mod:`~chetaev.discrete_lagrangian.core._compiled_prk` (its source pieces :data:`NEWTON`,
+with the LU and max-norm helpers :data:`LINALG`): the rule of
+:func:`~chetaev.discrete_lagrangian.core._solver.newton_solve` for one system (threshold
+``max(max(tol, 64 eps)·scale, atol)``, stall count, simplified-Newton refresh, the optional
+``polish`` to the round-off floor) on this engine's ``_eval`` (the residual; the Jacobian
+from the stage quantities of the last residual) and ``_scale`` (``hook_scale``); numba
+inlines these two and ``_newton`` into ``_lie_run_one``.
 
 Group pieces (:func:`group_source`): the group's scalar formulas, one numba function per map,
 each the same formula as the ``chetaev.liegroups`` kernel it mirrors (agreement to 1e-14
@@ -93,7 +96,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._compiled_prk import LINALG, _jit_kernels
+from ._compiled_prk import LINALG, NEWTON, _jit_kernels, inline_small
 from ._kernels import KernelSet
 
 __all__ = [
@@ -1003,12 +1006,7 @@ def hook_scale(mu, x):
 
 @njit(cache=True)
 def hook_guess(eta, hist, nhist, vprev, lam, x):
-    for i in range(S):
-        for k in range(D):
-            if nhist > 0:
-                x[i * D + k] = hist[0, i * D + k] + (eta[k] - vprev[k])
-            else:
-                x[i * D + k] = eta[k]
+    _guess_velocities(eta, hist, nhist, vprev, x)
 
 
 @njit(cache=True)
@@ -1268,16 +1266,22 @@ def _lie_jac(h, A, B, W, ev, J, jv, wk):
 
 
 @njit(cache=True)
-def _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R):
-    _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk)
-    hook_rows(mu, h, A, ev, R, wk)
+def _eval(mode, ctx, x, R, J, jac):
+    # NEWTON's evaluation (mode unused): the residual (26) with the hooks' rows at x, or with
+    # jac the Jacobian at the point of the last residual (Newton asks for it only there: the
+    # stage quantities ev of that residual are reused)
+    g, mu, lam1, h, A, B, W, ev, jv, wk = ctx
+    if jac:
+        _lie_jac(h, A, B, W, ev, J, jv, wk)
+        hook_rows_jac(mu, h, A, ev, jv, J, wk)
+    else:
+        _lie_res(x, g, mu, lam1, h, A, B, W, ev, R, wk)
+        hook_rows(mu, h, A, ev, R, wk)
 
 
 @njit(cache=True)
-def _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk):
-    # at the point of the last _lie_residual (Newton asks for the Jacobian only there)
-    _lie_jac(h, A, B, W, ev, J, jv, wk)
-    hook_rows_jac(mu, h, A, ev, jv, J, wk)
+def _scale(mode, ctx, x):
+    return hook_scale(ctx[1], x)
 
 
 @njit(cache=True)
@@ -1304,6 +1308,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
     mu1 = ev[14]
     g1 = ev[15]
     Lam = ev[16]
+    ctx = (g, mu, lam1, h, A, B, W, ev, jv, wk)
     status = 0
     done = 0
     fail_r = 0.0
@@ -1312,41 +1317,8 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
     for k in range(1, nsteps + 1):
         hook_first(g, eta, mu, lam, lam1, wk)
         hook_guess(eta, hist, nhist, vprev, lam, x)
-        scale = hook_scale(mu, x)
-        thr = max(tolf * scale, atol)
-        floor = thr
-        if POLISH >= 0.0:
-            floor = max(floor_tol * scale, atol)
-        _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
-        r = _maxabs(R)
-        it = 0
-        stall = 0
-        rate = math.nan
-        have_lu = False
-        while it < max_iter and r > floor and r < math.inf:
-            if POLISH >= 0.0 and r <= thr and it > 0 and not (rate <= POLISH):
-                break
-            if not have_lu:
-                _lie_jacobian(mu, h, A, B, W, ev, J, jv, wk)
-                if not _lu_factor(J, piv):
-                    break
-                have_lu = True
-            _lu_solve(J, piv, R, dx)
-            for i in range(NX):
-                x[i] -= dx[i]
-            it += 1
-            _lie_residual(x, g, mu, lam1, h, A, B, W, ev, wk, R)
-            rn = _maxabs(R)
-            rate = rn / max(r, 1e-300)
-            if rate >= 1.0:
-                stall += 1
-            else:
-                stall = 0
-            r = rn
-            if (not SIMPLIFIED) or (rate > refresh and r > thr):
-                have_lu = False
-            if stall >= max_stall:
-                break
+        r, thr, it = _newton(0, ctx, x, R, J, piv, dx, tolf, floor_tol, atol, POLISH,
+                             max_iter, refresh, max_stall, SIMPLIFIED)
         its[k - 1] = it
         res[k - 1] = r
         if not (r <= thr):
@@ -1357,14 +1329,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             break
         # (the evaluation at the solution is the last one: g1, mu1, Lam are current)
         hook_velocity(mu1, eta1, wk)
-        sq = 0.0
-        for c in range(KK):
-            sq += g1[c] * g1[c]
-        for a in range(D):
-            sq += eta1[a] * eta1[a] + mu1[a] * mu1[a]
-        for a in range(M):
-            sq += Lam[S - 1, a] * Lam[S - 1, a]
-        if not (sq < math.inf):
+        if not (_finite(g1) and _finite(eta1) and _finite(mu1) and _finite(Lam[S - 1, :M])):
             status = 2
             break
         cr = hook_residual(g1, eta1, wk)
@@ -1373,10 +1338,7 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             status = 3
             fail_r = cr
             break
-        for i in range(NX):
-            hist[1, i] = hist[0, i]
-            hist[0, i] = x[i]
-        nhist = min(nhist + 1, 2)
+        nhist = _remember(hist, nhist, x)
         for c in range(D):
             vprev[c] = eta[c]
             eta[c] = eta1[c]
@@ -1387,26 +1349,8 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             lam[a] = Lam[S - 1, a]
         done = k
         if k % save_every == 0:
-            row = k // save_every
-            for c in range(KK):
-                og[row, c] = g[c]
-            for c in range(D):
-                ov[row, c] = eta[c]
-                op[row, c] = mu[c]
-            for a in range(M):
-                olam[row, a] = lam[a]
-    for c in range(KK):
-        fin[0, c] = g[c]
-    for c in range(D):
-        fin[1, c] = eta[c]
-        fin[2, c] = mu[c]
-    for a in range(M):
-        fin[3, a] = lam[a]
-    out[0] = status
-    out[1] = done
-    out[2] = fail_r
-    out[3] = fail_thr
-    out[4] = fail_it
+            _save_node(og, ov, op, olam, k // save_every, g, eta, mu, lam[:M])
+    _finish(fin, out, g, eta, mu, lam[:M], status, done, fail_r, fail_thr, fail_it)
 
 
 @njit(cache=True)
@@ -1463,8 +1407,9 @@ def build_lie_source(kernels: LieKernelSet, kind: str, s: int, stiff: bool, kf: 
         s=s, d=d, k=k, kk=k * k, m=m, mm=max(m, 1), kf=kf, nx=s * d + kf * m,
         s1=s if stiff else s + 1, stiff=bool(stiff), simplified=bool(simplified),
         inertia=inertia.tolist(), inertia_inv=np.linalg.inv(inertia).tolist())
-    return "\n".join([head, _jit_kernels(kernels.source), group_source(group, kind), hooks,
-                      LINALG, LIE_ENGINE])
+    return inline_small("\n".join([head, _jit_kernels(kernels.source),
+                                    group_source(group, kind), hooks, LINALG, NEWTON,
+                                    LIE_ENGINE]), names=("_eval", "_newton"))
 
 
 _PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

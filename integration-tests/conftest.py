@@ -7,11 +7,15 @@ import http.server
 import importlib.util
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# ``_siblings`` (the loader of the registry's test modules) is importable by name
+sys.path.insert(0, str(Path(__file__).parent))
 
 #: Chromium flags for a headless run on a machine with a closed network (no background
 #: connections, no sandbox as root, a fresh profile per run).

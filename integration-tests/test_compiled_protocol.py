@@ -38,29 +38,17 @@ checks of the tables and of the twins (sympy) still run.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
+from _siblings import sibling
 from chetaev.discrete_lagrangian import Method, NewtonOptions, integrate
 from chetaev.discrete_lagrangian.extending import BackendError
 from chetaev.discrete_lagrangian.testing import assert_systems_agree
 
-
-def _load_registry() -> Any:
-    """``test_protocol`` by path: the suite runs with ``--import-mode=importlib``, where test
-    modules are not importable by name."""
-    spec = importlib.util.spec_from_file_location(
-        "_chetaev_protocol_registry_compiled", Path(__file__).with_name("test_protocol.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_REGISTRY = _load_registry()
+_REGISTRY = sibling("test_protocol.py")
 CASES = {name: (make_method, make_problem) for name, make_method, make_problem
          in _REGISTRY.CASES}
 SYMBOLIC_TWINS = _REGISTRY.SYMBOLIC_TWINS

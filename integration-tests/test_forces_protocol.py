@@ -12,13 +12,12 @@ S² homogeneous-space lift) take the left-trivialized force as a stage force of 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
+from _siblings import sibling
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
     ForcesNotSupportedError,
@@ -30,17 +29,7 @@ from chetaev.discrete_lagrangian import (
 )
 from chetaev.gni import ReducedSystem
 
-
-def _load_registry() -> Any:
-    """``test_protocol`` by path (the suite runs with ``--import-mode=importlib``)."""
-    spec = importlib.util.spec_from_file_location(
-        "_chetaev_protocol_registry_forces", Path(__file__).with_name("test_protocol.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_REGISTRY = _load_registry()
+_REGISTRY = sibling("test_protocol.py")
 CASES, IDS = _REGISTRY.CASES, _REGISTRY.IDS
 _SYSTEMS = (LagrangianSystem, MechanicalSystem, TrivializedLagrangianSystem,
             TrivializedMechanicalSystem, ReducedSystem)

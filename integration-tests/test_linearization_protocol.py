@@ -38,13 +38,12 @@ GNI-composition-BA 1.1e-10 / 1.9e-10 (the chain rule on the members' (q, v, λ))
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
+from _siblings import sibling
 from chetaev.discrete_lagrangian import (
     ConstrainedSystem,
     ForcesNotSupportedError,
@@ -59,18 +58,8 @@ from chetaev.discrete_lagrangian import (
 from chetaev.discrete_lagrangian.testing import step_fd_rtol, step_linearization_error
 from chetaev.gni import ReducedSystem
 
-
-def _load(path: Path, name: str) -> Any:
-    """A test module by path (the suite runs with ``--import-mode=importlib``)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_HERE = Path(__file__).parent
 # the registry and its forced systems (F = −0.1 v + u) of the forces' protocol test
-_FORCES = _load(_HERE / "test_forces_protocol.py", "_chetaev_forces_protocol_linearization")
+_FORCES = sibling("test_forces_protocol.py")
 CASES, IDS = _FORCES.CASES, _FORCES.IDS
 
 

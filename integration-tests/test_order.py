@@ -15,31 +15,19 @@ with ``backend="numba"`` on their problem's symbolic twin (skipped without numba
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _siblings import sibling
 from chetaev.discrete_lagrangian import integrate
 from chetaev.discrete_lagrangian.reference import reference_solution
 from chetaev.discrete_lagrangian.testing import fit_order
 
-
-def _load(filename: str) -> Any:
-    """A test module of this directory by path: the suite runs with
-    ``--import-mode=importlib``, where test modules are not importable by name."""
-    spec = importlib.util.spec_from_file_location(
-        f"_chetaev_order_{Path(filename).stem}", Path(__file__).with_name(filename))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_REGISTRY = _load("test_protocol.py")
+_REGISTRY = sibling("test_protocol.py")
 CASES, IDS = _REGISTRY.CASES, _REGISTRY.IDS
 #: The compiled pairs and their symbolic twins (importable without numba).
-_COMPILED = _load("test_compiled_protocol.py")
+_COMPILED = sibling("test_compiled_protocol.py")
 
 #: Floor of the order fit: the references are DOP853 at rtol = atol = 1e-13 over T <= 2
 #: (global accuracy ~1e-12), so errors at or below 1e-11 are not used.

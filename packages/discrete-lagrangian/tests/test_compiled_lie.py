@@ -89,6 +89,34 @@ def _max_rel(a, b) -> float:
     return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
 
 
+def _piece_error(mod, k, view, X, E, P, g=None) -> float:
+    """The largest relative error of the compiled group pieces of ``mod`` against the
+    liegroups kernels ``k`` (and ``view``'s coadjoint matrix) at ``(X, E, P)``; with ``g``,
+    the composition ``g · tau(X)`` too."""
+    d, K = len(X), view.group.shape[0]
+    T = np.empty(K * K)
+    mod.grp_tau(X, T)
+    Dm, Ad, Ai = np.empty((d, d)), np.empty((d, d)), np.empty((d, d))
+    mod.grp_dL(X, Dm)
+    mod.grp_Ad_pair(T, Ad, Ai)
+    Tn = np.empty((d, d, d))
+    mod.grp_tensor(X, Tn)
+    S = np.empty((d, d))
+    mod.grp_S(X, E, P, S)
+    C = np.empty((d, d))
+    mod.grp_coad(P, C)
+    tau = k.tau(X)
+    ad_pair = k.Ad_pair(tau)
+    pairs = [(T.reshape(K, K), tau), (Dm, k.dL(X)), (Ad, ad_pair[0]), (Ai, ad_pair[1]),
+             (Tn, k.dL_tensor(X)), (S, k.dL_deriv_T_deriv(X, E, P)),
+             (C, view.coadjoint_matrix(P))]
+    if g is not None:
+        out = np.empty(K * K)
+        mod.grp_compose(g.ravel().copy(), T, out)
+        pairs.append((out.reshape(K, K), k.compose(g, tau)))
+    return max(_max_rel(got, ref) for got, ref in pairs)
+
+
 # ----------------------------------------------------------------------------- group pieces
 @pytest.mark.parametrize("group", [SO3, Product(SO3, Rn(2)), SO3xR3, SE2, SE3,
                                    Product(SE2, Rn(1))],
@@ -99,7 +127,7 @@ def test_group_piece_agrees_with_liegroups(group):
     from chetaev.discrete_lagrangian.core._interface import SystemInterface
 
     k = retraction(group, "cayley").kernels
-    d, K = group.dim, group.shape[0]
+    d = group.dim
     view = SystemInterface(n=d, group=group, system=None, D1L=None, D2L=None)
     rng = np.random.default_rng(17)
     worst = 0.0
@@ -108,27 +136,7 @@ def test_group_piece_agrees_with_liegroups(group):
             X, E, P = scale * rng.standard_normal(d), rng.standard_normal(d), \
                 rng.standard_normal(d)
             g = group.random(rng)
-            T = np.empty(K * K)
-            mod.grp_tau(X, T)
-            Dm, Ad, Ai = np.empty((d, d)), np.empty((d, d)), np.empty((d, d))
-            mod.grp_dL(X, Dm)
-            mod.grp_Ad_pair(T, Ad, Ai)
-            Tn = np.empty((d, d, d))
-            mod.grp_tensor(X, Tn)
-            S = np.empty((d, d))
-            mod.grp_S(X, E, P, S)
-            out = np.empty(K * K)
-            mod.grp_compose(g.ravel().copy(), T, out)
-            C = np.empty((d, d))
-            mod.grp_coad(P, C)
-            tau = k.tau(X)
-            ad_pair = k.Ad_pair(tau)
-            for got, ref in ((T.reshape(K, K), tau), (Dm, k.dL(X)), (Ad, ad_pair[0]),
-                             (Ai, ad_pair[1]), (Tn, k.dL_tensor(X)),
-                             (S, k.dL_deriv_T_deriv(X, E, P)),
-                             (out.reshape(K, K), k.compose(g, tau)),
-                             (C, view.coadjoint_matrix(P))):
-                worst = max(worst, _max_rel(got, ref))
+            worst = max(worst, _piece_error(mod, k, view, X, E, P, g))
     assert worst <= ULPS
 
 
@@ -158,7 +166,7 @@ def test_exp_group_piece_agrees_with_liegroups(group):
     from chetaev.discrete_lagrangian.core._interface import SystemInterface
 
     k = retraction(group, "exp").kernels
-    d, K = group.dim, group.shape[0]
+    d = group.dim
     view = SystemInterface(n=d, group=group, system=None, D1L=None, D2L=None)
     factors = group.factors if hasattr(group, "factors") else (group,)
     rng = np.random.default_rng(23)
@@ -173,23 +181,7 @@ def test_exp_group_piece_agrees_with_liegroups(group):
                     w = X[o + rot.start:o + rot.stop]
                     w *= math.sqrt(s) / np.linalg.norm(w)
                 o += f.dim
-            T = np.empty(K * K)
-            mod.grp_tau(X, T)
-            Dm, Ad, Ai = np.empty((d, d)), np.empty((d, d)), np.empty((d, d))
-            mod.grp_dL(X, Dm)
-            mod.grp_Ad_pair(T, Ad, Ai)
-            Tn = np.empty((d, d, d))
-            mod.grp_tensor(X, Tn)
-            S = np.empty((d, d))
-            mod.grp_S(X, E, P, S)
-            C = np.empty((d, d))
-            mod.grp_coad(P, C)
-            tau = k.tau(X)
-            for got, ref in ((T.reshape(K, K), tau), (Dm, k.dL(X)),
-                             (Ad, k.Ad_pair(tau)[0]), (Ai, k.Ad_pair(tau)[1]),
-                             (Tn, k.dL_tensor(X)), (S, k.dL_deriv_T_deriv(X, E, P)),
-                             (C, view.coadjoint_matrix(P))):
-                worst = max(worst, _max_rel(got, ref))
+            worst = max(worst, _piece_error(mod, k, view, X, E, P))
     assert worst <= ULPS
 
 

@@ -128,3 +128,24 @@ def test_newton_failure_becomes_unsuccessful_trajectory():
     assert "Newton did not converge at step 0 (t = 0)" in tr.message
     assert "Try: halve h, or increase NewtonOptions(max_iter=...)." in tr.message
     assert tr.q.shape == (1, 2)
+
+
+def test_evolve_keeps_the_backend():
+    """``Method.evolve`` copies a method with new fields and the same ``backend``: the
+    adjoint of a discretization-map method, a composition's members with its Newton options
+    and the tight copy of ``step_finite_differences`` keep a user's ``backend="numpy"``
+    (``attrs.evolve`` alone would reset it to "auto")."""
+    from chetaev.discrete_lagrangian.discretization_maps import (
+        Composition,
+        DiscretizationMapMethod,
+    )
+
+    m = VPRK(lobatto_iiia_iiib(3), backend="numpy")
+    tight = m.evolve(newton=NewtonOptions(tol=1e-16))
+    assert type(tight) is VPRK and tight.backend == "numpy"
+    assert tight.newton.tol == 1e-16 and m.newton != tight.newton
+    assert VPRK(lobatto_iiia_iiib(3)).evolve(newton=NewtonOptions()).backend == "auto"
+    dm = DiscretizationMapMethod(theta=0.0, backend="numpy")
+    assert dm.adjoint().backend == "numpy" and dm.adjoint().theta == 1.0
+    comp = Composition([dm, dm.adjoint()], (0.5, 0.5), newton=NewtonOptions(tol=1e-13))
+    assert all(sub.backend == "numpy" and sub.newton.tol == 1e-13 for sub, _ in comp._factors())

@@ -507,7 +507,7 @@ def step_finite_differences(method: Any, system: Any, state: Any, h: float, u: A
 
     from .core._solver import NewtonOptions
 
-    tight = attrs.evolve(method, newton=NewtonOptions(tol=1e-16))
+    tight = method.evolve(newton=NewtonOptions(tol=1e-16))
     with_lam = coordinates.endswith(", lam)")
     if with_lam:
         coordinates = coordinates[: -len(", lam)")] + ")"

@@ -301,6 +301,25 @@ class Method(abc.ABC, metaclass=_MethodMeta):
         compiled path, see :mod:`~chetaev.discrete_lagrangian.core._backend`)."""
         return getattr(self, "_backend", "auto")
 
+    def evolve(self, **changes: Any) -> Method:
+        """A copy of this method with the attrs fields ``changes`` replaced and the same
+        :attr:`backend` (``attrs.evolve`` alone calls the constructor without ``backend=``,
+        which resets the copy's backend to ``"auto"``).
+
+        Parameters
+        ----------
+        **changes
+            New values of the method's fields, e.g. ``newton=NewtonOptions(tol=1e-14)``.
+
+        Returns
+        -------
+        Method
+            The new method, of the same class.
+        """
+        new = attrs.evolve(self, **changes)
+        object.__setattr__(new, "_backend", self.backend)
+        return new
+
     # -- the public protocol -------------------------------------------------------------------
     def initial_state(self, system: Any, q0: Any, v0: Any, t0: float = 0.0, *,
                       u: Any = None, **options: Any) -> State:

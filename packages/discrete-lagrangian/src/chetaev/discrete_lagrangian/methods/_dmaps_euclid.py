@@ -482,7 +482,7 @@ class DiscretizationMapMethod(_EuclideanMethod):
 
     def adjoint(self) -> DiscretizationMapMethod:
         """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
-        return attrs.evolve(self, theta=1.0 - self.theta)
+        return self.evolve(theta=1.0 - self.theta)
 
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         iface = euclidean_interface(system)
@@ -556,14 +556,6 @@ def _has_newton(method: Method) -> bool:
     return attrs.has(type(method)) and "newton" in attrs.fields_dict(type(method))
 
 
-def _with_newton(method: Method, newton: NewtonOptions) -> Method:
-    """``method`` with the Newton options ``newton`` and its own ``backend`` (``attrs.evolve``
-    calls the constructor without ``backend=``, which would reset it to "auto")."""
-    new = attrs.evolve(method, newton=newton)
-    object.__setattr__(new, "_backend", method.backend)
-    return new
-
-
 class ComposedSteps(Method):
     """The step and the step linearization of a composition ``Ψ_{c_r h} ∘ … ∘ Ψ_{c_1 h}``
     (paper (5.7)–(5.10); HLW §II.4), written once for :class:`Composition` and
@@ -594,7 +586,7 @@ class ComposedSteps(Method):
         newton = getattr(self, "newton", None)
         if newton is None:
             return self._members()
-        return tuple((_with_newton(m, newton) if _has_newton(m) else m, c)
+        return tuple((m.evolve(newton=newton) if _has_newton(m) else m, c)
                      for m, c in self._members())
 
     @abc.abstractmethod

@@ -345,7 +345,7 @@ class LieDiscretizationMapMethod(Method):
         if self.kind == "lobatto2":
             from ._dmaps_euclid import Composition
 
-            half = [attrs.evolve(self, kind=k) for k in ("euler_a", "euler_b")]
+            half = [self.evolve(kind=k) for k in ("euler_a", "euler_b")]
             comp = Composition(half, (0.5, 0.5))
             return comp._step_linearization_impl(system, state, h, u, new)
         from chetaev.liegroups import retraction

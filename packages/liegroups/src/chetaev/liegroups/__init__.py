@@ -6,6 +6,7 @@ Groups ``SO2, SO3, SE2, SE3``, ``Rn(n)``, ``Product(G1, G2, ...)``; the homogene
 """
 
 from ._base import MatrixLieGroup
+from ._compiled_source import compiled_source, compiled_support
 from ._errors import LieGroupError
 from ._numerics import SERIES_THETA_SQ, series_coefficients, series_rule, use_series
 from ._product import Product, ProductGroup
@@ -37,6 +38,8 @@ __all__ = [
     "SO2Group",
     "SO3Group",
     "Sphere2",
+    "compiled_source",
+    "compiled_support",
     "retraction",
     "series_coefficients",
     "series_rule",

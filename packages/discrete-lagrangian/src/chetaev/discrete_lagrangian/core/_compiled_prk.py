@@ -1107,12 +1107,15 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
         return oq, ov, op, olam, its, res, cres, fin, out
 
     oq, ov, op, olam, its, res, cres, fin, out = go(n_steps)
-    done = out[:, 1].astype(np.int64)
-    k = int(done.min())
-    if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
-        oq, ov, op, olam, its, res, cres, fin, out = go(k)
-    status = int(out[np.argmin(done), 0]) if k < n_steps else 0
-    worst = int(np.argmin(done))
+    if nb == 1:  # one trajectory: its own count and status
+        k, worst = int(out[0, 1]), 0
+    else:
+        done = out[:, 1].astype(np.int64)
+        k = int(done.min())
+        if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
+            oq, ov, op, olam, its, res, cres, fin, out = go(k)
+        worst = int(np.argmin(done))
+    status = int(out[worst, 0]) if k < n_steps else 0
     nreg = k // save_every + 1
 
     def saved(o, width):

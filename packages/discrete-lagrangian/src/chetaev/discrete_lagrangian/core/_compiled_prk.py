@@ -989,11 +989,23 @@ def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
                                     engine]))
 
 
-#: The imported module of each live plan (:meth:`CompiledPlan.module`), kept beside the plan
-#: (not on it, so that a method holding the plan in its cache pickles) and keyed by the plan
-#: object: a plan is frozen, so its ``source``, which alone determines the module, cannot change
-#: under its entry; a method's changed option or another system makes another plan.
+#: The imported module of each live plan (:func:`_plan_module`), kept beside the plan (not
+#: on it, so that a method holding the plan in its cache pickles) and keyed by the plan object:
+#: a plan is frozen, so its ``source``, which alone determines the module, cannot change under
+#: its entry; a method's changed option or another system makes another plan.
 _PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plan_module(plan: Any) -> Any:
+    """The imported (and, on first use, compiled) module of ``plan.source`` for a frozen plan
+    (:class:`CompiledPlan`, the Lie engine's ``LiePlan``): loaded, its source hashed, on the
+    plan's first call only, then one dictionary look-up per run."""
+    mod = _PLAN_MODULES.get(plan)
+    if mod is None:
+        from ._kernels import load_module
+
+        mod = _PLAN_MODULES[plan] = load_module(plan.source)
+    return mod
 
 
 @attrs.frozen(eq=False)
@@ -1010,14 +1022,9 @@ class CompiledPlan:
     has_lam: bool
 
     def module(self) -> Any:
-        """The imported (and, on first use, compiled) module: loaded (its source hashed) on
-        the plan's first call only, then kept per plan (one dictionary look-up per run)."""
-        mod = _PLAN_MODULES.get(self)
-        if mod is None:
-            from ._kernels import load_module
-
-            mod = _PLAN_MODULES[self] = load_module(self.source)
-        return mod
+        """The imported (and, on first use, compiled) module, kept per plan
+        (:func:`_plan_module`)."""
+        return _plan_module(self)
 
 
 def method_plan(method: Any, iface: Any, constraint: str | None, hooks: str, kf: int,

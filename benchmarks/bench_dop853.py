@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/bench_dop853.py [--quick] [--json PATH]
+    python benchmarks/bench_dop853.py [--quick] [--json PATH] [--only PART ...]
 
 DOP853 gets, for every model, a hand-written, vectorised numpy right-hand side (the ODE of
 that model written out, λ eliminated in closed form), checked in the setup against
@@ -41,7 +41,8 @@ method has one and numpy elsewhere; every row says which backend ran
 
 ``--quick`` shortens everything (fewer h, T = 100 for the CVT, 10³ members, fewer repeats) to
 check that the script runs and its numbers are sane; the figures of record come from a full
-run on an idle machine.
+run on an idle machine. ``--only PART`` (repeatable) runs only some parts: ``particle`` or
+``chaotic`` (one model's rows of figures 1-2), ``lie`` (4), ``ensemble`` (5), ``cvt`` (3).
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ __all__ = ["HAND_RHS", "main"]
 
 #: The ``backend`` given to every chetaev method (``--backend``).
 BACKEND = "auto"
+#: The parts ``--only`` selects from: the rows of figures 1-2, then figures 4, 5, 3.
+PARTS = ("particle", "chaotic", "lie", "ensemble", "cvt")
+#: The parts this run measures (``--only``; all by default).
+ONLY = frozenset(PARTS)
+
+
+def _wanted(part: str) -> bool:
+    return part in ONLY
 
 
 def _method(cls, *args, **kw):
@@ -298,6 +307,8 @@ def fig_single_and_accuracy(quick, out):
           f"{'NH (s, N)':>10s} {'NH ms':>8s} {'DOP rtol':>9s} {'DOP ms':>8s} {'(acc) ms':>9s} "
           f"{'NH/DOP':>7s} backend")
     for name in ("particle", "chaotic"):
+        if not _wanted(name):
+            continue
         system, q0, v0 = _vector_models()[name]
         f, fa = HAND_RHS[name], _acc_rhs(system)
         n = system.n
@@ -475,9 +486,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     ap.add_argument("--backend", choices=("auto", "numpy", "numba"), default="auto",
                     help="the chetaev methods' backend (default auto)")
+    ap.add_argument("--only", action="append", choices=PARTS, default=None, metavar="PART",
+                    help=f"run only this part (repeatable; one of {', '.join(PARTS)}): "
+                         "'particle' and 'chaotic' are the rows of figures 1-2, 'lie' figure "
+                         "4, 'ensemble' figure 5, 'cvt' figure 3 (default: all)")
     args = ap.parse_args(argv)
-    global BACKEND
+    global BACKEND, ONLY
     BACKEND = args.backend
+    ONLY = frozenset(args.only or PARTS)
     rng = np.random.default_rng(0)
     worst = _check_hand_rhs(rng)
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
@@ -493,10 +509,15 @@ def main(argv=None) -> dict:
     print(f"# NonholonomicPRK backend (sol.stats['backend']): {backend}")
     out = {"quick": args.quick, "OPENBLAS_NUM_THREADS": blas, "rhs_check": worst,
            "backend": str(backend)}
-    fig_single_and_accuracy(args.quick, out)
-    fig_lie(args.quick, out)
-    fig_ensemble(args.quick, out)
-    fig_cvt(args.quick, out)
+    out["only"] = sorted(ONLY)
+    if ONLY & {"particle", "chaotic"}:
+        fig_single_and_accuracy(args.quick, out)
+    if _wanted("lie"):
+        fig_lie(args.quick, out)
+    if _wanted("ensemble"):
+        fig_ensemble(args.quick, out)
+    if _wanted("cvt"):
+        fig_cvt(args.quick, out)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1, default=float))

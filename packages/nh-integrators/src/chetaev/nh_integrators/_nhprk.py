@@ -408,16 +408,17 @@ class NonholonomicPRK(StageOrders, Method):
         self._check_forced(system)
         tol = real_scalar(tol, "tol", positive=True)
         n = int(inner.n)
-        m = constraint_dim(system)
         q0 = _as_batch_vector(q0, "q0", n)
         v0 = _as_batch_vector(v0, "v0", n)
-        try:
-            q0, v0 = np.broadcast_arrays(q0, v0)
-        except ValueError:
-            raise InputError(
-                f"`v0` of shape {v0.shape} does not broadcast with `q0` of shape {q0.shape}: "
-                "pass one row per trajectory in both (or a single row in one)."
-            ) from None
+        if q0.shape != v0.shape:
+            try:
+                q0, v0 = np.broadcast_arrays(q0, v0)
+            except ValueError:
+                raise InputError(
+                    f"`v0` of shape {v0.shape} does not broadcast with `q0` of shape "
+                    f"{q0.shape}: pass one row per trajectory in both (or a single row in "
+                    "one)."
+                ) from None
         q0, v0 = q0.copy(), v0.copy()
         system.check_initial(q0, v0, tol=tol)  # ConstraintViolationError off the set
         p0 = np.asarray(system.system.D2L(q0, v0), dtype=np.float64)
@@ -426,6 +427,7 @@ class NonholonomicPRK(StageOrders, Method):
             if _forced(system) and (u is not None or not system.n_controls):
                 lam = forced_multiplier(system, q0, v0, lam, u)
         else:
+            m = constraint_dim(system)  # needed only here (it may evaluate the constraint)
             lam = _as_batch_vector(lam0, "lam0", m)
             try:
                 lam = np.broadcast_to(lam, (*q0.shape[:-1], m)).copy()

@@ -50,13 +50,12 @@ nonholonomic one.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import attrs
 import numpy as np
 
-from ._compiled_prk import LINALG, NEWTON, _jit_kernels, inline_small
+from ._compiled_prk import LINALG, NEWTON, _jit_kernels, _plan_module, inline_small
 from ._kernels import KernelSet
 
 __all__ = [
@@ -566,9 +565,6 @@ def build_lie_source(kernels: LieKernelSet, kind: str, s: int, stiff: bool, kf: 
                                     LIE_ENGINE]), names=("_eval", "_newton"))
 
 
-_PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 @attrs.frozen(eq=False)
 class LiePlan:
     """What a Lie method runs compiled on one system: the module source and its data."""
@@ -585,12 +581,7 @@ class LiePlan:
     def module(self) -> Any:
         """The imported (and, on first use, compiled) module (kept per plan, outside it so
         that a method holding the plan pickles: no hashing of the source per step)."""
-        mod = _PLAN_MODULES.get(self)
-        if mod is None:
-            from ._kernels import load_module
-
-            mod = _PLAN_MODULES[self] = load_module(self.source)
-        return mod
+        return _plan_module(self)
 
     def run(self, state: Any, h: float, n_steps: int, save_every: int,
             cbound: float = math.inf) -> dict:

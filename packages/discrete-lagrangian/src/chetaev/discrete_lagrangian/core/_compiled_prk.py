@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -988,6 +989,25 @@ def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
                                     engine]))
 
 
+#: The imported module of each live plan (:func:`_plan_module`), kept beside the plan (not
+#: on it, so that a method holding the plan in its cache pickles) and keyed by the plan object:
+#: a plan is frozen, so its ``source``, which alone determines the module, cannot change under
+#: its entry; a method's changed option or another system makes another plan.
+_PLAN_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plan_module(plan: Any) -> Any:
+    """The imported (and, on first use, compiled) module of ``plan.source`` for a frozen plan
+    (:class:`CompiledPlan`, the Lie engine's ``LiePlan``): loaded, its source hashed, on the
+    plan's first call only, then one dictionary look-up per run."""
+    mod = _PLAN_MODULES.get(plan)
+    if mod is None:
+        from ._kernels import load_module
+
+        mod = _PLAN_MODULES[plan] = load_module(plan.source)
+    return mod
+
+
 @attrs.frozen(eq=False)
 class CompiledPlan:
     """What a method runs compiled on one system: the module source and its data."""
@@ -1002,10 +1022,9 @@ class CompiledPlan:
     has_lam: bool
 
     def module(self) -> Any:
-        """The imported (and, on first use, compiled) module."""
-        from ._kernels import load_module
-
-        return load_module(self.source)
+        """The imported (and, on first use, compiled) module, kept per plan
+        (:func:`_plan_module`)."""
+        return _plan_module(self)
 
 
 def method_plan(method: Any, iface: Any, constraint: str | None, hooks: str, kf: int,
@@ -1038,8 +1057,18 @@ def method_plan(method: Any, iface: Any, constraint: str | None, hooks: str, kf:
 
 
 def _flat(x: Any, n: int, batch: tuple) -> np.ndarray:
+    """``x`` broadcast to ``(*batch, n)`` as a C-contiguous ``(nb, n)`` float array, read-only
+    where it views the input (the compiled runs take their inputs read-only)."""
+    if (type(x) is np.ndarray and x.dtype == _F64 and x.flags.c_contiguous
+            and x.shape == (*batch, n)):  # the usual case: a read-only view, no copy
+        flat = x.reshape(-1, n)
+        flat.flags.writeable = False
+        return flat
     return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=float), (*batch, n))
                                 ).reshape(-1, n)
+
+
+_F64 = np.dtype(np.float64)
 
 
 def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_every: int,
@@ -1056,7 +1085,7 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
     batch = q.shape[:-1]
     n = q.shape[-1]
     m = plan.m
-    nb = int(np.prod(batch)) if batch else 1
+    nb = math.prod(batch)
     q0 = _flat(q, n, batch)
     v0 = _flat(state.v, n, batch)
     p0 = _flat(state.p, n, batch)
@@ -1085,12 +1114,15 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
         return oq, ov, op, olam, its, res, cres, fin, out
 
     oq, ov, op, olam, its, res, cres, fin, out = go(n_steps)
-    done = out[:, 1].astype(np.int64)
-    k = int(done.min())
-    if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
-        oq, ov, op, olam, its, res, cres, fin, out = go(k)
-    status = int(out[np.argmin(done), 0]) if k < n_steps else 0
-    worst = int(np.argmin(done))
+    if nb == 1:  # one trajectory: its own count and status
+        k, worst = int(out[0, 1]), 0
+    else:
+        done = out[:, 1].astype(np.int64)
+        k = int(done.min())
+        if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
+            oq, ov, op, olam, its, res, cres, fin, out = go(k)
+        worst = int(np.argmin(done))
+    status = int(out[worst, 0]) if k < n_steps else 0
     nreg = k // save_every + 1
 
     def saved(o, width):
@@ -1098,7 +1130,14 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
         if k % save_every:
             arr = np.concatenate([arr, fin[:, None, width[0]:width[0] + 1, :width[1]][:, :, 0]],
                                  axis=1)
+        if nb == 1:  # one trajectory: the time axis is already first
+            return arr[0].reshape(arr.shape[1], *batch, arr.shape[2])
         return np.moveaxis(arr, 0, 1).reshape(arr.shape[1], *batch, arr.shape[2])
+
+    def per_step(o):  # the maximum over the batch of each completed step
+        if not k:
+            return np.zeros(0, o.dtype)
+        return o[0, :k] if nb == 1 else o[:, :k].max(axis=0)
 
     result = {
         "q": saved(oq, (0, n)), "v": saved(ov, (1, n)), "p": saved(op, (2, n)),
@@ -1107,9 +1146,7 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
                   for i, (key, w) in enumerate((("q", n), ("v", n), ("p", n), ("lam", m)))},
         "done": k, "status": status,
         "fail": (float(out[worst, 2]), float(out[worst, 3]), int(out[worst, 4])),
-        "its": its[:, :k].max(axis=0) if k else np.zeros(0, np.int64),
-        "res": res[:, :k].max(axis=0) if k else np.zeros(0),
-        "cres": cres[:, :k].max(axis=0) if k else np.zeros(0),
+        "its": per_step(its), "res": per_step(res), "cres": per_step(cres),
     }
     if not plan.has_lam:
         result["final"]["lam"] = None

@@ -191,8 +191,8 @@ def _constraint_checks(method: Any, system: Any, state: State) -> list[tuple[str
     claims = method.guarantees or {}
     levels = {"position": "residual", "velocity": "velocity_residual"}
     checks = []
-    scale = max(1.0, float(np.max(np.abs(state.q), initial=0.0)),
-                float(np.max(np.abs(state.v), initial=0.0)))
+    scale = max(1.0, float(np.abs(np.asarray(state.q)).max(initial=0.0)),
+                float(np.abs(np.asarray(state.v)).max(initial=0.0)))
     for level, tol in claims.items():
         if level not in levels:
             raise InputError(
@@ -396,7 +396,6 @@ def integrate(
         except ImportError:  # pragma: no cover - optional dependency
             bar = None
 
-    rec = _Recorder(state, n_steps // save_every + 1 + (n_steps % save_every != 0))
     total_it = 0
     n_rejected = 0
     max_it = 0
@@ -415,12 +414,13 @@ def integrate(
     max_constraint = 0.0
     notes: list[str] = []
     warned: set[type] = set()
-    if state.grid != grid:  # Method.step puts node k on the grid: t_k = t_ref + (k − k_ref)·h
-        state = attrs.evolve(state, grid=grid)
     plan = resolve_backend(method, system)  # issue 17: the compiled path, or None (numpy)
     if plan is not None and U is None and callback is None and bar is None:
         return _compiled_loop(system, method, plan, state, h, n_steps, save_every, grid,
                               constraint_checks, wall)
+    if state.grid != grid:  # Method.step puts node k on the grid: t_k = t_ref + (k − k_ref)·h
+        state = attrs.evolve(state, grid=grid)
+    rec = _Recorder(state, n_steps // save_every + 1 + (n_steps % save_every != 0))
     for k in range(1, n_steps + 1):
         try:
             new = (method.step(system, state, h) if U is None

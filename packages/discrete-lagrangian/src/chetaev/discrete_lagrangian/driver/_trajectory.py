@@ -71,15 +71,19 @@ class Trajectory:
 
     def __attrs_post_init__(self) -> None:
         t = np.asarray(self.t)
-        if t.ndim != 1 or not np.isrealobj(t):
+        if t.ndim != 1 or t.dtype.kind == "c":  # complex (np.iscomplexobj of an array)
             raise InputError(f"Trajectory(t=...) must be a real 1-D array of times, got shape "
                              f"{t.shape} and dtype {t.dtype}.")
+        nt = t.shape[0]
         for name in ("q", "v", "p", "lam"):
             x = getattr(self, name)
-            if name in ("q", "v") and x is None:
-                raise InputError(f"Trajectory({name}=...) is required (an array with the time "
-                                 "axis first).")
-            if x is not None and (np.ndim(x) < 1 or np.shape(x)[0] != t.shape[0]):
+            if x is None:
+                if name in ("q", "v"):
+                    raise InputError(f"Trajectory({name}=...) is required (an array with the "
+                                     "time axis first).")
+                continue
+            shape = x.shape if type(x) is np.ndarray else np.shape(x)
+            if not shape or shape[0] != nt:
                 raise InputError(
                     f"Trajectory({name}=...) must have the time axis first with {t.shape[0]} "
                     f"nodes (len(t)), got shape {np.shape(x)}."

@@ -36,8 +36,7 @@ def _pendulum(g=1):
     """The spherical pendulum of ``test_compiled.py`` (gravity ``g``), |q| = 1."""
     x, y, z, vx, vy, vz = sp.symbols("x y z v_x v_y v_z")
     L = (vx**2 + vy**2 + vz**2) / 2 - g * z
-    return from_lagrangian(L, [x, y, z], [vx, vy, vz],
-                           holonomic=[(x**2 + y**2 + z**2 - 1) / 2])
+    return from_lagrangian(L, [x, y, z], [vx, vy, vz], holonomic=[(x**2 + y**2 + z**2 - 1) / 2])
 
 
 def _method(s=3, newton=TIGHT):

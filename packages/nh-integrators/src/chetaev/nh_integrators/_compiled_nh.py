@@ -92,15 +92,20 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
                 Cp[a, k] = acc
         for k in range(N):
             for col in range(NX):
-                acc = 0.0
-                for j in range(S):
-                    acc += A[i, j] * dW[j, k, col]
-                dpk[k, col] = h * acc
+                dpk[k, col] = 0.0
+            for j in range(S):
+                c = h * A[i, j]
+                if c != 0.0:
+                    for col in range(NX):
+                        dpk[k, col] += c * dW[j, k, col]
         _chain_rows(Cp, dpk, Cq, i, A[i], h, J, XO + (i - 1) * M)
 
 
 @njit(cache=True)
 def hook_first(q, v, lam, lam1, wk):
+    # the continuous multiplier: with g = D22L, f = D1L - D21L v, the constraint rows
+    # Bv = Phi_v, Bq = Phi_q: (Bv g^-1 Bv^T) lam = -(Bq v + Bv g^-1 f); two eliminations in
+    # place (_solve_inplace), no allocation
     if RULE == 1:
         for a in range(M):
             lam1[a] = 0.0
@@ -112,64 +117,47 @@ def hook_first(q, v, lam, lam1, wk):
     o += N * N
     d1 = wk[o:o + N]
     o += N
-    f = wk[o:o + N]
-    o += N
-    a0 = wk[o:o + N]
-    o += N
-    col = wk[o:o + N]
-    o += N
-    rhs_n = wk[o:o + N]
-    o += N
+    X = wk[o:o + N * (M + 1)].reshape((N, M + 1))  # [g^-1 f, g^-1 Bv^T]
+    o += N * (M + 1)
     Bv = wk[o:o + M * N].reshape((M, N))
     o += M * N
     Bq = wk[o:o + M * N].reshape((M, N))
     o += M * N
-    GB = wk[o:o + M * N].reshape((N, M))
-    o += M * N
     C = wk[o:o + M * M].reshape((M, M))
     o += M * M
-    rhs = wk[o:o + M]
-    o += M
-    out = wk[o:o + M]
+    rhs = wk[o:o + M].reshape((M, 1))
     D22L(q, v, g)
     D1L(q, v, d1)
     D21L(q, v, d21)
+    phi_v(q, v, Bv)
+    phi_q(q, v, Bq)
     for r in range(N):
         acc = d1[r]
         for c in range(N):
             acc -= d21[r, c] * v[c]
-        f[r] = acc
-    phi_v(q, v, Bv)
-    phi_q(q, v, Bq)
-    piv = np.empty(N + M, np.int64)
-    if not _lu_factor(g, piv[:N]):
+        X[r, 0] = acc
+        for a in range(M):
+            X[r, a + 1] = Bv[a, r]
+    if not _solve_inplace(g, X):
         for a in range(M):
             lam1[a] = math.nan
         return
-    _lu_solve(g, piv[:N], f, a0)
-    for a in range(M):
-        for r in range(N):
-            rhs_n[r] = Bv[a, r]
-        _lu_solve(g, piv[:N], rhs_n, col)
-        for r in range(N):
-            GB[r, a] = col[r]
     for a in range(M):
         for b in range(M):
             acc = 0.0
             for r in range(N):
-                acc += Bv[a, r] * GB[r, b]
+                acc += Bv[a, r] * X[r, b + 1]
             C[a, b] = acc
         acc = 0.0
         for r in range(N):
-            acc += Bq[a, r] * v[r] + Bv[a, r] * a0[r]
-        rhs[a] = acc
-    if not _lu_factor(C, piv[N:]):
+            acc += Bq[a, r] * v[r] + Bv[a, r] * X[r, 0]
+        rhs[a, 0] = acc
+    if not _solve_inplace(C, rhs):
         for a in range(M):
             lam1[a] = math.nan
         return
-    _lu_solve(C, piv[N:], rhs, out)
     for a in range(M):
-        lam1[a] = -out[a]
+        lam1[a] = -rhs[a, 0]
 
 
 @njit(cache=True)

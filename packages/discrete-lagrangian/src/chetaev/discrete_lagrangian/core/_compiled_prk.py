@@ -83,7 +83,9 @@ def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
 {fv}
     G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
     {g}(Qi, Vi, G)
-    Fl[:, :] = G.T
+    for k in range(N):
+        for a in range(M):
+            Fl[k, a] = G[a, k]
 '''
 
 
@@ -328,13 +330,15 @@ def _transpose_times(G, lam, out):
 
 @njit(cache=True)
 def _weighted_sum(H, lam, out):
-    # out[r, c] = sum_a lam[a] H[a, r, c]
+    # out[r, c] = sum_a lam[a] H[a, r, c] (a outermost: the inner loops run over rows of H)
     for r in range(H.shape[1]):
         for c in range(H.shape[2]):
-            acc = 0.0
-            for a in range(H.shape[0]):
-                acc += lam[a] * H[a, r, c]
-            out[r, c] = acc
+            out[r, c] = 0.0
+    for a in range(H.shape[0]):
+        la = lam[a]
+        for r in range(H.shape[1]):
+            for c in range(H.shape[2]):
+                out[r, c] += la * H[a, r, c]
 
 
 @njit(cache=True)
@@ -357,10 +361,12 @@ def _chain_rows(C, dX, Cq, i, coef, h, J, row):
     # Hamiltonian unknowns (QP): Q = Q^i, an unknown (dQ/dx = I on its columns; i >= 0)
     for a in range(C.shape[0]):
         for col in range(J.shape[1]):
-            acc = 0.0
-            for k in range(C.shape[1]):
-                acc += C[a, k] * dX[k, col]
-            J[row + a, col] = acc
+            J[row + a, col] = 0.0
+        for k in range(C.shape[1]):
+            c = C[a, k]
+            if c != 0.0:
+                for col in range(J.shape[1]):
+                    J[row + a, col] += c * dX[k, col]
         if QP:
             for cc in range(N):
                 J[row + a, i * N + cc] += Cq[a, cc]
@@ -591,10 +597,11 @@ def _stage_residual(x, q, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, R, wk):
 
 @njit(cache=True)
 def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
-    # dR1/dx and dW/dx (dQ^i = h Σ a_il dV^l, dV^l = I on the columns of V^l)
+    # dR1/dx and dW/dx (dQ^i = h Σ a_il dV^l, dV^l = I on the columns of V^l); the
+    # tableaux' zeros skipped, the inner loops along rows of J and dW
     for j in range(S):
         for r in range(N):
-            for col in range(NX):
+            for col in range(XO, NX):
                 dW[j, r, col] = 0.0
             for l in range(S):
                 c = h * A[j, l]
@@ -607,14 +614,17 @@ def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
         for r in range(N):
             row = i * N + r
             for col in range(NX):
-                acc = 0.0
-                for j in range(S):
-                    acc += AH[i, j] * dW[j, r, col]
-                J[row, col] = -h * acc
+                J[row, col] = 0.0
+            for j in range(S):
+                c = -h * AH[i, j]
+                if c != 0.0:
+                    for col in range(NX):
+                        J[row, col] += c * dW[j, r, col]
             for l in range(S):
                 c = h * A[i, l]
-                for cc in range(N):
-                    J[row, l * N + cc] += D21[i, r, cc] * c
+                if c != 0.0:
+                    for cc in range(N):
+                        J[row, l * N + cc] += D21[i, r, cc] * c
             for cc in range(N):
                 J[row, i * N + cc] += D22[i, r, cc]
     return True
@@ -623,38 +633,50 @@ def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
 @njit(cache=True)
 def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
              refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
-    Q = np.empty((S, N))
-    V = np.empty((S, N))
-    Lam = np.zeros((S, max(M, 1)))
-    W = np.empty((S, N))
-    D2 = np.empty((S, N))
-    F = np.zeros(N)
-    R = np.empty(NX)
-    J = np.empty((NX, NX))
-    dW = np.zeros((S, N, NX))
-    dV = np.zeros((S, N, NX) if QP else (1, 1, 1))
-    Wq = np.empty((S, N, N))
-    Wv = np.empty((S, N, N))
-    Fq = np.zeros((N, N))
-    Fv = np.zeros((N, N))
-    Fl = np.zeros((S, N, max(M, 1)))
-    D21 = np.empty((S, N, N))
-    D22 = np.empty((S, N, N))
+    # every work array is a view of one zeroed buffer without a reference count
+    # (_take): the views and slices the step takes of them cost no atomic operations
+    LM = max(M, 1)
+    nqp = S * N * NX if QP else 1
+    buf = np.zeros(2 * S * S + 2 * S + 5 * S * N + S * LM + 4 * S * N * N + S * N * NX + nqp
+                   + 2 * N * N + S * N * LM + NX * NX + 6 * NX + WK + 8 * N + M + LM)
+    A, o = _take_copy(buf, 0, A)
+    AH, o = _take_copy(buf, o, AH)
+    B, o = _take_copy(buf, o, B)
+    BH, o = _take_copy(buf, o, BH)
+    Q, o = _take(buf, o, (S, N))
+    V, o = _take(buf, o, (S, N))
+    Lam, o = _take(buf, o, (S, LM))
+    W, o = _take(buf, o, (S, N))
+    D2, o = _take(buf, o, (S, N))
+    F, o = _take(buf, o, (N,))
+    R, o = _take(buf, o, (NX,))
+    J, o = _take(buf, o, (NX, NX))
+    dW, o = _take(buf, o, (S, N, NX))
+    dV, o = _take(buf, o, (S, N, NX) if QP else (1, 1, 1))
+    Wq, o = _take(buf, o, (S, N, N))
+    Wv, o = _take(buf, o, (S, N, N))
+    Fq, o = _take(buf, o, (N, N))
+    Fv, o = _take(buf, o, (N, N))
+    Fl, o = _take(buf, o, (S, N, LM))
+    D21, o = _take(buf, o, (S, N, N))
+    D22, o = _take(buf, o, (S, N, N))
+    dx, o = _take(buf, o, (NX,))
+    x, o = _take(buf, o, (NX,))
+    wk, o = _take(buf, o, (WK,))
+    hist, o = _take(buf, o, (3, NX))
+    q, o = _take_copy(buf, o, q0)
+    v, o = _take_copy(buf, o, v0)
+    p, o = _take_copy(buf, o, p0)
+    lam, o = _take_copy(buf, o, lam0)
+    lam1, o = _take(buf, o, (LM,))
+    vprev, o = _take_copy(buf, o, v0)
+    q1, o = _take(buf, o, (N,))
+    p1, o = _take(buf, o, (N,))
+    v1, o = _take(buf, o, (N,))
+    if o > buf.shape[0]:
+        raise ValueError("_run_one: work buffer too short")
     piv = np.empty(NX, np.int64)
-    dx = np.empty(NX)
-    x = np.empty(NX)
-    wk = np.empty(WK)
-    hist = np.zeros((3, NX))
     nhist = 0
-    q = q0.copy()
-    v = v0.copy()
-    p = p0.copy()
-    lam = lam0.copy()
-    lam1 = np.zeros(max(M, 1))
-    vprev = v0.copy()
-    q1 = np.empty(N)
-    p1 = np.empty(N)
-    v1 = np.empty(N)
     ctx = (q, v, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, dW, dV, Wq, Wv, Fq, Fv, Fl, D21, D22,
            wk)
     status = 0
@@ -699,6 +721,36 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         if k % save_every == 0:
             _save_node(oq, ov, op, olam, k // save_every, q, v, p, lam)
     _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
+    buf[0] = 0.0  # the buffer outlives its views
+
+
+# the integer address addr as a void pointer, for carray (a numba intrinsic, not a jitted
+# function: nothing to inline)
+_address = intrinsic(lambda typingctx, addr: (
+    types.voidptr(addr),
+    lambda context, builder, sig, args: builder.inttoptr(args[0], cgutils.voidptr_t)))
+
+
+@njit(cache=True)
+def _take(buf, o, shape):
+    # floats o.. of buf as an array of this shape, and the next offset: a carray of buf's
+    # data, without a reference count (no atomic operation on its views); buf outlives it
+    n = 1
+    for d in shape:
+        n *= d
+    return carray(_address(buf.ctypes.data + 8 * o), shape, np.float64), o + n
+
+
+@njit(cache=True)
+def _take_copy(buf, o, a):
+    # _take of a's shape, holding a copy of a
+    out, o1 = _take(buf, o, a.shape)
+    flat = out.reshape(a.size)
+    i = 0
+    for val in a.flat:
+        flat[i] = val
+        i += 1
+    return out, o1
 '''
 
 
@@ -858,7 +910,9 @@ _HEADER = '''"""Generated by chetaev.discrete_lagrangian.core._compiled_prk (iss
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import carray, njit, prange
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 S = {s}
 N = {n}

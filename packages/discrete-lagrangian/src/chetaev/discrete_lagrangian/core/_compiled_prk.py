@@ -673,8 +673,6 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     q1, o = _take(buf, o, (N,))
     p1, o = _take(buf, o, (N,))
     v1, o = _take(buf, o, (N,))
-    if o > buf.shape[0]:
-        raise ValueError("_run_one: work buffer too short")
     piv = np.empty(NX, np.int64)
     nhist = 0
     ctx = (q, v, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, dW, dV, Wq, Wv, Fq, Fv, Fl, D21, D22,
@@ -738,6 +736,8 @@ def _take(buf, o, shape):
     n = 1
     for d in shape:
         n *= d
+    if o + n > buf.shape[0]:  # checked before any view of it is made or written
+        raise ValueError("_take: the work buffer is too short")
     return carray(_address(buf.ctypes.data + 8 * o), shape, np.float64), o + n
 
 

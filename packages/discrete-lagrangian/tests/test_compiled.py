@@ -311,3 +311,119 @@ def test_constrained_step_and_selection(sphere_gyro):
     assert _cprk(plain, 3, "auto", n=2).stats["backend"] == "numpy"
     with pytest.raises(BackendError, match="from_lagrangian"):
         _cprk(plain, 3, "numba", n=2)
+
+
+@pytest.fixture(scope="module")
+def bookkeeping():
+    """The step loop's bookkeeping pieces of the one Newton driver (``NEWTON``) alone:
+    ``_remember`` and ``_extrapolate`` compile without an engine."""
+    from chetaev.discrete_lagrangian.core._kernels import load_module
+    from chetaev.discrete_lagrangian.extending import NEWTON
+
+    return load_module("import math\nimport numpy as np\nfrom numba import njit\n" + NEWTON)
+
+
+def _predict(mod, rows):
+    """``_extrapolate`` of the solutions ``rows`` (oldest first), through ``_remember``."""
+    rows = np.asarray(rows, dtype=float)
+    hist = np.zeros((5, rows.shape[1]))
+    nhist = 0
+    for row in rows:
+        nhist = mod._remember(hist, nhist, row.copy())
+    x = np.full(rows.shape[1], np.nan)
+    return mod._extrapolate(hist, nhist, x), x
+
+
+def test_predictor_degree(bookkeeping):
+    """The guess of a step is the polynomial extrapolation (in the step index) of the last
+    solutions, of the highest degree (at most 4, one less than the solutions kept) whose
+    backward differences do not grow. A resolved motion: a polynomial sequence of degree d
+    with shrinking differences is extrapolated exactly (to its rounding: the integer
+    weights sum to 1 in absolute value at most 31, values O(1): bound 64 eps). An
+    unresolved one (differences that grow, the sign flipping every step) keeps the linear
+    extrapolation (the degree used before higher ones existed), never a higher one."""
+    k = np.arange(-4.0, 1.0)  # step indices of the 5 solutions, the next is k = 1
+    # the Taylor coefficients of exp(0.3 k): the backward differences at k = 0 shrink by
+    # about 1 - exp(-0.3) per order for every degree d (checked: 0.26, 0.068, 0.015, 0.008)
+    coef = 0.3 ** np.arange(5) / np.array([1.0, 1.0, 2.0, 6.0, 24.0])
+    for d in range(5):
+        seq = np.polynomial.polynomial.polyval(k, coef[: d + 1])
+        cols = np.stack([seq, 2.0 * seq - 1.0], axis=1)
+        for n in range(d + 1, 6):  # at least d + 1 solutions determine the polynomial
+            ok, x = _predict(bookkeeping, cols[-n:])
+            want = np.polynomial.polynomial.polyval(1.0, coef[: d + 1])
+            assert ok
+            assert np.max(np.abs(x - [want, 2.0 * want - 1.0])) <= 64 * np.finfo(float).eps
+    ok, x = _predict(bookkeeping, np.zeros((0, 2)))
+    assert not ok  # no solution yet: the hook's own guess
+    flip = np.array([[(-1.0) ** j, 1.0] for j in range(5)])  # +1, -1, +1, -1, +1
+    ok, x = _predict(bookkeeping, flip)
+    assert ok and np.array_equal(x, 2.0 * flip[-1] - flip[-2])  # linear: 3, 1
+
+
+# A toy system for the Newton driver alone: F(x) = (x0^3 + x0 - 2, x1 - x0^2), root (1, 1).
+# Mode 0 factorises the Jacobian; mode 1 a matrix ten times too small (its iteration
+# multiplies the error by about -9: it diverges), whose fallback is mode 0.
+_TOY_ENGINE = '''
+@njit(cache=True)
+def _eval(mode, ctx, x, R, J, jac):
+    if not jac:
+        R[0] = x[0] ** 3 + x[0] - 2.0
+        R[1] = x[1] - x[0] ** 2
+        return
+    J[0, 0] = 3.0 * x[0] ** 2 + 1.0
+    J[0, 1] = 0.0
+    J[1, 0] = -2.0 * x[0]
+    J[1, 1] = 1.0
+
+
+@njit(cache=True)
+def _scale(mode, ctx, x):
+    return 1.0
+
+
+@njit(cache=True)
+def _factor(mode, ctx, x, R, J, piv):
+    _eval(mode, ctx, x, R, J, True)
+    if mode == 1:
+        for i in range(2):
+            for j in range(2):
+                J[i, j] *= 0.1
+    return _lu_factor(J, piv), mode
+
+
+@njit(cache=True)
+def _solve(mode, ctx, J, piv, R, dx):
+    _lu_solve(J, piv, R, dx)
+
+
+@njit(cache=True)
+def _fallback(mode):
+    return FALLBACK
+'''
+
+
+@pytest.mark.parametrize("fallback", [0, 1])
+def test_newton_hands_over_to_the_fallback_matrix(fallback):
+    """``_newton`` (the one compiled driver) with an engine's own matrices: a fresh matrix
+    that does not contract (its first rate is about 9, above ``refresh``) hands over to
+    ``_fallback(mode)``. With the fallback (mode 0, the Jacobian) Newton converges to the
+    root within the tolerance; without one (``_fallback`` keeps mode 1) it stops unconverged
+    (the residual grows: ``max_stall`` non-decreasing iterations)."""
+    from chetaev.discrete_lagrangian.core._kernels import load_module
+    from chetaev.discrete_lagrangian.extending import DENSE_MATRIX, LINALG, NEWTON
+
+    source = ("import math\nimport numpy as np\nfrom numba import njit\n"
+              f"FALLBACK = {fallback}\n" + LINALG + NEWTON.replace(DENSE_MATRIX, _TOY_ENGINE))
+    mod = load_module(source)
+    x = np.array([1.3, 0.5])
+    R, dx, piv = np.zeros(2), np.zeros(2), np.zeros(2, np.int64)
+    J = np.zeros((2, 2))
+    r, thr, it = mod._newton(1, (0.0,), x, R, J, piv, dx, 1e-13, 0.0, 0.0, -1.0, 50, 0.2, 3,
+                             True)
+    if fallback == 0:
+        assert r <= thr == 1e-13
+        # |J^-1|_inf = 1.5 at the root (J = [[4, 0], [-2, 1]]): |x - 1| <= 1.5 thr to first order
+        assert np.max(np.abs(x - 1.0)) <= 2.0 * thr
+    else:
+        assert not r <= thr

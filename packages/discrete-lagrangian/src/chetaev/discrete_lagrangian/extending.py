@@ -33,7 +33,9 @@ Compiled backend (issue 17)
     :data:`ENGINE` (the engine's numba source), :data:`LINALG`, :data:`NEWTON` and
     :data:`BATCH_DRIVERS` (its LU and max-norm pieces, the one compiled Newton driver
     ``_newton`` with the step loop's bookkeeping, and the batch drivers, which a method with a
-    step of its own reuses), :func:`inline_small` and :data:`INLINE_LINES` (numba's IR-level
+    step of its own reuses), :data:`DENSE_MATRIX` and :data:`STRUCTURED_MATRIX` (the Newton
+    matrices ``_newton`` factorises: the analytic Jacobian, part of :data:`NEWTON`, or the
+    hooks' structured matrix with its fallback to the Jacobian), :func:`inline_small` and :data:`INLINE_LINES` (numba's IR-level
     inlining of chosen functions of a module source), :func:`lie_plan` (the compiled
     Lie-group engine).
 """
@@ -45,10 +47,12 @@ from .core._backend import BackendError, resolve_backend
 from .core._compiled_lie import lie_plan
 from .core._compiled_prk import (
     BATCH_DRIVERS,
+    DENSE_MATRIX,
     ENGINE,
     INLINE_LINES,
     LINALG,
     NEWTON,
+    STRUCTURED_MATRIX,
     CompiledPlan,
     build_source,
     compiled_step,
@@ -75,10 +79,12 @@ from .methods._vprk import _no_controls as no_controls
 
 __all__ = [
     "BATCH_DRIVERS",
+    "DENSE_MATRIX",
     "ENGINE",
     "INLINE_LINES",
     "LINALG",
     "NEWTON",
+    "STRUCTURED_MATRIX",
     "BackendError",
     "CompiledPlan",
     "ComposedSteps",

@@ -48,12 +48,97 @@ def _stage_velocity(i, p, h, A, W, pk, vc):
 
 @njit(cache=True)
 def _times_minv(x, out):
-    # out = M^-1 x (the constant mass matrix: FL^-1)
+    # out = M^-1 x (the constant mass matrix: FL^-1); a copy for M = I (the same numbers)
+    if MINV_IDENTITY:
+        for k in range(N):
+            out[k] = x[k]
+        return
     for k in range(N):
         acc = 0.0
         for l in range(N):
             acc += MINV[k, l] * x[l]
         out[k] = acc
+
+
+@njit(cache=True)
+def _structured_blocks(J):
+    # the structured matrix's storage in J: the Schur complement Sm ((S-1)M)^2 (its LU), the
+    # constraint rows Cq_i (S-1, M, N) and the directions Gh_k = M^-1 G_k^T (S-1, N, M)
+    L = (S - 1) * M
+    Sm, o = _take(J, 0, (L, L))
+    Cq, o = _take(J, o, (S - 1, M, N))
+    Gh, o = _take(J, o, (S - 1, N, M))
+    return Sm, Cq, Gh
+
+
+@njit(cache=True)
+def hook_structured_factor(p, h, A, AH, Q, V, W, J, piv, wk):
+    # the Newton matrix without its O(h^2) force terms (_equations._structured_solver): with
+    # G_k = D2Phi(Q^k, V^k), Gh_k = M^-1 G_k^T and Cq_i, Cv_i the derivatives of Phi at
+    # (Q^i, v_k^i), the Schur complement on Lambda^2..s
+    # S_ik = h a_ik Cv_i Gh_k + h^2 (a ahat)_ik Cq_i Gh_k, factorised; False when singular
+    Sm, Cq, Gh = _structured_blocks(J)
+    vc = wk[:N]
+    pk = wk[N:2 * N]
+    Cv, o = _take(wk, 2 * N, (M, N))
+    G, o = _take(wk, o, (M, N))
+    for k in range(1, S):
+        phi_v(Q[k], V[k], G)
+        for a in range(M):
+            for r in range(N):
+                vc[r] = G[a, r]
+            _times_minv(vc, pk)
+            for r in range(N):
+                Gh[k - 1, r, a] = pk[r]
+    for i in range(1, S):
+        _stage_velocity(i, p, h, A, W, pk, vc)
+        phi_q(Q[i], vc, Cq[i - 1])
+        phi_v(Q[i], vc, Cv)
+        for k in range(1, S):
+            caa = 0.0
+            for l in range(S):
+                caa += A[i, l] * AH[l, k]
+            ca = h * A[i, k]
+            caa *= h * h
+            for a in range(M):
+                for b in range(M):
+                    sv = 0.0
+                    sq = 0.0
+                    for r in range(N):
+                        sv += Cv[a, r] * Gh[k - 1, r, b]
+                        sq += Cq[i - 1, a, r] * Gh[k - 1, r, b]
+                    Sm[(i - 1) * M + a, (k - 1) * M + b] = ca * sv + caa * sq
+    return _lu_factor(Sm, piv)
+
+
+@njit(cache=True)
+def hook_structured_solve(h, A, AH, J, piv, R, dx):
+    # dx = J_0^-1 R: u_i = M^-1 R1_i; dLambda = S^-1 (R2 - Cq_i h sum_l a_il u_l);
+    # dV_i = u_i + h sum_k ahat_ik Gh_k dLambda_k
+    Sm, Cq, Gh = _structured_blocks(J)
+    for i in range(S):
+        _times_minv(R[i * N:(i + 1) * N], dx[i * N:(i + 1) * N])
+    for i in range(1, S):
+        for a in range(M):
+            dx[XO + (i - 1) * M + a] = R[XO + (i - 1) * M + a]
+        for k in range(N):
+            y = 0.0
+            for l in range(S):
+                y += A[i, l] * dx[l * N + k]
+            y *= h
+            for a in range(M):
+                dx[XO + (i - 1) * M + a] -= Cq[i - 1, a, k] * y
+    dl = dx[XO:]
+    _lu_solve(Sm, piv, dl, dl)
+    for i in range(S):
+        for r in range(N):
+            acc = 0.0
+            for k in range(1, S):
+                c = AH[i, k]
+                if c != 0.0:
+                    for b in range(M):
+                        acc += c * Gh[k - 1, r, b] * dl[(k - 1) * M + b]
+            dx[i * N + r] += h * acc
 
 
 @njit(cache=True)
@@ -73,13 +158,10 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
     vc = wk[:N]
     pk = wk[N:2 * N]
     o = 2 * N
-    Cq = wk[o:o + M * N].reshape((M, N))
-    o += M * N
-    Cv = wk[o:o + M * N].reshape((M, N))
-    o += M * N
-    Cp = wk[o:o + M * N].reshape((M, N))
-    o += M * N
-    dpk = wk[o:o + N * NX].reshape((N, NX))
+    Cq, o = _take(wk, o, (M, N))
+    Cv, o = _take(wk, o, (M, N))
+    Cp, o = _take(wk, o, (M, N))
+    dpk, o = _take(wk, o, (N, NX))
     for i in range(1, S):
         _stage_velocity(i, p, h, A, W, pk, vc)
         phi_q(Q[i], vc, Cq)
@@ -111,21 +193,15 @@ def hook_first(q, v, lam, lam1, wk):
             lam1[a] = 0.0
         return
     o = 0
-    g = wk[o:o + N * N].reshape((N, N))
-    o += N * N
-    d21 = wk[o:o + N * N].reshape((N, N))
-    o += N * N
+    g, o = _take(wk, o, (N, N))
+    d21, o = _take(wk, o, (N, N))
     d1 = wk[o:o + N]
     o += N
-    X = wk[o:o + N * (M + 1)].reshape((N, M + 1))  # [g^-1 f, g^-1 Bv^T]
-    o += N * (M + 1)
-    Bv = wk[o:o + M * N].reshape((M, N))
-    o += M * N
-    Bq = wk[o:o + M * N].reshape((M, N))
-    o += M * N
-    C = wk[o:o + M * M].reshape((M, M))
-    o += M * M
-    rhs = wk[o:o + M].reshape((M, 1))
+    X, o = _take(wk, o, (N, M + 1))  # [g^-1 f, g^-1 Bv^T]
+    Bv, o = _take(wk, o, (M, N))
+    Bq, o = _take(wk, o, (M, N))
+    C, o = _take(wk, o, (M, M))
+    rhs, o = _take(wk, o, (M, 1))
     D22L(q, v, g)
     D1L(q, v, d1)
     D21L(q, v, d21)
@@ -231,11 +307,16 @@ def compiled_plan(method: Any, system: Any, iface: Any) -> tuple[str, Any]:
     s = a.shape[0]
     minv = np.linalg.inv(np.array(k.mass, dtype=float))
     consts = (f"MINV = np.array({minv.tolist()!r})\n"
+              f"MINV_IDENTITY = {bool(np.array_equal(minv, np.eye(minv.shape[0])))}\n"
               f"CN = np.array({np.asarray(_c, float).tolist()!r})\n"
               f"RULE = {_RULES[method.multiplier_rule]}\n")
     simplified = method.jacobian_reuse != "iteration"
+    # the structured Newton matrix where it applies (the Lagrangian form), for every input:
+    # compiled, a member's result never depends on the batch it runs in
+    structured = (method.form != "hamiltonian"
+                  and method.jacobian_reuse in ("auto", "structured"))
     source = build_source(k, s, s - 1, _HOOKS, simplified, consts,
-                          "QP" if method.form == "hamiltonian" else "V")
+                          "QP" if method.form == "hamiltonian" else "V", structured=structured)
     plan = CompiledPlan(source=source, a=a, ahat=ahat, b=b, bhat=b.copy(), m=int(k.m),
                         options=method.newton, has_lam=True)
     method._cache["compiled"] = (k, plan)

@@ -35,7 +35,13 @@ The Newton iteration is :data:`NEWTON`'s ``_newton``, the one compiled driver of
 matrix, ``max_iter`` iterations or ``max_stall`` non-decreasing iterations; full Newton, or
 simplified Newton (``SIMPLIFIED``) refreshed when the contraction rate exceeds
 ``refresh_rate``; the Jacobian is evaluated only where a matrix is factorised, from the
-stage values of the residual at that point. A failure returns a status; the Python side
+stage values of the residual at that point. Hooks that define ``hook_structured_factor(p, h,
+A, AH, Q, V, W, J, piv, wk)`` and ``hook_structured_solve(h, A, AH, J, piv, R, dx)`` (the
+nonholonomic rows: the Newton matrix without its ``O(h^2)`` force terms, a Schur complement
+on the multipliers) can start every step with that matrix (``build_source(structured=True)``,
+:data:`STRUCTURED_MATRIX`), which hands over to the analytic Jacobian where it is singular or
+does not contract. The initial guess extrapolates the last five solutions
+(``_extrapolate``). A failure returns a status; the Python side
 raises :class:`~chetaev.discrete_lagrangian.ConvergenceError` naming step, time and
 residual. The module's functions of at most :data:`INLINE_LINES` lines are inlined by numba
 (:func:`inline_small`).
@@ -52,9 +58,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-__all__ = ["BATCH_DRIVERS", "ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS", "INLINE_LINES", "LINALG",
-           "NEWTON", "PLAIN_HOOKS", "CompiledPlan", "build_source", "compiled_step",
-           "constraint_force_hooks", "inline_small", "method_plan", "run_compiled"]
+__all__ = ["BATCH_DRIVERS", "DENSE_MATRIX", "ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS",
+           "INLINE_LINES", "LINALG", "NEWTON", "PLAIN_HOOKS", "STRUCTURED_MATRIX",
+           "CompiledPlan", "build_source", "compiled_step", "constraint_force_hooks",
+           "inline_small", "method_plan", "run_compiled"]
 
 _EPS = float(np.finfo(np.float64).eps)
 _OVERFLOW = float(np.sqrt(np.finfo(np.float64).max))
@@ -70,18 +77,18 @@ def constraint_force_hooks(g: str, g_q: str, g_v: str | None) -> str:
 
 @njit(cache=True)
 def hook_force(Qi, Vi, Lami, Fi, wk):
-    G = wk[:M * N].reshape((M, N))
+    G, _ = _take(wk, 0, (M, N))
     {g}(Qi, Vi, G)
     _transpose_times(G, Lami, Fi)
 
 
 @njit(cache=True)
 def hook_force_jac(Qi, Vi, Lami, Fq, Fv, Fl, wk):
-    H = wk[:M * N * N].reshape((M, N, N))
+    H, o = _take(wk, 0, (M, N, N))
     {g_q}(Qi, Vi, H)
     _weighted_sum(H, Lami, Fq)
 {fv}
-    G = wk[M * N * N:M * N * N + M * N].reshape((M, N))
+    G, _ = _take(wk, o, (M, N))
     {g}(Qi, Vi, G)
     for k in range(N):
         for a in range(M):
@@ -174,10 +181,10 @@ def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
             R[row + a] = ph[a]
         row += M
     if FIRST == 1:
-        node = wk[M:M + 3 * N].reshape((3, N))  # q1, p1, v1
+        node, o = _take(wk, M, (3, N))  # q1, p1, v1
         q1, p1, v1 = node[0], node[1], node[2]
-        G = wk[M + 3 * N:M + 3 * N + M * N].reshape((M, N))
-        _end_node(q, p, h, V, W, q1, p1, v1, wk[M + 3 * N + M * N:])
+        G, o = _take(wk, o, (M, N))
+        _end_node(q, p, h, V, W, q1, p1, v1, wk[o:])
         hol_jac(q1, v1, G)
         for a in range(M):
             acc = 0.0
@@ -188,7 +195,7 @@ def hook_rows(q, p, h, A, Q, V, Lam, W, R, wk):
 
 @njit(cache=True)
 def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
-    G = wk[:M * N].reshape((M, N))
+    G, o = _take(wk, 0, (M, N))
     row = XO
     for i in range(FIRST, S):
         hol_jac(Q[i], V[i], G)
@@ -204,15 +211,13 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
         return
     # d(G(q1) v1)/dx = (Σ_k H_k v1_k) dq1/dx + G(q1) dv1/dx,
     # dv1/dx = D22L⁻¹ (dp1/dx − D21L dq1/dx), dq1/dx = h b_l on V^l, dp1/dx = h Σ_j b̂_j dW^j
-    node = wk[M * N:M * N + 3 * N].reshape((3, N))  # q1, p1, v1
+    node, o = _take(wk, o, (3, N))  # q1, p1, v1
     q1, p1, v1 = node[0], node[1], node[2]
-    o = M * N + 3 * N
-    H = wk[o:o + M * N * N].reshape((M, N, N))
-    Hv = wk[o + M * N * N:o + M * N * N + M * N].reshape((M, N))
-    o += M * N * N + M * N
-    D21 = wk[o:o + N * N].reshape((N, N))
-    dv = wk[o + N * N:o + N * N + N * NX].reshape((N, NX))
-    rest = wk[o + N * N + N * NX:]
+    H, o = _take(wk, o, (M, N, N))
+    Hv, o = _take(wk, o, (M, N))
+    D21, o = _take(wk, o, (N, N))
+    dv, o = _take(wk, o, (N, NX))
+    rest = wk[o:]
     _end_node(q, p, h, V, W, q1, p1, v1, rest)
     hol_jac(q1, v1, G)
     hol_hess(q1, v1, H)
@@ -233,8 +238,8 @@ def hook_rows_jac(q, p, h, A, Q, V, Lam, W, dW, J, wk):
             c = h * BV[l]
             for cc in range(N):
                 dv[r, l * N + cc] -= D21[r, cc] * c
-    g = rest[:N * N].reshape((N, N))
-    z = rest[N * N:N * N + N]
+    g, o = _take(rest, 0, (N, N))
+    z = rest[o:o + N]
     for k in range(N):
         z[k] = 0.0
     D22L(q1, z, g)
@@ -270,7 +275,7 @@ def hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x):
 @njit(cache=True)
 def hook_residual(q1, v1, wk):
     ph = wk[:M]
-    G = wk[M:M + M * N].reshape((M, N))
+    G, o = _take(wk, M, (M, N))
     hol_phi(q1, v1, ph)
     hol_jac(q1, v1, G)
     r = 0.0
@@ -469,7 +474,7 @@ def _lu_solve(LU, piv, F, dx):
     for i in range(nx):
         dx[i] = F[i]
     for k in range(nx):
-        p = piv[k]
+        p = int(piv[k])
         if p != k:
             t = dx[k]
             dx[k] = dx[p]
@@ -638,7 +643,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     LM = max(M, 1)
     nqp = S * N * NX if QP else 1
     buf = np.zeros(2 * S * S + 2 * S + 5 * S * N + S * LM + 4 * S * N * N + S * N * NX + nqp
-                   + 2 * N * N + S * N * LM + NX * NX + 6 * NX + WK + 8 * N + M + LM)
+                   + 2 * N * N + S * N * LM + NX * NX + 8 * NX + WK + 8 * N + M + LM + NX)
     A, o = _take_copy(buf, 0, A)
     AH, o = _take_copy(buf, o, AH)
     B, o = _take_copy(buf, o, B)
@@ -663,7 +668,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     dx, o = _take(buf, o, (NX,))
     x, o = _take(buf, o, (NX,))
     wk, o = _take(buf, o, (WK,))
-    hist, o = _take(buf, o, (3, NX))
+    hist, o = _take(buf, o, (5, NX))
     q, o = _take_copy(buf, o, q0)
     v, o = _take_copy(buf, o, v0)
     p, o = _take_copy(buf, o, p0)
@@ -673,7 +678,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     q1, o = _take(buf, o, (N,))
     p1, o = _take(buf, o, (N,))
     v1, o = _take(buf, o, (N,))
-    piv = np.empty(NX, np.int64)
+    piv, o = _take(buf, o, (NX,))  # the pivots' indices, as floats
     nhist = 0
     ctx = (q, v, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, dW, dV, Wq, Wv, Fq, Fv, Fl, D21, D22,
            wk)
@@ -685,7 +690,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     for k in range(1, nsteps + 1):
         hook_first(q, v, lam, lam1, wk)
         hook_guess(q, v, p, h, lam1, hist, nhist, vprev, x)
-        r, thr, it = _newton(0, ctx, x, R, J, piv, dx, tolf, 0.0, atol, -1.0, max_iter,
+        r, thr, it = _newton(MODE0, ctx, x, R, J, piv, dx, tolf, 0.0, atol, -1.0, max_iter,
                              refresh, max_stall, SIMPLIFIED)
         its[k - 1] = it
         res[k - 1] = r
@@ -736,7 +741,7 @@ def _take(buf, o, shape):
     n = 1
     for d in shape:
         n *= d
-    if o + n > buf.shape[0]:  # checked before any view of it is made or written
+    if o + n > buf.size:  # checked before any view of it is made or written
         raise ValueError("_take: the work buffer is too short")
     return carray(_address(buf.ctypes.data + 8 * o), shape, np.float64), o + n
 
@@ -766,9 +771,14 @@ def _take_copy(buf, o, a):
 #: ``polish``; stops on a non-finite residual, a singular matrix, ``max_iter`` iterations or
 #: ``max_stall`` non-decreasing ones; full Newton, or simplified Newton whose matrix is
 #: rebuilt at the iterate when the rate exceeds ``refresh`` (``inf``: a chord iteration).
-#: Returns ``(r, thr, it)``. Bookkeeping: ``_finite`` (sum of squares finite),
-#: ``_remember`` (the last solutions, newest first), ``_extrapolate`` (their polynomial
-#: extrapolation), ``_save_node``, ``_finish`` (the final node and the status row).
+#: The matrix is the engine's (``_factor``, ``_solve``, ``_fallback``: :data:`DENSE_MATRIX`,
+#: part of this piece, or the PRK engine's :data:`STRUCTURED_MATRIX`); a fresh matrix that
+#: does not contract (rate above ``refresh`` clear of the round-off floor) hands over to
+#: ``_fallback(mode)``. Returns ``(r, thr, it)``. Bookkeeping: ``_finite`` (sum of squares
+#: finite), ``_remember`` (the last solutions, newest first), ``_extrapolate`` (their
+#: polynomial extrapolation in the step index, of the highest degree, up to one less than the
+#: rows kept, whose backward differences do not grow), ``_save_node``, ``_finish`` (the final
+#: node and the status row).
 NEWTON = '''
 @njit(cache=True)
 def _newton(mode, ctx, x, R, J, piv, dx, tolf, floor_tol, atol, polish, max_iter, refresh,
@@ -784,15 +794,17 @@ def _newton(mode, ctx, x, R, J, piv, dx, tolf, floor_tol, atol, polish, max_iter
     stall = 0
     rate = math.nan
     have_lu = False
+    fresh = False
     while it < max_iter and r > floor and r < math.inf:
         if polish >= 0.0 and r <= thr and it > 0 and not (rate <= polish):
             break
         if not have_lu:
-            _eval(mode, ctx, x, R, J, True)
-            if not _lu_factor(J, piv):
+            ok, mode = _factor(mode, ctx, x, R, J, piv)
+            if not ok:
                 break
             have_lu = True
-        _lu_solve(J, piv, R, dx)
+            fresh = True
+        _solve(mode, ctx, J, piv, R, dx)
         for i in range(x.shape[0]):
             x[i] -= dx[i]
         it += 1
@@ -803,9 +815,15 @@ def _newton(mode, ctx, x, R, J, piv, dx, tolf, floor_tol, atol, polish, max_iter
             stall += 1
         else:
             stall = 0
+        judged = r > 16.0 * thr
         r = rn
         if not simplified or (rate > refresh and r > thr):
+            if fresh and judged and rate > refresh:
+                # a matrix that does not contract right after its build, clear of the
+                # round-off floor: the engine's other matrix, if it has one
+                mode = _fallback(mode)
             have_lu = False
+        fresh = False
         if stall >= max_stall:
             break
     return r, thr, it
@@ -818,6 +836,12 @@ def _finite(u):
     for i in range(u.shape[0]):
         acc += u[i] * u[i]
     return acc < math.inf
+
+
+# the extrapolations sum_{j <= d} nabla^j h_0 = sum_j (-1)^j C(d + 1, j + 1) h_j of
+# _extrapolate (row d; nabla^j the backward differences at the newest solution h_0)
+_EXTRAPOLATION = np.array([[(-1.0) ** j * math.comb(d + 1, j + 1) if j <= d else 0.0
+                            for j in range(5)] for d in range(5)])
 
 
 @njit(cache=True)
@@ -833,19 +857,48 @@ def _remember(hist, nhist, x):
 
 @njit(cache=True)
 def _extrapolate(hist, nhist, x):
-    # the polynomial extrapolation of the last nhist solutions (3 h0 - 3 h1 + h2, 2 h0 - h1,
-    # h0); False when there is none yet
-    if nhist >= 3:
-        for i in range(x.shape[0]):
-            x[i] = 3.0 * hist[0, i] - 3.0 * hist[1, i] + hist[2, i]
-    elif nhist == 2:
-        for i in range(x.shape[0]):
-            x[i] = 2.0 * hist[0, i] - hist[1, i]
-    elif nhist == 1:
-        for i in range(x.shape[0]):
-            x[i] = hist[0, i]
-    else:
+    # the polynomial extrapolation in the step index of the last nhist solutions (rows of
+    # hist, newest first): degree d = 1 (2 h0 - h1) and up (d = 2: 3 h0 - 3 h1 + h2, ...,
+    # at most nhist - 1) while the backward differences |nabla^d| (max-norm) do not grow:
+    # the next omitted difference estimates the error, and growing differences (steps that
+    # do not resolve the motion) would amplify it; False when there is no solution yet
+    if nhist == 0:
         return False
+    nx = x.shape[0]
+    d = min(nhist - 1, 1)
+    if nhist >= 3:
+        # the norms of nabla^1..nabla^(nhist-1) in one pass (repeated differences of each
+        # column, in place in a copy of the newest rows)
+        n1 = 0.0
+        n2 = 0.0
+        n3 = 0.0
+        n4 = 0.0
+        for i in range(nx):
+            a0 = hist[0, i]
+            a1 = hist[1, i]
+            a2 = hist[2, i]
+            b0 = a0 - a1
+            b1 = a1 - a2
+            n1 = max(n1, abs(b0))
+            n2 = max(n2, abs(b0 - b1))
+            if nhist >= 4:
+                b2 = a2 - hist[3, i]
+                c1 = b1 - b2
+                n3 = max(n3, abs(b0 - b1 - c1))
+                if nhist >= 5:
+                    c2 = b2 - (hist[3, i] - hist[4, i])
+                    n4 = max(n4, abs(b0 - b1 - c1 - (c1 - c2)))
+        if n2 <= n1:
+            d = 2
+            if nhist >= 4 and n3 <= n2:
+                d = 3
+                if nhist >= 5 and n4 <= n3:
+                    d = 4
+    for i in range(nx):
+        acc = 0.0
+        for j in range(d + 1):
+            acc += _EXTRAPOLATION[d, j] * hist[j, i]
+        x[i] = acc
     return True
 
 
@@ -879,6 +932,62 @@ def _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it):
 
 '''
 
+#: The Newton matrix of an engine with one kind: the analytic Jacobian of ``_eval``, LU with
+#: partial pivoting. ``_factor(mode, ctx, x, R, J, piv)`` builds and factorises the matrix at
+#: ``x`` (the point of the last residual) and returns ``(ok, mode)``: False for a singular
+#: matrix (Newton stops), and the mode the solves use; ``_solve(mode, ctx, J, piv, R, dx)`` solves ``J dx = R``;
+#: ``_fallback(mode)`` is the mode after a fresh matrix failed to contract (the same here: the
+#: matrix is rebuilt at the iterate). An engine with a structured matrix defines its own three
+#: (the PRK engine's :data:`STRUCTURED_MATRIX`).
+DENSE_MATRIX = '''
+@njit(cache=True)
+def _factor(mode, ctx, x, R, J, piv):
+    _eval(mode, ctx, x, R, J, True)
+    return _lu_factor(J, piv), mode
+
+
+@njit(cache=True)
+def _solve(mode, ctx, J, piv, R, dx):
+    _lu_solve(J, piv, R, dx)
+
+
+@njit(cache=True)
+def _fallback(mode):
+    return mode
+
+'''
+
+#: The PRK engine's Newton matrices (the modes of :data:`DENSE_MATRIX`'s functions): mode 0
+#: the analytic Jacobian (LU); mode 1 the structured matrix of the hooks
+#: (``hook_structured_factor``, ``hook_structured_solve``: the nonholonomic rows' matrix without
+#: its ``O(h^2)`` force terms, solved by a Schur complement on the multipliers), which falls
+#: back to mode 0 where it is singular or does not contract right after its build.
+STRUCTURED_MATRIX = '''
+@njit(cache=True)
+def _factor(mode, ctx, x, R, J, piv):
+    q, v, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, dW, dV, Wq, Wv, Fq, Fv, Fl, D21, D22, wk = ctx
+    if mode == 1:
+        if hook_structured_factor(p, h, A, AH, Q, V, W, J, piv, wk):
+            return True, 1
+    # mode 0, or a singular structured matrix: the analytic Jacobian
+    _eval(0, ctx, x, R, J, True)
+    return _lu_factor(J, piv), 0
+
+
+@njit(cache=True)
+def _solve(mode, ctx, J, piv, R, dx):
+    if mode == 1:
+        hook_structured_solve(ctx[4], ctx[5], ctx[6], J, piv, R, dx)
+    else:
+        _lu_solve(J, piv, R, dx)
+
+
+@njit(cache=True)
+def _fallback(mode):
+    return 0
+
+'''
+
 # the batch loops over _run_one: run_serial (range) and run_parallel (prange), one template
 _BATCH_LOOP = '''
 
@@ -900,6 +1009,8 @@ BATCH_DRIVERS = (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
 #: pivoting), the NaN-aware max-norm, the small dense products; a method with a step of its
 #: own (the Lie engine, the GNI) puts them in its module as they are, with :data:`NEWTON`.
 LINALG = ENGINE[: ENGINE.index("@njit(cache=True)\ndef _eval(")]
+_NEWTON_LOOP = NEWTON
+NEWTON = _NEWTON_LOOP + DENSE_MATRIX
 ENGINE = LINALG + NEWTON + ENGINE[len(LINALG):] + BATCH_DRIVERS
 
 # the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
@@ -922,6 +1033,7 @@ NX = {nx}
 SIMPLIFIED = {simplified}
 QP = {qp}
 XO = {xo}
+MODE0 = {mode0}
 '''
 
 #: The Hamiltonian unknowns ``x = [Q (s·n), P (s·n), Λ_free (KF·m)]`` of eq. (15) of the
@@ -1026,19 +1138,24 @@ def inline_small(source: str, names: Collection[str] | None = None,
 
 
 def build_source(kernels: Any, s: int, kf: int, hooks: str, simplified: bool,
-                 constants: str = "", unknowns: str = "V", engine: str | None = None) -> str:
+                 constants: str = "", unknowns: str = "V", engine: str | None = None,
+                 structured: bool = False) -> str:
     """The generated module: header constants, kernels, the method's hooks, the engine
     (:data:`ENGINE`, its small functions inlined by :func:`inline_small`; ``unknowns="QP"``:
     the Hamiltonian unknowns, :data:`EVAL_QP`; or ``engine``: a method with a step of its
-    own, e.g. the GNI, as given)."""
+    own, e.g. the GNI, as given). ``structured``: the Newton matrix of every step starts as
+    the hooks' structured matrix (:data:`STRUCTURED_MATRIX`; the hooks define
+    ``hook_structured_factor`` and ``hook_structured_solve``)."""
     n, m = int(kernels.n), int(kernels.m)
     qp = unknowns == "QP"
     xo = (2 if qp else 1) * s * n
     head = _HEADER.format(s=s, n=n, m=m, kf=kf, nx=xo + kf * m, simplified=bool(simplified),
-                          qp=qp, xo=xo)
+                          qp=qp, xo=xo, mode0=int(bool(structured)))
     if engine is not None:
         return "\n".join([head, constants, _jit_kernels(kernels.source), hooks, engine])
     engine = ENGINE.replace(_EVAL_V, EVAL_QP) if qp else ENGINE
+    if structured:
+        engine = engine.replace(DENSE_MATRIX, STRUCTURED_MATRIX)
     return inline_small("\n".join([head, constants, _jit_kernels(kernels.source), hooks,
                                     engine]))
 

@@ -50,7 +50,8 @@ import numpy as np
 from ._compiled_gni import GNI_STEP
 from ._errors import InputError
 
-__all__ = ["RED_STEP", "ReducedKernels", "ReducedPlan", "reduced_kernels", "reduced_plan"]
+__all__ = ["RED_STEP", "ReducedKernels", "ReducedPlan", "check_kernels", "reduced_kernels",
+           "reduced_plan"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -320,10 +321,18 @@ def _has(source: str, name: str) -> bool:
     return re.search(rf"^def {name}\(", source, re.M) is not None
 
 
-def _check_kernels(system: Any, user: str, given: list[str]) -> None:
-    """The user's kernels evaluated in plain Python at a generic shape point, against the
-    system's callables (a kernel that computes something else is an error, not a silent
-    divergence of the two backends)."""
+def check_kernels(system: Any) -> None:
+    """The kernels of ``system.compiled_kernels`` evaluated in plain Python at a generic shape
+    point, against the system's callables of the same names (a kernel that computes
+    something else is an error, not a silent divergence of the two backends).
+
+    Raises
+    ------
+    InputError
+        The source does not run, or a kernel fails or disagrees (relative 1e-12).
+    """
+    user = system.compiled_kernels or ""
+    given = [name for name in _PARTS if callable(getattr(system, name)) and _has(user, name)]
     ns: dict[str, Any] = {"math": math, "np": np}
     try:
         exec(compile(user, "<ReducedSystem.compiled_kernels>", "exec"), ns)
@@ -357,7 +366,8 @@ def reduced_kernels(system: Any) -> tuple[str, ReducedKernels | None]:
 
     A part given as data needs no kernel (the constant ``constraint_matrix``; no
     ``potential_grad``; no ``constraint_affine``); a part given as a Python callable needs
-    its kernel in ``system.compiled_kernels`` (checked against the callable once)."""
+    its kernel in ``system.compiled_kernels`` (checked against the callable when the system
+    is built, :func:`check_kernels`)."""
     hit = _KERNELS.get(system)
     if hit is not None:
         return hit
@@ -369,8 +379,6 @@ def reduced_kernels(system: Any) -> tuple[str, ReducedKernels | None]:
         out: tuple[str, ReducedKernels | None] = (", ".join(missing), None)
         _KERNELS[system] = out
         return out
-    given = [name for name in _PARTS if callable(getattr(system, name))]
-    _check_kernels(system, user, given)
     K = None if callable(system.constraint_matrix) else system.K(np.zeros(n))
     m = int(K.shape[0]) if K is not None else int(np.shape(system.K(np.zeros(n)))[-2])
     G = system.metric
@@ -412,6 +420,11 @@ class ReducedPlan:
     dim: int
     elem_shape: tuple
     m: int
+
+    @property
+    def source(self) -> str:
+        """The generated module's source."""
+        return self.compiled.source
 
     def run(self, state: Any, h: float, n_steps: int, save_every: int,
             cbound: float = math.inf) -> dict:

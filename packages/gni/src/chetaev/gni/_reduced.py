@@ -136,8 +136,9 @@ class ReducedSystem:
         ``(m,)``). Parts given as data need none (a constant ``constraint_matrix``, no
         potential, linear constraints), so such a system has kernels without it; with the
         kernels of every callable part :class:`ReducedGNI` runs compiled (its
-        ``backend``). Each kernel is checked once against its callable (plain Python, at a
-        generic point), before the first compiled run. See :func:`rolling_ball`.
+        ``backend``). Each kernel is checked against its callable when the system is
+        built (run as plain Python at a generic point; ``InputError`` when it fails or
+        disagrees). See :func:`rolling_ball`.
     """
 
     group: Any
@@ -183,6 +184,10 @@ class ReducedSystem:
         if not np.allclose(G, G.T) or np.any(np.linalg.eigvalsh(0.5 * (G + G.T)) <= 0):
             raise InputError("metric must be symmetric positive definite")
         self.metric.setflags(write=False)
+        if self.compiled_kernels is not None:
+            from ._compiled_reduced import check_kernels
+
+            check_kernels(self)
 
     def check_derivatives(self, x) -> None:
         """Compare every supplied derivative with a central finite difference at ``x``.

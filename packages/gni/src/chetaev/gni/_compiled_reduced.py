@@ -429,7 +429,8 @@ class ReducedPlan:
     def run(self, state: Any, h: float, n_steps: int, save_every: int,
             cbound: float = math.inf) -> dict:
         """The compiled loop: the result dict of ``run_compiled`` (``q`` the shape points),
-        with ``final["g"]`` and ``final["xi"]`` the group element and the last increment."""
+        with ``final["g"]`` and ``final["xi"]`` the group element and the last increment,
+        and ``carry`` the final state's carry (as the numpy step's)."""
         return _run(self, state, h, n_steps, save_every, cbound)
 
     def step(self, state: Any, h: float) -> Any:
@@ -523,6 +524,9 @@ def _run(plan: ReducedPlan, state: Any, h: float, n_steps: int, save_every: int,
     return {
         "q": saved(oz, 0, n), "v": saved(ov, 1, N), "p": saved(op, 2, N),
         "lam": saved(olam, 3, m), "final": final, "done": k,
+        # the carry of the last node (the numpy step's): W_k (None when the state had none)
+        # and the increment xi_{k-1} of the warm start
+        "carry": {"g": final["g"] if g is not None else None, "xi": final["xi"]},
         "status": int(out[worst, 0]) if k < n_steps else 0,
         "fail": (float(out[worst, 2]), float(out[worst, 3]), int(out[worst, 4])),
         "its": its[:, :k].max(axis=0) if k else np.zeros(0, np.int64),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from chetaev.discrete_lagrangian import ConvergenceError, InputError, NewtonOptions, integrate
 from chetaev.discrete_lagrangian.extending import BackendError

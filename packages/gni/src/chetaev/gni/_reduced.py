@@ -619,10 +619,10 @@ class ReducedGNI(Method):
     iteration and stopping rule, so both paths agree to round-off) on a system whose
     callable parts have kernels (:class:`ReducedSystem` ``compiled_kernels``;
     :func:`rolling_ball` has them), without an external force, on a group whose
-    retraction ``chetaev.liegroups`` compiles (SO(3) with ``"cayley"`` and ``"exp"``; see
-    ``chetaev.liegroups.compiled_support``). ``"auto"`` (default) does so when numba is
-    installed (``sol.stats["backend"]`` says which ran; batched input loops the members in
-    parallel); otherwise the numpy path runs, and ``"numba"`` raises ``BackendError``
+    retraction ``chetaev.liegroups`` compiles (SO(3), SE(2), SE(3) with ``"cayley"`` and
+    ``"exp"``; see ``chetaev.liegroups.compiled_support``). ``"auto"`` (default) does so
+    when numba is installed (``sol.stats["backend"]`` says which ran; batched input loops
+    the members in parallel); otherwise the numpy path runs, and ``"numba"`` raises ``BackendError``
     saying why (for missing kernels: how to give them).
 
     Parameters

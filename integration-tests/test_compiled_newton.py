@@ -1,7 +1,8 @@
 """One compiled Newton driver (issue 15: no Newton iteration loop outside the root finder).
 
 Every compiled engine (the PRK engine with its plain, holonomic and nonholonomic hooks in
-both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms) builds its
+both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms, the reduced
+GNI on the rolling ball with both retractions) builds its
 module from the one ``NEWTON`` piece of ``chetaev.discrete_lagrangian.extending``: the
 generated source holds exactly one ``while`` loop, in ``_newton``, and every step reaches it.
 The sources are built and parsed, not compiled: these tests need sympy, not numba.
@@ -23,7 +24,7 @@ from chetaev.discrete_lagrangian.extending import (  # noqa: E402
     interface_of,
 )
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
-from chetaev.gni import GNI  # noqa: E402
+from chetaev.gni import GNI, ReducedGNI, rolling_ball  # noqa: E402
 from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK  # noqa: E402
 from chetaev.nh_integrators import testing as nht  # noqa: E402
 from chetaev.rktableaux import lobatto_iiia_iiib  # noqa: E402
@@ -67,13 +68,18 @@ def _cases():
                                lambda: nht.turntable_ball(symbolic=True)),
         "GNI": (GNI("rattle"), _particle),
         "GNI two_step": (GNI("rattle", form="two_step"), _particle),
+        "ReducedGNI": (ReducedGNI(), lambda: rolling_ball(table_rate=0.2)),
+        "ReducedGNI exp": (ReducedGNI("exp"), lambda: rolling_ball(table_rate=0.2)),
     }
 
 
 def _source(name: str) -> str:
     method, system = _cases()[name]
     system = system()
-    why, plan = method._compiled_plan(system, interface_of(system))
+    # a method on systems outside the system interface reads them through its own
+    # _backend_interface (ReducedGNI)
+    iface = getattr(method, "_backend_interface", interface_of)(system)
+    why, plan = method._compiled_plan(system, iface)
     assert why == "", why
     return plan.source
 
@@ -132,7 +138,7 @@ def test_gni_step_runs_the_one_driver(name):
 
 def test_inline_small_marks_selectively():
     """The PRK engine inlines its functions of at most INLINE_LINES lines (the evaluation
-    among them), not the step loop; the Lie engine and the GNI only _eval and _newton."""
+    among them), not the step loop; the Lie engine and the GNIs only _eval and _newton."""
     prk = _functions(_source("NonholonomicPRK"))
 
     def inlined(fn):
@@ -146,7 +152,7 @@ def test_inline_small_marks_selectively():
         assert inlined(fn) == (lines <= INLINE_LINES), name
     assert inlined(prk["_eval"]) and inlined(prk["_maxabs"])
     assert not inlined(prk["_run_one"])
-    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI"):
+    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI"):
         marked = sorted(n for n, fn in _functions(_source(case)).items() if inlined(fn))
         assert marked == ["_eval", "_newton"], case
     src = "@njit(cache=True)\ndef f(x):\n    return x\n\n\n@njit(cache=True)\ndef g(x):\n" + (

@@ -5,7 +5,9 @@ Every (method, problem) pair of ``test_protocol.CASES`` is in exactly one of two
 ``COMPILED``
     The pair's problem has a symbolic twin (``test_protocol.SYMBOLIC_TWINS``: the same
     physics built by ``chetaev.discrete_lagrangian.symbolic``, so the system carries the
-    compiled kernels). On the twin, the method with ``backend="numpy"`` and with
+    compiled kernels), or its key is None: the registry's own system carries them (the
+    rolling ball, ``chetaev.gni.rolling_ball``: ``ReducedSystem(compiled_kernels=...)``),
+    and it is its own twin. On the twin, the method with ``backend="numpy"`` and with
     ``backend="numba"`` (both with the method's Newton options at ``tol=1e-14``) agree over
     100 steps of the registry's h, from the registry's initial state and from a seeded batch
     of four states around it, to ``AGREE`` relative in t, q, v, p and ``AGREE / h`` in λ (a
@@ -24,7 +26,8 @@ same unknowns, initial guess and stopping rule, so they stop within ``max(1e-14,
 (times the scale) of the same root. Measured over the 14 compiled pairs, single and
 batched: worst 1.6e-13 (ConstrainedPRK-2: λ 3.2e-12 at h = 0.05), then 1.3e-13
 (LieNHPRK-3-cayley batched, q); the GNI pairs bitwise equal, VPRK and LieVPRK ≤ 1.2e-15;
-margin 6 against ``AGREE``.
+margin 6 against ``AGREE``. ReducedGNI-ball (its own twin): 2.0e-15 single, 7.5e-15
+batched.
 
 A method is rebuilt with another ``backend`` (and Newton tolerance) by :func:`build_method`
 from its attrs fields; a composition keeps ``"auto"`` itself and passes the backend to its
@@ -59,8 +62,9 @@ AGREE = 1e-12
 N_STEPS = 100
 TOL = 1e-14
 
-#: The pairs that run compiled, with the key of their problem's twin in SYMBOLIC_TWINS.
-COMPILED: dict[str, str] = {
+#: The pairs that run compiled, with the key of their problem's twin in SYMBOLIC_TWINS (None:
+#: the registry's system has compiled kernels itself).
+COMPILED: dict[str, str | None] = {
     "VPRK-lobatto3": "pendulum_angle",
     "VPRK-gauss2": "pendulum_angle",
     "ConstrainedPRK-2": "spherical_pendulum",
@@ -77,6 +81,7 @@ COMPILED: dict[str, str] = {
     "GNI-rattle": "nonholonomic_particle",
     "GNI-midpoint-affine": "nonholonomic_particle_affine",
     "GNI-composition-BA": "nonholonomic_particle",
+    "ReducedGNI-ball": None,
 }
 
 _NO_PATH = "has no compiled path yet"  # the BackendError of a method without a compiled step
@@ -93,7 +98,6 @@ NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
     "dmap-baseline": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "dmap-extrinsic-euler-ba": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "LieDmap-rattle": (_DMAP, _NO_PATH, "heavy_top"),
-    "ReducedGNI-ball": ("ReducedGNI has no compiled step", _NO_PATH, None),
     "DSOCS-particle": ("DSOCSIntegrator has no compiled step", _NO_PATH, None),
 }
 
@@ -128,17 +132,27 @@ def build_method(method: Any, backend: str, tol: float | None = TOL) -> Any:
 
 def twin_problem(name: str) -> tuple[Any, Any, np.ndarray, np.ndarray, float]:
     """``(registry system, twin, q0, v0, h)`` of a pair with a twin."""
-    key = COMPILED.get(name) or NOT_COMPILED[name][2]
+    key = COMPILED[name] if name in COMPILED else NOT_COMPILED[name][2]
     system, q0, v0, h = CASES[name][1]()
-    return system, SYMBOLIC_TWINS[key](), np.asarray(q0, float), np.asarray(v0, float), h
+    twin = system if key is None else SYMBOLIC_TWINS[key]()
+    return system, twin, np.asarray(q0, float), np.asarray(v0, float), h
 
 
 def _batch(key: str, q0: np.ndarray, v0: np.ndarray, b: int = 4,
            seed: int = 17) -> tuple[np.ndarray, np.ndarray]:
-    """``b`` initial states around ``(q0, v0)``, on the problem's constraints."""
+    """``b`` initial states around ``(q0, v0)``, on the problem's constraints (``key``: the
+    twin's, or the pair's name when the registry's system is its own twin)."""
     rng = np.random.default_rng(seed)
     dq, dv = 0.3 * rng.standard_normal((b, 3)), 0.3 * rng.standard_normal((b, *v0.shape))
     v = v0 + dv
+    if key == "ReducedGNI-ball":  # ẋ = r ω₂ − Ω y, ẏ = −r ω₁ + Ω x (the registry's Exp. 2)
+        from chetaev.gni import BALL_EXPERIMENT_2 as exp
+
+        r, om = exp["radius"], exp["table_rate"]
+        x = q0 + dq[:, :2]
+        v[:, 0] = r * v[:, 3] - om * x[:, 1]
+        v[:, 1] = -r * v[:, 2] + om * x[:, 0]
+        return x, v
     if key == "pendulum_angle":
         return q0 + dq[:, :1], v
     if key == "spherical_pendulum":
@@ -188,7 +202,8 @@ def test_every_pair_is_listed_once() -> None:
     assert compiled | not_compiled == set(CASES), (
         sorted(set(CASES) - compiled - not_compiled), sorted((compiled | not_compiled)
                                                              - set(CASES)))
-    used = set(COMPILED.values()) | {k for *_, k in NOT_COMPILED.values() if k is not None}
+    used = ({k for k in COMPILED.values() if k is not None}
+            | {k for *_, k in NOT_COMPILED.values() if k is not None})
     assert used <= set(SYMBOLIC_TWINS)
 
 
@@ -223,7 +238,7 @@ def test_twin_is_the_registry_system(key: str) -> None:
 def test_compiled_agrees_with_numpy(name: str, batched: bool, numba: None) -> None:
     _, twin, q0, v0, h = twin_problem(name)
     if batched:
-        q0, v0 = _batch(COMPILED[name], q0, v0)
+        q0, v0 = _batch(COMPILED[name] or name, q0, v0)
     method = CASES[name][0]()
     runs = {backend: integrate(twin, build_method(method, backend), q0, v0, h=h,
                                n_steps=N_STEPS)

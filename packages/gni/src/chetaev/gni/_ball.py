@@ -53,13 +53,19 @@ def rolling_ball(inertia=(1.0, 1.0, 1.0), mass=1.0, radius=1.0, table_rate=0.0) 
     """The paper's ball on a table rotating with angular velocity ``table_rate`` (§7.4).
 
     ``table_rate = 0`` is the fixed table (linear constraints); otherwise the constraints are
-    affine. Velocities are ``(ẋ, ẏ, ω1, ω2, ω3)``.
+    affine. Velocities are ``(ẋ, ẏ, ω1, ω2, ω3)``. The system carries the compiled kernel of
+    its affine term (``compiled_kernels``; the constant ``K`` and the zero potential need
+    none), so :class:`~chetaev.gni.ReducedGNI` runs it compiled when numba is installed
+    (issue 17).
     """
     I1, I2, I3 = (float(c) for c in inertia)
     m, r, Om = float(mass), float(radius), float(table_rate)
     K = np.array([[1.0, 0.0, 0.0, -r, 0.0], [0.0, 1.0, r, 0.0, 0.0]])
-    affine = affine_grad = None
+    affine = affine_grad = kernels = None
     if Om != 0.0:
+        # a(x, y) = (Ω y, −Ω x), the same arithmetic as ``affine``
+        kernels = (f"def constraint_affine(x, out):\n    out[0] = {Om!r} * x[1]\n"
+                   f"    out[1] = {-Om!r} * x[0]\n")
 
         def affine(x):
             x = np.asarray(x, dtype=float)
@@ -75,6 +81,7 @@ def rolling_ball(inertia=(1.0, 1.0, 1.0), mass=1.0, radius=1.0, table_rate=0.0) 
         constraint_matrix=K,
         constraint_affine=affine,
         constraint_affine_grad=affine_grad,
+        compiled_kernels=kernels,
     )
 
 

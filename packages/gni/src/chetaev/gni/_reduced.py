@@ -23,7 +23,7 @@ from chetaev.discrete_lagrangian import (
     newton_solve,
     register_picklable,
 )
-from chetaev.discrete_lagrangian.extending import fd_jacobian
+from chetaev.discrete_lagrangian.extending import BackendError, fd_jacobian, resolve_backend
 from chetaev.liegroups import retraction as make_retraction
 from scipy.integrate import solve_ivp
 
@@ -127,6 +127,18 @@ class ReducedSystem:
         (:meth:`force_jacobians`).
     n_controls : int, keyword-only
         Number of control inputs (default 0; needs ``force``).
+    compiled_kernels : str, keyword-only, optional
+        The compiled backend's kernels (issue 17) of the parts given as Python callables:
+        source text that numba compiles (scalar code, the ``math`` module), defining for
+        each callable among ``potential_grad``, ``constraint_matrix`` and
+        ``constraint_affine`` a function of the same name ``NAME(x, out)`` that writes the
+        value at one shape point ``x`` ``(n,)`` into ``out`` (``(n,)``, ``(m, N)``,
+        ``(m,)``). Parts given as data need none (a constant ``constraint_matrix``, no
+        potential, linear constraints), so such a system has kernels without it; with the
+        kernels of every callable part :class:`ReducedGNI` runs compiled (its
+        ``backend``). Each kernel is checked against its callable when the system is
+        built (run as plain Python at a generic point; ``InputError`` when it fails or
+        disagrees). See :func:`rolling_ball`.
     """
 
     group: Any
@@ -143,8 +155,12 @@ class ReducedSystem:
     force: Callable | None = attrs.field(default=None, kw_only=True)
     force_derivatives: Callable | None = attrs.field(default=None, kw_only=True)
     n_controls: int = attrs.field(default=0, kw_only=True, converter=_count("n_controls"))
+    compiled_kernels: str | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self):
+        if self.compiled_kernels is not None and not isinstance(self.compiled_kernels, str):
+            raise InputError("compiled_kernels must be None or a str (numba-compilable "
+                             f"source); got {type(self.compiled_kernels).__name__}")
         for name in ("potential_hessian", "force", "force_derivatives"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise InputError(f"{name} must be None or a callable; got {getattr(self, name)!r}")
@@ -168,6 +184,10 @@ class ReducedSystem:
         if not np.allclose(G, G.T) or np.any(np.linalg.eigvalsh(0.5 * (G + G.T)) <= 0):
             raise InputError("metric must be symmetric positive definite")
         self.metric.setflags(write=False)
+        if self.compiled_kernels is not None:
+            from ._compiled_reduced import check_kernels
+
+            check_kernels(self)
 
     def check_derivatives(self, x) -> None:
         """Compare every supplied derivative with a central finite difference at ``x``.
@@ -592,6 +612,19 @@ class ReducedGNI(Method):
     state without a group element is linearized in ``"(q, v, lam)"``, as
     :class:`~chetaev.gni.GNI`), see :meth:`_step_linearization_impl`.
 
+    **Compiled backend** (issue 17): ``ReducedGNI(..., backend="auto"|"numba"|"numpy")``.
+    The step above (the reflection form of (30)/(38) with the discrete Legendre transforms
+    (29) and the reconstruction of Remark 7.2) runs compiled (numba,
+    :mod:`._compiled_reduced`: the same equations, unknowns, warm start, chord Newton
+    iteration and stopping rule, so both paths agree to round-off) on a system whose
+    callable parts have kernels (:class:`ReducedSystem` ``compiled_kernels``;
+    :func:`rolling_ball` has them), without an external force, on a group whose
+    retraction ``chetaev.liegroups`` compiles (SO(3), SE(2), SE(3) with ``"cayley"`` and
+    ``"exp"``; see ``chetaev.liegroups.compiled_support``). ``"auto"`` (default) does so
+    when numba is installed (``sol.stats["backend"]`` says which ran; batched input loops
+    the members in parallel); otherwise the numpy path runs, and ``"numba"`` raises ``BackendError``
+    saying why (for missing kernels: how to give them).
+
     Parameters
     ----------
     retraction : "cayley" (the paper's choice) or "exp".
@@ -611,6 +644,33 @@ class ReducedGNI(Method):
 
     symmetric = True
     supports_forces = True
+    #: A compiled (numba) step (issue 17; :mod:`._compiled_reduced`).
+    compiled_backend = True
+
+    def _backend_interface(self, system):
+        """What ``resolve_backend`` reads of ``system`` (a :class:`ReducedSystem` is outside
+        the system interface): an object whose ``kernels`` are the system's compiled kernels
+        or None; raises ``BackendError`` for ``backend="numba"`` without them."""
+        from types import SimpleNamespace
+
+        from ._compiled_reduced import reduced_kernels
+
+        self._tau(system)
+        missing, kernels = reduced_kernels(system)
+        if kernels is None and self.backend == "numba":
+            raise BackendError(
+                f"backend='numba': this ReducedSystem has no compiled kernels for {missing} "
+                "(plain Python callables). Pass ReducedSystem(..., compiled_kernels=source) "
+                "with numba-compilable functions of the same names, NAME(x, out) (see "
+                "ReducedSystem; rolling_ball has them), or use backend='numpy' / 'auto'."
+            )
+        return SimpleNamespace(kernels=kernels)
+
+    def _compiled_plan(self, system, iface):
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_reduced`)."""
+        from ._compiled_reduced import reduced_plan
+
+        return reduced_plan(self, system, iface.kernels)
 
     @property
     def name(self) -> str:
@@ -678,6 +738,10 @@ class ReducedGNI(Method):
         """One step (class docstring); ``u`` the control of a forced system."""
         tau = self._tau(system)
         forced = system.has_force
+        if not forced:
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                return plan.step(state, h)
         n = system.n_shape
         G = system.metric
         x = state.q

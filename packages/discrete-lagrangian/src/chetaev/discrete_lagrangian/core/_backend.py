@@ -7,7 +7,8 @@ compiled path declares ``compiled_backend = True`` and implements
 ``_compiled_plan(system)`` (None when this configuration has no compiled path).
 
 ``"auto"`` (the default) runs compiled when numba is importable, the system provides kernels
-(built by ``symbolic.from_lagrangian``) and the method has a compiled path for this
+(built by ``symbolic.from_lagrangian``; a method on other systems reads them through its
+``_backend_interface(system)``) and the method has a compiled path for this
 configuration (no external forces yet); otherwise numpy. ``"numba"`` raises
 :class:`BackendError` when one of these is missing, saying how to get it.
 """
@@ -95,8 +96,11 @@ def resolve_backend(method: Any, system: Any) -> Any:
     from ._interface import interface_of
     from ._kernels import numba_available
 
+    # a method on systems outside the system interface (chetaev.gni.ReducedGNI) reads its
+    # kernels through its own ``_backend_interface(system)`` (an object with ``kernels``)
+    own = getattr(method, "_backend_interface", None)
     try:
-        iface = interface_of(system)
+        iface = interface_of(system) if own is None else own(system)
     except InputError:
         if choice == "numba":
             raise

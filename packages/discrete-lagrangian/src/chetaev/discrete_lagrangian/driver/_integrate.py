@@ -543,8 +543,10 @@ def _compiled_loop(system: Any, method: Any, plan: Any, state: State, h: float, 
     t[0] = state.t
     fin = out["final"]
     t_last = t_ref + (n0 + k - n_ref) * h if k else state.t
+    # the method's carry of the last node, where the plan's run returns one (the reduced
+    # GNI's group element and last increment)
     final = State(t=t_last, q=fin["q"], v=fin["v"], p=fin["p"], lam=fin["lam"], n=n0 + k,
-                  grid=grid, carry={}, info={})
+                  grid=grid, carry=dict(out.get("carry") or {}), info={})
     success, status = out["status"] == 0, out["status"]
     t_fail = t_ref + (n0 + k - n_ref) * h if k else state.t
     if status == 1:

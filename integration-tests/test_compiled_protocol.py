@@ -65,6 +65,7 @@ TOL = 1e-14
 #: The pairs that run compiled, with the key of their problem's twin in SYMBOLIC_TWINS (None:
 #: the registry's system has compiled kernels itself).
 COMPILED: dict[str, str | None] = {
+    "DEL-midpoint": "pendulum_angle",
     "VPRK-lobatto3": "pendulum_angle",
     "VPRK-gauss2": "pendulum_angle",
     "ConstrainedPRK-2": "spherical_pendulum",
@@ -89,7 +90,6 @@ _DMAP = "discretization maps have no compiled step"
 #: The pairs without a compiled path: (reason, regex of the BackendError message under
 #: backend="numba", key of the problem's twin in SYMBOLIC_TWINS or None).
 NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
-    "DEL-midpoint": ("DiscreteEulerLagrange has no compiled step", _NO_PATH, "pendulum_angle"),
     "dmap-euler-a": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "dmap-midpoint-nullspace": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "dmap-rattle": (_DMAP, _NO_PATH, "spherical_pendulum"),

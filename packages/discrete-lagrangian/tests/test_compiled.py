@@ -419,7 +419,7 @@ def test_newton_hands_over_to_the_fallback_matrix(fallback):
     x = np.array([1.3, 0.5])
     R, dx, piv = np.zeros(2), np.zeros(2), np.zeros(2, np.int64)
     J = np.zeros((2, 2))
-    r, thr, it = mod._newton(1, (0.0,), x, R, J, piv, dx, 1e-13, 0.0, 0.0, -1.0, 50, 0.2, 3,
+    r, thr, _ = mod._newton(1, (0.0,), x, R, J, piv, dx, 1e-13, 0.0, 0.0, -1.0, 50, 0.2, 3,
                              True)
     if fallback == 0:
         assert r <= thr == 1e-13
@@ -427,3 +427,34 @@ def test_newton_hands_over_to_the_fallback_matrix(fallback):
         assert np.max(np.abs(x - 1.0)) <= 2.0 * thr
     else:
         assert not r <= thr
+
+
+@pytest.mark.parametrize(("kind", "alpha"), [("midpoint", 0.5), ("alpha", 0.3)])
+def test_del_compiled_agrees_with_numpy(pendulum2, kind, alpha):
+    """``DiscreteEulerLagrange``'s midpoint and α rules run compiled as the one-stage VPRK of
+    their pair (``coeffs``: a = [[α]], â = [[1 − α]]), whose discrete Lagrangian is L_d:
+    the same map (eq. (6)), with Newton on V = (q_{k+1} − q_k)/h instead of q_{k+1}. With
+    tol 1e-14 both stop within the tolerance of the same root: the VPRK bound, 1e-12 over
+    100 steps, single and batched, on the double pendulum (q-dependent mass). The α rule
+    (order 1) tells a wrong stage point apart: α and 1 − α differ at O(h) per step."""
+    rng = np.random.default_rng(11)
+    q0b = Q0 + 0.3 * rng.standard_normal((4, 2))
+    v0b = V0 + 0.3 * rng.standard_normal((4, 2))
+    for q0, v0 in ((Q0, V0), (q0b, v0b)):
+        a, b = (integrate(pendulum2, DiscreteEulerLagrange(kind, alpha, newton=TIGHT,
+                                                           backend=bk),
+                          q0, v0, h=0.1, n_steps=100) for bk in ("numpy", "numba"))
+        assert (a.stats["backend"], b.stats["backend"]) == ("numpy", "numba")
+        assert a.success and b.success and b.q.shape == a.q.shape
+        for f in ("q", "v", "p"):
+            assert np.max(np.abs(getattr(a, f) - getattr(b, f))) <= AGREE, f
+
+
+def test_del_trapezoidal_stays_on_numpy(pendulum2):
+    """The trapezoidal rule is no one-stage PRK pair: numpy under "auto", a BackendError
+    under "numba" that names it."""
+    sol = integrate(pendulum2, DiscreteEulerLagrange("trapezoidal"), Q0, V0, h=0.1, n_steps=3)
+    assert sol.success and sol.stats["backend"] == "numpy"
+    with pytest.raises(BackendError, match="trapezoidal"):
+        integrate(pendulum2, DiscreteEulerLagrange("trapezoidal", backend="numba"), Q0, V0,
+                  h=0.1, n_steps=3)

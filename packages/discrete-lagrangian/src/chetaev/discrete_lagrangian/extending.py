@@ -35,9 +35,9 @@ Compiled backend (issue 17)
     ``_newton`` with the step loop's bookkeeping, and the batch drivers, which a method with a
     step of its own reuses), :data:`DENSE_MATRIX` and :data:`STRUCTURED_MATRIX` (the Newton
     matrices ``_newton`` factorises: the analytic Jacobian, part of :data:`NEWTON`, or the
-    hooks' structured matrix with its fallback to the Jacobian), :func:`inline_small` and :data:`INLINE_LINES` (numba's IR-level
-    inlining of chosen functions of a module source), :func:`lie_plan` (the compiled
-    Lie-group engine).
+    hooks' structured matrix with its fallback to the Jacobian), :func:`inline_small` and
+    :data:`INLINE_LINES` (numba's IR-level inlining of chosen functions of a module
+    source), :func:`lie_plan` (the compiled Lie-group engine).
 """
 
 from __future__ import annotations

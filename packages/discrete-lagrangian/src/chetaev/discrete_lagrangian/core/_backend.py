@@ -67,9 +67,10 @@ def check_backend(value: Any, method_name: str, compiled: bool) -> str:
     if value == "numba":
         if not compiled:
             raise BackendError(
-                f"backend='numba': {method_name} has no compiled path yet (compiled: VPRK, "
-                "ConstrainedPRK, NonholonomicPRK, LieVPRK, LieNonholonomicPRK and the GNI; "
-                "see the README's compiled fast path). Use backend='numpy' or 'auto'."
+                f"backend='numba': {method_name} has no compiled path yet (compiled: "
+                "DiscreteEulerLagrange, VPRK, ConstrainedPRK, NonholonomicPRK, LieVPRK, "
+                "LieNonholonomicPRK, GNI and ReducedGNI; see the README's compiled fast "
+                "path). Use backend='numpy' or 'auto'."
             )
         from ._kernels import INSTALL_FAST, numba_available
 

@@ -935,10 +935,10 @@ def _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it):
 #: The Newton matrix of an engine with one kind: the analytic Jacobian of ``_eval``, LU with
 #: partial pivoting. ``_factor(mode, ctx, x, R, J, piv)`` builds and factorises the matrix at
 #: ``x`` (the point of the last residual) and returns ``(ok, mode)``: False for a singular
-#: matrix (Newton stops), and the mode the solves use; ``_solve(mode, ctx, J, piv, R, dx)`` solves ``J dx = R``;
-#: ``_fallback(mode)`` is the mode after a fresh matrix failed to contract (the same here: the
-#: matrix is rebuilt at the iterate). An engine with a structured matrix defines its own three
-#: (the PRK engine's :data:`STRUCTURED_MATRIX`).
+#: matrix (Newton stops), and the mode the solves use; ``_solve(mode, ctx, J, piv, R, dx)``
+#: solves ``J dx = R``; ``_fallback(mode)`` is the mode after a fresh matrix failed to
+#: contract (the same here: the matrix is rebuilt at the iterate). An engine with a structured
+#: matrix defines its own three (the PRK engine's :data:`STRUCTURED_MATRIX`).
 DENSE_MATRIX = '''
 @njit(cache=True)
 def _factor(mode, ctx, x, R, J, piv):

@@ -31,6 +31,7 @@ from .._util._errors import InputError
 from .._util._validation import as_float
 from ..core._linearization import StepLinearization
 from ..core._method import Method
+from ..core._prk import PRKCoefficients
 from ..core._solver import NewtonOptions, newton_solve, raise_unless_converged
 from ..core._state import State
 from ._checks import is_newton_options
@@ -233,6 +234,14 @@ class DiscreteEulerLagrange(Method):
     same order); ``info["work"]`` is the discrete work (f_d⁻ + f_d⁺)·v̄ (α rule) or the
     trapezoidal ½h(F(q_k, v̄) + F(q_{k+1}, v̄))·v̄, v̄ = (q_{k+1} − q_k)/h.
 
+    **Compiled backend** (issue 17): ``backend="auto"|"numba"|"numpy"``. The midpoint and α
+    rules are the one-stage variational PRK pair ``a = [[α]]``, ``â = [[1 − α]]``
+    (:attr:`coeffs`), and run as its compiled step on systems with kernels
+    (``symbolic.from_lagrangian``; unforced, Lagrangian quadratic in v): the same map, with
+    Newton on the stage velocity instead of ``q_{k+1}``, so the two backends agree to the
+    Newton tolerance. The trapezoidal rule runs on numpy (``"numba"`` raises
+    :class:`BackendError`).
+
     **Step linearization** (issue 20): :meth:`step_linearization` gives the Jacobians of
     the discrete Hamiltonian map in the state's coordinates (q, p) (not (q_{k−1}, q_k)):
     with R(q_{k+1}; q_k, p_k, u) = p_k + D1L_d + f_d⁻ = 0 (the step's Newton equation),
@@ -251,10 +260,40 @@ class DiscreteEulerLagrange(Method):
     alpha: float = 0.5
     newton: NewtonOptions = attrs.field(factory=NewtonOptions, validator=is_newton_options)
     ld: DiscreteLagrangian = attrs.field(init=False)
+    _cache: dict = attrs.field(init=False, factory=dict, repr=False, eq=False)
     supports_forces = True
+    #: A compiled (numba) step for the midpoint and α rules (issue 17; :meth:`_compiled_plan`).
+    compiled_backend = True
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "ld", DiscreteLagrangian(self.kind, self.alpha))
+
+    @property
+    def coeffs(self) -> PRKCoefficients:
+        """The one-stage variational PRK pair of the α rule (midpoint: α = ½): ``a = [[α]]``,
+        ``â = [[1 − α]]``, ``b = b̂ = [1]``. Its stage ``Q = q_k + hαV``, ``q_{k+1} = q_k + hV``
+        gives ``V = v̄``, ``Q = (1 − α) q_k + α q_{k+1}``, and its discrete Lagrangian is
+        ``h L(Q, V) = L_d(q_k, q_{k+1})``: eq. (6) is its step (the symplectic pair's
+        ``â = 1 − α``, paper §4, App. A). Not defined for the trapezoidal rule."""
+        if self.kind == "trapezoidal":
+            raise AttributeError("the trapezoidal rule is not a one-stage PRK pair")
+        a = float(self.ld.alpha)
+        one = np.ones(1)
+        return PRKCoefficients(a=np.array([[a]]), b=one, c=np.array([a]),
+                               ahat=np.array([[1.0 - a]]), bhat=one.copy(),
+                               name=f"alpha={a}")
+
+    def _compiled_plan(self, system: Any, iface: Any) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled step (issue 17): the midpoint and α rules run
+        as the compiled one-stage VPRK of :attr:`coeffs` (the same map, eq. (6); Newton on
+        the stage velocity ``V = (q_{k+1} − q_k)/h`` instead of ``q_{k+1}``, the same root);
+        unforced systems with kernels whose Lagrangian is quadratic in v. The trapezoidal
+        rule runs on numpy."""
+        if self.kind == "trapezoidal":
+            return "the trapezoidal discrete Lagrangian (midpoint and alpha compile)", None
+        from ..core._compiled_prk import PLAIN_HOOKS, method_plan
+
+        return method_plan(self, iface, None, PLAIN_HOOKS, 0)
 
     @property
     def name(self) -> str:
@@ -282,6 +321,14 @@ class DiscreteEulerLagrange(Method):
     def _step_impl(self, system: Any, state: State, h: float, u: Any = None) -> State:
         """One step of the discrete Hamiltonian map (q_k, p_k) → (q_{k+1}, p_{k+1}); with
         the control ``u`` of a forced system, of the forced one (class docstring)."""
+        if u is None:
+            from ..core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                from ..core._compiled_prk import compiled_step
+
+                return compiled_step(plan, state, h)
         q, p, v = state.q, state.p, state.v
         ld = self.ld
         guess = state.carry.get("dq")

@@ -40,8 +40,9 @@ A, AH, Q, V, W, J, piv, wk)`` and ``hook_structured_solve(h, A, AH, J, piv, R, d
 nonholonomic rows: the Newton matrix without its ``O(h^2)`` force terms, a Schur complement
 on the multipliers) can start every step with that matrix (``build_source(structured=True)``,
 :data:`STRUCTURED_MATRIX`), which hands over to the analytic Jacobian where it is singular or
-does not contract. The initial guess extrapolates the last five solutions
-(``_extrapolate``). A failure returns a status; the Python side
+does not contract. The step loop keeps the last five solutions (``hist``), from which a
+hook's guess may extrapolate (``_extrapolate``, the nonholonomic hooks). A failure returns a
+status; the Python side
 raises :class:`~chetaev.discrete_lagrangian.ConvergenceError` naming step, time and
 residual. The module's functions of at most :data:`INLINE_LINES` lines are inlined by numba
 (:func:`inline_small`).

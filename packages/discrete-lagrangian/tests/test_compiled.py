@@ -133,8 +133,11 @@ def test_backend_errors():
     with pytest.raises(BackendError, match="`backend`") as exc:
         VPRK(lobatto_iiia_iiib(3), backend="fast")
     assert isinstance(exc.value, InputError)
+    # a method without any compiled step raises at construction
+    from chetaev.discrete_lagrangian.discretization_maps import LieDiscretizationMapMethod
+
     with pytest.raises(BackendError, match="no compiled path yet"):
-        DiscreteEulerLagrange(backend="numba")
+        LieDiscretizationMapMethod("rattle", backend="numba")
     assert DiscreteEulerLagrange(backend="numpy").backend == "numpy"
     assert DiscreteEulerLagrange().backend == "auto"
 

@@ -83,21 +83,22 @@ COMPILED: dict[str, str | None] = {
     "GNI-midpoint-affine": "nonholonomic_particle_affine",
     "GNI-composition-BA": "nonholonomic_particle",
     "ReducedGNI-ball": None,
+    "dmap-euler-a": "spherical_pendulum",
+    "dmap-midpoint-nullspace": "spherical_pendulum",
+    "dmap-rattle": "spherical_pendulum",
+    "dmap-euler-ba": "spherical_pendulum",
+    "dmap-triple-jump": "spherical_pendulum",
 }
 
 _NO_PATH = "has no compiled path yet"  # the BackendError of a method without a compiled step
-_DMAP = "discretization maps have no compiled step"
+_DMAP = "the joint-solve and stage-constrained discretization maps have no compiled step"
+_LIE_DMAP = "Lie-group discretization maps have no compiled step"
 #: The pairs without a compiled path: (reason, regex of the BackendError message under
 #: backend="numba", key of the problem's twin in SYMBOLIC_TWINS or None).
 NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
-    "dmap-euler-a": (_DMAP, _NO_PATH, "spherical_pendulum"),
-    "dmap-midpoint-nullspace": (_DMAP, _NO_PATH, "spherical_pendulum"),
-    "dmap-rattle": (_DMAP, _NO_PATH, "spherical_pendulum"),
-    "dmap-euler-ba": (_DMAP, _NO_PATH, "spherical_pendulum"),
-    "dmap-triple-jump": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "dmap-baseline": (_DMAP, _NO_PATH, "spherical_pendulum"),
     "dmap-extrinsic-euler-ba": (_DMAP, _NO_PATH, "spherical_pendulum"),
-    "LieDmap-rattle": (_DMAP, _NO_PATH, "heavy_top"),
+    "LieDmap-rattle": (_LIE_DMAP, _NO_PATH, "heavy_top"),
     "DSOCS-particle": ("DSOCSIntegrator has no compiled step", _NO_PATH, None),
 }
 

@@ -45,6 +45,8 @@ import numpy as np
 
 from .._util._errors import InputError
 from ..core import _dmaps_kernels as K
+from ..core._backend import resolve_backend
+from ..core._compiled_prk import compiled_step
 from ..core._dmaps_problem import euclidean_interface, initial_euclidean_state
 from ..core._interface import SystemInterface
 from ..core._linearization import (
@@ -399,6 +401,16 @@ def node_step_jacobians(iface: SystemInterface, system: Any, quad, state: State,
     return full[..., : 2 * n], full[..., 2 * n:]
 
 
+def _compiled_step(method: Method, system: Any, state: State, h: float,
+                   u: Any) -> State | None:
+    """The compiled step of ``method`` (issue 17; :mod:`._compiled_dmaps`) when it runs
+    compiled on ``system`` (unforced, ``resolve_backend``), else None (the numpy step)."""
+    if u is not None or getattr(system, "has_force", False) is True:
+        return None
+    plan = resolve_backend(method, system)
+    return None if plan is None else compiled_step(plan, state, h)
+
+
 class _EuclideanMethod(Method):
     """Shared ``initial_state`` for the vector-space methods."""
 
@@ -484,7 +496,19 @@ class DiscretizationMapMethod(_EuclideanMethod):
         """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
         return self.evolve(theta=1.0 - self.theta)
 
+    #: A compiled (numba) step of both forms (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan(self.theta, self.nullspace, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         quad = K.ThetaQuadrature(self.theta)
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
@@ -522,7 +546,19 @@ class Rattle(_EuclideanMethod):
     symmetric = True
     name = "RATTLE"
 
+    #: A compiled (numba) step of both forms (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan(None, self.nullspace, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         quad = K.TrapezoidQuadrature()
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,

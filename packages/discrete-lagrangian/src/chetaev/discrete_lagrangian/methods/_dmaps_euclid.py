@@ -459,6 +459,14 @@ class DiscretizationMapMethod(_EuclideanMethod):
     with ``q_θ = (1−θ)q0 + θq1``.  ``nullspace=True`` solves the multiplier-free form
     (4.7)–(4.9) of §4.2 instead (same result to solver tolerance).
 
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): on an unforced
+    system from ``symbolic.from_lagrangian`` with a holonomic constraint and a constant mass
+    matrix, the whole step runs in numba, both forms: Phase 1 ((4.4), or (4.7) with a
+    Householder basis of ``ker G(q0)``) with the same unknowns, initial guess
+    ``q0 + hM⁻¹p0`` and stopping rule as the numpy step, then the projection onto
+    ``Leg(TN)`` ((4.5); (4.9) gives the same momentum) and the continuous multiplier.
+    Forced systems and ``NewtonOptions(finite_differences=True)`` run on numpy.
+
     Parameters
     ----------
     theta : float
@@ -537,6 +545,11 @@ class Rattle(_EuclideanMethod):
     It equals the constrained Lobatto IIIA–IIIB 2-stage method (Jay 1996).  The literal
     composition of the paper's Euler A and B submanifolds is a different method: see
     :func:`euler_ba`.
+
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): the step
+    (5.16)–(5.18) runs in numba on the configurations of :class:`DiscretizationMapMethod`'s
+    compiled step (the same node step with the trapezoidal ``V_d``), ``nullspace`` either
+    way.
     """
 
     nullspace: bool = False
@@ -768,7 +781,8 @@ def triple_jump(method) -> Composition:
     """Triple-jump composition ``Ψ_{γ1 h}∘Ψ_{γ2 h}∘Ψ_{γ1 h}`` (paper §5.2; HLW §II.4).
 
     ``γ1 = 1/(2 − 2^{1/3})``, ``γ2 = −2^{1/3}/(2 − 2^{1/3})``.  Lifts a symmetric method of
-    order 2 to order 4 (paper §5.2, Ex. 5.1, "Higher order").
+    order 2 to order 4 (paper §5.2, Ex. 5.1, "Higher order").  The sub-steps run compiled
+    where ``method`` does (e.g. ``triple_jump(rattle())`` on a system with kernels).
 
     Raises
     ------
@@ -793,7 +807,9 @@ def triple_jump(method) -> Composition:
 def euler_ba(nullspace: bool = False, newton: NewtonOptions | None = None) -> Composition:
     """The literal composition Euler B(h/2) ∘ Euler A(h/2) of Ex. 5.1 (paper §5.2, Ex. 5.1, "B∘A").
 
-    Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N.  It is *not* RATTLE
+    Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N; each half step runs
+    compiled where its member does (``backend=`` of the members, issue 17; the composition
+    then reports ``"backend": "numba"``).  It is *not* RATTLE
     (RATTLE drops the intermediate constraint, see :class:`Rattle`); it is the Euclidean case
     of the paper's Lie "2-stage Lobatto IIIA–IIIB" method (6.4)–(6.7).  Its extrinsic form,
     one joint solve without the intermediate projection, is :class:`ExtrinsicEulerBA`.

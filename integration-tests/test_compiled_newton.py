@@ -3,7 +3,7 @@
 Every compiled engine (the PRK engine with its plain, holonomic and nonholonomic hooks in
 both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms, the reduced
 GNI on the rolling ball with both retractions, the discretization maps' node step in both
-forms) builds its
+forms and the extrinsic joint solve) builds its
 module from the one ``NEWTON`` piece of ``chetaev.discrete_lagrangian.extending``: the
 generated source holds exactly one ``while`` loop, in ``_newton``, and every step reaches it.
 The sources are built and parsed, not compiled: these tests need sympy, not numba.
@@ -76,6 +76,7 @@ def _cases():
         "DiscretizationMapMethod nullspace": (
             dm.DiscretizationMapMethod(0.0, nullspace=True), _sphere),
         "Rattle": (dm.Rattle(), _sphere),
+        "ExtrinsicEulerBA": (dm.ExtrinsicEulerBA(), _sphere),
     }
 
 

@@ -1,4 +1,4 @@
-"""The compiled node-constrained step of the discretization-map methods (issue 17).
+"""The compiled steps of the discretization-map methods on vector spaces (issue 17).
 
 The compiled twin of :func:`._dmaps_euclid.node_step` (paper Thm. 4.5, (4.4)–(4.5) and the
 null-space form (4.7)–(4.9); RATTLE (5.16)–(5.18)) for an unforced
@@ -34,6 +34,13 @@ a holonomic constraint and a constant mass matrix (``L = ½ vᵀMv − V(q)``; i
    ``ConstrainedSystem.multiplier``; the post-condition residual
    ``max(|φ(q1)|, |G(q1)v1|)``.
 
+The extrinsic Euler B(h/2)∘Euler A(h/2) of :class:`ExtrinsicEulerBA` (paper (5.7), mode 2,
+``KIND = 1``) is the same loop with its joint solve: unknowns ``(q_{1/2}, q1, λ, μ)``, rows
+``M(q_{1/2} − q0) + (h/2)²∇V(q0) − G(q0)ᵀλ − (h/2)p0``, ``M(2q_{1/2} − q0 − q1) +
+G(q_{1/2})ᵀμ``, ``φ(q_{1/2})``, ``φ(q1)``, its analytic Jacobian (with
+``Σ_a μ_a ∇²φ_a(q_{1/2})``), guess ``(q0 + (h/2)M⁻¹p0, q0 + hM⁻¹p0, 0, 0)``, then
+``p1* = M(q1 − q_{1/2})/(h/2) − (h/2)∇V(q1)`` projected as above.
+
 ``M`` and ``M⁻¹`` are the system interface's arrays (the numpy step's), passed as the plan's
 ``a`` and ``ahat``. The generated module reuses the PRK engine's LU, max-norm, Newton driver,
 step bookkeeping and batch drivers (``LINALG``, ``NEWTON``, ``BATCH_DRIVERS``; ``_eval`` and
@@ -51,8 +58,8 @@ import numpy as np
 
 __all__ = ["DMAP_STEP", "compiled_plan"]
 
-#: The compiled node step and the loop over the steps (constants ``THETA``, ``TRAP``,
-#: ``NULLSPACE``; module docstring).
+#: The compiled node step, the extrinsic joint solve and the loop over the steps (constants
+#: ``KIND``, ``THETA``, ``TRAP``, ``NULLSPACE``; module docstring).
 DMAP_STEP = '''
 @njit(cache=True)
 def _dm_grad(q, z, g):
@@ -111,9 +118,13 @@ def _dm_block(q0, h, Mm, x, z, qa, Hs, A):
 
 @njit(cache=True)
 def _eval(mode, ctx, x, R, J, jac):
-    # NEWTON's evaluation of Phase 1: mode 0 the multiplier form in x = (q1, nu), mode 1 the
-    # null-space form in x = q1 (module docstring); with jac, the Jacobian J at x
-    q0, p0, h, Mm, G0, P0, z, qa, g0, f0, f1, r1, Hs, A, G1, ph, scale = ctx
+    # NEWTON's evaluation: mode 0 Phase 1 in the multiplier form, x = (q1, nu); mode 1 the
+    # null-space form, x = q1; mode 2 the extrinsic Euler B o A joint solve, x = (q_half, q1,
+    # lam, mu) (module docstring); with jac, the Jacobian J at x
+    q0, p0, h, Mm, G0, P0, z, qa, g0, f0, f1, r1, Hs, A, G1, ph, scale, Gm, Hm = ctx
+    if mode == 2:
+        _dm_extrinsic(q0, p0, h, Mm, G0, z, g0, Gm, Hm, G1, ph, x, R, J, jac)
+        return
     K = N - M
     if jac:
         _dm_block(q0, h, Mm, x, z, qa, Hs, A)
@@ -158,6 +169,57 @@ def _eval(mode, ctx, x, R, J, jac):
             R[i] = acc
         for a in range(M):
             R[K + a] = ph[a]
+
+
+@njit(cache=True)
+def _dm_extrinsic(q0, p0, h, Mm, G0, z, g0, Gm, Hm, G1, ph, x, R, J, jac):
+    # ExtrinsicEulerBA (5.7): r1 = M(q_half - q0) + (h/2)^2 grad V(q0) - G0^T lam - (h/2) p0,
+    # r2 = M(2 q_half - q0 - q1) + G(q_half)^T mu, phi(q_half), phi(q1); g0 = grad V(q0)
+    hh = 0.5 * h
+    qm = x[:N]
+    q1 = x[N:2 * N]
+    hol_jac(qm, z, Gm)
+    if jac:
+        hol_hess(qm, z, Hm)
+        hol_jac(q1, z, G1)
+        for r in range(2 * N + 2 * M):
+            for c in range(2 * N + 2 * M):
+                J[r, c] = 0.0
+        for r in range(N):
+            for c in range(N):
+                acc = 0.0
+                for a in range(M):
+                    acc += x[2 * N + M + a] * Hm[a, r, c]
+                J[r, c] = Mm[r, c]
+                J[N + r, c] = 2.0 * Mm[r, c] + acc
+                J[N + r, N + c] = -Mm[r, c]
+            for a in range(M):
+                J[r, 2 * N + a] = -G0[a, r]
+                J[N + r, 2 * N + M + a] = Gm[a, r]
+        for a in range(M):
+            for c in range(N):
+                J[2 * N + a, c] = Gm[a, c]
+                J[2 * N + M + a, N + c] = G1[a, c]
+        return
+    for r in range(N):
+        acc = 0.0
+        acc2 = 0.0
+        for c in range(N):
+            acc += Mm[r, c] * (qm[c] - q0[c])
+            acc2 += Mm[r, c] * (2.0 * qm[c] - q0[c] - q1[c])
+        lam = 0.0
+        mu = 0.0
+        for a in range(M):
+            lam += G0[a, r] * x[2 * N + a]
+            mu += Gm[a, r] * x[2 * N + M + a]
+        R[r] = acc + hh * hh * g0[r] - lam - hh * p0[r]
+        R[N + r] = acc2 + mu
+    hol_phi(qm, z, ph)
+    for a in range(M):
+        R[2 * N + a] = ph[a]
+    hol_phi(q1, z, ph)
+    for a in range(M):
+        R[2 * N + M + a] = ph[a]
 
 
 @njit(cache=True)
@@ -283,6 +345,9 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             mmax = max(mmax, abs(Mm[r, c]))
     NXD = N if NULLSPACE else N + M
     mode = 1 if NULLSPACE else 0
+    if KIND == 1:
+        NXD = 2 * N + 2 * M
+        mode = 2
     z = np.zeros(N)
     qa = np.empty(N)
     g0 = np.zeros(N)
@@ -298,6 +363,8 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     Qh = np.empty((N, N))
     ph = np.empty(M)
     H = np.empty((M, N, N))
+    Gm = np.empty((M, N))
+    Hm = np.empty((M, N, N))
     C = np.empty((M, M))
     pivc = np.empty(M, np.int64)
     w = np.empty(M)
@@ -326,19 +393,23 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         hol_jac(q, z, G0)
         if NULLSPACE:
             _dm_kernel_basis(G0, T, Qh, P0)
-        if TRAP:
+        if TRAP or KIND == 1:
             _dm_grad(q, z, g0)
         qmax = 0.0
+        for a in range(NXD):
+            x[a] = 0.0
         for c in range(N):
             acc = 0.0
             for l in range(N):
                 acc += Minv[c, l] * p[l]
-            x[c] = q[c] + h * acc
+            if KIND == 1:  # (q0 + (h/2) M^-1 p0, q0 + h M^-1 p0, 0, 0)
+                x[c] = q[c] + (0.5 * h) * acc
+                x[N + c] = q[c] + h * acc
+            else:
+                x[c] = q[c] + h * acc
             qmax = max(qmax, abs(q[c]))
-        for a in range(NXD - N):
-            x[N + a] = 0.0
         scale = max(1.0, mmax * qmax)
-        ctx = (q, p, h, Mm, G0, P0, z, qa, g0, f0, f1, r1, Hs, Ab, G1, ph, scale)
+        ctx = (q, p, h, Mm, G0, P0, z, qa, g0, f0, f1, r1, Hs, Ab, G1, ph, scale, Gm, Hm)
         r, thr, it = _newton(mode, ctx, x, R, J, piv, dx, tolf, 0.0, atol, -1.0, max_iter,
                              refresh, max_stall, SIMPLIFIED)
         its[k - 1] = it
@@ -349,15 +420,27 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             fail_thr = thr
             fail_it = it
             break
-        # Phase 2: p1* = M(q1 - q0)/h - h dV_d/dq1 projected onto Leg(TN), v1, lambda
-        for c in range(N):
-            q1[c] = x[c]
-        _dm_forces(q, q1, z, qa, g0, f0, f1)
-        for r_ in range(N):
-            acc = 0.0
+        # p1* = M(q1 - q0)/h - h dV_d/dq1 (the extrinsic map: M(q1 - q_half)/(h/2) -
+        # (h/2) grad V(q1)) projected onto Leg(TN)
+        if KIND == 1:
             for c in range(N):
-                acc += Mm[r_, c] * (q1[c] - q[c])
-            p1s[r_] = acc / h - h * f1[r_]
+                qa[c] = x[c]
+                q1[c] = x[N + c]
+            _dm_grad(q1, z, f1)
+            for r_ in range(N):
+                acc = 0.0
+                for c in range(N):
+                    acc += Mm[r_, c] * (q1[c] - qa[c])
+                p1s[r_] = acc / (0.5 * h) - (0.5 * h) * f1[r_]
+        else:
+            for c in range(N):
+                q1[c] = x[c]
+            _dm_forces(q, q1, z, qa, g0, f0, f1)
+            for r_ in range(N):
+                acc = 0.0
+                for c in range(N):
+                    acc += Mm[r_, c] * (q1[c] - q[c])
+                p1s[r_] = acc / h - h * f1[r_]
         hol_jac(q1, z, G1)
         ok = _dm_project(G1, Minv, p1s, C, pivc, w, mu, p1)
         for c in range(N):
@@ -396,16 +479,22 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
 '''
 
-# One plan per (kernels, quadrature, form, Newton options); an entry goes with its kernels.
+#: The ``KIND`` constant of each compiled step.
+_KINDS = {"node": 0, "extrinsic": 1}
+
+# One plan per (kernels, kind, quadrature, form, Newton options); an entry goes with its
+# kernels.
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_plan(theta: float | None, nullspace: bool, newton: Any, system: Any,
+def compiled_plan(kind: str, theta: float | None, nullspace: bool, newton: Any, system: Any,
                   iface: Any) -> tuple[str, Any]:
-    """``(why_not, plan)`` of the node-constrained step (module docstring) on ``system``:
-    ``theta`` the θ-map's parameter (None: RATTLE's trapezoid), ``nullspace`` the form of
-    Phase 1, ``newton`` the method's :class:`NewtonOptions`. Compiled for an unforced
-    vector-space system with kernels, a holonomic constraint and a constant mass matrix."""
+    """``(why_not, plan)`` of a compiled step (module docstring) on ``system``: ``kind``
+    ``"node"`` (the node-constrained step: ``theta`` the θ-map's parameter, None for RATTLE's
+    trapezoid; ``nullspace`` the form of Phase 1) or ``"extrinsic"`` (the joint solve of
+    :class:`ExtrinsicEulerBA`); ``newton`` the method's :class:`NewtonOptions`. Compiled
+    for an unforced vector-space system with kernels, a holonomic constraint and a constant
+    mass matrix."""
     from chetaev.discrete_lagrangian.extending import (
         BATCH_DRIVERS,
         LINALG,
@@ -427,12 +516,12 @@ def compiled_plan(theta: float | None, nullspace: bool, newton: Any, system: Any
     if newton.finite_differences:
         return "NewtonOptions(finite_differences=True) (the compiled Jacobian is analytic)", None
     per = _PLANS.setdefault(k, {})
-    key = (theta, bool(nullspace), newton)
+    key = (kind, theta, bool(nullspace), newton)
     plan = per.get(key)
     if plan is None:
-        trap = theta is None
-        consts = (f"THETA = {0.0 if trap else float(theta)!r}\nTRAP = {trap}\n"
-                  f"NULLSPACE = {bool(nullspace)}\n")
+        trap = theta is None and kind == "node"
+        consts = (f"KIND = {_KINDS[kind]}\nTHETA = {0.0 if theta is None else float(theta)!r}\n"
+                  f"TRAP = {trap}\nNULLSPACE = {bool(nullspace) and kind == 'node'}\n")
         engine = "\n\n".join([DMAP_STEP, LINALG, NEWTON, BATCH_DRIVERS])
         source = inline_small(build_source(k, 1, 0, "", newton.simplified, consts,
                                            engine=engine), names=("_eval", "_newton"))

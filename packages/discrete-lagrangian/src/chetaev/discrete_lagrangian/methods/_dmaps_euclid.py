@@ -511,7 +511,7 @@ class DiscretizationMapMethod(_EuclideanMethod):
         """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
         from ._compiled_dmaps import compiled_plan
 
-        return compiled_plan(self.theta, self.nullspace, self.newton, system, iface)
+        return compiled_plan("node", self.theta, self.nullspace, self.newton, system, iface)
 
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         compiled = _compiled_step(self, system, state, h, u)
@@ -566,7 +566,7 @@ class Rattle(_EuclideanMethod):
         """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
         from ._compiled_dmaps import compiled_plan
 
-        return compiled_plan(None, self.nullspace, self.newton, system, iface)
+        return compiled_plan("node", None, self.nullspace, self.newton, system, iface)
 
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         compiled = _compiled_step(self, system, state, h, u)
@@ -833,6 +833,11 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     then ``p1 = M(q1−q_{1/2})/(h/2) − (h/2)∇V(q1)`` projected onto ``Leg(TN)``.  No momentum
     is formed (or projected) at ``q_{1/2}``.  Equal to :func:`euler_ba` (Lemma 4.3; see
     the errata on the docs' theory page: (5.7) and (5.8) coincide on T*N).
+
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): on an unforced
+    system from ``symbolic.from_lagrangian`` with a holonomic constraint and a constant mass
+    matrix, the joint solve of (5.7) (same unknowns, analytic Jacobian, initial guess and
+    stopping rule as the numpy step) and the projection onto ``Leg(TN)`` run in numba.
     """
 
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
@@ -891,7 +896,19 @@ class ExtrinsicEulerBA(_EuclideanMethod):
 
         return fun, jac, fa, fb
 
+    #: A compiled (numba) joint solve (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan("extrinsic", None, False, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]

@@ -156,6 +156,16 @@ def test_backend_selection(pendula):
     with pytest.raises(BackendError, match="finite_differences"):
         _run(pendula, "theta-0.3", "numba", n=2, newton=fd)
     assert _run(pendula, "theta-0.3", "auto", n=2, newton=fd).stats["backend"] == "numpy"
+    # a forced system runs on numpy
+    q, v = sp.symbols("x y"), sp.symbols("u w")
+    forced = from_lagrangian((v[0] ** 2 + v[1] ** 2) / 2 - q[1], list(q), list(v),
+                             holonomic=[(q[0] ** 2 + q[1] ** 2 - 1) / 2],
+                             force=[-0.1 * v[0], -0.1 * v[1]])
+    fq0, fv0 = np.array([0.6, -0.8]), np.array([0.8, 0.6])
+    with pytest.raises(BackendError, match="forced system"):
+        integrate(forced, dm.Rattle(backend="numba"), fq0, fv0, h=H, n_steps=2)
+    sol = integrate(forced, dm.rattle(), fq0, fv0, h=H, n_steps=2)
+    assert sol.success and sol.stats["backend"] == "numpy"
     # the stage-constrained baseline has no compiled step at all
     with pytest.raises(BackendError, match="no compiled path yet"):
         dm.StageConstrainedBaseline(backend="numba")

@@ -2,7 +2,8 @@
 
 Every compiled engine (the PRK engine with its plain, holonomic and nonholonomic hooks in
 both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms, the reduced
-GNI on the rolling ball with both retractions) builds its
+GNI on the rolling ball with both retractions, the discretization maps' node step in both
+forms and the extrinsic joint solve) builds its
 module from the one ``NEWTON`` piece of ``chetaev.discrete_lagrangian.extending``: the
 generated source holds exactly one ``while`` loop, in ``_newton``, and every step reaches it.
 The sources are built and parsed, not compiled: these tests need sympy, not numba.
@@ -17,6 +18,7 @@ import pytest
 sp = pytest.importorskip("sympy")
 
 from chetaev.discrete_lagrangian import VPRK, ConstrainedPRK, LieVPRK  # noqa: E402
+from chetaev.discrete_lagrangian import discretization_maps as dm  # noqa: E402
 from chetaev.discrete_lagrangian import testing as dlt  # noqa: E402
 from chetaev.discrete_lagrangian.extending import (  # noqa: E402
     INLINE_LINES,
@@ -70,6 +72,11 @@ def _cases():
         "GNI two_step": (GNI("rattle", form="two_step"), _particle),
         "ReducedGNI": (ReducedGNI(), lambda: rolling_ball(table_rate=0.2)),
         "ReducedGNI exp": (ReducedGNI("exp"), lambda: rolling_ball(table_rate=0.2)),
+        "DiscretizationMapMethod": (dm.DiscretizationMapMethod(0.5), _sphere),
+        "DiscretizationMapMethod nullspace": (
+            dm.DiscretizationMapMethod(0.0, nullspace=True), _sphere),
+        "Rattle": (dm.Rattle(), _sphere),
+        "ExtrinsicEulerBA": (dm.ExtrinsicEulerBA(), _sphere),
     }
 
 
@@ -152,7 +159,7 @@ def test_inline_small_marks_selectively():
         assert inlined(fn) == (lines <= INLINE_LINES), name
     assert inlined(prk["_eval"]) and inlined(prk["_maxabs"])
     assert not inlined(prk["_run_one"])
-    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI"):
+    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI", "Rattle"):
         marked = sorted(n for n, fn in _functions(_source(case)).items() if inlined(fn))
         assert marked == ["_eval", "_newton"], case
     src = "@njit(cache=True)\ndef f(x):\n    return x\n\n\n@njit(cache=True)\ndef g(x):\n" + (

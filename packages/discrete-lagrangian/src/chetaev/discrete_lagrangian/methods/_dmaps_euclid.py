@@ -45,6 +45,8 @@ import numpy as np
 
 from .._util._errors import InputError
 from ..core import _dmaps_kernels as K
+from ..core._backend import resolve_backend
+from ..core._compiled_prk import compiled_step
 from ..core._dmaps_problem import euclidean_interface, initial_euclidean_state
 from ..core._interface import SystemInterface
 from ..core._linearization import (
@@ -399,6 +401,16 @@ def node_step_jacobians(iface: SystemInterface, system: Any, quad, state: State,
     return full[..., : 2 * n], full[..., 2 * n:]
 
 
+def _compiled_step(method: Method, system: Any, state: State, h: float,
+                   u: Any) -> State | None:
+    """The compiled step of ``method`` (issue 17; :mod:`._compiled_dmaps`) when it runs
+    compiled on ``system`` (unforced, ``resolve_backend``), else None (the numpy step)."""
+    if u is not None or getattr(system, "has_force", False) is True:
+        return None
+    plan = resolve_backend(method, system)
+    return None if plan is None else compiled_step(plan, state, h)
+
+
 class _EuclideanMethod(Method):
     """Shared ``initial_state`` for the vector-space methods."""
 
@@ -447,6 +459,14 @@ class DiscretizationMapMethod(_EuclideanMethod):
     with ``q_θ = (1−θ)q0 + θq1``.  ``nullspace=True`` solves the multiplier-free form
     (4.7)–(4.9) of §4.2 instead (same result to solver tolerance).
 
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): on an unforced
+    system from ``symbolic.from_lagrangian`` with a holonomic constraint and a constant mass
+    matrix, the whole step runs in numba, both forms: Phase 1 ((4.4), or (4.7) with a
+    Householder basis of ``ker G(q0)``) with the same unknowns, initial guess
+    ``q0 + hM⁻¹p0`` and stopping rule as the numpy step, then the projection onto
+    ``Leg(TN)`` ((4.5); (4.9) gives the same momentum) and the continuous multiplier.
+    Forced systems and ``NewtonOptions(finite_differences=True)`` run on numpy.
+
     Parameters
     ----------
     theta : float
@@ -484,7 +504,19 @@ class DiscretizationMapMethod(_EuclideanMethod):
         """The adjoint method, from the adjoint map θ ↦ 1 − θ."""
         return self.evolve(theta=1.0 - self.theta)
 
+    #: A compiled (numba) step of both forms (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan("node", self.theta, self.nullspace, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         quad = K.ThetaQuadrature(self.theta)
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
@@ -513,6 +545,11 @@ class Rattle(_EuclideanMethod):
     It equals the constrained Lobatto IIIA–IIIB 2-stage method (Jay 1996).  The literal
     composition of the paper's Euler A and B submanifolds is a different method: see
     :func:`euler_ba`.
+
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): the step
+    (5.16)–(5.18) runs in numba on the configurations of :class:`DiscretizationMapMethod`'s
+    compiled step (the same node step with the trapezoidal ``V_d``), ``nullspace`` either
+    way.
     """
 
     nullspace: bool = False
@@ -522,7 +559,19 @@ class Rattle(_EuclideanMethod):
     symmetric = True
     name = "RATTLE"
 
+    #: A compiled (numba) step of both forms (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan("node", None, self.nullspace, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         quad = K.TrapezoidQuadrature()
         return node_step(iface, quad, state, h, self.newton, nullspace=self.nullspace,
@@ -732,7 +781,8 @@ def triple_jump(method) -> Composition:
     """Triple-jump composition ``Ψ_{γ1 h}∘Ψ_{γ2 h}∘Ψ_{γ1 h}`` (paper §5.2; HLW §II.4).
 
     ``γ1 = 1/(2 − 2^{1/3})``, ``γ2 = −2^{1/3}/(2 − 2^{1/3})``.  Lifts a symmetric method of
-    order 2 to order 4 (paper §5.2, Ex. 5.1, "Higher order").
+    order 2 to order 4 (paper §5.2, Ex. 5.1, "Higher order").  The sub-steps run compiled
+    where ``method`` does (e.g. ``triple_jump(rattle())`` on a system with kernels).
 
     Raises
     ------
@@ -757,7 +807,9 @@ def triple_jump(method) -> Composition:
 def euler_ba(nullspace: bool = False, newton: NewtonOptions | None = None) -> Composition:
     """The literal composition Euler B(h/2) ∘ Euler A(h/2) of Ex. 5.1 (paper §5.2, Ex. 5.1, "B∘A").
 
-    Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N.  It is *not* RATTLE
+    Symmetric, order 2, with the intermediate point ``q_{1/2}`` on N; each half step runs
+    compiled where its member does (``backend=`` of the members, issue 17; the composition
+    then reports ``"backend": "numba"``).  It is *not* RATTLE
     (RATTLE drops the intermediate constraint, see :class:`Rattle`); it is the Euclidean case
     of the paper's Lie "2-stage Lobatto IIIA–IIIB" method (6.4)–(6.7).  Its extrinsic form,
     one joint solve without the intermediate projection, is :class:`ExtrinsicEulerBA`.
@@ -781,6 +833,11 @@ class ExtrinsicEulerBA(_EuclideanMethod):
     then ``p1 = M(q1−q_{1/2})/(h/2) − (h/2)∇V(q1)`` projected onto ``Leg(TN)``.  No momentum
     is formed (or projected) at ``q_{1/2}``.  Equal to :func:`euler_ba` (Lemma 4.3; see
     the errata on the docs' theory page: (5.7) and (5.8) coincide on T*N).
+
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_dmaps`): on an unforced
+    system from ``symbolic.from_lagrangian`` with a holonomic constraint and a constant mass
+    matrix, the joint solve of (5.7) (same unknowns, analytic Jacobian, initial guess and
+    stopping rule as the numpy step) and the projection onto ``Leg(TN)`` run in numba.
     """
 
     newton: NewtonOptions = attrs.field(factory=lambda: NewtonOptions(tol=_TOL),
@@ -839,7 +896,19 @@ class ExtrinsicEulerBA(_EuclideanMethod):
 
         return fun, jac, fa, fb
 
+    #: A compiled (numba) joint solve (issue 17; :mod:`._compiled_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_dmaps`)."""
+        from ._compiled_dmaps import compiled_plan
+
+        return compiled_plan("extrinsic", None, False, self.newton, system, iface)
+
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
+        compiled = _compiled_step(self, system, state, h, u)
+        if compiled is not None:
+            return compiled
         iface = euclidean_interface(system)
         q0, p0 = state.q, state.p
         m = q0.shape[-1]

@@ -176,3 +176,45 @@ def test_hamiltonian_compiled_agrees_with_numpy(particle, batched):
     c = _run(particle, "numba", q0, v0)
     assert np.max(np.abs(c.q - b.q)) <= AGREE
 
+
+
+def test_numba_functions_give_kernels(particle):
+    """The same particle from the user's own numba functions (issue 17's second route to
+    kernels: ``@numba.njit`` callables, one configuration each, ``vectorized=False``; the
+    single constraint written without its axis, A(q) -> (3,)): it runs compiled and agrees
+    with the numpy path and with the symbolic system's compiled run (bounds above)."""
+    import numba
+
+    from chetaev.discrete_lagrangian import systems as sy
+
+    @numba.njit
+    def grad(q):
+        return np.array([q[0], q[1], 0.0])
+
+    @numba.njit
+    def hess(q):
+        return np.diag(np.array([1.0, 1.0, 0.0]))
+
+    @numba.njit
+    def A(q):
+        return np.array([-q[1], 0.0, 1.0])
+
+    @numba.njit
+    def dA(q):
+        out = np.zeros((3, 3))
+        out[0, 1] = -1.0  # [i, j] = ∂A_i/∂q_j
+        return out
+
+    mech = sy.MechanicalSystem(np.eye(3), lambda q: 0.5 * (q[..., 0] ** 2 + q[..., 1] ** 2),
+                               grad, hess, vectorized=False)
+    system = sy.ConstrainedSystem(mech, sy.LinearVelocityConstraint(A, dA=dA,
+                                                                    vectorized=False))
+    q0, v0 = _batch()
+    for q, v in ((Q0, V0), (q0, v0)):
+        a, b = _run(system, "numpy", q, v), _run(system, "auto", q, v)
+        c = _run(particle, "numba", q, v)
+        assert b.stats["backend"] == "numba"
+        for ref in (a, c):
+            for f in ("q", "v", "p"):
+                assert np.max(np.abs(getattr(ref, f) - getattr(b, f))) <= AGREE, f
+            assert np.max(np.abs(ref.lam - b.lam)) <= AGREE_LAM

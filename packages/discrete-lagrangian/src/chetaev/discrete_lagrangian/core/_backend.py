@@ -110,12 +110,15 @@ def resolve_backend(method: Any, system: Any) -> Any:
     kernels = iface.kernels
     if kernels is None:
         if choice == "numba":
+            from ._kernels import why_no_kernels
+
+            why = why_no_kernels(system) if own is None else "a system of plain callables"
             raise BackendError(
-                f"backend='numba': this {type(system).__name__} has no compiled kernels (a "
-                "system of plain Python callables). Build it with "
-                "chetaev.discrete_lagrangian.symbolic.from_lagrangian (on a Lie group: "
-                "from_trivialized_lagrangian; without array params) to get kernels, or use "
-                "backend='numpy' / 'auto'."
+                f"backend='numba': this {type(system).__name__} has no compiled kernels "
+                f"({why}). Build it with chetaev.discrete_lagrangian.symbolic.from_lagrangian "
+                "(on a Lie group: from_trivialized_lagrangian; without array params), or give "
+                "every callable it needs, second derivatives included, as a numba function "
+                "(@numba.njit, with vectorized=False); or use backend='numpy' / 'auto'."
             )
         return None
     if choice == "auto" and not numba_available():

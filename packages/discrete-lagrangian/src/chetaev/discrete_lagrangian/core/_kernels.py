@@ -1,10 +1,17 @@
 """Compiled system kernels and the on-disk module cache of the compiled backend (issue 17).
 
-A :class:`KernelSet` is the *source text* of a system's scalar kernels (emitted by the
-symbolic front-end, :mod:`chetaev.discrete_lagrangian.symbolic`); it needs no numba. A system
-built by ``symbolic.from_lagrangian`` is registered with its kernels
-(:func:`register_kernels`; read back by :func:`kernels_of` and exposed as
-``SystemInterface.kernels``); any other system has none.
+A :class:`KernelSet` is the *source text* of a system's scalar kernels; it needs no numba.
+Kernels come two ways:
+
+- the symbolic front-end (:mod:`chetaev.discrete_lagrangian.symbolic`) emits them, and a
+  system built by ``symbolic.from_lagrangian`` is registered with them
+  (:func:`register_kernels`);
+- a system whose callables are the user's numba functions gets kernels that call them
+  (``systems._numba_kernels``; the functions are bound into the generated module by
+  :func:`user_function`), built on first request and then registered.
+
+:func:`kernels_of` reads them back (exposed as ``SystemInterface.kernels``); a system of
+plain Python callables has none, and :func:`why_no_kernels` says why.
 
 :func:`load_module` turns one generated module source (kernels + a method's compiled step +
 the driver loop) into an imported module: the source is written once to
@@ -26,8 +33,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["INSTALL_FAST", "KernelSet", "cache_dir", "kernels_of", "load_module",
-           "numba_available", "register_kernels"]
+__all__ = ["INSTALL_FAST", "KernelSet", "bind_user_function", "cache_dir", "kernels_of",
+           "load_module", "numba_available", "register_kernels", "user_function",
+           "why_no_kernels"]
 
 #: How to get numba (the optional extra of the compiled backend).
 INSTALL_FAST = 'pip install "chetaev-discrete-lagrangian[fast]"'
@@ -88,12 +96,48 @@ def register_kernels(system: Any, kernels: KernelSet | None) -> None:
 
 
 def kernels_of(system: Any) -> KernelSet | None:
-    """The registered :class:`KernelSet` of ``system``, or None (a system of plain
-    callables, or one that was pickled: kernels do not travel with the system yet)."""
+    """The :class:`KernelSet` of ``system``: registered by the symbolic front-end, or built
+    from the system's numba functions (then registered); None for a system of plain
+    callables (:func:`why_no_kernels` says which callable) or a symbolic one that was
+    pickled (its kernels do not travel with it)."""
     hit = _REGISTRY.get(id(system))
     if hit is not None and hit[0]() is system:
         return hit[1]
-    return None
+    kernels, _ = _from_numba(system)
+    if kernels is not None:
+        register_kernels(system, kernels)
+    return kernels
+
+
+def why_no_kernels(system: Any) -> str:
+    """Why ``system`` has no kernels (empty when it has them)."""
+    return "" if kernels_of(system) is not None else _from_numba(system)[1]
+
+
+def _from_numba(system: Any) -> tuple[KernelSet | None, str]:
+    if not hasattr(system, "D1L"):  # not a Lagrangian system (a ReducedSystem, ...)
+        return None, f"a {type(system).__name__} outside the system interface"
+    from ..systems._numba_kernels import numba_kernels
+
+    return numba_kernels(system)
+
+
+#: The user's numba functions bound into generated modules, by fingerprint.
+_USER_FUNCTIONS: dict[str, Any] = {}
+
+
+def bind_user_function(key: str, function: Any) -> None:
+    """Make ``function`` (a numba dispatcher) available to generated modules as
+    ``user_function(key)``; ``key`` is its fingerprint (``systems._numba_kernels``)."""
+    _USER_FUNCTIONS[key] = function
+
+
+def user_function(key: str) -> Any:
+    """The numba function bound under ``key`` (read by a generated module when it loads)."""
+    try:
+        return _USER_FUNCTIONS[key]
+    except KeyError:  # pragma: no cover - a module is loaded only after its kernels are built
+        raise RuntimeError(f"no numba function is bound under {key!r}") from None
 
 
 def numba_available() -> bool:

@@ -54,6 +54,7 @@ def _looped(f: Callable, core_ndims: tuple[int, ...]) -> Callable:
         out = np.stack(outs)
         return out.reshape(batch + out.shape[1:])
 
+    wrapped.__wrapped__ = f  # the user's callable (a numba function gives compiled kernels)
     return wrapped
 
 

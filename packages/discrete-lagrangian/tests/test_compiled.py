@@ -23,6 +23,7 @@ from chetaev.discrete_lagrangian import (  # noqa: E402
     ConvergenceError,
     DiscreteEulerLagrange,
     InputError,
+    MechanicalSystem,
     NewtonOptions,
     integrate,
     reference_solution,
@@ -140,6 +141,18 @@ def test_backend_errors():
         LieDiscretizationMapMethod("rattle", backend="numba")
     assert DiscreteEulerLagrange(backend="numpy").backend == "numpy"
     assert DiscreteEulerLagrange().backend == "auto"
+
+
+def test_numba_step_of_a_forced_system_raises():
+    """A forced system has no compiled path: ``Method.step`` under ``backend="numba"`` says
+    so (as ``integrate`` does) instead of running numpy quietly."""
+    forced = MechanicalSystem(np.eye(1), lambda q: 0.5 * q[..., 0] ** 2, lambda q: q,
+                              lambda q: np.ones((*np.shape(q)[:-1], 1, 1)),
+                              force=lambda q, v, u: -0.1 * v)
+    method = VPRK(lobatto_iiia_iiib(3), backend="numba")
+    st = VPRK(lobatto_iiia_iiib(3), backend="numpy").initial_state(forced, [1.0], [0.0])
+    with pytest.raises(BackendError, match="forced system"):
+        method.step(forced, st, 0.1)
 
 
 def test_compiled_newton_failure(pendulum2):

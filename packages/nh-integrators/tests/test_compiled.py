@@ -184,7 +184,6 @@ def test_numba_functions_give_kernels(particle):
     single constraint written without its axis, A(q) -> (3,)): it runs compiled and agrees
     with the numpy path and with the symbolic system's compiled run (bounds above)."""
     import numba
-
     from chetaev.discrete_lagrangian import systems as sy
 
     @numba.njit

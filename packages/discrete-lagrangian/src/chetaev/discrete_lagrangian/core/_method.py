@@ -374,6 +374,9 @@ class Method(abc.ABC, metaclass=_MethodMeta):
             ``negative_steps = False``); a bad control ``u``.
         ForcesNotSupportedError
             A forced system (or ``u``) given to a method with ``supports_forces = False``.
+        BackendError
+            ``backend="numba"`` where the step has no compiled path (a forced system, or
+            one without kernels).
         ConvergenceError
             The step's equations could not be solved (names step, time and residual).
         """
@@ -382,6 +385,13 @@ class Method(abc.ABC, metaclass=_MethodMeta):
             new = self._step_impl(system, state, h)
         elif not self.supports_forces:
             raise _unsupported(self, system, u)
+        elif getattr(self, "backend", "auto") == "numba":  # as integrate: never numpy quietly
+            from ._backend import BackendError
+
+            raise BackendError(
+                f"backend='numba': {self.name} has no compiled path for a forced system "
+                "(external forces run on numpy for now). Use backend='numpy' or 'auto'."
+            )
         else:
             new = self._step_impl(system, state, h, u=check_control(system, state.q, u))
         n = state.n + 1

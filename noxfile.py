@@ -142,16 +142,18 @@ def tests(session: nox.Session, package: str) -> None:
 def tests_fast(session: nox.Session) -> None:
     """The compiled backend's tests (issue 17): discrete-lagrangian, nh-integrators and gni with
     the ``[fast]`` extra (numba), and the registry-wide ones of ``integration-tests``
-    (``test_compiled_protocol.py`` and the compiled order study of ``test_order.py``; the
-    registry holds dsocs pairs too). The other sessions run without numba, so
-    ``backend="auto"`` stays on numpy there and no session pays the first-call compile."""
+    (``test_compiled_protocol.py``, the compiled order study of ``test_order.py``, the
+    README's numba example; the registry holds dsocs pairs too). The other sessions run
+    without numba, so ``backend="auto"`` stays on numpy there and no session pays the
+    first-call compile."""
     _install_local(session, "nh-integrators", "gni", "dsocs", extra="test",
                    dep_extras={"discrete-lagrangian": ["test", "fast"]})
     files = [str(path) for pkg in ("discrete-lagrangian", "nh-integrators", "gni")
              for path in sorted((PACKAGES_DIR / pkg / "tests").glob("test_compiled*.py"))]
     integration = ROOT / "integration-tests"
     files += [str(integration / "test_compiled_protocol.py"),
-              f"{integration / 'test_order.py'}::test_measured_order_compiled"]
+              f"{integration / 'test_order.py'}::test_measured_order_compiled",
+              f"{integration / 'test_readme.py'}::test_readme_numba_example_runs"]
     session.chdir(session.create_tmp())
     session.run("python", "-m", "pytest", *files, "-q", "-p", "no:cacheprovider",
                 "--import-mode=importlib", *session.posargs, env=_test_env())

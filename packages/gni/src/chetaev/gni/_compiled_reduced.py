@@ -273,10 +273,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             status = 2
             break
         phi(x1, v1, ph)
-        cr = 0.0
-        for i in range(M):
-            if not (abs(ph[i]) <= cr):
-                cr = abs(ph[i])
+        cr = _maxabs(ph)  # inf for a NaN entry
         cres[k - 1] = cr
         if not (cr <= cbound):
             status = 3

@@ -453,15 +453,13 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             status = 2
             break
         hol_phi(q1, z, ph)
-        cr = 0.0
-        for a in range(M):
+        cr = _maxabs(ph)  # inf for a NaN entry
+        for a in range(M):  # the hidden constraint G(q1) v1
             acc = 0.0
             for c in range(N):
                 acc += G1[a, c] * v1[c]
-            if not (abs(ph[a]) <= cr):
-                cr = abs(ph[a])
-            if not (abs(acc) <= cr):
-                cr = abs(acc)
+            ph[a] = acc
+        cr = max(cr, _maxabs(ph))
         cres[k - 1] = cr
         if not (cr <= cbound):
             status = 3

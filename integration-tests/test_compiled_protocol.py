@@ -91,6 +91,7 @@ COMPILED: dict[str, str | None] = {
     "dmap-euler-ba": "spherical_pendulum",
     "dmap-triple-jump": "spherical_pendulum",
     "dmap-extrinsic-euler-ba": "spherical_pendulum",
+    "DSOCS-particle": None,
 }
 
 _NO_PATH = "has no compiled path yet"  # the BackendError of a method without a compiled step
@@ -105,7 +106,6 @@ _BASELINE = "the stage-constrained baseline (a defect demonstrator) has no compi
 NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
     "dmap-baseline": (_BASELINE, _NO_PATH, "spherical_pendulum"),
     "LieDmap-rattle": (_LIE_DMAP, _NO_PATH, "heavy_top"),
-    "DSOCS-particle": ("DSOCSIntegrator has no compiled step", _NO_PATH, None),
 }
 
 
@@ -160,6 +160,8 @@ def _batch(key: str, q0: np.ndarray, v0: np.ndarray, b: int = 4,
         v[:, 0] = r * v[:, 3] - om * x[:, 1]
         v[:, 1] = -r * v[:, 2] + om * x[:, 0]
         return x, v
+    if key == "DSOCS-particle":  # no constraint on the initial (q0, v0) of the particle
+        return q0 + dq[:, :2], v
     if key == "pendulum_angle":
         return q0 + dq[:, :1], v
     if key == "spherical_pendulum":

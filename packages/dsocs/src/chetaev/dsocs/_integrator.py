@@ -71,7 +71,7 @@ from chetaev.discrete_lagrangian import (
     deflated,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.extending import tangent_fields
+from chetaev.discrete_lagrangian.extending import BackendError, resolve_backend, tangent_fields
 
 from ._derivcheck import verify_once
 from ._errors import DSOCSConvergenceError, DSOCSInputError
@@ -202,6 +202,33 @@ class DSOCSIntegrator(Method):
 
     negative_steps = False  # a two-step recursion from (q_{k−1}, q_k): no backward step
     supports_forces = True  # the forced DSOCS of the module docstring
+    #: A compiled (numba) solve of eq. (4) (issue 17; :mod:`._compiled`) for an unforced
+    #: DSOCS with ``compiled_kernels``, square eq. (4), no ``solver`` or ``root_filter``.
+    compiled_backend = True
+
+    def _backend_interface(self, system):
+        """What ``resolve_backend`` reads of ``system`` (the DSOCS at the step's ``h``; a DSOCS
+        is outside the system interface): an object whose ``kernels`` are its
+        ``compiled_kernels`` or None; raises ``BackendError`` for ``backend="numba"``
+        without them."""
+        from types import SimpleNamespace
+
+        kernels = getattr(system, "compiled_kernels", None)
+        if kernels is None and self.backend == "numba":
+            raise BackendError(
+                "backend='numba': this DSOCS has no compiled kernels (plain Python "
+                "callables). Pass DSOCS(..., compiled_kernels=source) with numba-compilable "
+                "dsocs_residual and dsocs_jacobian_q2 (see DSOCS; curvature_particle_dsocs "
+                "writes them, given curvature_kernel= for a callable k), or use "
+                "backend='numpy' / 'auto'."
+            )
+        return SimpleNamespace(kernels=kernels)
+
+    def _compiled_plan(self, system, iface):
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled`)."""
+        from ._compiled import dsocs_plan
+
+        return dsocs_plan(self, system)
 
     @property
     def order(self) -> int | None:
@@ -279,7 +306,11 @@ class DSOCSIntegrator(Method):
         qk = np.asarray(state.q)
         qk1 = state.carry.get("q_next")
         qk1 = self._start(system, qk, state.v, h, u) if qk1 is None else np.asarray(qk1)
-        qk2, info = self.solve(system, qk, qk1, h, step_index=state.n, t=state.t, u=u)
+        plan = resolve_backend(self, system)
+        solved = None if plan is None else plan.solve(qk, qk1, h)  # compiled (issue 17)
+        if solved is None:  # numpy, or a compiled solve that failed: its restarts or error
+            solved = self.solve(system, qk, qk1, h, step_index=state.n, t=state.t, u=u)
+        qk2, info = solved
         if system.has_force:
             u_left = state.carry.get("u")
             info["work"] = system.discrete_work(qk, qk1, u if u_left is None else u_left, u)

@@ -172,3 +172,24 @@ def test_a_failed_step_reports_step_time_and_residual(numba):
     for sol in (a, b):
         assert "did not converge at step 0 (t = 0)" in sol.message
         assert "residual" in sol.message
+
+
+def test_compiled_loop_saves_the_numpy_nodes_across_blocks(numba, monkeypatch):
+    """``integrate``'s compiled loop (blocks of steps, here of 5) saves every 7th node and
+    the last, as the numpy loop; node k holds q_k and v_k = (q_{k+1} − q_{k−1})/(2h)."""
+    from chetaev.dsocs import _compiled
+
+    monkeypatch.setattr(_compiled, "_BLOCK", 5)
+    fam = _family()
+    rng = np.random.default_rng(9)
+    q0, v0 = Q0 + 0.3 * rng.standard_normal((2, 2)), V0 + 0.3 * rng.standard_normal((2, 2))
+    tight = NewtonOptions(tol=1e-14)
+    a, b = (integrate(fam, DSOCSIntegrator(newton=tight, backend=backend), q0, v0, h=H,
+                      n_steps=23, save_every=7) for backend in ("numpy", "numba"))
+    assert b.stats["backend"] == "numba" and b.stats["n_steps"] == 23
+    assert a.q.shape == b.q.shape == (5, 2, 2)  # nodes 0, 7, 14, 21, 23
+    np.testing.assert_array_equal(a.t, b.t)
+    for x, y in ((a.q, b.q), (a.v, b.v), (a.final.q, b.final.q), (a.final.v, b.final.v)):
+        assert np.max(np.abs(x - y)) <= AGREE * max(1.0, np.max(np.abs(x)))
+    assert b.p is None and b.lam is None
+    assert b.stats["newton_iterations"] > 23  # counted per step, from every block

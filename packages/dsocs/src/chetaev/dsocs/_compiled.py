@@ -379,7 +379,7 @@ class DSOCSPlan:
 
         a, b = flat(q), flat(qn)
         ap = flat(np.nan if qp is None else qp)
-        Q, V = [a.copy()], [flat(v)]
+        Q, V = [a[:, None].copy()], [flat(v)[:, None]]  # blocks (nb, rows, n) of the nodes
         its_all: list = []
         res_all: list = []
         done, status, fail = 0, 0, (0.0, 0.0, 0)
@@ -391,8 +391,8 @@ class DSOCSPlan:
             if k < steps and np.any(ks != k):  # the batch stops at the first failing step
                 oq, ov, op, its, res, fin, out = self._go(a, b, h, k)
             if k:
-                Q.extend(np.moveaxis(oq[:, 1:k + 1], 1, 0))
-                V.extend(np.moveaxis((ov[:, 1:k + 1] - op[:, 1:k + 1]) / (2.0 * h), 1, 0))
+                Q.append(oq[:, 1:k + 1])
+                V.append((ov[:, 1:k + 1] - op[:, 1:k + 1]) / (2.0 * h))
                 its_all.append(its[:, :k].max(axis=0))
                 res_all.append(res[:, :k].max(axis=0))
                 ap, a, b = fin[:, 2].copy(), fin[:, 0].copy(), fin[:, 1].copy()
@@ -413,23 +413,23 @@ class DSOCSPlan:
                 status, fail = 1, (err.residual, err.tol, err.iterations)
                 break
             ap, a, b = a, b, flat(q2)
-            Q.append(a.copy())
-            V.append((b - ap) / (2.0 * h))
+            Q.append(a[:, None].copy())
+            V.append(((b - ap) / (2.0 * h))[:, None])
             its_all.append(np.array([info["newton_iterations"]]))
             res_all.append(np.array([info["residual"]]))
             done += 1
         rows = np.arange(0, done + 1, save_every)
         if rows[-1] != done:
             rows = np.append(rows, done)
-        final_v = V[-1]
+        Q, V = np.concatenate(Q, axis=1), np.concatenate(V, axis=1)
         carry = dict(state.carry) if done == 0 else {
             "q_prev": ap.reshape(*batch, n), "q_next": b.reshape(*batch, n), "u": None}
         its = np.concatenate(its_all) if its_all else np.zeros(0, np.int64)
         return {
-            "q": np.stack([Q[r] for r in rows]).reshape(len(rows), *batch, n),
-            "v": np.stack([V[r] for r in rows]).reshape(len(rows), *batch, n),
+            "q": np.moveaxis(Q[:, rows], 1, 0).reshape(len(rows), *batch, n),
+            "v": np.moveaxis(V[:, rows], 1, 0).reshape(len(rows), *batch, n),
             "p": None, "lam": None,
-            "final": {"q": Q[-1].reshape(*batch, n), "v": final_v.reshape(*batch, n),
+            "final": {"q": Q[:, -1].reshape(*batch, n), "v": V[:, -1].reshape(*batch, n),
                       "p": None, "lam": None},
             "done": done, "carry": carry, "status": status, "fail": fail,
             "its": its, "res": np.concatenate(res_all) if res_all else np.zeros(0),

@@ -54,6 +54,18 @@ equations (1), their Jacobians by central differences) to (q_1, v_1 = (q_2 − q
 DSOCS with a ``tangent_basis`` (C_d ⊂ 𝒟_d of a discrete nonholonomic system, not open) the
 bases at (q_k, q_{k+1}) and (q_{k+1}, q_{k+2}) and (A, B) in them are returned too; otherwise
 the pairs are free (C_d open in Q×Q) and the bases are None.
+
+**Compiled backend** (issue 17; :mod:`._compiled`). ``backend="auto"`` (default) solves eq.
+(4) compiled (numba) when numba is installed and the configuration has a compiled path: an
+unforced DSOCS carrying ``compiled_kernels`` (numba source of eq. (4) and its q2-derivative,
+checked against the DSOCS's callables at seeded points when it is built;
+:func:`~chetaev.dsocs.curvature_particle_dsocs` writes them), a square eq. (4) (m + r = n),
+no problem-specific ``solver`` and no ``root_filter``. The compiled solve has the numpy
+solve's unknowns, guess 2q_k − q_{k−1}, row normalization, stopping rule and polishing step,
+so both agree to round-off; a step it does not solve is rerun on numpy (its deflated
+restarts). ``integrate`` then runs its loop compiled (the start stays in Python);
+``backend="numba"`` raises :class:`~chetaev.discrete_lagrangian.extending.BackendError`
+naming the cause for any other configuration, ``"numpy"`` never compiles.
 """
 
 from __future__ import annotations
@@ -183,6 +195,10 @@ class DSOCSIntegrator(Method):
     External forces and controls (``supports_forces``), ``info["work"]`` and
     ``step_linearization`` (coordinates ``"(q, q_next)"``, or ``"(q, v)"`` through the
     start): module docstring.
+
+    backend : {"auto", "numba", "numpy"}, keyword-only
+        The compiled solve of eq. (4) (issue 17; module docstring): ``"auto"`` compiled
+        where possible, ``"numba"`` compiled or :class:`BackendError`, ``"numpy"``.
 
     Order: 2 with ``start="second_order"`` (central-difference scheme, symmetric), 1 with
     ``start="paper"`` (see the docs' theory page). Constraint D_K and β = 0 hold to solver

@@ -35,6 +35,7 @@ raises :class:`~chetaev.dsocs.DSOCSConvergenceError` naming the step, time and r
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -203,6 +204,13 @@ def kernel_shape(source: str) -> tuple[int, int]:
         raise DSOCSInputError(
             "compiled_kernels must be numba-compilable source text defining "
             f"{', '.join(KERNEL_NAMES)} and DSOCS_SHAPE; got {type(source).__name__}.")
+    return _shape_of(source)
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_of(source: str) -> tuple[int, int]:
+    """:func:`kernel_shape` of a source text (run once per text: every step resolves the
+    backend)."""
     missing = [n for n in KERNEL_NAMES if not _has(source, n)]
     shape = _exec(source).get("DSOCS_SHAPE")
     if (missing or not isinstance(shape, tuple) or len(shape) != 2

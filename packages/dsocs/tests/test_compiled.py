@@ -212,3 +212,31 @@ def test_registry_pair_agrees_at_tol_1e_14(batched, numba):
     assert b.q.shape == a.q.shape == (101, *np.shape(q0))
     for x, y in ((a.t, b.t), (a.q, b.q), (a.v, b.v)):
         assert np.max(np.abs(x - y)) <= AGREE * max(1.0, np.max(np.abs(x)))
+
+
+def test_a_step_left_unsolved_by_the_compiled_newton_is_solved_on_numpy(numba, monkeypatch):
+    """A compiled block that stops at a step (status 1: Newton not converged; simulated by
+    cutting the first block after 3 steps) hands that step to the numpy solve (its deflated
+    restarts) and resumes compiled: the nodes are the numpy run's."""
+    from chetaev.dsocs import _compiled
+
+    go = _compiled.DSOCSPlan._go
+    calls = []
+
+    def failing_first_block(self, a, b, h, steps):
+        calls.append(steps)
+        if len(calls) > 1 or steps <= 3:
+            return go(self, a, b, h, steps)
+        oq, ov, op, its, res, fin, out = go(self, a, b, h, 3)
+        out[:, 0], out[:, 1] = 1.0, 3.0  # "not converged at the 4th step"
+        return oq, ov, op, its, res, fin, out
+
+    monkeypatch.setattr(_compiled.DSOCSPlan, "_go", failing_first_block)
+    fam = _family()
+    tight = NewtonOptions(tol=1e-14)
+    a, b = (integrate(fam, DSOCSIntegrator(newton=tight, backend=backend), Q0, V0, h=H,
+                      n_steps=10) for backend in ("numpy", "numba"))
+    assert calls == [10, 6]  # the first block, then the rest after the numpy step
+    assert b.success and b.stats["backend"] == "numba" and b.q.shape == a.q.shape
+    for x, y in ((a.q, b.q), (a.v, b.v), (a.final.carry["q_next"], b.final.carry["q_next"])):
+        assert np.max(np.abs(x - y)) <= AGREE * max(1.0, np.max(np.abs(x)))

@@ -236,9 +236,11 @@ def check_kernels(dsocs: Any) -> None:
     :data:`CHECK_STEPS` through the members of a family, which check themselves; a DSOCS
     whose pieces do not depend on ``h`` at ``h = 0.1``).
 
-    Bounds: the residual to ``1e-12`` relative to the largest term of the row (the numpy
-    evaluation differs by round-off only); the Jacobian to ``1e-6`` relative (the DSOCS's
-    own Jacobian may hold central differences, e.g. of a variational basis depending on q2).
+    Bounds: the residual to ``1e-12`` times ``1 + max|F| + max_i Σ_j |∂F_i/∂q2_j|(1 +
+    |q2_j|)``, the size of the terms the rows balance (the numpy evaluation differs by
+    round-off only: measured ≤ 2.1e-17 of it for the particle); the Jacobian to ``1e-6``
+    relative to ``1 + max|∂F/∂q2|`` (the DSOCS's own Jacobian may hold central differences,
+    e.g. of a variational basis depending on q2: measured 2.1e-12 for the particle).
 
     Raises
     ------
@@ -276,9 +278,10 @@ def check_kernels(dsocs: Any) -> None:
             raise DSOCSInputError(
                 f"DSOCS(compiled_kernels=...): DSOCS_SHAPE = {(n, rows)} but eq. (4) has "
                 f"{want_r.shape[-1]} rows.")
-        # the size of the terms each row balances: its sensitivity to the nodes
-        size = 1.0 + float(np.max(np.abs(want_r))) + float(
-            np.max(np.abs(got_j) @ (1.0 + np.abs(q2))))
+        # the size of the terms the rows balance: their sensitivity to q2 (the DSOCS's own
+        # Jacobian; the kernel's for a forced DSOCS) times (1 + |q2|)
+        sens = np.abs(got_j if want_j is None else want_j) @ (1.0 + np.abs(q2))
+        size = 1.0 + float(np.max(np.abs(want_r))) + float(np.max(sens))
         if not np.max(np.abs(got_r - want_r)) <= 1e-12 * size:
             raise DSOCSInputError(
                 "DSOCS(compiled_kernels=...): the kernel dsocs_residual disagrees with the "

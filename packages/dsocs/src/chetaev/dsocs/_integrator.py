@@ -187,6 +187,10 @@ class DSOCSIntegrator(Method):
     newton : NewtonOptions, optional
         The project's Newton options (its ``tol`` and ``max_iter`` replace ``tol`` and
         ``max_iter`` when given), as for the other methods.
+    backend : {"auto", "numba", "numpy"}, keyword-only
+        The compiled solve of eq. (4) (issue 17; module docstring): ``"auto"`` compiled
+        where possible, ``"numba"`` compiled or
+        :class:`~chetaev.discrete_lagrangian.extending.BackendError`, ``"numpy"`` never.
 
     Options left ``None`` take the DSOCS's compatibility defaults (:class:`DSOCS`
     ``tol``, ``max_iter``, ``max_deflations``, ``root_filter``, ``solver``, bound to its
@@ -195,10 +199,6 @@ class DSOCSIntegrator(Method):
     External forces and controls (``supports_forces``), ``info["work"]`` and
     ``step_linearization`` (coordinates ``"(q, q_next)"``, or ``"(q, v)"`` through the
     start): module docstring.
-
-    backend : {"auto", "numba", "numpy"}, keyword-only
-        The compiled solve of eq. (4) (issue 17; module docstring): ``"auto"`` compiled
-        where possible, ``"numba"`` compiled or :class:`BackendError`, ``"numpy"``.
 
     Order: 2 with ``start="second_order"`` (central-difference scheme, symmetric), 1 with
     ``start="paper"`` (see the docs' theory page). Constraint D_K and β = 0 hold to solver

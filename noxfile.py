@@ -140,15 +140,14 @@ def tests(session: nox.Session, package: str) -> None:
 
 @nox.session
 def tests_fast(session: nox.Session) -> None:
-    """The compiled backend's tests (issue 17): discrete-lagrangian, nh-integrators and gni with
-    the ``[fast]`` extra (numba), and the registry-wide ones of ``integration-tests``
-    (``test_compiled_protocol.py``, the compiled order study of ``test_order.py``, the
-    README's numba example; the registry holds dsocs pairs too). The other sessions run
-    without numba, so ``backend="auto"`` stays on numpy there and no session pays the
-    first-call compile."""
+    """The compiled backend's tests (issue 17): discrete-lagrangian, nh-integrators, gni and
+    dsocs with the ``[fast]`` extra (numba), and the registry-wide ones of
+    ``integration-tests`` (``test_compiled_protocol.py``, the compiled order study of
+    ``test_order.py``, the README's numba example). The other sessions run without numba, so
+    ``backend="auto"`` stays on numpy there and no session pays the first-call compile."""
     _install_local(session, "nh-integrators", "gni", "dsocs", extra="test",
                    dep_extras={"discrete-lagrangian": ["test", "fast"]})
-    files = [str(path) for pkg in ("discrete-lagrangian", "nh-integrators", "gni")
+    files = [str(path) for pkg in ("discrete-lagrangian", "nh-integrators", "gni", "dsocs")
              for path in sorted((PACKAGES_DIR / pkg / "tests").glob("test_compiled*.py"))]
     integration = ROOT / "integration-tests"
     files += [str(integration / "test_compiled_protocol.py"),

@@ -3,7 +3,7 @@
 Every compiled engine (the PRK engine with its plain, holonomic and nonholonomic hooks in
 both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms, the reduced
 GNI on the rolling ball with both retractions, the discretization maps' node step in both
-forms and the extrinsic joint solve) builds its
+forms, the extrinsic joint solve and the DSOCS solve of eq. (4)) builds its
 module from the one ``NEWTON`` piece of ``chetaev.discrete_lagrangian.extending``: the
 generated source holds exactly one ``while`` loop, in ``_newton``, and every step reaches it.
 The sources are built and parsed, not compiled: these tests need sympy, not numba.
@@ -26,6 +26,7 @@ from chetaev.discrete_lagrangian.extending import (  # noqa: E402
     interface_of,
 )
 from chetaev.discrete_lagrangian.symbolic import from_lagrangian  # noqa: E402
+from chetaev.dsocs import DSOCSIntegrator, curvature_particle_dsocs  # noqa: E402
 from chetaev.gni import GNI, ReducedGNI, rolling_ball  # noqa: E402
 from chetaev.nh_integrators import LieNonholonomicPRK, NonholonomicPRK  # noqa: E402
 from chetaev.nh_integrators import testing as nht  # noqa: E402
@@ -57,6 +58,13 @@ def _oscillator():
     return from_lagrangian((vx**2 + vy**2) / 2 - (x**2 + y**2 + x**4) / 2, [x, y], [vx, vy])
 
 
+def _curvature_particle():
+    """The registry's curvature particle (§4.1.2) with its compiled kernels."""
+    return curvature_particle_dsocs(lambda q: 1.0 + 0.3 * q[..., 0], closed_form=False,
+                                    curvature_kernel="def curvature(q):\n"
+                                    "    return 1.0 + 0.3 * q[0]\n")
+
+
 def _cases():
     pair = lobatto_iiia_iiib(3)
     return {
@@ -77,6 +85,7 @@ def _cases():
             dm.DiscretizationMapMethod(0.0, nullspace=True), _sphere),
         "Rattle": (dm.Rattle(), _sphere),
         "ExtrinsicEulerBA": (dm.ExtrinsicEulerBA(), _sphere),
+        "DSOCSIntegrator": (DSOCSIntegrator(), _curvature_particle),
     }
 
 
@@ -159,7 +168,8 @@ def test_inline_small_marks_selectively():
         assert inlined(fn) == (lines <= INLINE_LINES), name
     assert inlined(prk["_eval"]) and inlined(prk["_maxabs"])
     assert not inlined(prk["_run_one"])
-    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI", "Rattle"):
+    for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI", "Rattle",
+                 "DSOCSIntegrator"):
         marked = sorted(n for n, fn in _functions(_source(case)).items() if inlined(fn))
         assert marked == ["_eval", "_newton"], case
     src = "@njit(cache=True)\ndef f(x):\n    return x\n\n\n@njit(cache=True)\ndef g(x):\n" + (

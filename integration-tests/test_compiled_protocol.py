@@ -6,8 +6,10 @@ Every (method, problem) pair of ``test_protocol.CASES`` is in exactly one of two
     The pair's problem has a symbolic twin (``test_protocol.SYMBOLIC_TWINS``: the same
     physics built by ``chetaev.discrete_lagrangian.symbolic``, so the system carries the
     compiled kernels), or its key is None: the registry's own system carries them (the
-    rolling ball, ``chetaev.gni.rolling_ball``: ``ReducedSystem(compiled_kernels=...)``),
-    and it is its own twin. On the twin, the method with ``backend="numpy"`` and with
+    rolling ball, ``chetaev.gni.rolling_ball``: ``ReducedSystem(compiled_kernels=...)``; the
+    curvature particle, ``curvature_particle_dsocs(..., curvature_kernel=...)``:
+    ``DSOCS(compiled_kernels=...)``), and it is its own twin. On the twin, the method with
+    ``backend="numpy"`` and with
     ``backend="numba"`` (both with the method's Newton options at ``tol=1e-14``) agree over
     100 steps of the registry's h, from the registry's initial state and from a seeded batch
     of four states around it, to ``AGREE`` relative in t, q, v, p and ``AGREE / h`` in λ (a
@@ -27,7 +29,10 @@ same unknowns, initial guess and stopping rule, so they stop within ``max(1e-14,
 batched: worst 1.6e-13 (ConstrainedPRK-2: λ 3.2e-12 at h = 0.05), then 1.3e-13
 (LieNHPRK-3-cayley batched, q); the GNI pairs bitwise equal, VPRK and LieVPRK ≤ 1.2e-15;
 margin 6 against ``AGREE``. ReducedGNI-ball (its own twin): 2.0e-15 single, 7.5e-15
-batched. The discretization maps (θ-maps, RATTLE, their compositions, which run every
+batched. DSOCS-particle (its own twin; the method holds no NewtonOptions, so both paths
+solve at its default tol 1e-12, then polish one Newton step): 1.1e-14 single, 6.3e-15
+batched (at tol 1e-14: ``packages/dsocs/tests/test_compiled.py``). The discretization
+maps (θ-maps, RATTLE, their compositions, which run every
 sub-step compiled, and the extrinsic Euler B∘A): at most 3.9e-14 (dmap-extrinsic-euler-ba
 single, v).
 
@@ -91,6 +96,7 @@ COMPILED: dict[str, str | None] = {
     "dmap-euler-ba": "spherical_pendulum",
     "dmap-triple-jump": "spherical_pendulum",
     "dmap-extrinsic-euler-ba": "spherical_pendulum",
+    "DSOCS-particle": None,
 }
 
 _NO_PATH = "has no compiled path yet"  # the BackendError of a method without a compiled step
@@ -105,7 +111,6 @@ _BASELINE = "the stage-constrained baseline (a defect demonstrator) has no compi
 NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
     "dmap-baseline": (_BASELINE, _NO_PATH, "spherical_pendulum"),
     "LieDmap-rattle": (_LIE_DMAP, _NO_PATH, "heavy_top"),
-    "DSOCS-particle": ("DSOCSIntegrator has no compiled step", _NO_PATH, None),
 }
 
 
@@ -160,6 +165,8 @@ def _batch(key: str, q0: np.ndarray, v0: np.ndarray, b: int = 4,
         v[:, 0] = r * v[:, 3] - om * x[:, 1]
         v[:, 1] = -r * v[:, 2] + om * x[:, 0]
         return x, v
+    if key == "DSOCS-particle":  # no constraint on the initial (q0, v0) of the particle
+        return q0 + dq[:, :2], v
     if key == "pendulum_angle":
         return q0 + dq[:, :1], v
     if key == "spherical_pendulum":

@@ -93,8 +93,11 @@ def curvature_particle() -> Problem:
     from chetaev.dsocs import curvature_particle_dsocs
 
     h = 0.05
-    # the system holds no step: the method discretizes at the h of each step
-    dsocs = curvature_particle_dsocs(lambda q: 1.0 + 0.3 * q[..., 0], closed_form=False)
+    # the system holds no step: the method discretizes at the h of each step; the curvature's
+    # numba source gives it the compiled kernels (issue 17), checked against k when built
+    dsocs = curvature_particle_dsocs(
+        lambda q: 1.0 + 0.3 * q[..., 0], closed_form=False,
+        curvature_kernel="def curvature(q):\n    return 1.0 + 0.3 * q[0]\n")
     return dsocs, np.array([0.0, 0.0]), np.array([1.0, 0.0]), h
 
 

@@ -14,6 +14,7 @@ from ._integrator import DSOCSIntegrator
 from ._lagrangian import TwoPointLagrangian
 from ._particle import (
     curvature_particle_dsocs,
+    curvature_particle_kernels,
     curvature_particle_solver,
     particle_closed_form_step,
     particle_discrete_circle,
@@ -46,6 +47,7 @@ __all__ = [
     "central_difference",
     "convergence_study",
     "curvature_particle_dsocs",
+    "curvature_particle_kernels",
     "curvature_particle_solver",
     "iwp_reference",
     "particle_closed_form_step",

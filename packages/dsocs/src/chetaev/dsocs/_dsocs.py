@@ -297,6 +297,18 @@ class DSOCS:
     lagrangian_scale : float, keyword-only
         s of L_d = s·L(q0, (q1 − q0)/h) (set by :meth:`from_continuous` from its ``scale``):
         the discrete force is scaled alike (default 1, the paper's normalization).
+    compiled_kernels : str, keyword-only, optional
+        Numba-compilable source of eq. (4) for the compiled step of ``DSOCSIntegrator``
+        (issue 17, ``backend="numba"``/``"auto"``): plain functions
+        ``dsocs_residual(q0, q1, q2, h, out)`` (the rows [g; φ∘β] of eq. (4), unforced) and
+        ``dsocs_jacobian_q2(q0, q1, q2, h, out)`` (their derivative in q2, ``(rows, n)``)
+        on 1-d arrays (``math`` and ``np`` available), and the constant
+        ``DSOCS_SHAPE = (n, rows)``. Checked against this DSOCS's ``residual`` and
+        ``jacobian_q2`` at several seeded points when it is built (a family: through its
+        members at two step sizes; :func:`chetaev.dsocs._compiled.check_kernels`), raising
+        :class:`DSOCSInputError` on disagreement. Passed by :meth:`from_continuous` to the
+        family and its members; :func:`~chetaev.dsocs.curvature_particle_dsocs` writes
+        them for the particle.
 
     Notes
     -----
@@ -329,6 +341,7 @@ class DSOCS:
     n_controls: int = attrs.field(default=0, kw_only=True, validator=_count(0))
     lagrangian_scale: float = attrs.field(default=1.0, kw_only=True,
                                           converter=lambda x: as_step(x, "lagrangian_scale"))
+    compiled_kernels: str | None = attrs.field(default=None, kw_only=True)
     #: the continuous system carrying the force (built from ``socs.system``), or None
     _forced_system: object = attrs.field(default=None, init=False, repr=False)
 
@@ -343,6 +356,10 @@ class DSOCS:
         names = [n for n in ("h", *_STEP_OPTIONS) if getattr(self, n) is not None]
         # caller -> attrs __init__ -> here
         _warn_compat(names, "DSOCS(...)", stacklevel=3)
+        if self.compiled_kernels is not None:
+            from ._compiled import check_kernels
+
+            check_kernels(self)  # the kernels against the callables, at seeded points
 
     def _init_force(self) -> None:
         """Check ``force``/``force_derivatives``/``n_controls`` and build the forced continuous

@@ -54,6 +54,18 @@ equations (1), their Jacobians by central differences) to (q_1, v_1 = (q_2 − q
 DSOCS with a ``tangent_basis`` (C_d ⊂ 𝒟_d of a discrete nonholonomic system, not open) the
 bases at (q_k, q_{k+1}) and (q_{k+1}, q_{k+2}) and (A, B) in them are returned too; otherwise
 the pairs are free (C_d open in Q×Q) and the bases are None.
+
+**Compiled backend** (issue 17; :mod:`._compiled`). ``backend="auto"`` (default) solves eq.
+(4) compiled (numba) when numba is installed and the configuration has a compiled path: an
+unforced DSOCS carrying ``compiled_kernels`` (numba source of eq. (4) and its q2-derivative,
+checked against the DSOCS's callables at seeded points when it is built;
+:func:`~chetaev.dsocs.curvature_particle_dsocs` writes them), a square eq. (4) (m + r = n),
+no problem-specific ``solver`` and no ``root_filter``. The compiled solve has the numpy
+solve's unknowns, guess 2q_k − q_{k−1}, row normalization, stopping rule and polishing step,
+so both agree to round-off; a step it does not solve is rerun on numpy (its deflated
+restarts). ``integrate`` then runs its loop compiled (the start stays in Python);
+``backend="numba"`` raises :class:`~chetaev.discrete_lagrangian.extending.BackendError`
+naming the cause for any other configuration, ``"numpy"`` never compiles.
 """
 
 from __future__ import annotations
@@ -71,7 +83,7 @@ from chetaev.discrete_lagrangian import (
     deflated,
     newton_solve,
 )
-from chetaev.discrete_lagrangian.extending import tangent_fields
+from chetaev.discrete_lagrangian.extending import BackendError, resolve_backend, tangent_fields
 
 from ._derivcheck import verify_once
 from ._errors import DSOCSConvergenceError, DSOCSInputError
@@ -175,6 +187,10 @@ class DSOCSIntegrator(Method):
     newton : NewtonOptions, optional
         The project's Newton options (its ``tol`` and ``max_iter`` replace ``tol`` and
         ``max_iter`` when given), as for the other methods.
+    backend : {"auto", "numba", "numpy"}, keyword-only
+        The compiled solve of eq. (4) (issue 17; module docstring): ``"auto"`` compiled
+        where possible, ``"numba"`` compiled or
+        :class:`~chetaev.discrete_lagrangian.extending.BackendError`, ``"numpy"`` never.
 
     Options left ``None`` take the DSOCS's compatibility defaults (:class:`DSOCS`
     ``tol``, ``max_iter``, ``max_deflations``, ``root_filter``, ``solver``, bound to its
@@ -202,6 +218,33 @@ class DSOCSIntegrator(Method):
 
     negative_steps = False  # a two-step recursion from (q_{k−1}, q_k): no backward step
     supports_forces = True  # the forced DSOCS of the module docstring
+    #: A compiled (numba) solve of eq. (4) (issue 17; :mod:`._compiled`) for an unforced
+    #: DSOCS with ``compiled_kernels``, square eq. (4), no ``solver`` or ``root_filter``.
+    compiled_backend = True
+
+    def _backend_interface(self, system):
+        """What ``resolve_backend`` reads of ``system`` (the DSOCS at the step's ``h``; a DSOCS
+        is outside the system interface): an object whose ``kernels`` are its
+        ``compiled_kernels`` or None; raises ``BackendError`` for ``backend="numba"``
+        without them."""
+        from types import SimpleNamespace
+
+        kernels = getattr(system, "compiled_kernels", None)
+        if kernels is None and self.backend == "numba":
+            raise BackendError(
+                "backend='numba': this DSOCS has no compiled kernels (plain Python "
+                "callables). Pass DSOCS(..., compiled_kernels=source) with numba-compilable "
+                "dsocs_residual and dsocs_jacobian_q2 (see DSOCS; curvature_particle_dsocs "
+                "writes them, given curvature_kernel= for a callable k), or use "
+                "backend='numpy' / 'auto'."
+            )
+        return SimpleNamespace(kernels=kernels)
+
+    def _compiled_plan(self, system, iface):
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled`)."""
+        from ._compiled import dsocs_plan
+
+        return dsocs_plan(self, system)
 
     @property
     def order(self) -> int | None:
@@ -279,7 +322,11 @@ class DSOCSIntegrator(Method):
         qk = np.asarray(state.q)
         qk1 = state.carry.get("q_next")
         qk1 = self._start(system, qk, state.v, h, u) if qk1 is None else np.asarray(qk1)
-        qk2, info = self.solve(system, qk, qk1, h, step_index=state.n, t=state.t, u=u)
+        plan = resolve_backend(self, system)
+        solved = None if plan is None else plan.solve(qk, qk1, h)  # compiled (issue 17)
+        if solved is None:  # numpy, or a compiled solve that failed: its restarts or error
+            solved = self.solve(system, qk, qk1, h, step_index=state.n, t=state.t, u=u)
+        qk2, info = solved
         if system.has_force:
             u_left = state.carry.get("u")
             info["work"] = system.discrete_work(qk, qk1, u if u_left is None else u_left, u)

@@ -14,6 +14,7 @@ with sin(φ/2) = c/(1 + √(1 + c²)), c = k(q1)·|q1 − q0|·sign(h). Unique s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +24,7 @@ from ._validation import step_points
 
 __all__ = [
     "curvature_particle_dsocs",
+    "curvature_particle_kernels",
     "curvature_particle_solver",
     "particle_closed_form_step",
     "particle_discrete_circle",
@@ -137,8 +139,63 @@ def particle_ode_rhs(k) -> Callable:
     return rhs
 
 
+#: The compiled eq. (4) of the particle (:func:`curvature_particle_kernels`): rows (6)·|v|³
+#: (the constraint at the central difference) and φ∘β = v·p with p = D2L_d(q0, q1) +
+#: D1L_d(q1, q2) = −C·a, C = s·m; v = (q2 − q0)/(2h), a = (q2 − 2q1 + q0)/h².
+_PARTICLE_KERNELS = """
+DSOCS_SHAPE = (2, 2)
+
+
+def dsocs_residual(q0, q1, q2, h, out):
+    v0 = (q2[0] - q0[0]) / (2.0 * h)
+    v1 = (q2[1] - q0[1]) / (2.0 * h)
+    a0 = (q2[0] - 2.0 * q1[0] + q0[0]) / (h * h)
+    a1 = (q2[1] - 2.0 * q1[1] + q0[1]) / (h * h)
+    nv = math.sqrt(v0 * v0 + v1 * v1)
+    out[0] = v0 * a1 - v1 * a0 - curvature(q1) * nv ** 3
+    out[1] = -PARTICLE_C * (v0 * a0 + v1 * a1)
+
+
+def dsocs_jacobian_q2(q0, q1, q2, h, out):
+    v0 = (q2[0] - q0[0]) / (2.0 * h)
+    v1 = (q2[1] - q0[1]) / (2.0 * h)
+    a0 = (q2[0] - 2.0 * q1[0] + q0[0]) / (h * h)
+    a1 = (q2[1] - 2.0 * q1[1] + q0[1]) / (h * h)
+    nv = math.sqrt(v0 * v0 + v1 * v1)
+    c3 = 3.0 * curvature(q1) * nv / (2.0 * h)
+    out[0, 0] = a1 / (2.0 * h) - v1 / (h * h) - c3 * v0
+    out[0, 1] = v0 / (h * h) - a0 / (2.0 * h) - c3 * v1
+    out[1, 0] = -PARTICLE_C * (a0 / (2.0 * h) + v0 / (h * h))
+    out[1, 1] = -PARTICLE_C * (a1 / (2.0 * h) + v1 / (h * h))
+"""
+
+
+def curvature_particle_kernels(k, curvature_kernel: str | None = None,
+                               mass: float = 1.0, scale: float = 1.0) -> str | None:
+    """The ``DSOCS(compiled_kernels=...)`` source of the particle's eq. (4) (§4.1.2, eqs.
+    (6)–(7) in the DSOCS's normalization), or None when ``k`` is a callable without
+    ``curvature_kernel``.
+
+    ``curvature_kernel``: numba-compilable source of ``def curvature(q):`` returning k(q)
+    (a float) for a 1-d ``q`` (a constant ``k`` needs none); the kernels are checked against
+    the DSOCS when it is built, so a curvature kernel that is not ``k`` is rejected there.
+    """
+    if curvature_kernel is None:
+        if callable(k):
+            return None
+        curvature_kernel = f"def curvature(q):\n    return {float(k)!r}\n"
+    elif not isinstance(curvature_kernel, str) or re.search(
+            r"^def curvature\(", curvature_kernel, re.M) is None:
+        raise DSOCSInputError(
+            "curvature_kernel must be source text defining def curvature(q): ... (returning "
+            f"k(q) as a float for a 1-d q); got {curvature_kernel!r}.")
+    return (f"PARTICLE_C = {float(scale) * float(mass)!r}\n\n" + curvature_kernel + "\n"
+            + _PARTICLE_KERNELS)
+
+
 def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
-                             closed_form: bool = True, system=None):
+                             closed_form: bool = True, system=None, *,
+                             curvature_kernel: str | None = None):
     """The DSOCS of §4.1.2 for curvature k (constant or callable k(q) → (...)).
 
     Built generically: L_d = L(q0, (q1 − q0)/h) with L = ½m|v|², D_K by the central map of
@@ -150,6 +207,10 @@ def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
     is that family's member ``family.at(h)``.
     ``system``: a continuous Lagrangian system to use (default: a MechanicalSystem with mass
     m·I and U = 0 from ``chetaev.discrete_lagrangian``).
+    ``curvature_kernel``: numba source ``def curvature(q): ...`` of a callable ``k`` for the
+    compiled step (issue 17; a constant ``k`` needs none): with the default ``system`` the
+    DSOCS then carries the compiled kernels of eq. (4)
+    (:func:`curvature_particle_kernels`), checked against its callables when built.
     """
     from ._dsocs import DSOCS
 
@@ -159,10 +220,12 @@ def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
             "h, or closed_form=False and DSOCSIntegrator(solver=lambda q0, q1, h: "
             "particle_closed_form_step(q0, q1, h, k)) for the closed form at the method's h."
         )
+    kernels = None
     if system is None:
         from ._models_common import free_particle_system
 
         system = free_particle_system(mass, 2)
+        kernels = curvature_particle_kernels(k, curvature_kernel, mass)
 
     def constraint(q, v, a):
         nv = np.sqrt(np.sum(v * v, -1))
@@ -187,6 +250,7 @@ def curvature_particle_dsocs(k, h: float | None = None, mass: float = 1.0,
     family = DSOCS.from_continuous(
         system, constraint, variations, constraint_jacobian=constraint_jacobian,
         variations_depend_on=("v",), name="curvature particle (§4.1)",
+        compiled_kernels=kernels,
     )
     if h is None:
         return family

@@ -91,10 +91,10 @@ COMPILED: dict[str, str | None] = {
     "dmap-euler-ba": "spherical_pendulum",
     "dmap-triple-jump": "spherical_pendulum",
     "dmap-extrinsic-euler-ba": "spherical_pendulum",
+    "LieDmap-rattle": "heavy_top",
 }
 
 _NO_PATH = "has no compiled path yet"  # the BackendError of a method without a compiled step
-_LIE_DMAP = "Lie-group discretization maps have no compiled step"
 #: The baseline's defect (its momenta leave Leg(TN) and grow, to |p| = 600 on one member of
 #: the batch) amplifies a rounding-level difference of two evaluations of its step to 9e-12
 #: over 100 steps (measured with a compiled twin of its step, which was then not kept): the
@@ -104,7 +104,6 @@ _BASELINE = "the stage-constrained baseline (a defect demonstrator) has no compi
 #: backend="numba", key of the problem's twin in SYMBOLIC_TWINS or None).
 NOT_COMPILED: dict[str, tuple[str, str, str | None]] = {
     "dmap-baseline": (_BASELINE, _NO_PATH, "spherical_pendulum"),
-    "LieDmap-rattle": (_LIE_DMAP, _NO_PATH, "heavy_top"),
     "DSOCS-particle": ("DSOCSIntegrator has no compiled step", _NO_PATH, None),
 }
 

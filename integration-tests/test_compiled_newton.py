@@ -3,7 +3,9 @@
 Every compiled engine (the PRK engine with its plain, holonomic and nonholonomic hooks in
 both unknowns, the Lie engine plain and nonholonomic, the GNI in both forms, the reduced
 GNI on the rolling ball with both retractions, the discretization maps' node step in both
-forms, the extrinsic joint solve and the DSOCS solve of eq. (4)) builds its
+forms, the extrinsic joint solve, the Lie discretization maps' step: RATTLE's joint solve
+and lobatto2's two half-step solves through one ``_ldm_solve``, and the DSOCS solve of
+eq. (4)) builds its
 module from the one ``NEWTON`` piece of ``chetaev.discrete_lagrangian.extending``: the
 generated source holds exactly one ``while`` loop, in ``_newton``, and every step reaches it.
 The sources are built and parsed, not compiled: these tests need sympy, not numba.
@@ -86,6 +88,11 @@ def _cases():
         "Rattle": (dm.Rattle(), _sphere),
         "ExtrinsicEulerBA": (dm.ExtrinsicEulerBA(), _sphere),
         "DSOCSIntegrator": (DSOCSIntegrator(), _curvature_particle),
+        "LieDiscretizationMapMethod rattle": (
+            dm.LieDiscretizationMapMethod("rattle", retraction="exp"),
+            lambda: dlt.heavy_top(symbolic=True)),
+        "LieDiscretizationMapMethod lobatto2": (
+            dm.LieDiscretizationMapMethod("lobatto2"), lambda: dlt.heavy_top(symbolic=True)),
     }
 
 
@@ -169,7 +176,7 @@ def test_inline_small_marks_selectively():
     assert inlined(prk["_eval"]) and inlined(prk["_maxabs"])
     assert not inlined(prk["_run_one"])
     for case in ("LieVPRK", "LieNonholonomicPRK", "GNI", "ReducedGNI", "Rattle",
-                 "DSOCSIntegrator"):
+                 "DSOCSIntegrator", "LieDiscretizationMapMethod rattle"):
         marked = sorted(n for n, fn in _functions(_source(case)).items() if inlined(fn))
         assert marked == ["_eval", "_newton"], case
     src = "@njit(cache=True)\ndef f(x):\n    return x\n\n\n@njit(cache=True)\ndef g(x):\n" + (

@@ -135,10 +135,10 @@ def test_backend_errors():
         VPRK(lobatto_iiia_iiib(3), backend="fast")
     assert isinstance(exc.value, InputError)
     # a method without any compiled step raises at construction
-    from chetaev.discrete_lagrangian.discretization_maps import LieDiscretizationMapMethod
+    from chetaev.discrete_lagrangian.discretization_maps import StageConstrainedBaseline
 
     with pytest.raises(BackendError, match="no compiled path yet"):
-        LieDiscretizationMapMethod("rattle", backend="numba")
+        StageConstrainedBaseline(backend="numba")
     assert DiscreteEulerLagrange(backend="numpy").backend == "numpy"
     assert DiscreteEulerLagrange().backend == "auto"
 

@@ -233,6 +233,19 @@ class LieDiscretizationMapMethod(Method):
 
     For ``G = Rⁿ`` they reduce to the vector-space methods (Euler A/B, B∘A, RATTLE).
 
+    Compiled backend (``backend=``, issue 17; :mod:`._compiled_lie_dmaps`): every ``kind``
+    with either retraction runs compiled on an unconstrained, unforced ``ℓ = ½ηᵀ𝕀η − V(g)``
+    with constant 𝕀 built by ``symbolic.from_trivialized_lagrangian`` on a group of
+    :func:`chetaev.liegroups.compiled_support` (SO(3), SE(2), SE(3), their products with
+    Rⁿ; with Cayley the other matrix groups): the same Phase-1 equations (§6.2; (6.4)–(6.7)
+    as two half-step solves; (6.8)–(6.10) as one joint solve in ``(ξ, ξ̄)``), unknowns,
+    initial guess and Newton stopping rule as the numpy step, with the analytic Jacobian.
+    A holonomic constraint (no compiled kernels on a group), an external force and
+    ``NewtonOptions(finite_differences=True)`` run on numpy (``"auto"``) or raise
+    :class:`~chetaev.discrete_lagrangian.core._backend.BackendError` naming the cause
+    (``"numba"``). The compiled step records no ``carry`` (``step_linearization`` re-runs
+    the numpy step).
+
     Parameters
     ----------
     kind : {"euler_a", "euler_b", "lobatto2", "rattle"}
@@ -247,6 +260,14 @@ class LieDiscretizationMapMethod(Method):
                                         validator=is_newton_options)
 
     supports_forces = True
+    #: A compiled (numba) step of every kind (issue 17; :mod:`._compiled_lie_dmaps`).
+    compiled_backend = True
+
+    def _compiled_plan(self, system: Any, iface: SystemInterface) -> tuple[str, Any]:
+        """``(why_not, plan)`` of the compiled backend (issue 17; :mod:`._compiled_lie_dmaps`)."""
+        from ._compiled_lie_dmaps import compiled_plan
+
+        return compiled_plan(self.kind, self.retraction, self.newton, system, iface)
 
     @property
     def order(self) -> int:
@@ -306,6 +327,12 @@ class LieDiscretizationMapMethod(Method):
     def _step_impl(self, system, state: State, h: float, u: Any = None) -> State:
         from chetaev.liegroups import retraction
 
+        if u is None:
+            from ..core._backend import resolve_backend
+
+            plan = resolve_backend(self, system)
+            if plan is not None:  # the compiled step (issue 17)
+                return plan.step(state, h)
         iface = lie_interface(system)
         tau = retraction(iface.group, self.retraction)
         forcing = None

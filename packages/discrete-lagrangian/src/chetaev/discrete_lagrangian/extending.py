@@ -37,7 +37,8 @@ Compiled backend (issue 17)
     matrices ``_newton`` factorises: the analytic Jacobian, part of :data:`NEWTON`, or the
     hooks' structured matrix with its fallback to the Jacobian), :func:`inline_small` and
     :data:`INLINE_LINES` (numba's IR-level inlining of chosen functions of a module
-    source), :func:`lie_plan` (the compiled Lie-group engine).
+    source), :data:`TAKE` (``_take`` / ``_take_copy``: work arrays as views of one buffer
+    without reference counts), :func:`lie_plan` (the compiled Lie-group engine).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from .core._compiled_prk import (
     LINALG,
     NEWTON,
     STRUCTURED_MATRIX,
+    TAKE,
     CompiledPlan,
     build_source,
     compiled_step,
@@ -85,6 +87,7 @@ __all__ = [
     "LINALG",
     "NEWTON",
     "STRUCTURED_MATRIX",
+    "TAKE",
     "BackendError",
     "CompiledPlan",
     "ComposedSteps",

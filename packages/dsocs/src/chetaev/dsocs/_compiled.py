@@ -170,15 +170,6 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
 '''
 
 
-def _take_source() -> str:
-    """``_address`` and ``_take`` of the PRK engine (the carray work buffer), from the
-    engine's exported source."""
-    from chetaev.discrete_lagrangian.extending import ENGINE
-
-    start = ENGINE.index("# the integer address addr")
-    return ENGINE[start: ENGINE.index("@njit(cache=True)\ndef _take_copy(")]
-
-
 def _has(source: str, name: str) -> bool:
     return re.search(rf"^def {name}\(", source, re.M) is not None
 
@@ -476,13 +467,14 @@ def dsocs_plan(method: Any, dsocs: Any) -> tuple[str, DSOCSPlan | None]:
             BATCH_DRIVERS,
             LINALG,
             NEWTON,
+            TAKE,
             CompiledPlan,
             build_source,
             inline_small,
         )
 
         kernels = _Kernels(source=dsocs.compiled_kernels, n=n, m=rows)
-        engine = "\n\n".join([DSOCS_STEP, _take_source(), LINALG, NEWTON, BATCH_DRIVERS])
+        engine = "\n\n".join([DSOCS_STEP, TAKE, LINALG, NEWTON, BATCH_DRIVERS])
         source = inline_small(build_source(kernels, 1, 0, "", False, engine=engine),
                               names=("_eval", "_newton"))
         nil = np.zeros((1, 1))

@@ -69,8 +69,9 @@ def check_backend(value: Any, method_name: str, compiled: bool) -> str:
             raise BackendError(
                 f"backend='numba': {method_name} has no compiled path yet (compiled: "
                 "DiscreteEulerLagrange, VPRK, ConstrainedPRK, NonholonomicPRK, LieVPRK, "
-                "LieNonholonomicPRK, GNI, ReducedGNI, DiscretizationMapMethod, Rattle and "
-                "ExtrinsicEulerBA; see the README's compiled fast path). Use "
+                "LieNonholonomicPRK, GNI, ReducedGNI, DiscretizationMapMethod, Rattle, "
+                "ExtrinsicEulerBA, LieDiscretizationMapMethod and DSOCSIntegrator; see the "
+                "README's compiled fast path). Use "
                 "backend='numpy' or 'auto'."
             )
         from ._kernels import INSTALL_FAST, numba_available

@@ -60,7 +60,7 @@ import attrs
 import numpy as np
 
 __all__ = ["BATCH_DRIVERS", "DENSE_MATRIX", "ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS",
-           "INLINE_LINES", "LINALG", "NEWTON", "PLAIN_HOOKS", "STRUCTURED_MATRIX",
+           "INLINE_LINES", "LINALG", "NEWTON", "PLAIN_HOOKS", "STRUCTURED_MATRIX", "TAKE",
            "CompiledPlan", "build_source", "compiled_step", "constraint_force_hooks",
            "inline_small", "method_plan", "run_compiled"]
 
@@ -726,7 +726,15 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             _save_node(oq, ov, op, olam, k // save_every, q, v, p, lam)
     _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
     buf[0] = 0.0  # the buffer outlives its views
+'''
 
+#: Work arrays without reference counts: ``_take(buf, o, shape)`` returns floats ``o..`` of
+#: the float buffer ``buf`` as an array of ``shape`` (a ``numba.carray`` of its data, so its
+#: views and slices cost no atomic operation; ``buf`` must outlive it) and the next offset;
+#: ``_take_copy(buf, o, a)`` the same holding a copy of ``a``. Needs ``carray``, ``cgutils``,
+#: ``types`` and ``intrinsic`` imported (the PRK header does). Every engine that allocates
+#: per-trajectory work arrays takes them from here.
+TAKE = '''
 
 # the integer address addr as a void pointer, for carray (a numba intrinsic, not a jitted
 # function: nothing to inline)
@@ -1012,7 +1020,7 @@ BATCH_DRIVERS = (_BATCH_LOOP.format(name="run_serial", flags="", loop="range")
 LINALG = ENGINE[: ENGINE.index("@njit(cache=True)\ndef _eval(")]
 _NEWTON_LOOP = NEWTON
 NEWTON = _NEWTON_LOOP + DENSE_MATRIX
-ENGINE = LINALG + NEWTON + ENGINE[len(LINALG):] + BATCH_DRIVERS
+ENGINE = LINALG + NEWTON + ENGINE[len(LINALG):] + TAKE + BATCH_DRIVERS
 
 # the Lagrangian-unknowns pieces of ENGINE, which EVAL_QP replaces
 _EVAL_V = ENGINE[ENGINE.index("@njit(cache=True)\ndef _stage_residual("):

@@ -296,18 +296,6 @@ from numba.extending import intrinsic
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _pieces() -> tuple[str, str]:
-    """The PRK engine's ``_take`` work-buffer piece and the Lie engine's batch drivers (the
-    loops over ``_lie_run_one``), cut from the engines' sources."""
-    from ..core._compiled_lie import LIE_ENGINE
-    from ..core._compiled_prk import BATCH_DRIVERS, ENGINE
-
-    start = ENGINE.index("# the integer address addr")
-    take = ENGINE[start:len(ENGINE) - len(BATCH_DRIVERS)]
-    drivers = LIE_ENGINE[LIE_ENGINE.index("@njit(cache=True)\ndef run_serial("):]
-    return take, drivers
-
-
 def compiled_plan(kind: str, retraction: str, newton: Any, system: Any,
                   iface: Any) -> tuple[str, Any]:
     """``(why_not, plan)`` of the compiled step of ``LieDiscretizationMapMethod(kind,
@@ -329,8 +317,15 @@ def compiled_plan(kind: str, retraction: str, newton: Any, system: Any,
     tuple[str, LiePlan or None]
         ``("", plan)``, or the reason and None.
     """
-    from ..core._compiled_lie import _HEADER, LieKernelSet, LiePlan, group_source, group_support
-    from ..core._compiled_prk import LINALG, NEWTON, _jit_kernels, inline_small
+    from ..core._compiled_lie import (
+        _HEADER,
+        LIE_BATCH_DRIVERS,
+        LieKernelSet,
+        LiePlan,
+        group_source,
+        group_support,
+    )
+    from ..core._compiled_prk import LINALG, NEWTON, TAKE, _jit_kernels, inline_small
 
     k = iface.kernels
     group = iface.group
@@ -362,10 +357,10 @@ def compiled_plan(kind: str, retraction: str, newton: Any, system: Any,
             s=1, d=d, k=int(group.shape[0]), kk=kk, m=0, mm=1, kf=0, nx=nx, s1=1, stiff=True,
             simplified=bool(newton.simplified), inertia=inertia.tolist(),
             inertia_inv=np.linalg.inv(inertia).tolist())
-        take, drivers = _pieces()
         source = inline_small("\n".join([
             head, _TAKE_IMPORTS, f"KIND = {_KINDS[kind]}\n", _jit_kernels(k.source),
-            group_source(group, retraction), LINALG, NEWTON, take, LIE_DMAP_STEP, drivers]),
+            group_source(group, retraction), LINALG, NEWTON, TAKE, LIE_DMAP_STEP,
+            LIE_BATCH_DRIVERS]),
             names=("_eval", "_newton"))
         plan = LiePlan(source=source, a=np.zeros((1, 1)), b=np.zeros(1), w=np.zeros((1, 1)),
                        m=0, options=newton, has_lam=False, elem_shape=tuple(group.shape))

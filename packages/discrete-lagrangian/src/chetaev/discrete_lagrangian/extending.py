@@ -38,14 +38,16 @@ Compiled backend (issue 17)
     hooks' structured matrix with its fallback to the Jacobian), :func:`inline_small` and
     :data:`INLINE_LINES` (numba's IR-level inlining of chosen functions of a module
     source), :data:`TAKE` (``_take`` / ``_take_copy``: work arrays as views of one buffer
-    without reference counts), :func:`lie_plan` (the compiled Lie-group engine).
+    without reference counts), :func:`lie_plan` (the compiled Lie-group engine) and
+    :data:`LIE_BATCH_DRIVERS` (its batch drivers, for a Lie-group method with a step of its
+    own).
 """
 
 from __future__ import annotations
 
 from ._util._fd import fd_jacobian
 from .core._backend import BackendError, resolve_backend
-from .core._compiled_lie import lie_plan
+from .core._compiled_lie import LIE_BATCH_DRIVERS, lie_plan
 from .core._compiled_prk import (
     BATCH_DRIVERS,
     DENSE_MATRIX,
@@ -84,6 +86,7 @@ __all__ = [
     "DENSE_MATRIX",
     "ENGINE",
     "INLINE_LINES",
+    "LIE_BATCH_DRIVERS",
     "LINALG",
     "NEWTON",
     "STRUCTURED_MATRIX",

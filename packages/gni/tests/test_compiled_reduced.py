@@ -163,6 +163,11 @@ def test_a_kernel_that_disagrees_with_its_callable_is_an_error():
     with pytest.raises(InputError, match="does not run"):
         _plain_ball(compiled_kernels="def constraint_affine(x, out)\n")
     right = wrong.replace("out[1] = 0.2", "out[1] = -0.2")
+    # right at the interior check point (0.3, 0.9), wrong elsewhere: the seeded points catch it
+    sly = right.replace("out[0] = 0.2 * x[1]",
+                        "out[0] = 0.2 * x[1] + (x[0] - 0.3) * (x[1] - 0.9)")
+    with pytest.raises(InputError, match=r"constraint_affine.*disagrees"):
+        _plain_ball(compiled_kernels=sly)
     sol = integrate(_plain_ball(compiled_kernels=right), ReducedGNI(), exp["x0"], exp["v0"],
                     h=H, n_steps=2)
     assert sol.success and sol.stats["backend"] == "numba"

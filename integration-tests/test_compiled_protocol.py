@@ -285,3 +285,31 @@ def test_not_compiled_raises_under_numba(name: str, numba: None) -> None:
         integrate(system, build_method(method, "numba", tol=None), q0, v0, h=h, n_steps=2)
     sol = integrate(system, method, q0, v0, h=h, n_steps=2)
     assert sol.success and sol.stats["backend"] == "numpy"
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_compiled_continuation_is_bitwise(name: str, batched: bool, numba: None) -> None:
+    """A compiled run continued from its final state, and a loop of compiled ``Method.step``
+    calls, take the same steps as one run, bit for bit: each member's memory between steps
+    (the predictor's past solutions, the two-step GNI's next node) travels in the state's
+    ``carry`` (``MEMORY_KEY``), as the numpy path's carry does."""
+    _, twin, q0, v0, h = twin_problem(name)
+    if batched:
+        q0, v0 = _batch(COMPILED[name] or name, q0, v0)
+    method = build_method(CASES[name][0](), "numba")
+    n = 6
+    whole = integrate(twin, method, q0, v0, h=h, n_steps=2 * n)
+    half = integrate(twin, method, q0, v0, h=h, n_steps=n).final_state()
+    rest = integrate(twin, method, half, None, h=h, n_steps=n)
+    st = method.initial_state(twin, q0, v0)
+    for _ in range(2 * n):
+        st = method.step(twin, st, h)
+    assert whole.success and rest.success and whole.stats["backend"] == "numba"
+    for field in ("q", "v", "p", "lam"):
+        x = getattr(whole, field)
+        if x is None:
+            continue
+        for other, label in ((getattr(rest, field)[-1], "continued"),
+                             (getattr(st, field), "Method.step")):
+            assert np.asarray(other).tobytes() == x[-1].tobytes(), (name, field, label)

@@ -40,7 +40,9 @@ Compiled backend (issue 17)
     source), :data:`TAKE` (``_take`` / ``_take_copy``: work arrays as views of one buffer
     without reference counts), :func:`lie_plan` (the compiled Lie-group engine) and
     :data:`LIE_BATCH_DRIVERS` (its batch drivers, for a Lie-group method with a step of its
-    own).
+    own), :data:`MEMORY_KEY`, :func:`memory_in` and :func:`memory_carry` (what each member
+    keeps between compiled steps, the ``mem`` row of every ``_run_one`` of ``MEM`` floats,
+    carried in ``State.carry`` so that a continued run takes the same steps as one run).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from .core._compiled_prk import (
     ENGINE,
     INLINE_LINES,
     LINALG,
+    MEMORY_KEY,
     NEWTON,
     STRUCTURED_MATRIX,
     TAKE,
@@ -62,6 +65,8 @@ from .core._compiled_prk import (
     compiled_step,
     constraint_force_hooks,
     inline_small,
+    memory_carry,
+    memory_in,
 )
 from .core._forcing import discrete_work, forced_hooks, forced_multiplier_control_jacobian
 from .core._interface import SystemInterface, interface_of
@@ -88,6 +93,7 @@ __all__ = [
     "INLINE_LINES",
     "LIE_BATCH_DRIVERS",
     "LINALG",
+    "MEMORY_KEY",
     "NEWTON",
     "STRUCTURED_MATRIX",
     "TAKE",
@@ -113,6 +119,8 @@ __all__ = [
     "interface_of",
     "lie_plan",
     "lie_step_jacobians",
+    "memory_carry",
+    "memory_in",
     "no_controls",
     "resolve_backend",
     "tangent_fields",

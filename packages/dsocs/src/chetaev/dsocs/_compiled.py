@@ -118,7 +118,7 @@ def _dsocs_solve(q0, q1, h, x, R, J, piv, dx, w, tolf, atol, max_iter, refresh, 
 
 @njit(cache=True)
 def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out, mem):
     # one member of the two-step recursion: q0 = q_{k-1}, v0 = q_k (the carried next node);
     # each step solves eq. (4) for q_{k+1}; the saved rows and the final row hold the node's
     # (q_k, q_{k+1}, q_{k-1}) in the slots (q, v, p); res the unnormalized residual at
@@ -167,6 +167,10 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
             _save_node(oq, ov, op, olam, k // save_every, a, b, ap, lam0)
     _finish(fin, out, a, b, ap, lam0, status, done, fail_r, fail_thr, fail_it)
     buf[0] = 0.0  # the buffer outlives its views
+
+
+# what a member keeps between runs (mem): nothing, the step starts from its state
+MEM = 1
 '''
 
 
@@ -335,7 +339,7 @@ class DSOCSPlan:
         run(a, b, p0, lam0, float(h), int(steps), 1, nil, nil, nil[0], nil[0],
             max(float(opts.tol), 64.0 * _EPS), float(opts.atol), int(opts.max_iter),
             float(opts.refresh_rate), int(opts.max_stall), math.inf, oq, ov, op, olam, its,
-            res, cres, fin, out)
+            res, cres, fin, out, np.zeros((nb, 1)))
         return oq, ov, op, its, res, fin, out
 
     def solve(self, q0: np.ndarray, q1: np.ndarray, h: float) -> tuple[np.ndarray, dict] | None:

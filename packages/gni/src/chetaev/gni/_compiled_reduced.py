@@ -137,7 +137,7 @@ def _scale(mode, ctx, x):
 
 @njit(cache=True)
 def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out, mem):
     # q0: the extended configuration (x_k, W_k flat, xi_{k-1}) (the warm start's increment)
     z = np.zeros(N)
     Gm = np.empty((N, N))
@@ -294,6 +294,11 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         if k % save_every == 0:
             _save_node(oq, ov, op, olam, k // save_every, zq, v, p, lam)
     _finish(fin, out, zq, v, p, lam, status, done, fail_r, fail_thr, fail_it)
+
+
+# what a member keeps between runs (mem): nothing (g and the last increment travel in the
+# state's carry)
+MEM = 1
 '''
 
 #: The names a ``ReducedSystem(compiled_kernels=...)`` source defines, one per callable part.
@@ -512,7 +517,8 @@ def _run(plan: ReducedPlan, state: Any, h: float, n_steps: int, save_every: int,
         run = mod.run_parallel if nb > 1 else mod.run_serial
         run(z0, v0, p0, lam0, float(h), int(steps), int(save_every), nil, nil, nil[0],
             nil[0], tolf, float(opts.atol), int(opts.max_iter), float(opts.refresh_rate),
-            int(opts.max_stall), float(cbound), oz, ov, op, olam, its, res, cres, fin, out)
+            int(opts.max_stall), float(cbound), oz, ov, op, olam, its, res, cres, fin, out,
+            np.zeros((nb, 1)))
         return oz, ov, op, olam, its, res, cres, fin, out
 
     oz, ov, op, olam, its, res, cres, fin, out = go(n_steps)

@@ -55,7 +55,15 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._compiled_prk import LINALG, NEWTON, _jit_kernels, _plan_module, inline_small
+from ._compiled_prk import (
+    LINALG,
+    NEWTON,
+    _jit_kernels,
+    _plan_module,
+    inline_small,
+    memory_carry,
+    memory_in,
+)
 from ._kernels import KernelSet
 
 __all__ = [
@@ -441,7 +449,7 @@ def _scale(mode, ctx, x):
 @njit(cache=True)
 def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
                  max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
-                 out):
+                 out, mem):
     ev = _workspace()
     jv = _jac_workspace()
     J = np.empty((NX, NX))
@@ -451,13 +459,13 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
     x = np.empty(NX)
     wk = np.zeros(WK)
     hist = np.zeros((2, NX))
-    nhist = 0
     g = g0.copy()
     eta = eta0.copy()
     mu = mu0.copy()
     lam = lam0.copy()
     lam1 = np.zeros(MM)
     vprev = eta0.copy()
+    nhist = _memory_load(mem, hist, vprev)  # a continued run picks up its predictor
     eta1 = np.empty(D)
     mu1 = ev[14]
     g1 = ev[15]
@@ -505,6 +513,11 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
         if k % save_every == 0:
             _save_node(og, ov, op, olam, k // save_every, g, eta, mu, lam[:M])
     _finish(fin, out, g, eta, mu, lam[:M], status, done, fail_r, fail_thr, fail_it)
+    _memory_store(mem, hist, nhist, vprev)
+
+
+# what a member keeps between runs (mem): the predictor's count, last solutions and last eta
+MEM = 1 + 2 * NX + D
 '''
 
 #: The Lie engine's batch drivers (``run_serial``, ``run_parallel``: ``range`` / ``prange``
@@ -515,21 +528,21 @@ LIE_BATCH_DRIVERS = '''
 @njit(cache=True)
 def run_serial(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
                max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
-               out):
+               out, mem):
     for b in range(g0.shape[0]):
         _lie_run_one(g0[b], eta0[b], mu0[b], lam0[b], h, nsteps, save_every, A, B, W, tolf,
                      floor_tol, atol, max_iter, refresh, max_stall, cbound, og[b], ov[b],
-                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b])
+                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b], mem[b])
 
 
 @njit(cache=True, parallel=True)
 def run_parallel(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
                  max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
-                 out):
+                 out, mem):
     for b in prange(g0.shape[0]):
         _lie_run_one(g0[b], eta0[b], mu0[b], lam0[b], h, nsteps, save_every, A, B, W, tolf,
                      floor_tol, atol, max_iter, refresh, max_stall, cbound, og[b], ov[b],
-                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b])
+                     op[b], olam[b], its[b], res[b], cres[b], fin[b], out[b], mem[b])
 '''
 LIE_ENGINE = _LIE_STEP + LIE_BATCH_DRIVERS
 
@@ -609,18 +622,20 @@ class LiePlan:
             f = out["final"]
             q1, v1, p1, lam1 = f["q"], f["v"], f["p"], f["lam"]
             its, res = int(out["its"].max(initial=0)), float(out["res"].max(initial=0.0))
+            carry = out["carry"]
         else:  # one trajectory: the compiled call without the run's bookkeeping
-            q1, v1, p1, lam1, status, r, tol, it, its, res = _one_step(self, state, g, h)
+            q1, v1, p1, lam1, status, r, tol, it, its, res, carry = _one_step(self, state, g, h)
         if status == 1:
             raise ConvergenceError(step=state.n, t=state.t, residual=r, tol=tol, iterations=it,
                                    hint="halve h, or increase NewtonOptions(max_iter=...)")
         info = {"newton_iterations": its, "residual": res, "backend": "numba"}
-        return State(t=state.t + h, q=q1, v=v1, p=p1, lam=lam1, n=state.n + 1, carry={},
+        return State(t=state.t + h, q=q1, v=v1, p=p1, lam=lam1, n=state.n + 1, carry=carry,
                      info=info)
 
 
 def _one_step(plan: LiePlan, state: Any, g: np.ndarray, h: float) -> tuple:
-    """One unbatched compiled step: ``(g1, η1, μ1, λ1, status, r, tol, it, its, res)``."""
+    """One unbatched compiled step: ``(g1, η1, μ1, λ1, status, r, tol, it, its, res,
+    carry)``."""
     kk, d, m = g.size, int(np.shape(state.v)[-1]), plan.m
     g0 = np.ascontiguousarray(g.reshape(1, kk))
     e0 = np.ascontiguousarray(np.asarray(state.v, dtype=float).reshape(1, d))
@@ -632,14 +647,16 @@ def _one_step(plan: LiePlan, state: Any, g: np.ndarray, h: float) -> tuple:
                         np.empty((1, 2, m)))
     its, res, cres = np.zeros((1, 1), np.int64), np.zeros((1, 1)), np.zeros((1, 1))
     fin, out = np.zeros((1, 4, max(kk, d, m))), np.zeros((1, 5))
-    plan.module().run_serial(g0, e0, p0, l0, float(h), 1, 1, plan.a, plan.b, plan.w,
-                             max(float(o.tol), 64.0 * _EPS), 64.0 * _EPS, float(o.atol),
-                             int(o.max_iter), float(o.refresh_rate), int(o.max_stall),
-                             math.inf, og, ov, op, olam, its, res, cres, fin, out)
+    mod = plan.module()
+    mem = memory_in(state, mod, 1)
+    mod.run_serial(g0, e0, p0, l0, float(h), 1, 1, plan.a, plan.b, plan.w,
+                   max(float(o.tol), 64.0 * _EPS), 64.0 * _EPS, float(o.atol),
+                   int(o.max_iter), float(o.refresh_rate), int(o.max_stall),
+                   math.inf, og, ov, op, olam, its, res, cres, fin, out, mem)
     lam1 = fin[0, 3, :m].copy() if plan.has_lam else None
     return (fin[0, 0, :kk].reshape(plan.elem_shape), fin[0, 1, :d].copy(),
             fin[0, 2, :d].copy(), lam1, int(out[0, 0]), float(out[0, 2]), float(out[0, 3]),
-            int(out[0, 4]), int(its[0, 0]), float(res[0, 0]))
+            int(out[0, 4]), int(its[0, 0]), float(res[0, 0]), memory_carry(mod, mem, ()))
 
 
 def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,
@@ -662,6 +679,7 @@ def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,
     mod = plan.module()
     o = plan.options
     tolf = max(float(o.tol), 64.0 * _EPS)
+    mem0 = memory_in(state, mod, nb)
 
     def go(steps: int) -> tuple:
         ns = steps // save_every + 1
@@ -671,17 +689,18 @@ def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,
         its = np.zeros((nb, max(steps, 1)), np.int64)
         res, cres = np.zeros((nb, max(steps, 1))), np.zeros((nb, max(steps, 1)))
         fin, out = np.zeros((nb, 4, max(kk, d, m))), np.zeros((nb, 5))
+        mem = mem0.copy()
         run = mod.run_parallel if nb > 1 else mod.run_serial
         run(g0, eta0, mu0, lam0, float(h), int(steps), int(save_every), plan.a, plan.b,
             plan.w, tolf, 64.0 * _EPS, float(o.atol), int(o.max_iter), float(o.refresh_rate),
-            int(o.max_stall), float(cbound), og, ov, op, olam, its, res, cres, fin, out)
-        return og, ov, op, olam, its, res, cres, fin, out
+            int(o.max_stall), float(cbound), og, ov, op, olam, its, res, cres, fin, out, mem)
+        return og, ov, op, olam, its, res, cres, fin, out, mem
 
-    og, ov, op, olam, its, res, cres, fin, out = go(n_steps)
+    og, ov, op, olam, its, res, cres, fin, out, mem = go(n_steps)
     done = out[:, 1].astype(np.int64)
     k = int(done.min())
     if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
-        og, ov, op, olam, its, res, cres, fin, out = go(k)
+        og, ov, op, olam, its, res, cres, fin, out, mem = go(k)
     worst = int(np.argmin(done))
     nreg = k // save_every + 1
 
@@ -703,6 +722,7 @@ def _run(plan: LiePlan, state: Any, h: float, n_steps: int, save_every: int,
         "its": its[:, :k].max(axis=0) if k else np.zeros(0, np.int64),
         "res": res[:, :k].max(axis=0) if k else np.zeros(0),
         "cres": cres[:, :k].max(axis=0) if k else np.zeros(0),
+        "carry": memory_carry(mod, mem, batch),
     }
 
 

@@ -60,9 +60,10 @@ import attrs
 import numpy as np
 
 __all__ = ["BATCH_DRIVERS", "DENSE_MATRIX", "ENGINE", "EVAL_QP", "HOLONOMIC_HOOKS",
-           "INLINE_LINES", "LINALG", "NEWTON", "PLAIN_HOOKS", "STRUCTURED_MATRIX", "TAKE",
-           "CompiledPlan", "build_source", "compiled_step", "constraint_force_hooks",
-           "inline_small", "method_plan", "run_compiled"]
+           "INLINE_LINES", "LINALG", "MEMORY_KEY", "NEWTON", "PLAIN_HOOKS",
+           "STRUCTURED_MATRIX", "TAKE", "CompiledPlan", "build_source", "compiled_step",
+           "constraint_force_hooks", "inline_small", "memory_carry", "memory_in",
+           "method_plan", "run_compiled"]
 
 _EPS = float(np.finfo(np.float64).eps)
 _OVERFLOW = float(np.sqrt(np.finfo(np.float64).max))
@@ -638,7 +639,7 @@ def _stage_jacobian(h, A, AH, J, dW, dV, Wq, Wv, Fl, D21, D22):
 
 @njit(cache=True)
 def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out, mem):
     # every work array is a view of one zeroed buffer without a reference count
     # (_take): the views and slices the step takes of them cost no atomic operations
     LM = max(M, 1)
@@ -680,7 +681,7 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
     p1, o = _take(buf, o, (N,))
     v1, o = _take(buf, o, (N,))
     piv, o = _take(buf, o, (NX,))  # the pivots' indices, as floats
-    nhist = 0
+    nhist = _memory_load(mem, hist, vprev)  # a continued run picks up its predictor
     ctx = (q, v, p, lam1, h, A, AH, Q, V, Lam, W, D2, F, dW, dV, Wq, Wv, Fq, Fv, Fl, D21, D22,
            wk)
     status = 0
@@ -725,7 +726,14 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         if k % save_every == 0:
             _save_node(oq, ov, op, olam, k // save_every, q, v, p, lam)
     _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
+    _memory_store(mem, hist, nhist, vprev)
     buf[0] = 0.0  # the buffer outlives its views
+
+
+# what a member keeps between runs (mem, run_compiled): the predictor's count, its last
+# solutions and the last velocity, so that a run continued from its final state takes the
+# same steps as one run
+MEM = 1 + 5 * NX + N
 '''
 
 #: Work arrays without reference counts: ``_take(buf, o, shape)`` returns floats ``o..`` of
@@ -862,6 +870,37 @@ def _remember(hist, nhist, x):
     for i in range(x.shape[0]):
         hist[0, i] = x[i]
     return min(nhist + 1, hist.shape[0])
+
+
+@njit(cache=True)
+def _memory_load(mem, hist, vec):
+    # what the last run kept between its steps (mem: the count, the rows of hist, vec; all
+    # zero for a fresh start): the count, with hist and vec filled when it is positive
+    count = int(mem[0])
+    if count > 0:
+        o = 1
+        for r in range(hist.shape[0]):
+            for i in range(hist.shape[1]):
+                hist[r, i] = mem[o]
+                o += 1
+        for i in range(vec.shape[0]):
+            vec[i] = mem[o]
+            o += 1
+    return count
+
+
+@njit(cache=True)
+def _memory_store(mem, hist, count, vec):
+    # the inverse of _memory_load, after the last step: the next run continues from here
+    mem[0] = count
+    o = 1
+    for r in range(hist.shape[0]):
+        for i in range(hist.shape[1]):
+            mem[o] = hist[r, i]
+            o += 1
+    for i in range(vec.shape[0]):
+        mem[o] = vec[i]
+        o += 1
 
 
 @njit(cache=True)
@@ -1002,11 +1041,11 @@ _BATCH_LOOP = '''
 
 @njit(cache=True{flags})
 def {name}(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-        refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+        refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out, mem):
     for b in {loop}(q0.shape[0]):
         _run_one(q0[b], v0[b], p0[b], lam0[b], h, nsteps, save_every, A, AH, B, BH, tolf,
                  atol, max_iter, refresh, max_stall, cbound, oq[b], ov[b], op[b], olam[b],
-                 its[b], res[b], cres[b], fin[b], out[b])
+                 its[b], res[b], cres[b], fin[b], out[b], mem[b])
 '''
 #: The batch drivers (``run_serial``, ``run_parallel``: ``range`` / ``prange`` over the members,
 #: each calling the module's ``_run_one``), shared by every compiled method.
@@ -1250,6 +1289,33 @@ def _flat(x: Any, n: int, batch: tuple) -> np.ndarray:
 
 _F64 = np.dtype(np.float64)
 
+#: The key of a compiled run's memory in ``State.carry``: ``(module name, (*batch, MEM)
+#: array)``, what each member keeps between its steps (the predictor's past solutions), so
+#: that a run continued from a compiled run's final state takes the same steps, bit for bit,
+#: as one run.
+MEMORY_KEY = "compiled_memory"
+
+
+def memory_in(state: Any, mod: Any, nb: int) -> np.ndarray:
+    """The ``(nb, mod.MEM)`` memory a compiled run of ``mod`` starts from: the one in
+    ``state.carry`` when a run of the same module with the same batch size left it, else
+    zeros (a fresh start). A copy: the run writes into it."""
+    size = int(mod.MEM)
+    hit = (getattr(state, "carry", None) or {}).get(MEMORY_KEY)
+    if hit is not None and hit[0] == mod.__name__:
+        arr = np.asarray(hit[1], dtype=float)
+        if arr.size == nb * size:
+            return arr.reshape(nb, size).copy()
+    return np.zeros((nb, size))
+
+
+def memory_carry(mod: Any, mem: np.ndarray, batch: tuple) -> dict:
+    """The ``State.carry`` entry of the memory ``mem`` a run of ``mod`` ended with
+    (read-only)."""
+    arr = mem.reshape(*batch, mem.shape[-1]).copy()
+    arr.flags.writeable = False
+    return {MEMORY_KEY: (mod.__name__, arr)}
+
 
 def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_every: int,
                  cbound: float = math.inf) -> dict:
@@ -1259,7 +1325,9 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
     included; the last node of an incomplete period is appended), the final ``q, v, p,
     lam``, ``done`` (steps completed by every member), ``status`` (0 ok, 1 Newton failure,
     2 non-finite, 3 post-condition), ``fail`` (residual, tolerance, iterations of the
-    failing step), ``its``, ``res``, ``cres`` per step (maximised over the batch).
+    failing step), ``its``, ``res``, ``cres`` per step (maximised over the batch) and
+    ``carry``, the :data:`MEMORY_KEY` entry of the final state (a run from a state that holds
+    one, left by a run of the same module, continues its predictor).
     """
     q = np.asarray(state.q, dtype=float)
     batch = q.shape[:-1]
@@ -1274,6 +1342,7 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
     mod = plan.module()
     opts = plan.options
     tolf = max(float(opts.tol), 64.0 * _EPS)
+    mem0 = memory_in(state, mod, nb)
 
     def go(steps: int) -> tuple:
         nsave = steps // save_every + 1
@@ -1287,20 +1356,22 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
         cres = np.zeros((nb, max(steps, 1)))
         fin = np.zeros((nb, 4, max(n, m)))
         out = np.zeros((nb, 5))
+        mem = mem0.copy()
         run = mod.run_parallel if nb > 1 else mod.run_serial
         run(q0, v0, p0, lam0, float(h), int(steps), int(save_every), plan.a, plan.ahat, plan.b,
             plan.bhat, tolf, float(opts.atol), int(opts.max_iter), float(opts.refresh_rate),
-            int(opts.max_stall), float(cbound), oq, ov, op, olam, its, res, cres, fin, out)
-        return oq, ov, op, olam, its, res, cres, fin, out
+            int(opts.max_stall), float(cbound), oq, ov, op, olam, its, res, cres, fin, out,
+            mem)
+        return oq, ov, op, olam, its, res, cres, fin, out, mem
 
-    oq, ov, op, olam, its, res, cres, fin, out = go(n_steps)
+    oq, ov, op, olam, its, res, cres, fin, out, mem = go(n_steps)
     if nb == 1:  # one trajectory: its own count and status
         k, worst = int(out[0, 1]), 0
     else:
         done = out[:, 1].astype(np.int64)
         k = int(done.min())
         if k < n_steps and np.any(done != k):  # the batch stops at the first failing step
-            oq, ov, op, olam, its, res, cres, fin, out = go(k)
+            oq, ov, op, olam, its, res, cres, fin, out, mem = go(k)
         worst = int(np.argmin(done))
     status = int(out[worst, 0]) if k < n_steps else 0
     nreg = k // save_every + 1
@@ -1327,6 +1398,7 @@ def run_compiled(plan: CompiledPlan, state: Any, h: float, n_steps: int, save_ev
         "done": k, "status": status,
         "fail": (float(out[worst, 2]), float(out[worst, 3]), int(out[worst, 4])),
         "its": per_step(its), "res": per_step(res), "cres": per_step(cres),
+        "carry": memory_carry(mod, mem, batch),
     }
     if not plan.has_lam:
         result["final"]["lam"] = None
@@ -1350,4 +1422,4 @@ def compiled_step(plan: CompiledPlan, state: Any, h: float) -> Any:
             "backend": "numba"}
     return State(t=state.t + h, q=f["q"], v=f["v"], p=f["p"],
                  lam=None if f["lam"] is None else np.array(f["lam"]), n=state.n + 1,
-                 carry={}, info=info)
+                 carry=out["carry"], info=info)

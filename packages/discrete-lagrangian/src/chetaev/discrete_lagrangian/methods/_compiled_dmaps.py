@@ -335,7 +335,7 @@ def _dm_multiplier(q1, v1, Minv, G1, H, f, a0, C, pivc, w, lam):
 
 @njit(cache=True)
 def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, max_iter,
-             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out):
+             refresh, max_stall, cbound, oq, ov, op, olam, its, res, cres, fin, out, mem):
     # A = M, AH = M^-1 (the interface's arrays); B, BH unused
     Mm = A.copy()
     Minv = AH.copy()
@@ -475,6 +475,10 @@ def _run_one(q0, v0, p0, lam0, h, nsteps, save_every, A, AH, B, BH, tolf, atol, 
         if k % save_every == 0:
             _save_node(oq, ov, op, olam, k // save_every, q, v, p, lam)
     _finish(fin, out, q, v, p, lam, status, done, fail_r, fail_thr, fail_it)
+
+
+# what a member keeps between runs (mem): nothing, the step starts from its state
+MEM = 1
 '''
 
 #: The ``KIND`` constant of each compiled step.

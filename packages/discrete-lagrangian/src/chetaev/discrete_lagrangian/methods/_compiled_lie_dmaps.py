@@ -203,7 +203,7 @@ def _ldm_end(mode, g0, c, x, z, T, gm, g1, a1, f1, wk):
 @njit(cache=True)
 def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floor_tol, atol,
                  max_iter, refresh, max_stall, cbound, og, ov, op, olam, its, res, cres, fin,
-                 out):
+                 out, mem):
     # the Lie engine's signature (A, B, W, floor_tol unused); every work array a view of one
     # zeroed buffer (_take)
     buf = np.zeros(3 * KK + 14 * D + 5 * D * D + D * D * D + NX * NX + 4 * NX)
@@ -280,6 +280,10 @@ def _lie_run_one(g0, eta0, mu0, lam0, h, nsteps, save_every, A, B, W, tolf, floo
             _save_node(og, ov, op, olam, k // save_every, g, eta, mu, lam0[:M])
     _finish(fin, out, g, eta, mu, lam0[:M], status, done, fail_r, fail_thr, fail_it)
     buf[0] = 0.0  # the buffer outlives its views
+
+
+# what a member keeps between runs (mem): nothing, the step starts from its state
+MEM = 1
 '''
 
 #: The ``KIND`` constant of each method kind.

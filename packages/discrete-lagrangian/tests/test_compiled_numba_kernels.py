@@ -300,3 +300,82 @@ def test_fingerprint_follows_what_numba_freezes() -> None:
         assert fp(_pot) != before
     finally:
         GRAV = g
+
+
+# --- on a Lie group ---------------------------------------------------------------------------
+
+_CHI = np.array([0.1, 0.2, 1.0])
+
+
+@numba.njit
+def _top_V(R):
+    return R[2, 0] * _CHI[0] + R[2, 1] * _CHI[1] + R[2, 2] * _CHI[2]
+
+
+@numba.njit
+def _hat(w):
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+@numba.njit
+def _top_dV(R):  # left-trivialized ∇V = χ × Γ, Γ = Rᵀe₃
+    return _hat(_CHI) @ R[2, :].copy()
+
+
+@numba.njit
+def _top_d2V(R):
+    return _hat(_CHI) @ _hat(R[2, :].copy())
+
+
+def _numba_top():
+    from chetaev.liegroups import SO3
+
+    return sy.TrivializedMechanicalSystem(SO3, np.diag([1.0, 1.5, 2.5]), _top_V, _top_dV,
+                                          _top_d2V, vectorized=False)
+
+
+def test_lie_numba_functions_run_compiled_and_agree() -> None:
+    """The heavy top (``testing.heavy_top``'s) from numba functions of the group element:
+    LieVPRK runs compiled and agrees with numpy and with the symbolic top's compiled run."""
+    from chetaev.discrete_lagrangian import LieVPRK
+    from chetaev.discrete_lagrangian.testing import heavy_top
+    from chetaev.liegroups import SO3
+
+    pytest.importorskip("sympy")
+    top = _numba_top()
+    g0, e0 = SO3.exp(np.array([0.3, 0.2, 0.1])), np.array([0.5, -0.3, 1.2])
+
+    def run(system, backend):
+        method = LieVPRK(lobatto_iiia_iiib(3), newton=TIGHT, backend=backend)
+        return integrate(system, method, g0, e0, h=0.05, n_steps=100)
+
+    ref = run(top, "numpy")
+    for sol in (run(top, "auto"), run(heavy_top(symbolic=True), "numba")):
+        assert sol.stats["backend"] == "numba"
+        _assert_agree(sol, ref)
+
+
+@numba.njit
+def _gamma_row(R):  # A(g) = Γᵀ: Φ = Γ·η (one constraint, written without its axis)
+    return R[2, :].copy()
+
+
+@numba.njit
+def _gamma_row_grad(R):  # left-trivialized: d/dε Γ(R exp(ε ê_j)) = Γ × e_j = hat(Γ) e_j
+    return _hat(R[2, :].copy())
+
+
+def test_lie_constraint_kernels_reproduce_the_system() -> None:
+    from chetaev.liegroups import SO3
+
+    for con, m in ((sy.LinearVelocityConstraint(_gamma_row, dA=_gamma_row_grad,
+                                                vectorized=False), 1),
+                   (sy.LinearVelocityConstraint(np.array([[0.0, 0.0, 1.0]])), 1)):
+        system = sy.ConstrainedSystem(_numba_top(), con)
+        k = _kernels.kernels_of(system)
+        assert k is not None, _kernels.why_no_kernels(system)
+        assert (k.group, k.constraint, k.m, k.mechanical) == (SO3, "velocity", m, True)
+        assert {"lt_force", "phi_g", "phi_vg"} <= set(k.names)
+    hol = sy.ConstrainedSystem(_numba_top(), sy.HolonomicConstraint(
+        _sphere, _sphere_jac, _sphere_hess, vectorized=False))
+    assert "holonomic constraint on a group" in _kernels.why_no_kernels(hol)

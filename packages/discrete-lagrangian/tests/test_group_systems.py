@@ -171,3 +171,25 @@ def test_discrete_lagrangian_derivatives_and_legendre_transforms(kind):
         assert np.max(np.abs(plus - minus)) <= bound, (np.max(np.abs(plus - minus)), bound)
         # measured: exactly 0 (OPENBLAS_NUM_THREADS=1): margin inf; rtol=0 (was the default 1e-7)
         np.testing.assert_allclose(plus, tr.p[k], rtol=0, atol=1e-12)
+
+
+def test_looped_constraint_given_its_group_by_constrained_system():
+    """A ``vectorized=False`` constraint built without ``group=`` and given the group by
+    :class:`ConstrainedSystem` (``attrs.evolve``) loops over the batch of group elements
+    once: its callables see one ``K × K`` element, not the rows of one (the wrapping was
+    applied twice)."""
+    from chetaev.discrete_lagrangian import ConstrainedSystem, LinearVelocityConstraint
+    from chetaev.discrete_lagrangian.testing import heavy_top
+    from chetaev.liegroups import SO3
+
+    seen = []
+
+    def A(R):
+        seen.append(np.shape(R))
+        return R[2, :].copy()  # Φ = Γ·η, Γ = Rᵀe₃ (one constraint, without its axis)
+
+    con = LinearVelocityConstraint(A, dA=lambda R: SO3.hat(R[2, :]), vectorized=False)
+    cs = ConstrainedSystem(heavy_top(), con)
+    g = np.stack([SO3.exp(np.array([0.3, 0.2, 0.1])), SO3.exp(np.array([-0.1, 0.4, 0.2]))])
+    np.testing.assert_array_equal(cs.constraint.matrix(g), g[:, 2, None, :])
+    assert set(seen) == {(3, 3)}

@@ -18,7 +18,12 @@ included: finite differences have no compiled form):
 - wrapped in a :class:`ConstrainedSystem` with a :class:`HolonomicConstraint` (``phi``,
   ``jacobian``, ``hessian``), a :class:`VelocityConstraint` (``phi``, ``dphi_dq``,
   ``dphi_dv``, ``d2phi_dvdq``, ``d2phi_dv2``) or a :class:`LinearVelocityConstraint`
-  (``A``, ``a``, constant or numba functions, with ``dA``, ``da`` for the callable ones).
+  (``A``, ``a``, constant or numba functions, with ``dA``, ``da`` for the callable ones);
+- on a matrix Lie group, :class:`TrivializedMechanicalSystem` (``potential_grad``,
+  ``potential_hess``, left-trivialized, functions of the ``K × K`` element ``g``), alone or
+  with a velocity constraint as above (left-trivialized ``dphi_dq``, ``dA``): the kernels
+  of the compiled Lie engines (``lt_force``, ``lt_force_jac``, ``phi_g``, ...), which pass
+  the element to the functions as ``q.reshape((K, K))``.
 
 The kernels evaluate the same functions as the numpy path, so the first-state derivative
 check of ``integrate`` covers both. When they are built, each generated kernel is run in
@@ -34,6 +39,7 @@ import inspect
 import types
 from typing import Any
 
+import attrs
 import numpy as np
 
 __all__ = ["numba_kernels"]
@@ -177,9 +183,29 @@ def _need(obj: Any, attr: str, label: str) -> Any:
     return f
 
 
-def _trial_points(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+@attrs.frozen
+class _Site:
+    """Where the kernels live: ``n`` (dimension, or the algebra's on a group), ``arg`` (how a
+    kernel passes its flat ``q`` to the user's functions: ``q``, or the ``K × K`` group
+    element ``q.reshape((K, K))``), ``wrt`` (the configuration letter of the constraint
+    kernels' names: ``phi_q``, or ``phi_g`` on a group) and ``points``, the trial points
+    ``(q, v)`` (``q`` a group element on a group)."""
+
+    n: int
+    arg: str
+    wrt: str
+    points: list
+
+
+def _site(group: Any, n: int) -> _Site:
     rng = np.random.default_rng(_SEED)
-    return [(0.5 * rng.standard_normal(n), 0.5 * rng.standard_normal(n)) for _ in range(2)]
+    if group is None:
+        pts = [(0.5 * rng.standard_normal(n), 0.5 * rng.standard_normal(n)) for _ in range(2)]
+        return _Site(n, "q", "q", pts)
+    k = int(group.shape[0])
+    pts = [(np.asarray(group.exp(0.5 * rng.standard_normal(n)), dtype=float),
+            0.5 * rng.standard_normal(n)) for _ in range(2)]
+    return _Site(n, f"q.reshape(({k}, {k}))", "g", pts)
 
 
 def _ndim(f: Any, *args: np.ndarray) -> int:
@@ -189,12 +215,22 @@ def _ndim(f: Any, *args: np.ndarray) -> int:
         raise _NoKernels(f"`{f.py_func.__name__}` fails at a trial point ({err!r})") from err
 
 
-def _emit_inner(e: _Emitter, inner: Any, n: int) -> tuple[bool, Any]:
-    """The six Lagrangian kernels; ``(mechanical, mass)``."""
-    if getattr(inner, "group", None) is not None:
-        raise _NoKernels("a system on a Lie group (numba functions are taken on Rⁿ only; "
-                         "use symbolic.from_trivialized_lagrangian)")
+def _emit_inner(e: _Emitter, inner: Any, site: _Site) -> tuple[bool, Any]:
+    """The Lagrangian's kernels; ``(mechanical, mass)``."""
+    n = site.n
     sq = (n, n)
+    if getattr(inner, "group", None) is not None:
+        if not (hasattr(inner, "_potential_grad") and hasattr(inner, "inertia")):
+            raise _NoKernels(
+                f"a {type(inner).__name__} (on a group, numba functions are taken from a "
+                "TrivializedMechanicalSystem; the compiled Lie engines need ℓ = ½ηᵀ𝕀η − V(g))")
+        # the Lie engines' mechanical kernels (symbolic._kernel_emit_lie): −(left-trivialized
+        # ∇V) and its left-trivialized derivative
+        g = e.fn(_need(inner, "_potential_grad", "potential_grad"))
+        hs = e.fn(_need(inner, "_potential_hess", "potential_hess"))
+        e.kernel("lt_force", _copy(f"{g}({site.arg})", (n,), "-"))
+        e.kernel("lt_force_jac", _copy(f"{hs}({site.arg})", sq, "-"))
+        return True, np.array(inner.inertia, dtype=float)
     if hasattr(inner, "_potential_grad"):  # MechanicalSystem
         if not inner.constant_mass:
             raise _NoKernels("a position-dependent mass matrix (its second derivatives are "
@@ -226,11 +262,13 @@ def _emit_inner(e: _Emitter, inner: Any, n: int) -> tuple[bool, Any]:
                      "MechanicalSystem or a LagrangianSystem)")
 
 
-def _emit_constraint(e: _Emitter, con: Any, n: int,
-                     pts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[str, int]:
+def _emit_constraint(e: _Emitter, con: Any, site: _Site) -> tuple[str, int]:
     """The constraint kernels; ``(kind, m)``."""
-    q0, v0 = pts[0]
+    n, (q0, v0), w = site.n, site.points[0], site.wrt
     if getattr(con, "is_holonomic", False):
+        if w == "g":
+            raise _NoKernels("a holonomic constraint on a group (no compiled Lie engine "
+                             "takes one)")
         fs = [_need(con, "_" + k, k) for k in ("phi", "jacobian", "hessian")]
         m = int(np.size(fs[0](q0)))
         for name, f, shape in zip(("hol_phi", "hol_jac", "hol_hess"), fs,
@@ -238,17 +276,17 @@ def _emit_constraint(e: _Emitter, con: Any, n: int,
             e.kernel(name, _copy(f"{e.fn(f)}(q)", shape, src_ndim=_ndim(f, q0)))
         return "holonomic", m
     if getattr(con, "is_linear_in_velocity", False):
-        return "velocity", _emit_linear(e, con, n, q0)
+        return "velocity", _emit_linear(e, con, site)
     names = ("phi", "dphi_dq", "dphi_dv", "d2phi_dvdq", "d2phi_dv2")
     fs = [_need(con, "_" + k, k) for k in names]
     m = int(np.size(fs[0](q0, v0)))
-    for name, f, shape in zip(("phi", "phi_q", "phi_v", "phi_vq", "phi_vv"), fs,
+    for name, f, shape in zip(("phi", f"phi_{w}", "phi_v", f"phi_v{w}", "phi_vv"), fs,
                               ((m,), (m, n), (m, n), (m, n, n), (m, n, n))):
-        e.kernel(name, _copy(f"{e.fn(f)}(q, v)", shape, src_ndim=_ndim(f, q0, v0)))
+        e.kernel(name, _copy(f"{e.fn(f)}({site.arg}, v)", shape, src_ndim=_ndim(f, q0, v0)))
     return "velocity", m
 
 
-def _term(e: _Emitter, value: Any, label: str, core: int, q0: np.ndarray
+def _term(e: _Emitter, value: Any, label: str, core: int, site: _Site
           ) -> tuple[list[str], Any]:
     """``(lines, index)`` of one datum of a linear velocity constraint (``A``, ``a``, ``dA``
     or ``da``: a numba function of ``q`` or a constant array, of ``core`` axes with the
@@ -261,8 +299,8 @@ def _term(e: _Emitter, value: Any, label: str, core: int, q0: np.ndarray
         f = _user(value)
         if not _is_numba(f):
             raise _NoKernels(f"`{label}` is a plain Python callable, not a numba function")
-        nd = _ndim(f, q0)
-        lines = [f"{name} = {e.fn(f)}(q)"]
+        nd = _ndim(f, site.points[0][0])
+        lines = [f"{name} = {e.fn(f)}({site.arg})"]
     else:
         arr = np.asarray(value, dtype=float)
         nd = arr.ndim
@@ -276,80 +314,88 @@ def _term(e: _Emitter, value: Any, label: str, core: int, q0: np.ndarray
     return lines, index
 
 
-def _emit_linear(e: _Emitter, con: Any, n: int, q0: np.ndarray) -> int:
+def _emit_linear(e: _Emitter, con: Any, site: _Site) -> int:
     """Φ = A(q)v + a(q) as the numpy methods of :class:`LinearVelocityConstraint` form it:
     phi, phi_q = Σ_i ∂A_ai/∂q_j v_i + ∂a_a/∂q_j, phi_v = A, phi_vq = ∂A/∂q, phi_vv = 0 (the
     derivative of a constant A or a is zero unless given; a callable one's must be given)."""
     A, a = con.A, con.a
+    n, q0, w = site.n, site.points[0][0], site.wrt
     m = int(np.size(_user(A)(q0) if callable(A) else A)) // n
-    getA, Ax = _term(e, A, "A", 2, q0)
+    getA, Ax = _term(e, A, "A", 2, site)
     if con.dA is None and callable(A):
         raise _NoKernels("`dA` is not given (its finite-difference form has no compiled "
                          "counterpart)")
-    getdA, dAx = _term(e, con.dA, "dA", 3, q0)
-    geta, ax = _term(e, a, "a", 1, q0)
+    getdA, dAx = _term(e, con.dA, "dA", 3, site)
+    geta, ax = _term(e, a, "a", 1, site)
     da = con.da if callable(a) else None
     if callable(a) and da is None:
         raise _NoKernels("`da` is not given (its finite-difference form has no compiled "
                          "counterpart)")
-    getda, dax = _term(e, da, "da", 2, q0)
+    getda, dax = _term(e, da, "da", 2, site)
     mv = (m, n)
     e.kernel("phi", [*getA, *geta, f"for i0 in range({m}):",
                      f"    s = {ax('i0') if ax else '0.0'}", f"    for i1 in range({n}):",
                      f"        s += {Ax('i0', 'i1')} * v[i1]", "    out[i0] = s"])
     if dAx is None and dax is None:
-        e.kernel("phi_q", _zeros(mv))
+        e.kernel(f"phi_{w}", _zeros(mv))
     else:  # phi_q[a, j] = Σ_i dA[a, i, j] v_i (+ da[a, j])
         body = [*getdA, *getda, f"for i0 in range({m}):", f"    for i1 in range({n}):",
                 f"        s = {dax('i0', 'i1') if dax else '0.0'}"]
         if dAx is not None:
             body += [f"        for i2 in range({n}):",
                      f"            s += {dAx('i0', 'i2', 'i1')} * v[i2]"]
-        e.kernel("phi_q", [*body, "        out[i0, i1] = s"])
+        e.kernel(f"phi_{w}", [*body, "        out[i0, i1] = s"])
     e.kernel("phi_v", [*getA, *_loops(mv, f"out[i0, i1] = {Ax('i0', 'i1')}")])
-    e.kernel("phi_vq", [*getdA, *_loops((m, n, n), f"out[i0, i1, i2] = "
+    e.kernel(f"phi_v{w}", [*getdA, *_loops((m, n, n), f"out[i0, i1, i2] = "
                                                    f"{dAx('i0', 'i1', 'i2')}")]
              if dAx is not None else _zeros((m, n, n)))
     e.kernel("phi_vv", _zeros((m, n, n)))
     return m
 
 
-def _reference(system: Any) -> dict[str, Any]:
+def _reference(system: Any, site: _Site) -> dict[str, Any]:
     """The system's own numpy methods under the kernels' names."""
     con = getattr(system, "constraint", None)
-    ref = {k: getattr(system, k) for k in ("D1L", "D2L", "D11L", "D12L", "D21L", "D22L")}
+    inner = getattr(system, "system", system) if con is not None else system
+    if site.wrt == "g":
+        ref = {"lt_force": lambda g, v: -inner.gradV(g),
+               "lt_force_jac": lambda g, v: -inner.hessV(g)}
+    else:
+        ref = {k: getattr(inner, k) for k in ("D1L", "D2L", "D11L", "D12L", "D21L", "D22L")}
     if con is None:
         return ref
     if con.is_holonomic:
         ref.update(hol_phi=lambda q, v: con.phi(q), hol_jac=lambda q, v: con.jacobian(q),
                    hol_hess=lambda q, v: con.hessian(q))
     else:
-        ref.update(phi=con.residual, phi_q=con.dphi_dq, phi_v=con.dphi_dv,
-                   phi_vq=con.d2phi_dvdq, phi_vv=con.d2phi_dv2)
+        w = site.wrt
+        ref.update({"phi": con.residual, f"phi_{w}": con.dphi_dq, "phi_v": con.dphi_dv,
+                    f"phi_v{w}": con.d2phi_dvdq, "phi_vv": con.d2phi_dv2})
     return ref
 
 
-def _check(source: str, names: list[str], system: Any,
-           pts: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    """Run each generated kernel in plain Python at ``pts`` against the system's method."""
+def _check(source: str, names: list[str], system: Any, site: _Site) -> None:
+    """Run each generated kernel in plain Python at the trial points against the system's
+    method (a kernel takes the group element flattened)."""
     from ..core._kernels import user_function
 
     ns: dict[str, Any] = {"np": np, "user_function": user_function}
     exec(compile(source, "<numba-route kernels>", "exec"), ns)
-    ref = _reference(system)
+    ref = _reference(system, site)
     eps = np.finfo(float).eps
-    for q, v in pts:
+    for q, v in site.points:
+        flat = np.ascontiguousarray(q).ravel()
         for name in names:
             want = np.asarray(ref[name](q, v), dtype=float)
             got = np.zeros(want.shape)
             try:
-                ns[name](q, v, got)
+                ns[name](flat, v, got)
             except Exception as err:  # a user function that fails here
                 raise _NoKernels(f"the kernel {name} fails at a trial point ({err!r})") from err
             # the same values summed in another order (M v, Σ_i dA v_i): n roundings of
             # terms of the output's size at these O(1) points; margin 64
             scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-            bound = 64 * eps * scale * max(1, system.n)
+            bound = 64 * eps * scale * max(1, site.n)
             err = float(np.max(np.abs(got - want), initial=0.0))
             if not err <= bound:
                 raise _NoKernels(
@@ -370,20 +416,26 @@ def numba_kernels(system: Any) -> tuple[Any, str]:
     n = getattr(inner, "n", None)
     if n is None:
         return None, "a system whose dimension is not known yet"
-    n = int(n)
+    group = getattr(inner, "group", None)
+    if group is not None and len(tuple(group.shape)) != 2:
+        return None, "a group stored as a vector (Rⁿ: use a system on a vector space)"
+    site = _site(group, int(n))
     e = _Emitter()
-    pts = _trial_points(n)
     try:
-        mechanical, mass = _emit_inner(e, inner, n)
-        kind, m = (None, 0) if con is None else _emit_constraint(e, con, n, pts)
+        mechanical, mass = _emit_inner(e, inner, site)
+        kind, m = (None, 0) if con is None else _emit_constraint(e, con, site)
         for name, f in e.binds.items():
             bind_user_function(name[len("_ku_"):], f)
         source = e.source()
-        _check(source, e.names, system, pts)
+        _check(source, e.names, system, site)
     except _NoKernels as why:
         return None, str(why)
-    forced = getattr(inner, "_force", None) is not None
-    return KernelSet(source=source, names=tuple(e.names), n=n, m=m, constraint=kind,
-                     mechanical=mechanical,
-                     mass=None if mass is None else tuple(map(tuple, mass.tolist())),
-                     forced=forced), ""
+    fields = dict(source=source, names=tuple(e.names), n=site.n, m=m, constraint=kind,
+                  mechanical=mechanical,
+                  mass=None if mass is None else tuple(map(tuple, mass.tolist())),
+                  forced=getattr(inner, "_force", None) is not None)
+    if group is None:
+        return KernelSet(**fields), ""
+    from ..core._compiled_lie import LieKernelSet
+
+    return LieKernelSet(**fields, group=group), ""

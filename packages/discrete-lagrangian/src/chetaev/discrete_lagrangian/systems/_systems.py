@@ -55,10 +55,14 @@ def _looped(f: Callable, core_ndims: tuple[int, ...]) -> Callable:
         return out.reshape(batch + out.shape[1:])
 
     wrapped.__wrapped__ = f  # the user's callable (a numba function gives compiled kernels)
+    wrapped._looped_of = f  # what _wrap wraps again (attrs.evolve re-runs the wrapping)
     return wrapped
 
 
 def _wrap(f: Callable | None, vectorized: bool, core: tuple[int, ...]) -> Callable | None:
+    # a callable wrapped before is wrapped afresh from the user's (ConstrainedSystem evolves
+    # its constraint with the group, which changes the core dimensions of q)
+    f = getattr(f, "_looped_of", f)
     if f is None or vectorized:
         return f
     return _looped(f, core)
